@@ -1,0 +1,446 @@
+// Package config loads and checks herald.yaml, the one configuration file of a
+// Herald fleet (design §6). Secrets never live in the file itself: it names the
+// environment variables or files that hold them, and Secret resolves them.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ErrInvalid is wrapped by every error that Load, Parse and Validate return for a
+// configuration that cannot be used as written.
+var ErrInvalid = errors.New("invalid configuration")
+
+// Defaults, in one place.
+const (
+	DefaultButlerName      = "assistant"
+	DefaultMaxContentChars = 16000
+	DefaultMCPHTTP         = "127.0.0.1:7701"
+	DefaultNotifyTimeout   = 30 * time.Second
+	LogIntegrationID       = "log"
+)
+
+// ChannelTypes are the channel types a notify may name, in the order error
+// messages list them.
+var ChannelTypes = []string{"telegram", "email", "slack", "webhook", "web", "log"}
+
+var (
+	namePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+	idPattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+)
+
+// Config is herald.yaml.
+type Config struct {
+	NATS            NATS          `yaml:"nats"`
+	DefaultButler   string        `yaml:"default_butler"`
+	MaxContentChars int           `yaml:"max_content_chars"`
+	NotifyTimeout   Duration      `yaml:"notify_timeout"`
+	Butlers         []Butler      `yaml:"butlers"`
+	Integrations    []Integration `yaml:"integrations"`
+	Bindings        []Binding     `yaml:"bindings"`
+}
+
+// NATS says where the bus is. An empty URL means the embedded server of
+// `herald dev`.
+type NATS struct {
+	URL string `yaml:"url"`
+	// CredsFile is a NATS credentials file (JWT + nkey seed) for this process.
+	CredsFile string `yaml:"creds_file"`
+	// Replicas of every stream and bucket: 1 for one server, 3 for a cluster.
+	Replicas int `yaml:"replicas"`
+	// StoreDir is where the embedded server keeps JetStream data.
+	StoreDir string `yaml:"store_dir"`
+}
+
+// Butler is one agent of the fleet.
+type Butler struct {
+	Name           string `yaml:"name"`
+	DefaultChannel string `yaml:"default_channel"`
+	// MCPHTTP is host:port of its streamable HTTP MCP endpoint (served at /mcp).
+	MCPHTTP string `yaml:"mcp_http"`
+}
+
+// Integration is one configured account of a channel type.
+type Integration struct {
+	ID   string `yaml:"id"`
+	Type string `yaml:"type"`
+	// Disabled integrations neither send nor receive.
+	Disabled bool   `yaml:"disabled"`
+	Grants   Grants `yaml:"grants"`
+
+	// Telegram.
+	TokenEnv    string `yaml:"token_env"`
+	TokenFile   string `yaml:"token_file"`
+	APIURL      string `yaml:"api_url"`
+	DefaultChat string `yaml:"default_chat"`
+
+	// Email.
+	SMTPURLEnv  string `yaml:"smtp_url_env"`
+	SMTPURLFile string `yaml:"smtp_url_file"`
+	From        string `yaml:"from"`
+	DefaultTo   string `yaml:"default_to"`
+	// CAFile is a PEM bundle to trust for the SMTP server's certificate, for
+	// self-hosted servers with a private CA.
+	CAFile string `yaml:"ca_file"`
+
+	// Web and other listeners.
+	Listen string `yaml:"listen"`
+
+	Inbound Inbound `yaml:"inbound"`
+}
+
+// Inbound is how an integration takes messages from people.
+type Inbound struct {
+	DMPolicy  string    `yaml:"dm_policy"`
+	AllowFrom []string  `yaml:"allow_from"`
+	Approvers []string  `yaml:"approvers"`
+	RateLimit RateLimit `yaml:"rate_limit"`
+	Listen    string    `yaml:"listen"`
+	Domains   []string  `yaml:"domains"`
+}
+
+// RateLimit is a token bucket; 0/0 means unthrottled.
+type RateLimit struct {
+	RPS   float64 `yaml:"rps"`
+	Burst int     `yaml:"burst"`
+}
+
+// Binding routes inbound messages of an integration (and optionally one chat)
+// to a butler.
+type Binding struct {
+	Integration string `yaml:"integration"`
+	Chat        string `yaml:"chat"`
+	Butler      string `yaml:"butler"`
+}
+
+// Grants lists the butlers an integration may be used by: "all", or names.
+type Grants struct {
+	All   bool
+	Names []string
+}
+
+// UnmarshalYAML accepts `all` or a list of butler names.
+func (g *Grants) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		if n.Value != "all" {
+			return fmt.Errorf("line %d: grants must be \"all\" or a list of butler names, not %q", n.Line, n.Value)
+		}
+		g.All = true
+		return nil
+	case yaml.SequenceNode:
+		return n.Decode(&g.Names)
+	default:
+		return fmt.Errorf("line %d: grants must be \"all\" or a list of butler names", n.Line)
+	}
+}
+
+// Allows reports whether butler may use the integration.
+func (g Grants) Allows(butler string) bool {
+	return g.All || slices.Contains(g.Names, butler)
+}
+
+// Duration is a time.Duration written as "30s" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration like 30s or 2m", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// Load reads the file at path; an empty path gives Default().
+func Load(path string) (*Config, error) {
+	if path == "" {
+		return Default(), nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	c, err := Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return c, nil
+}
+
+// Parse decodes YAML, applies defaults and validates. Unknown keys are errors,
+// so a typo cannot silently switch a setting off.
+func Parse(b []byte) (*Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	c.applyDefaults()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+// Default is the configuration of `herald dev` with no file: one butler,
+// `assistant`, whose notifications go to the log.
+func Default() *Config {
+	c := &Config{}
+	c.applyDefaults()
+	return c
+}
+
+func (c *Config) applyDefaults() {
+	if len(c.Butlers) == 0 {
+		c.Butlers = []Butler{{Name: DefaultButlerName, DefaultChannel: "log", MCPHTTP: DefaultMCPHTTP}}
+	}
+	for i := range c.Butlers {
+		if c.Butlers[i].DefaultChannel == "" {
+			c.Butlers[i].DefaultChannel = "log"
+		}
+	}
+	if c.DefaultButler == "" {
+		c.DefaultButler = c.Butlers[0].Name
+	}
+	if c.MaxContentChars == 0 {
+		c.MaxContentChars = DefaultMaxContentChars
+	}
+	if c.NotifyTimeout == 0 {
+		c.NotifyTimeout = Duration(DefaultNotifyTimeout)
+	}
+	if c.NATS.Replicas == 0 {
+		c.NATS.Replicas = 1
+	}
+	// The log channel needs no account, so every fleet has one.
+	if !slices.ContainsFunc(c.Integrations, func(in Integration) bool { return in.Type == "log" }) {
+		c.Integrations = append(c.Integrations, Integration{ID: LogIntegrationID, Type: "log", Grants: Grants{All: true}})
+	}
+	for i := range c.Integrations {
+		in := &c.Integrations[i]
+		switch in.Type {
+		case "telegram":
+			if in.APIURL == "" {
+				in.APIURL = "https://api.telegram.org"
+			}
+			if in.TokenEnv == "" && in.TokenFile == "" {
+				in.TokenEnv = "TELEGRAM_BOT_TOKEN"
+			}
+		case "email":
+			if in.SMTPURLEnv == "" && in.SMTPURLFile == "" {
+				in.SMTPURLEnv = "SMTP_URL"
+			}
+		}
+		if in.Inbound.DMPolicy == "" {
+			in.Inbound.DMPolicy = "allowlist"
+		}
+	}
+}
+
+// Validate reports every problem at once, each naming the key at fault.
+func (c *Config) Validate() error {
+	var errs []string
+	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
+
+	if c.NATS.URL != "" {
+		if u, err := url.Parse(c.NATS.URL); err != nil || u.Host == "" {
+			add("nats.url %q is not a URL like nats://host:4222", c.NATS.URL)
+		}
+	}
+	if c.NATS.Replicas < 1 || c.NATS.Replicas > 5 {
+		add("nats.replicas must be 1 to 5, not %d", c.NATS.Replicas)
+	}
+	if c.MaxContentChars < 0 {
+		add("max_content_chars must be positive")
+	}
+	if c.NotifyTimeout < 0 {
+		add("notify_timeout must be positive")
+	}
+	ids := map[string]bool{}
+	for i, in := range c.Integrations {
+		at := fmt.Sprintf("integrations[%d]", i)
+		if !idPattern.MatchString(in.ID) {
+			add("%s.id %q must be lower-case letters, digits, _ or -", at, in.ID)
+		}
+		if ids[in.ID] {
+			add("%s.id %q is used twice", at, in.ID)
+		}
+		ids[in.ID] = true
+		if !slices.Contains(ChannelTypes, in.Type) {
+			add("%s.type %q is not one of %s", at, in.Type, strings.Join(ChannelTypes, ", "))
+		}
+		switch in.Type {
+		case "telegram":
+			if in.TokenEnv == "" && in.TokenFile == "" {
+				add("%s (telegram %s) needs token_env or token_file", at, in.ID)
+			}
+		case "email":
+			if in.SMTPURLEnv == "" && in.SMTPURLFile == "" {
+				add("%s (email %s) needs smtp_url_env or smtp_url_file (or set SMTP_URL)", at, in.ID)
+			}
+			if in.From == "" {
+				add("%s (email %s) needs from", at, in.ID)
+			}
+		}
+		switch in.Inbound.DMPolicy {
+		case "pairing", "allowlist", "disabled":
+		default:
+			add("%s.inbound.dm_policy %q must be pairing, allowlist or disabled", at, in.Inbound.DMPolicy)
+		}
+		if in.Inbound.RateLimit.RPS < 0 || in.Inbound.RateLimit.Burst < 0 {
+			add("%s.inbound.rate_limit must not be negative", at)
+		}
+		for _, n := range in.Grants.Names {
+			if c.Butler(n) == nil {
+				add("%s.grants names butler %q, which is not configured", at, n)
+			}
+		}
+	}
+	names := map[string]bool{}
+	for i, b := range c.Butlers {
+		at := fmt.Sprintf("butlers[%d]", i)
+		if !namePattern.MatchString(b.Name) {
+			add("%s.name %q must match ^[a-z][a-z0-9_-]{0,62}$", at, b.Name)
+		}
+		if names[b.Name] {
+			add("%s.name %q is used twice", at, b.Name)
+		}
+		names[b.Name] = true
+		if _, err := c.Resolve(b.Name, b.DefaultChannel); err != nil {
+			add("%s.default_channel: %v", at, err)
+		}
+	}
+	if c.Butler(c.DefaultButler) == nil {
+		add("default_butler %q is not a configured butler", c.DefaultButler)
+	}
+	for i, bd := range c.Bindings {
+		at := fmt.Sprintf("bindings[%d]", i)
+		if c.Integration(bd.Integration) == nil {
+			add("%s.integration %q is not configured", at, bd.Integration)
+		}
+		if c.Butler(bd.Butler) == nil {
+			add("%s.butler %q is not configured", at, bd.Butler)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w:\n  %s", ErrInvalid, strings.Join(errs, "\n  "))
+	}
+	return nil
+}
+
+// Butler returns the named butler, or nil.
+func (c *Config) Butler(name string) *Butler {
+	for i := range c.Butlers {
+		if c.Butlers[i].Name == name {
+			return &c.Butlers[i]
+		}
+	}
+	return nil
+}
+
+// Integration returns the integration with that id, or nil.
+func (c *Config) Integration(id string) *Integration {
+	for i := range c.Integrations {
+		if c.Integrations[i].ID == id {
+			return &c.Integrations[i]
+		}
+	}
+	return nil
+}
+
+// Errors of Resolve; both wrap ErrInvalid's siblings so callers can map them to
+// envelope error classes.
+var (
+	// ErrUnknownChannel: the channel names a type Herald does not have.
+	ErrUnknownChannel = errors.New("unknown channel")
+	// ErrNoIntegration: no enabled integration of that channel is granted to the butler.
+	ErrNoIntegration = errors.New("no integration")
+)
+
+// Resolve turns a notify's channel ("telegram" or "telegram:tg_main") into the
+// integration butler may use: a bare type is the first enabled integration of
+// that type granted to it.
+func (c *Config) Resolve(butler, channel string) (*Integration, error) {
+	typ, id, _ := strings.Cut(channel, ":")
+	if !slices.Contains(ChannelTypes, typ) {
+		return nil, fmt.Errorf("%w type %q (known: %s)", ErrUnknownChannel, typ, strings.Join(ChannelTypes, ", "))
+	}
+	for i := range c.Integrations {
+		in := &c.Integrations[i]
+		if in.Type != typ || in.Disabled || (id != "" && in.ID != id) {
+			continue
+		}
+		if !in.Grants.Allows(butler) {
+			if id != "" {
+				return nil, fmt.Errorf("%w: integration %q is not granted to butler %q", ErrNoIntegration, channel, butler)
+			}
+			continue
+		}
+		return in, nil
+	}
+	if id != "" {
+		return nil, fmt.Errorf("%w: no enabled integration %q is configured", ErrNoIntegration, channel)
+	}
+	return nil, fmt.Errorf("%w: no enabled %s integration is granted to butler %q", ErrNoIntegration, typ, butler)
+}
+
+// Channel is the fully qualified channel name of an integration, "type:id".
+func (in *Integration) Channel() string { return in.Type + ":" + in.ID }
+
+// ApplyEnv applies the environment overrides of design §6: NATS_URL, and
+// TELEGRAM_API_URL and SMTP_URL for every integration of their type.
+func (c *Config) ApplyEnv(getenv Getenv) {
+	if v := getenv("NATS_URL"); v != "" {
+		c.NATS.URL = v
+	}
+	for i := range c.Integrations {
+		in := &c.Integrations[i]
+		switch in.Type {
+		case "telegram":
+			if v := getenv("TELEGRAM_API_URL"); v != "" {
+				in.APIURL = v
+			}
+		case "email":
+			if getenv("SMTP_URL") != "" {
+				in.SMTPURLEnv, in.SMTPURLFile = "SMTP_URL", ""
+			}
+		}
+	}
+}
+
+// Getenv is how secrets and overrides are looked up; tests pass their own.
+type Getenv func(string) string
+
+// Secret resolves a secret named by an environment variable or a file; the
+// value is never part of an error message.
+func Secret(getenv Getenv, envName, file string) (string, error) {
+	if envName != "" {
+		if v := strings.TrimSpace(getenv(envName)); v != "" {
+			return v, nil
+		}
+		if file == "" {
+			return "", fmt.Errorf("%w: environment variable %s is not set", ErrInvalid, envName)
+		}
+	}
+	if file != "" {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return "", fmt.Errorf("%w: secret file: %v", ErrInvalid, err)
+		}
+		return strings.TrimSpace(string(b)), nil
+	}
+	return "", fmt.Errorf("%w: no secret configured", ErrInvalid)
+}

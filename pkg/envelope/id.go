@@ -1,0 +1,68 @@
+package envelope
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"time"
+)
+
+// NewRequestID returns a UUIDv7 (RFC 9562): 48 bits of Unix milliseconds, then
+// random bits, so ids sort by creation time.
+func NewRequestID() string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(time.Now().UnixMilli())<<16)
+	_, _ = rand.Read(b[6:])
+	b[6] = b[6]&0x0f | 0x70
+	b[8] = b[8]&0x3f | 0x80
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return string(s[:])
+}
+
+// IdempotencyKey is the key of design §4: a hash of (origin_butler, request_id,
+// intent, channel, recipient, thread, message, emoji). The request_id is the
+// notify's request_context.request_id when it answers an inbound request, else
+// the route's own: so a re-published route, or the same reply to the same
+// request, is one delivery, while two separate sends are two.
+func (r *Route) IdempotencyKey() string {
+	n := r.Notify()
+	if n == nil {
+		return ""
+	}
+	requestID, thread := r.RequestContext.RequestID, ""
+	if rc := n.RequestContext; rc != nil {
+		requestID, thread = rc.RequestID, rc.SourceThreadIdentity
+	}
+	intent := n.Delivery.Intent
+	if intent == "" {
+		intent = IntentSend
+	}
+	h := sha256.New()
+	for _, part := range []string{n.OriginButler, requestID, intent, n.Delivery.Channel, n.Delivery.Recipient, thread, n.Delivery.Message, n.Delivery.Emoji} {
+		// Length-prefixed, so no two different tuples hash the same bytes.
+		var l [8]byte
+		binary.BigEndian.PutUint64(l[:], uint64(len(part)))
+		h.Write(l[:])
+		h.Write([]byte(part))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// DeliveryID is the stable id of the delivery an idempotency key names; every
+// answer for the same key carries the same one.
+func DeliveryID(key string) string {
+	if len(key) > 26 {
+		key = key[:26]
+	}
+	return "dlv_" + key
+}

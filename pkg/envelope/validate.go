@@ -1,0 +1,298 @@
+package envelope
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
+	"github.com/heraldhq/herald/schemas"
+)
+
+// MaxMessageBytes bounds delivery.message (64 KiB).
+const MaxMessageBytes = 64 << 10
+
+// channelTypes are the channel types a notify may name.
+var channelTypes = []string{"telegram", "email", "slack", "webhook", "web", "log"}
+
+// FieldError is one failing field, named by JSON pointer ("" is the root).
+type FieldError struct {
+	Pointer string `json:"pointer"`
+	Message string `json:"message"`
+}
+
+// ValidationError lists every failing field of an envelope, sorted by pointer.
+// It is an ErrValidation.
+type ValidationError struct {
+	Schema string
+	Fields []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	parts := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		p := f.Pointer
+		if p == "" {
+			p = "/"
+		}
+		parts[i] = p + ": " + f.Message
+	}
+	return fmt.Sprintf("invalid %s: %s", strings.TrimSuffix(e.Schema, ".json"), strings.Join(parts, "; "))
+}
+
+// Unwrap makes a ValidationError an ErrValidation.
+func (e *ValidationError) Unwrap() error { return ErrValidation }
+
+// Pointers lists the failing fields.
+func (e *ValidationError) Pointers() []string {
+	out := make([]string, len(e.Fields))
+	for i, f := range e.Fields {
+		out[i] = f.Pointer
+	}
+	return out
+}
+
+var (
+	compileOnce sync.Once
+	compiled    map[string]*jsonschema.Schema
+	compileErr  error
+	printer     = message.NewPrinter(language.English)
+)
+
+func schemaFor(name string) (*jsonschema.Schema, error) {
+	compileOnce.Do(func() {
+		c := jsonschema.NewCompiler()
+		c.AssertFormat()
+		files, err := schemas.FS.ReadDir(".")
+		if err != nil {
+			compileErr = err
+			return
+		}
+		for _, f := range files {
+			b, err := schemas.FS.ReadFile(f.Name())
+			if err != nil {
+				compileErr = err
+				return
+			}
+			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(b))
+			if err != nil {
+				compileErr = fmt.Errorf("schema %s: %w", f.Name(), err)
+				return
+			}
+			if err := c.AddResource(schemas.BaseURI+f.Name(), doc); err != nil {
+				compileErr = err
+				return
+			}
+		}
+		compiled = map[string]*jsonschema.Schema{}
+		for _, f := range files {
+			s, err := c.Compile(schemas.BaseURI + f.Name())
+			if err != nil {
+				compileErr = fmt.Errorf("schema %s: %w", f.Name(), err)
+				return
+			}
+			compiled[f.Name()] = s
+		}
+	})
+	if compileErr != nil {
+		return nil, fmt.Errorf("%w: compiling schemas: %v", ErrInternal, compileErr)
+	}
+	s, ok := compiled[name]
+	if !ok {
+		return nil, fmt.Errorf("%w: no schema %q", ErrInternal, name)
+	}
+	return s, nil
+}
+
+// Validate checks data against the named schema (schemas.Notify, ...) and,
+// for notify and route, the rules a schema cannot say. The error is a
+// *ValidationError naming every failing field.
+func Validate(schema string, data []byte) error {
+	s, err := schemaFor(schema)
+	if err != nil {
+		return err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	if err != nil {
+		return &ValidationError{Schema: schema, Fields: []FieldError{{Message: "not valid JSON: " + err.Error()}}}
+	}
+	var fields []FieldError
+	if err := s.Validate(doc); err != nil {
+		var ve *jsonschema.ValidationError
+		if !errors.As(err, &ve) {
+			return fmt.Errorf("%w: validating %s: %v", ErrInternal, schema, err)
+		}
+		fields = leaves(ve, nil)
+	}
+	fields = append(fields, goRules(schema, doc)...)
+	if len(fields) == 0 {
+		return nil
+	}
+	return &ValidationError{Schema: schema, Fields: tidy(fields)}
+}
+
+// leaves flattens the validator's error tree to its leaf errors, each with the
+// pointer of the field at fault.
+func leaves(ve *jsonschema.ValidationError, out []FieldError) []FieldError {
+	if len(ve.Causes) > 0 {
+		for _, c := range ve.Causes {
+			out = leaves(c, out)
+		}
+		return out
+	}
+	ptr := pointer(ve.InstanceLocation)
+	switch k := ve.ErrorKind.(type) {
+	case *kind.Required:
+		for _, m := range k.Missing {
+			out = append(out, FieldError{Pointer: ptr + "/" + escape(m), Message: "is required"})
+		}
+	case *kind.AdditionalProperties:
+		for _, p := range k.Properties {
+			out = append(out, FieldError{Pointer: ptr + "/" + escape(p), Message: "is not a known field; remove it"})
+		}
+	case *kind.Const:
+		out = append(out, FieldError{Pointer: ptr, Message: fmt.Sprintf("must be %s", mustJSON(k.Want))})
+	case *kind.Pattern, *kind.Format:
+		out = append(out, FieldError{Pointer: ptr, Message: describePattern(ptr, ve.ErrorKind)})
+	case *kind.MinLength:
+		if strings.HasSuffix(ptr, "/message") {
+			out = append(out, FieldError{Pointer: ptr, Message: "must not be empty"})
+			break
+		}
+		out = append(out, FieldError{Pointer: ptr, Message: ve.ErrorKind.LocalizedString(printer)})
+	default:
+		out = append(out, FieldError{Pointer: ptr, Message: ve.ErrorKind.LocalizedString(printer)})
+	}
+	return out
+}
+
+func describePattern(ptr string, k jsonschema.ErrorKind) string {
+	switch {
+	case strings.HasSuffix(ptr, "/request_id"):
+		return "must be a UUIDv7 (lower-case, version 7)"
+	case strings.HasSuffix(ptr, "/message"):
+		return "must not be empty"
+	case strings.HasSuffix(ptr, "/origin_butler"), strings.HasSuffix(ptr, "/butler"):
+		return "must be a butler name matching ^[a-z][a-z0-9_-]{0,62}$"
+	case strings.HasSuffix(ptr, "/received_at"):
+		return "must be an RFC 3339 date-time with offset"
+	}
+	return k.LocalizedString(printer)
+}
+
+// goRules are the rules of design §3 a schema cannot say well.
+func goRules(schema string, doc any) []FieldError {
+	var out []FieldError
+	check := func(prefix string, notify any) {
+		d, _ := dig(notify, "delivery").(map[string]any)
+		if msg, ok := d["message"].(string); ok && len(msg) > MaxMessageBytes {
+			out = append(out, FieldError{Pointer: prefix + "/delivery/message", Message: fmt.Sprintf("is %d bytes; the limit is %d (64 KiB)", len(msg), MaxMessageBytes)})
+		}
+		if ch, ok := d["channel"].(string); ok {
+			typ, _, _ := strings.Cut(ch, ":")
+			if !slices.Contains(channelTypes, typ) {
+				out = append(out, FieldError{Pointer: prefix + "/delivery/channel", Message: fmt.Sprintf("unknown channel type %q (known: %s)", typ, strings.Join(channelTypes, ", "))})
+			}
+		}
+	}
+	switch schema {
+	case schemas.Notify:
+		check("", doc)
+	case schemas.Route:
+		if n := dig(doc, "input", "context", "notify_request"); n != nil {
+			check("/input/context/notify_request", n)
+		}
+	}
+	return out
+}
+
+// tidy sorts (validator order is not stable), drops duplicates, and lets a
+// specific message replace the generic one for the same field.
+func tidy(fields []FieldError) []FieldError {
+	specific := map[string]bool{}
+	for _, f := range fields {
+		if strings.HasPrefix(f.Message, "unknown channel type") {
+			specific[f.Pointer] = true
+		}
+	}
+	fields = slices.DeleteFunc(fields, func(f FieldError) bool {
+		return specific[f.Pointer] && !strings.HasPrefix(f.Message, "unknown channel type")
+	})
+	slices.SortFunc(fields, func(a, b FieldError) int {
+		if c := strings.Compare(a.Pointer, b.Pointer); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Message, b.Message)
+	})
+	return slices.Compact(fields)
+}
+
+func dig(v any, path ...string) any {
+	for _, p := range path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[p]
+	}
+	return v
+}
+
+func pointer(loc []string) string {
+	var b strings.Builder
+	for _, s := range loc {
+		b.WriteString("/")
+		b.WriteString(escape(s))
+	}
+	return b.String()
+}
+
+func escape(s string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+// DecodeNotify validates data as notify.v1 and decodes it.
+func DecodeNotify(data []byte) (*Notify, error) {
+	if err := Validate(schemas.Notify, data); err != nil {
+		return nil, err
+	}
+	var n Notify
+	if err := json.Unmarshal(data, &n); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrValidation, err)
+	}
+	return &n, nil
+}
+
+// DecodeRoute validates data as route.v1 and decodes it.
+func DecodeRoute(data []byte) (*Route, error) {
+	if err := Validate(schemas.Route, data); err != nil {
+		return nil, err
+	}
+	var r Route
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrValidation, err)
+	}
+	return &r, nil
+}
+
+// Check validates an envelope built in Go against its schema.
+func Check(schema string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInternal, err)
+	}
+	return Validate(schema, b)
+}

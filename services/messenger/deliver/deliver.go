@@ -1,0 +1,65 @@
+// Package deliver is the one small interface every channel implements, so that
+// adding a channel touches one folder and one registration line.
+package deliver
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/heraldhq/herald/pkg/config"
+)
+
+// Delivery is one notify to carry out on one integration, with everything the
+// switchboard resolved. Senders resolve the recipient themselves: Recipient if
+// set, else (reply, react) the chat of Thread or the Sender, else the
+// integration's default.
+type Delivery struct {
+	// Key is the idempotency key; email derives its Message-ID from it.
+	Key       string
+	Intent    string // send | reply | react
+	Butler    string // origin_butler
+	Recipient string
+	Subject   string
+	Message   string // markdown
+	Emoji     string
+	Urgency   string // low | normal | high
+	Topic     string
+	// Thread is request_context.source_thread_identity: Telegram
+	// "<chat_id>:<message_id>", email Message-ID.
+	Thread string
+	// Sender is request_context.source_sender_identity.
+	Sender string
+
+	// Done holds the provider ids of the chunks an earlier attempt already sent;
+	// a sender skips that many chunks, so a retry never sends one twice.
+	Done []string
+	// Sent, if set, is called after each chunk is accepted by the provider, with
+	// its id, so that progress is recorded before the next chunk goes out.
+	Sent func(messageID string) error
+}
+
+// Receipt is what the provider accepted: one id per chunk (including Done).
+type Receipt struct {
+	MessageIDs []string
+}
+
+// Sender delivers to one integration. Errors wrap the envelope error classes
+// (envelope.ErrValidation, ErrNotFound, ErrTargetUnavailable, ...) so the
+// messenger knows whether to retry; *envelope.RetryAfterError carries a wait.
+type Sender interface {
+	Deliver(ctx context.Context, d Delivery) (Receipt, error)
+}
+
+// Closer is implemented by senders holding connections.
+type Closer interface {
+	Close() error
+}
+
+// Env is what a sender's constructor gets besides its integration.
+type Env struct {
+	Getenv config.Getenv
+	Logger *slog.Logger
+}
+
+// Factory builds the sender of one integration.
+type Factory func(in config.Integration, env Env) (Sender, error)
