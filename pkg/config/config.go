@@ -61,6 +61,8 @@ type NATS struct {
 	Replicas int `yaml:"replicas"`
 	// StoreDir is where the embedded server keeps JetStream data.
 	StoreDir string `yaml:"store_dir"`
+	// Listen is host:port of the embedded server (port 0: any free port).
+	Listen string `yaml:"listen"`
 }
 
 // Butler is one agent of the fleet.
@@ -222,6 +224,12 @@ func (c *Config) applyDefaults() {
 	if c.NotifyTimeout == 0 {
 		c.NotifyTimeout = Duration(DefaultNotifyTimeout)
 	}
+	if c.NATS.Listen == "" {
+		c.NATS.Listen = "127.0.0.1:4222"
+	}
+	if c.NATS.StoreDir == "" {
+		c.NATS.StoreDir = ".herald/nats"
+	}
 	if c.NATS.Replicas == 0 {
 		c.NATS.Replicas = 1
 	}
@@ -366,8 +374,10 @@ func (c *Config) Integration(id string) *Integration {
 var (
 	// ErrUnknownChannel: the channel names a type Herald does not have.
 	ErrUnknownChannel = errors.New("unknown channel")
-	// ErrNoIntegration: no enabled integration of that channel is granted to the butler.
+	// ErrNoIntegration: no enabled integration of that channel is configured.
 	ErrNoIntegration = errors.New("no integration")
+	// ErrNotGranted: the integration exists but the butler may not use it.
+	ErrNotGranted = errors.New("not granted")
 )
 
 // Resolve turns a notify's channel ("telegram" or "telegram:tg_main") into the
@@ -378,23 +388,26 @@ func (c *Config) Resolve(butler, channel string) (*Integration, error) {
 	if !slices.Contains(ChannelTypes, typ) {
 		return nil, fmt.Errorf("%w type %q (known: %s)", ErrUnknownChannel, typ, strings.Join(ChannelTypes, ", "))
 	}
+	found := false
 	for i := range c.Integrations {
 		in := &c.Integrations[i]
 		if in.Type != typ || in.Disabled || (id != "" && in.ID != id) {
 			continue
 		}
-		if !in.Grants.Allows(butler) {
-			if id != "" {
-				return nil, fmt.Errorf("%w: integration %q is not granted to butler %q", ErrNoIntegration, channel, butler)
-			}
-			continue
+		found = true
+		if in.Grants.Allows(butler) {
+			return in, nil
 		}
-		return in, nil
 	}
-	if id != "" {
+	switch {
+	case found && id != "":
+		return nil, fmt.Errorf("%w: integration %q is not granted to butler %q; add it to the integration's grants", ErrNotGranted, channel, butler)
+	case found:
+		return nil, fmt.Errorf("%w: no %s integration is granted to butler %q; add it to an integration's grants", ErrNotGranted, typ, butler)
+	case id != "":
 		return nil, fmt.Errorf("%w: no enabled integration %q is configured", ErrNoIntegration, channel)
 	}
-	return nil, fmt.Errorf("%w: no enabled %s integration is granted to butler %q", ErrNoIntegration, typ, butler)
+	return nil, fmt.Errorf("%w: no enabled %s integration is configured", ErrNoIntegration, typ)
 }
 
 // Channel is the fully qualified channel name of an integration, "type:id".

@@ -54,7 +54,9 @@ type ErrorBody struct {
 func (e *ErrorBody) Error() string { return e.Message }
 
 // Is matches the sentinel of the body's class.
-func (e *ErrorBody) Is(target error) bool { return target.Error() == e.Class && ClassOf(target) == e.Class }
+func (e *ErrorBody) Is(target error) bool {
+	return target.Error() == e.Class && ClassOf(target) == e.Class
+}
 
 // ClassOf returns the wire class of err; anything unclassified is internal_error,
 // context deadlines are timeout.

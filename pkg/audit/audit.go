@@ -1,0 +1,70 @@
+// Package audit writes the audit / notification log (HERALD_AUDIT, kept 30
+// days): one record for every envelope routed, rejected, delivered or failed.
+// Records carry who, where and why, never message text or secrets.
+package audit
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
+)
+
+// Kinds of records.
+const (
+	Routed    = "routed"
+	Rejected  = "rejected"
+	Delivered = "delivered"
+	Failed    = "failed"
+)
+
+// Record is one audit entry.
+type Record struct {
+	Time       time.Time `json:"time"`
+	Kind       string    `json:"kind"`
+	Butler     string    `json:"butler,omitempty"`
+	Channel    string    `json:"channel,omitempty"`
+	Intent     string    `json:"intent,omitempty"`
+	RequestID  string    `json:"request_id,omitempty"`
+	Key        string    `json:"idempotency_key,omitempty"`
+	DeliveryID string    `json:"delivery_id,omitempty"`
+	Class      string    `json:"class,omitempty"`
+	Reason     string    `json:"reason,omitempty"`
+}
+
+// Writer publishes records.
+type Writer struct {
+	JS  jetstream.JetStream
+	Log *slog.Logger
+}
+
+// Write publishes r on herald.audit.<kind>.<channel type>. A failure to audit
+// is logged, never allowed to block or fail the message itself.
+func (w *Writer) Write(ctx context.Context, r Record) {
+	r.Time = time.Now().UTC()
+	b, err := json.Marshal(r)
+	if err == nil {
+		_, err = w.JS.Publish(ctx, bus.AuditSubject(r.Kind, channelToken(r.Channel)), b)
+	}
+	if err != nil {
+		log := w.Log
+		if log == nil {
+			log = slog.Default()
+		}
+		log.Error("audit write failed", "kind", r.Kind, "request_id", r.RequestID, "err", err)
+	}
+}
+
+// channelToken is the channel's type, safe as one subject token.
+func channelToken(ch string) string {
+	typ, _, _ := strings.Cut(ch, ":")
+	if typ == "" || strings.ContainsAny(typ, ".*> \t") {
+		return "unknown"
+	}
+	return typ
+}

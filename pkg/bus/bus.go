@@ -1,0 +1,172 @@
+// Package bus is Herald's use of NATS JetStream (design §4): subjects, the
+// streams and buckets every service relies on, publishing with idempotency
+// keys, and a consumer runner that retries with backoff and dead-letters what
+// can never succeed.
+package bus
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Streams, buckets and durable consumers.
+const (
+	StreamRoute      = "HERALD_ROUTE"
+	StreamDeliver    = "HERALD_DELIVER"
+	StreamResult     = "HERALD_RESULT"
+	StreamAudit      = "HERALD_AUDIT"
+	StreamDeadLetter = "HERALD_DEADLETTER"
+
+	BucketDeliveries = "herald_deliveries"
+	BucketSessions   = "herald_sessions"
+
+	ConsumerSwitchboard = "switchboard"
+	ConsumerResults     = "switchboard_results"
+	ConsumerMessenger   = "messenger"
+)
+
+// Headers Herald sets besides Nats-Msg-Id.
+const (
+	// HeaderKey carries the notify's idempotency key from hop to hop.
+	HeaderKey = "Herald-Idempotency-Key"
+	// HeaderError and HeaderErrorClass say why a message was dead-lettered.
+	HeaderError      = "Herald-Error"
+	HeaderErrorClass = "Herald-Error-Class"
+	// HeaderSubject is the subject a dead-lettered message was first published on.
+	HeaderSubject = "Herald-Subject"
+	// HeaderChannel names the integration ("type:id") a result is about.
+	HeaderChannel = "Herald-Channel"
+	// HeaderDeliveries is how many times it was tried.
+	HeaderDeliveries = "Herald-Deliveries"
+)
+
+// DuplicateWindow is how long JetStream drops a re-published message with the
+// same Nats-Msg-Id. It covers a butler's retries after a lost answer (the
+// notify timeout is 30 s); beyond it, the herald_deliveries ledger decides.
+const DuplicateWindow = 5 * time.Minute
+
+// Subject prefixes; each is followed by a butler name.
+const (
+	RoutePrefix  = "herald.route."
+	ResultPrefix = "herald.result."
+)
+
+// Subjects. Request/reply subjects (herald.reply.>) overlap no stream.
+func RouteSubject(butler string) string    { return RoutePrefix + butler }
+func DeliverSubject(target string) string  { return "herald.deliver." + target }
+func InboxSubject(butler string) string    { return "herald.inbox." + butler }
+func IngressSubject(channel string) string { return "herald.ingress." + channel }
+func ReplySubject(butler, id string) string {
+	return "herald.reply." + butler + "." + id
+}
+func ResultSubject(butler, id string) string {
+	return ResultPrefix + butler + "." + id
+}
+func AuditSubject(kind, channel string) string { return "herald.audit." + kind + "." + channel }
+
+// DeadSubject is where a message of stream that can never succeed goes.
+func DeadSubject(stream, subject string) string { return "herald.dead." + stream + "." + subject }
+
+// Connect dials NATS with the reconnect behaviour a long-running service
+// wants: retry the first connect, reconnect forever.
+func Connect(url, name, credsFile string, log *slog.Logger) (*nats.Conn, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	opts := []nats.Option{
+		nats.Name(name),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(500 * time.Millisecond),
+		nats.RetryOnFailedConnect(true),
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				log.Warn("nats disconnected", "err", err)
+			}
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) { log.Info("nats reconnected", "url", c.ConnectedUrlRedacted()) }),
+	}
+	if credsFile != "" {
+		opts = append(opts, nats.UserCredentials(credsFile))
+	}
+	nc, err := nats.Connect(url, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to NATS: %w", err)
+	}
+	return nc, nil
+}
+
+// Topology is what EnsureTopology creates.
+type Topology struct {
+	Replicas int
+}
+
+func (t Topology) streams() []jetstream.StreamConfig {
+	r := max(t.Replicas, 1)
+	wq := func(name, subject, desc string, maxAge time.Duration) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name: name, Description: desc, Subjects: []string{subject},
+			Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage,
+			Replicas: r, Duplicates: DuplicateWindow, MaxAge: maxAge, Discard: jetstream.DiscardNew,
+		}
+	}
+	log := func(name, subject, desc string) jetstream.StreamConfig {
+		return jetstream.StreamConfig{
+			Name: name, Description: desc, Subjects: []string{subject},
+			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage,
+			Replicas: r, MaxAge: 30 * 24 * time.Hour, Duplicates: DuplicateWindow,
+		}
+	}
+	return []jetstream.StreamConfig{
+		wq(StreamRoute, "herald.route.>", "butler -> switchboard", 7*24*time.Hour),
+		wq(StreamDeliver, "herald.deliver.>", "switchboard -> messenger", 7*24*time.Hour),
+		wq(StreamResult, "herald.result.>", "messenger -> switchboard: delivery outcomes", 24*time.Hour),
+		log(StreamAudit, "herald.audit.>", "audit / notification log"),
+		log(StreamDeadLetter, "herald.dead.>", "messages that can never succeed"),
+	}
+}
+
+// EnsureTopology creates or updates every stream and bucket. Every service
+// calls it at start, so any one of them can come up first.
+func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	for _, cfg := range t.streams() {
+		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
+			return fmt.Errorf("stream %s: %w", cfg.Name, err)
+		}
+	}
+	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket: BucketDeliveries, Description: "idempotency records of deliveries",
+		Storage: jetstream.FileStorage, Replicas: max(t.Replicas, 1), TTL: 30 * 24 * time.Hour, History: 1,
+	}); err != nil {
+		return fmt.Errorf("bucket %s: %w", BucketDeliveries, err)
+	}
+	return nil
+}
+
+// Publish sends data to a stream subject with Nats-Msg-Id = key, so a
+// re-publish inside DuplicateWindow is dropped by JetStream (ack.Duplicate).
+func Publish(ctx context.Context, js jetstream.JetStream, subject string, data []byte, key string, h nats.Header) (*jetstream.PubAck, error) {
+	m := &nats.Msg{Subject: subject, Data: data, Header: h}
+	if m.Header == nil {
+		m.Header = nats.Header{}
+	}
+	if key != "" {
+		m.Header.Set(nats.MsgIdHdr, key)
+		m.Header.Set(HeaderKey, key)
+	}
+	ack, err := js.PublishMsg(ctx, m)
+	if err != nil {
+		return nil, fmt.Errorf("publishing to %s: %w", subject, err)
+	}
+	return ack, nil
+}
+
+// IsNoResponders reports whether err means no JetStream stream answered.
+func IsNoResponders(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse)
+}

@@ -1,0 +1,68 @@
+// Package bustest runs a real, embedded NATS server with JetStream for tests:
+// a random port, a temp store, a ready check and cleanup, like httptest.
+package bustest
+
+import (
+	"context"
+	"testing"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
+)
+
+// Server is a running test server.
+type Server struct {
+	*server.Server
+	dir string
+	t   testing.TB
+}
+
+// RunServer starts a server with JetStream on a random port, stores in a temp
+// dir, creates Herald's topology, and shuts down when the test ends.
+func RunServer(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{dir: t.TempDir(), t: t}
+	s.start()
+	t.Cleanup(s.stop)
+	nc, js := s.Connect()
+	defer nc.Close()
+	if err := bus.EnsureTopology(context.Background(), js, bus.Topology{Replicas: 1}); err != nil {
+		t.Fatalf("topology: %v", err)
+	}
+	return s
+}
+
+func (s *Server) start() {
+	s.t.Helper()
+	srv, err := bus.RunServer(bus.ServerOptions{Port: -1, StoreDir: s.dir})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.Server = srv
+}
+
+func (s *Server) stop() {
+	s.Server.Shutdown()
+	s.Server.WaitForShutdown()
+}
+
+// URL is the client URL.
+func (s *Server) URL() string { return s.Server.ClientURL() }
+
+// Connect opens a connection closed at the end of the test.
+func (s *Server) Connect() (*nats.Conn, jetstream.JetStream) {
+	s.t.Helper()
+	nc, err := nats.Connect(s.URL())
+	if err != nil {
+		s.t.Fatalf("connect: %v", err)
+	}
+	s.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return nc, js
+}

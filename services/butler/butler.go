@@ -1,0 +1,152 @@
+// Package butler is the MCP server a model drives (design §5). Every butler
+// has the core `notify` tool: it builds a notify.v1 from the model's
+// arguments with the butler's own identity as origin, validates it, hands it
+// to the switchboard over JetStream and answers with what happened.
+package butler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/ledger"
+	"github.com/heraldhq/herald/pkg/route"
+)
+
+// Version is reported to MCP clients.
+const Version = "0.1.0"
+
+// MCPPath is where the streamable HTTP transport is served.
+const MCPPath = "/mcp"
+
+// Options configure a butler.
+type Options struct {
+	Name   string
+	Config *config.Config
+	NC     *nats.Conn
+	Log    *slog.Logger
+	// Timeout is how long notify waits for the delivery's answer before saying
+	// it is queued; 0 takes the config's notify_timeout (default 30s).
+	Timeout time.Duration
+}
+
+// Butler is one agent's MCP server.
+type Butler struct {
+	name   string
+	cfg    *config.Config
+	log    *slog.Logger
+	client *route.Client
+	mcp    *server.MCPServer
+}
+
+// New connects a butler to the bus and builds its MCP server.
+func New(ctx context.Context, o Options) (*Butler, error) {
+	if o.Config.Butler(o.Name) == nil {
+		return nil, fmt.Errorf("%w: butler %q is not in the configuration", config.ErrInvalid, o.Name)
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("butler", o.Name)
+	js, err := jetstream.New(o.NC)
+	if err != nil {
+		return nil, err
+	}
+	if err := bus.EnsureTopology(ctx, js, bus.Topology{Replicas: o.Config.NATS.Replicas}); err != nil {
+		return nil, err
+	}
+	led, err := ledger.Open(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	timeout := o.Timeout
+	if timeout <= 0 {
+		timeout = time.Duration(o.Config.NotifyTimeout)
+	}
+	b := &Butler{
+		name:   o.Name,
+		cfg:    o.Config,
+		log:    log,
+		client: &route.Client{NC: o.NC, JS: js, Ledger: led, Timeout: timeout},
+	}
+	b.mcp = server.NewMCPServer("herald-butler-"+o.Name, Version,
+		server.WithToolCapabilities(false),
+		server.WithRecovery(),
+		server.WithInstructions(instructions(o.Name)),
+	)
+	b.mcp.AddTool(notifyTool(), b.notify)
+	return b, nil
+}
+
+func instructions(name string) string {
+	return "You are the butler \"" + name + "\". To reach your human, call the notify tool: " +
+		"intent send (default) for a new message, reply to answer an inbound message (pass its request_context), " +
+		"react to put an emoji on it. Omit channel to use your default. If notify says the notification is queued, " +
+		"it is safe: Herald will deliver it, so do not send it again."
+}
+
+// MCPServer is the butler's MCP server, for in-process clients.
+func (b *Butler) MCPServer() *server.MCPServer { return b.mcp }
+
+// Handler serves the streamable HTTP transport at /mcp. Server-pushed
+// notifications reach a client on its GET stream.
+func (b *Butler) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle(MCPPath, server.NewStreamableHTTPServer(b.mcp, server.WithEndpointPath(MCPPath), server.WithHeartbeatInterval(25*time.Second)))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	return mux
+}
+
+// ServeHTTP serves MCP over streamable HTTP on addr until ctx is done. ready,
+// if set, gets the endpoint URL once the listener is open.
+func (b *Butler) ServeHTTP(ctx context.Context, addr string, ready func(url string)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("butler %s: listening on %s: %w", b.name, addr, err)
+	}
+	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	if ready != nil {
+		ready("http://" + ln.Addr().String() + MCPPath)
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := srv.Shutdown(shutdown); err != nil {
+		// Open GET streams do not end by themselves; close them.
+		_ = srv.Close()
+	}
+	if err := <-errc; !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// ServeStdio speaks MCP over in/out (for .mcp.json) until ctx is done or in
+// closes. Nothing else may write to out.
+func (b *Butler) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	s := server.NewStdioServer(b.mcp)
+	s.SetErrorLogger(slog.NewLogLogger(b.log.Handler(), slog.LevelError))
+	err := s.Listen(ctx, in, out)
+	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
+		return nil
+	}
+	return err
+}

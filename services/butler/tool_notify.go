@@ -1,0 +1,145 @@
+package butler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/route"
+	"github.com/heraldhq/herald/schemas"
+)
+
+// deliveryArgs are the notify tool's arguments that go into notify.v1's
+// delivery object; request_context is the only other one.
+var deliveryArgs = []string{"intent", "channel", "message", "recipient", "subject", "emoji", "urgency", "topic", "claim_thread", "claim_thread_label"}
+
+func notifyTool() mcp.Tool {
+	return mcp.NewToolWithRawSchema("notify",
+		"Send a message to your human, reply to one of theirs, or react to it with an emoji. "+
+			"Delivered over Telegram, email, the log or another configured channel; the answer names the channel and delivery_id.",
+		json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "message": {"type": "string", "description": "What to say, markdown allowed (**bold**, _italic_, `+"`code`"+`, [links](https://...)). Required for send and reply; at most 64 KiB."},
+    "intent": {"type": "string", "enum": ["send", "reply", "react"], "description": "send (default): a new message. reply: answer an inbound message (needs request_context). react: put emoji on an inbound message (needs request_context)."},
+    "channel": {"type": "string", "description": "telegram, email, slack, webhook, web or log, or type:integration_id such as telegram:tg_main. Omitted: your default channel for send, the message's own channel for reply and react."},
+    "recipient": {"type": "string", "description": "The channel's address (Telegram chat id, email address, webhook name). Omitted: the integration's default."},
+    "subject": {"type": "string", "description": "Email subject; defaults to the message's first line."},
+    "emoji": {"type": "string", "description": "The reaction for intent react, e.g. 👍 (Telegram accepts only its fixed reaction set)."},
+    "urgency": {"type": "string", "enum": ["low", "normal", "high"], "description": "low is delivered silently where the channel can; high is marked urgent."},
+    "topic": {"type": "string", "description": "Optional category, e.g. analysis, workflow, safety."},
+    "claim_thread": {"type": "boolean", "description": "Claim the conversation thread for this butler."},
+    "claim_thread_label": {"type": "string", "description": "Label of the claimed thread (Telegram)."},
+    "request_context": {"type": ["object", "string"], "description": "The request_context of the inbound message you answer, as given to you (an object, or its JSON string). Required for reply and react."}
+  },
+  "additionalProperties": false
+}`))
+}
+
+// notify is the tool's handler. Bad input is an isError result the model can
+// act on; a Go error is kept for faults of the server itself.
+func (b *Butler) notify(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	n, err := b.buildNotify(req.GetArguments())
+	if err != nil {
+		return toolError(err), nil
+	}
+	r := envelope.NewRoute(n)
+	resp, err := b.client.Send(ctx, r)
+	switch {
+	case errors.Is(err, route.ErrQueued):
+		id := r.RequestContext.RequestID
+		b.log.Warn("no answer in time; notification queued", "request_id", id)
+		queued := &envelope.RouteResponse{SchemaVersion: envelope.RouteResponseV1, RequestContext: envelope.RequestRef{RequestID: id}, Status: envelope.StatusAccepted}
+		return mcp.NewToolResultStructured(queued, fmt.Sprintf(
+			"Notification queued (request_id %s): Herald holds it durably but no delivery answer came within %s. "+
+				"It will be delivered once the switchboard and messenger are running; do not send it again.", id, b.client.Timeout)), nil
+	case err != nil:
+		return toolError(err), nil
+	}
+	if resp.Status != envelope.StatusOK || resp.Result == nil || resp.Result.NotifyResponse == nil || resp.Result.NotifyResponse.Delivery == nil {
+		body := resp.Error
+		if body == nil {
+			body = &envelope.ErrorBody{Class: envelope.ErrInternal.Error(), Message: "the answer carried no delivery"}
+		}
+		return toolError(body), nil
+	}
+	nr := resp.Result.NotifyResponse
+	return mcp.NewToolResultStructured(nr, fmt.Sprintf("Notification sent via %s (delivery_id %s)", nr.Delivery.Channel, nr.Delivery.DeliveryID)), nil
+}
+
+// buildNotify turns tool arguments into a validated notify.v1. It builds the
+// JSON document itself, so that wrong types and unknown fields inside
+// request_context are named by the schema just like any other error.
+func (b *Butler) buildNotify(args map[string]any) (*envelope.Notify, error) {
+	delivery := map[string]any{"intent": envelope.IntentSend, "urgency": "normal"}
+	doc := map[string]any{"schema_version": envelope.NotifyV1, "origin_butler": b.name, "delivery": delivery}
+	var unknown []envelope.FieldError
+	for k, v := range args {
+		switch {
+		case slices.Contains(deliveryArgs, k):
+			delivery[k] = v
+		case k == "request_context":
+			rc, err := requestContext(v)
+			if err != nil {
+				return nil, err
+			}
+			if rc != nil {
+				doc["request_context"] = rc
+			}
+		case k == "origin_butler":
+			unknown = append(unknown, envelope.FieldError{Pointer: "/origin_butler", Message: "is not an argument: a butler always notifies as itself"})
+		default:
+			unknown = append(unknown, envelope.FieldError{Pointer: "/" + k, Message: "is not an argument of notify"})
+		}
+	}
+	if len(unknown) > 0 {
+		return nil, &envelope.ValidationError{Schema: schemas.Notify, Fields: unknown}
+	}
+	data, err := json.Marshal(doc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", envelope.ErrValidation, err)
+	}
+	return envelope.DecodeNotify(data)
+}
+
+// requestContext accepts an object, or its JSON string as some clients send.
+func requestContext(v any) (any, error) {
+	s, ok := v.(string)
+	if !ok {
+		return v, nil
+	}
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var obj any
+	if err := json.Unmarshal([]byte(s), &obj); err != nil {
+		return nil, &envelope.ValidationError{Schema: schemas.Notify, Fields: []envelope.FieldError{{Pointer: "/request_context", Message: "is a string but not JSON: " + err.Error()}}}
+	}
+	return obj, nil
+}
+
+// toolError is the isError answer: the class, the reason and whether a retry
+// can help.
+func toolError(err error) *mcp.CallToolResult {
+	body := envelope.ErrorBodyFrom(err)
+	advice := "Fix the arguments and call notify again; retrying as is will not help."
+	switch {
+	case body.Retryable:
+		advice = "This can pass: retry later."
+	case body.Class == envelope.ErrForbidden.Error():
+		advice = "This butler is not allowed to do that; retrying will not help."
+	case body.Class == envelope.ErrNotFound.Error():
+		advice = "Check the channel and recipient; retrying as is will not help."
+	case body.Class == envelope.ErrInternal.Error():
+		advice = "This is a fault in Herald; retrying as is will not help."
+	}
+	res := mcp.NewToolResultError(fmt.Sprintf("Notification failed (%s): %s. %s", body.Class, body.Message, advice))
+	res.StructuredContent = map[string]any{"status": envelope.StatusError, "error": body}
+	return res
+}

@@ -1,0 +1,139 @@
+// Package herald is the `herald` command: `herald dev` runs the whole fleet in
+// one process (embedded NATS, switchboard, messenger, every configured butler),
+// and `herald notify` sends a notification through a butler's real MCP tool.
+package herald
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/messenger"
+	"github.com/heraldhq/herald/services/switchboard"
+)
+
+// DevOptions configure `herald dev`.
+type DevOptions struct {
+	Config *config.Config
+	Getenv config.Getenv
+	Log    *slog.Logger
+	// Out gets the endpoint list once everything listens.
+	Out io.Writer
+	// Ready, if set, is called with the endpoints once everything listens.
+	Ready func(Endpoints)
+}
+
+// Endpoints are what `herald dev` prints.
+type Endpoints struct {
+	NATS    string
+	Store   string
+	Butlers map[string]string // name -> MCP URL
+}
+
+// Dev runs the fleet until ctx is done.
+func Dev(ctx context.Context, o DevOptions) error {
+	cfg, log := o.Config, o.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	ep := Endpoints{NATS: cfg.NATS.URL, Butlers: map[string]string{}}
+	if ep.NATS == "" {
+		host, port, err := splitListen(cfg.NATS.Listen)
+		if err != nil {
+			return err
+		}
+		srv, err := bus.RunServer(bus.ServerOptions{Host: host, Port: port, StoreDir: cfg.NATS.StoreDir})
+		if err != nil {
+			return fmt.Errorf("%w (is another herald dev or nats-server using %s? set nats.listen)", err, cfg.NATS.Listen)
+		}
+		defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+		ep.NATS, ep.Store = srv.ClientURL(), cfg.NATS.StoreDir
+	}
+	nc, err := bus.Connect(ep.NATS, "herald-dev", cfg.NATS.CredsFile, log)
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+
+	butlers := make([]*butler.Butler, len(cfg.Butlers))
+	for i, bc := range cfg.Butlers {
+		if butlers[i], err = butler.New(ctx, butler.Options{Name: bc.Name, Config: cfg, NC: nc, Log: log}); err != nil {
+			return err
+		}
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: nc, Log: log}) })
+	g.Go(func() error {
+		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv})
+	})
+	var (
+		mu      sync.Mutex
+		pending = len(cfg.Butlers)
+	)
+	for i, bc := range cfg.Butlers {
+		g.Go(func() error {
+			return butlers[i].ServeHTTP(ctx, bc.MCPHTTP, func(url string) {
+				mu.Lock()
+				defer mu.Unlock()
+				ep.Butlers[bc.Name] = url
+				if pending--; pending == 0 {
+					printEndpoints(o.Out, cfg, ep)
+					if o.Ready != nil {
+						o.Ready(ep)
+					}
+				}
+			})
+		})
+	}
+	return g.Wait()
+}
+
+func splitListen(listen string) (string, int, error) {
+	host, p, err := net.SplitHostPort(listen)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: nats.listen %q is not host:port", config.ErrInvalid, listen)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil {
+		return "", 0, fmt.Errorf("%w: nats.listen %q has no numeric port", config.ErrInvalid, listen)
+	}
+	if port == 0 {
+		port = -1 // nats-server's "any free port"
+	}
+	return host, port, nil
+}
+
+func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints) {
+	if w == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nHerald dev is running.\n\n")
+	fmt.Fprintf(w, "  NATS            %s", ep.NATS)
+	if ep.Store != "" {
+		fmt.Fprintf(w, "   (embedded, JetStream data in %s)", ep.Store)
+	}
+	fmt.Fprintln(w)
+	for _, b := range cfg.Butlers {
+		fmt.Fprintf(w, "  butler %-8s MCP %s   (default channel %s)\n", b.Name, ep.Butlers[b.Name], b.DefaultChannel)
+	}
+	for _, in := range cfg.Integrations {
+		state := ""
+		if in.Disabled {
+			state = "   (disabled)"
+		}
+		fmt.Fprintf(w, "  channel         %s%s\n", in.Channel(), state)
+	}
+	first := cfg.Butlers[0]
+	fmt.Fprintf(w, "\nTry it:   bin/herald notify --butler %s \"Hello from Herald\"\n", first.Name)
+	fmt.Fprintf(w, "Claude:   claude mcp add --transport http %s %s\n", first.Name, ep.Butlers[first.Name])
+	fmt.Fprintf(w, "Stop:     Ctrl-C\n\n")
+}

@@ -1,0 +1,81 @@
+package herald
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/heraldhq/herald/services/butler"
+)
+
+// ErrNotifyFailed means the notify tool answered isError.
+var ErrNotifyFailed = errors.New("notification failed")
+
+// NotifyArgs are the arguments of `herald notify`.
+type NotifyArgs struct {
+	URL            string // the butler's MCP endpoint
+	Channel        string
+	Intent         string
+	RequestContext string
+	Emoji          string
+	Subject        string
+	Urgency        string
+	Recipient      string
+	Message        string
+}
+
+// Notify calls the notify tool of the butler at a.URL, exactly as a model
+// would, and writes the tool's answer to out.
+func Notify(ctx context.Context, a NotifyArgs, out io.Writer) error {
+	c, err := client.NewStreamableHttpClient(a.URL)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if err := c.Start(ctx); err != nil {
+		return fmt.Errorf("connecting to the butler at %s: %w (is herald dev running?)", a.URL, err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "herald-cli", Version: butler.Version}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		return fmt.Errorf("connecting to the butler at %s: %w (is herald dev running?)", a.URL, err)
+	}
+	args := map[string]any{}
+	for k, v := range map[string]string{"channel": a.Channel, "intent": a.Intent, "emoji": a.Emoji, "subject": a.Subject, "urgency": a.Urgency, "recipient": a.Recipient, "message": a.Message} {
+		if v != "" {
+			args[k] = v
+		}
+	}
+	if a.RequestContext != "" {
+		var rc any
+		if err := json.Unmarshal([]byte(a.RequestContext), &rc); err != nil {
+			return fmt.Errorf("--request-context is not JSON: %w", err)
+		}
+		args["request_context"] = rc
+	}
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "notify"
+	req.Params.Arguments = args
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		return fmt.Errorf("calling notify: %w", err)
+	}
+	var text []string
+	for _, content := range res.Content {
+		if t, ok := content.(mcp.TextContent); ok {
+			text = append(text, t.Text)
+		}
+	}
+	fmt.Fprintln(out, strings.Join(text, "\n"))
+	if res.IsError {
+		return ErrNotifyFailed
+	}
+	return nil
+}

@@ -1,0 +1,234 @@
+// Package messenger is the only holder of channel credentials (design §1). It
+// consumes deliveries from the switchboard, carries each out once on its
+// integration (Telegram, email, log, ...), records it in the herald_deliveries
+// ledger chunk by chunk, and publishes the outcome back to the switchboard.
+package messenger
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/ledger"
+	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/email"
+	"github.com/heraldhq/herald/services/messenger/logchannel"
+	"github.com/heraldhq/herald/services/messenger/telegram"
+)
+
+// Channels maps each channel type to its sender's constructor: adding a
+// channel is one folder and one line here.
+var Channels = map[string]deliver.Factory{
+	"telegram": telegram.New,
+	"email":    email.New,
+	"log":      logchannel.New,
+}
+
+// Options configure a messenger.
+type Options struct {
+	Config *config.Config
+	NC     *nats.Conn
+	Log    *slog.Logger
+	Getenv config.Getenv
+	// Channels overrides or adds factories by channel type (tests, benchmarks).
+	Channels map[string]deliver.Factory
+	// Concurrency of deliveries; 0 takes bus.Worker's default.
+	Concurrency int
+}
+
+// Messenger delivers.
+type Messenger struct {
+	js      jetstream.JetStream
+	log     *slog.Logger
+	ledger  *ledger.Ledger
+	senders map[string]deliver.Sender // by integration id
+	broken  map[string]error          // integrations that could not be set up
+}
+
+// Run delivers until ctx is done, then drains and closes its senders.
+func Run(ctx context.Context, o Options) error {
+	log := o.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("service", "messenger")
+	js, err := jetstream.New(o.NC)
+	if err != nil {
+		return err
+	}
+	if err := bus.EnsureTopology(ctx, js, bus.Topology{Replicas: o.Config.NATS.Replicas}); err != nil {
+		return err
+	}
+	led, err := ledger.Open(ctx, js)
+	if err != nil {
+		return err
+	}
+	m := &Messenger{js: js, log: log, ledger: led, senders: map[string]deliver.Sender{}, broken: map[string]error{}}
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	for _, in := range o.Config.Integrations {
+		if in.Disabled {
+			continue
+		}
+		factory := o.Channels[in.Type]
+		if factory == nil {
+			factory = Channels[in.Type]
+		}
+		if factory == nil {
+			m.broken[in.ID] = fmt.Errorf("channel type %s has no sender in this version of Herald", in.Type)
+			continue
+		}
+		s, err := factory(in, deliver.Env{Getenv: getenv, Logger: log})
+		if err != nil {
+			// One misconfigured account must not silence the others.
+			log.Error("integration unavailable", "integration", in.ID, "channel", in.Type, "err", err)
+			m.broken[in.ID] = err
+			continue
+		}
+		m.senders[in.ID] = s
+	}
+	defer m.close()
+	w := &bus.Worker{Stream: bus.StreamDeliver, Durable: bus.ConsumerMessenger, Handle: m.deliver, GiveUp: m.giveUp, Concurrency: o.Concurrency, Log: log}
+	log.Info("messenger running", "integrations", len(m.senders), "unavailable", len(m.broken))
+	return w.Run(ctx, js)
+}
+
+func (m *Messenger) close() {
+	for id, s := range m.senders {
+		if c, ok := s.(deliver.Closer); ok {
+			if err := c.Close(); err != nil {
+				m.log.Warn("closing integration", "integration", id, "err", err)
+			}
+		}
+	}
+}
+
+// deliver carries out one routed notify, exactly once as far as the ledger
+// can tell: a final record is answered from, a half-done one is resumed.
+func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
+	r, err := envelope.DecodeRoute(msg.Data())
+	if err != nil {
+		return err
+	}
+	n := r.Notify()
+	if n == nil {
+		return fmt.Errorf("%w: delivery carries no notify_request", envelope.ErrValidation)
+	}
+	key := msg.Headers().Get(bus.HeaderKey)
+	if key == "" {
+		key = r.IdempotencyKey()
+	}
+	_, id, _ := strings.Cut(n.Delivery.Channel, ":")
+	sender := m.senders[id]
+	if sender == nil {
+		if err := m.broken[id]; err != nil {
+			return fmt.Errorf("%w: integration %q is not available: %v", envelope.ErrTargetUnavailable, id, err)
+		}
+		return fmt.Errorf("%w: integration %q is not configured in this messenger", envelope.ErrNotFound, n.Delivery.Channel)
+	}
+
+	rec, err := m.ledger.Get(ctx, n.OriginButler, key)
+	if err != nil {
+		return err
+	}
+	switch {
+	case rec != nil && rec.Final():
+		m.log.Info("already delivered; answering from the ledger", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "request_id", r.RequestContext.RequestID)
+		return m.answer(ctx, r, key, rec.Response(r.RequestContext.RequestID))
+	case rec == nil:
+		rec = &ledger.Record{Key: key, Butler: n.OriginButler, Channel: n.Delivery.Channel, DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending}
+	default:
+		// A previous attempt stopped part-way; resume after what it sent.
+		m.log.Warn("resuming an interrupted delivery", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "chunks_sent", len(rec.MessageIDs))
+	}
+	rec.Attempts++
+	if err := m.ledger.Save(ctx, rec); err != nil {
+		return err
+	}
+
+	d := deliver.Delivery{
+		Key: key, Intent: n.Delivery.Intent, Butler: n.OriginButler,
+		Recipient: n.Delivery.Recipient, Subject: n.Delivery.Subject, Message: n.Delivery.Message,
+		Emoji: n.Delivery.Emoji, Urgency: n.Delivery.Urgency, Topic: n.Delivery.Topic,
+		Done: rec.MessageIDs,
+		Sent: func(id string) error {
+			rec.MessageIDs = append(rec.MessageIDs, id)
+			return m.ledger.Save(ctx, rec)
+		},
+	}
+	if rc := n.RequestContext; rc != nil {
+		d.Thread, d.Sender = rc.SourceThreadIdentity, rc.SourceSenderIdentity
+	}
+	receipt, err := sender.Deliver(ctx, d)
+	if err != nil {
+		return err
+	}
+	rec.Status, rec.MessageIDs = ledger.Sent, receipt.MessageIDs
+	if err := m.ledger.Save(ctx, rec); err != nil {
+		// Sent but not recorded: say so loudly, the answer still goes out.
+		m.log.Error("delivered but the ledger was not updated", "delivery_id", rec.DeliveryID, "err", err)
+	}
+	m.log.Info("delivered", "butler", n.OriginButler, "channel", n.Delivery.Channel, "intent", n.Delivery.Intent, "delivery_id", rec.DeliveryID, "chunks", len(receipt.MessageIDs), "request_id", r.RequestContext.RequestID)
+	return m.answer(ctx, r, key, rec.Response(r.RequestContext.RequestID))
+}
+
+// giveUp answers a delivery that will not be tried again, and records a
+// permanent failure so a repeat of the same notify is answered the same way.
+func (m *Messenger) giveUp(ctx context.Context, msg jetstream.Msg, cause error) {
+	r, err := envelope.DecodeRoute(msg.Data())
+	if err != nil || r.Notify() == nil {
+		m.log.Error("undeliverable and undecodable; dead-lettered", "subject", msg.Subject(), "err", cause)
+		return
+	}
+	n, key := r.Notify(), msg.Headers().Get(bus.HeaderKey)
+	if key == "" {
+		key = r.IdempotencyKey()
+	}
+	if !envelope.Retryable(cause) {
+		if rec, err := m.ledger.Get(ctx, n.OriginButler, key); err == nil {
+			if rec == nil {
+				rec = &ledger.Record{Key: key, Butler: n.OriginButler, Channel: n.Delivery.Channel, DeliveryID: envelope.DeliveryID(key)}
+			}
+			rec.Status, rec.Error = ledger.Failed, envelope.ErrorBodyFrom(cause)
+			if err := m.ledger.Save(ctx, rec); err != nil {
+				m.log.Warn("recording failure", "delivery_id", rec.DeliveryID, "err", err)
+			}
+		}
+	}
+	if err := m.answer(ctx, r, key, envelope.Failed(r.RequestContext.RequestID, cause)); err != nil {
+		m.log.Error("answering a failed delivery", "request_id", r.RequestContext.RequestID, "err", err)
+	}
+}
+
+// answer publishes the outcome for the switchboard to relay.
+func (m *Messenger) answer(ctx context.Context, r *envelope.Route, key string, nr *envelope.NotifyResponse) error {
+	b, err := json.Marshal(envelope.Answer(r, nr))
+	if err != nil {
+		return fmt.Errorf("%w: %v", envelope.ErrInternal, err)
+	}
+	h := nats.Header{}
+	h.Set(bus.HeaderChannel, r.Notify().Delivery.Channel)
+	h.Set(bus.HeaderKey, key)
+	id := r.RequestContext.RequestID
+	_, err = m.js.PublishMsg(ctx, &nats.Msg{Subject: bus.ResultSubject(r.Target.Butler, id), Data: b, Header: withMsgID(h, "result:"+id)})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%w: publishing result: %v", envelope.ErrTargetUnavailable, err)
+	}
+	return err
+}
+
+func withMsgID(h nats.Header, id string) nats.Header {
+	h.Set(nats.MsgIdHdr, id)
+	return h
+}
