@@ -150,6 +150,7 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 
 // Publish sends data to a stream subject with Nats-Msg-Id = key, so a
 // re-publish inside DuplicateWindow is dropped by JetStream (ack.Duplicate).
+// The Herald-Idempotency-Key header carries key to the next hop.
 func Publish(ctx context.Context, js jetstream.JetStream, subject string, data []byte, key string, h nats.Header) (*jetstream.PubAck, error) {
 	m := &nats.Msg{Subject: subject, Data: data, Header: h}
 	if m.Header == nil {

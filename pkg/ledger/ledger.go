@@ -37,10 +37,22 @@ type Record struct {
 	MessageIDs []string            `json:"message_ids,omitempty"`
 	Error      *envelope.ErrorBody `json:"error,omitempty"`
 	Attempts   int                 `json:"attempts"`
-	UpdatedAt  time.Time           `json:"updated_at"`
+	// Owner is the stream sequence of the delivery message working on the
+	// record while it is Sending: a redelivery of that message resumes it,
+	// any other message with the same key waits for it.
+	Owner     uint64    `json:"owner,omitempty"`
+	UpdatedAt time.Time `json:"updated_at"`
 
 	rev uint64
 }
+
+// StaleAfter is how long a Sending record may go unwritten before another
+// message may take it over: longer than any single provider call, including
+// Telegram's longest retry_after wait.
+const StaleAfter = 3 * time.Minute
+
+// Stale reports whether the record's owner has stopped working on it.
+func (r *Record) Stale() bool { return time.Since(r.UpdatedAt) > StaleAfter }
 
 // Final reports whether the record answers every repeat of its notify.
 func (r *Record) Final() bool { return r.Status == Sent || r.Status == Failed }

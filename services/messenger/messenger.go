@@ -138,6 +138,10 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 		return fmt.Errorf("%w: integration %q is not configured in this messenger", envelope.ErrNotFound, n.Delivery.Channel)
 	}
 
+	var seq uint64
+	if meta, err := msg.Metadata(); err == nil {
+		seq = meta.Sequence.Stream
+	}
 	rec, err := m.ledger.Get(ctx, n.OriginButler, key)
 	if err != nil {
 		return err
@@ -148,10 +152,15 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 		return m.answer(ctx, r, key, rec.Response(r.RequestContext.RequestID))
 	case rec == nil:
 		rec = &ledger.Record{Key: key, Butler: n.OriginButler, Channel: n.Delivery.Channel, DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending}
+	case rec.Owner != seq && !rec.Stale():
+		// The same notify, published again, while its first copy is still
+		// being delivered: answer once that one is done.
+		return fmt.Errorf("%w: delivery %s is in progress; this repeat will be answered from its record", envelope.ErrTargetUnavailable, rec.DeliveryID)
 	default:
 		// A previous attempt stopped part-way; resume after what it sent.
 		m.log.Warn("resuming an interrupted delivery", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "chunks_sent", len(rec.MessageIDs))
 	}
+	rec.Owner = seq
 	rec.Attempts++
 	if err := m.ledger.Save(ctx, rec); err != nil {
 		return err

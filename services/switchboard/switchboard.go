@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -21,6 +22,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/ledger"
 	"github.com/heraldhq/herald/schemas"
 )
 
@@ -35,11 +37,12 @@ type Options struct {
 
 // Switchboard routes.
 type Switchboard struct {
-	cfg   *config.Config
-	nc    *nats.Conn
-	js    jetstream.JetStream
-	log   *slog.Logger
-	audit *audit.Writer
+	cfg    *config.Config
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	log    *slog.Logger
+	audit  *audit.Writer
+	ledger *ledger.Ledger
 }
 
 // Run routes until ctx is done, then drains.
@@ -56,7 +59,11 @@ func Run(ctx context.Context, o Options) error {
 	if err := bus.EnsureTopology(ctx, js, bus.Topology{Replicas: o.Config.NATS.Replicas}); err != nil {
 		return err
 	}
-	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}}
+	led, err := ledger.Open(ctx, js)
+	if err != nil {
+		return err
+	}
+	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}, ledger: led}
 	routes := &bus.Worker{Stream: bus.StreamRoute, Durable: bus.ConsumerSwitchboard, Handle: s.route, GiveUp: s.reject, Concurrency: o.Concurrency, Log: log}
 	results := &bus.Worker{Stream: bus.StreamResult, Durable: bus.ConsumerResults, Handle: s.relay, Concurrency: o.Concurrency, Log: log}
 	log.Info("switchboard running", "butlers", len(o.Config.Butlers), "integrations", len(o.Config.Integrations))
@@ -96,13 +103,35 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", envelope.ErrInternal, err)
 	}
-	if _, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, nil); err != nil {
+	ack, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, nil)
+	if err != nil {
 		return fmt.Errorf("%w: %v", envelope.ErrTargetUnavailable, err)
+	}
+	if ack.Duplicate {
+		// The messenger has this delivery already: answer this copy from the
+		// ledger once it is final, and send nothing again.
+		go s.answerFromLedger(r, butler, key)
 	}
 	s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: n.Delivery.Channel, Intent: n.Delivery.Intent, RequestID: r.RequestContext.RequestID, Key: key})
 	s.log.Debug("routed", "butler", butler, "channel", n.Delivery.Channel, "request_id", r.RequestContext.RequestID)
 	return nil
 }
+
+// answerFromLedger answers a repeated route with the outcome recorded for its
+// idempotency key.
+func (s *Switchboard) answerFromLedger(r *envelope.Route, butler, key string) {
+	ctx, cancel := context.WithTimeout(context.Background(), ledgerWait)
+	defer cancel()
+	rec, err := s.ledger.Wait(ctx, butler, key)
+	if err != nil {
+		s.log.Warn("repeat not answered: no final delivery record in time", "butler", butler, "request_id", r.RequestContext.RequestID, "err", err)
+		return
+	}
+	s.answer(butler, r.RequestContext.RequestID, envelope.Answer(r, rec.Response(r.RequestContext.RequestID)))
+}
+
+// ledgerWait bounds how long a repeated route waits for its original's outcome.
+const ledgerWait = 2 * time.Minute
 
 // resolve picks the integration a notify goes to: its channel, else (reply,
 // react) the channel it came in on, else the butler's default.

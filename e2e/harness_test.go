@@ -1,0 +1,352 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/bus/bustest"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/ledger"
+	"github.com/heraldhq/herald/pkg/route"
+	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/messenger"
+	"github.com/heraldhq/herald/services/messenger/email/smtptest"
+	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
+	"github.com/heraldhq/herald/services/switchboard"
+)
+
+const chatID = "12345"
+
+// fleet is a whole Herald over a real embedded NATS server, with the
+// third-party services faked at their wire protocols: Telegram's Bot API over
+// HTTP and an SMTP server.
+type fleet struct {
+	t    *testing.T
+	bus  *bustest.Server
+	nc   *nats.Conn
+	js   jetstream.JetStream
+	cfg  *config.Config
+	env  map[string]string
+	tg   *telegramtest.Server
+	smtp *smtptest.Server
+	logs *syncBuffer // everything the services logged, JSON lines
+
+	mu       sync.Mutex
+	services map[string]func() // running service -> stop (waits until stopped)
+	butlers  map[string]*butler.Butler
+	timeout  time.Duration
+}
+
+// newFleet starts the bus and the fakes and writes the configuration; the
+// services start with start(...).
+func newFleet(t *testing.T) *fleet {
+	t.Helper()
+	f := &fleet{t: t, bus: bustest.RunServer(t), logs: &syncBuffer{}, services: map[string]func(){}, butlers: map[string]*butler.Butler{}, timeout: 20 * time.Second}
+	f.nc, f.js = f.bus.Connect()
+	f.tg = telegramtest.NewServer(t)
+	f.smtp = smtptest.NewServer(t, smtptest.WithAuth("herald", "s3cret"), smtptest.WithSTARTTLS())
+	f.env = map[string]string{
+		"TG_TOKEN":         f.tg.Token(),
+		"TELEGRAM_API_URL": f.tg.URL(),
+		"SMTP_URL":         f.smtp.URL(),
+	}
+	yaml := fmt.Sprintf(`
+butlers:
+  - { name: health, default_channel: telegram }
+  - { name: finance, default_channel: email }
+integrations:
+  - { id: tg_main, type: telegram, token_env: TG_TOKEN, default_chat: %q, grants: all }
+  - { id: mail, type: email, smtp_url_env: SMTP_URL, from: herald@example.com, default_to: me@example.com, ca_file: %q, grants: [health, finance] }
+  - { id: audit_log, type: log, grants: all }
+`, chatID, f.smtp.WriteCertFile(t))
+	cfg, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ApplyEnv(f.getenv)
+	cfg.NATS.URL = f.bus.URL()
+	f.cfg = cfg
+	t.Cleanup(f.stopAll)
+	return f
+}
+
+func (f *fleet) getenv(k string) string { return f.env[k] }
+
+func (f *fleet) logger() *slog.Logger {
+	return slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// start runs services ("switchboard", "messenger") until stopped.
+func (f *fleet) start(services ...string) {
+	f.t.Helper()
+	for _, s := range services {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		switch s {
+		case "switchboard":
+			go func() { done <- switchboard.Run(ctx, switchboard.Options{Config: f.cfg, NC: f.nc, Log: f.logger()}) }()
+		case "messenger":
+			go func() {
+				done <- messenger.Run(ctx, messenger.Options{Config: f.cfg, NC: f.nc, Log: f.logger(), Getenv: f.getenv})
+			}()
+		default:
+			f.t.Fatalf("unknown service %s", s)
+		}
+		f.mu.Lock()
+		f.services[s] = func() {
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				f.t.Errorf("%s: %v", s, err)
+			}
+		}
+		f.mu.Unlock()
+	}
+	f.waitConsumers(services...)
+}
+
+// waitConsumers waits until the services' durable consumers exist, so a test
+// does not race their start.
+func (f *fleet) waitConsumers(services ...string) {
+	f.t.Helper()
+	for _, s := range services {
+		stream, durable := bus.StreamRoute, bus.ConsumerSwitchboard
+		if s == "messenger" {
+			stream, durable = bus.StreamDeliver, bus.ConsumerMessenger
+		}
+		eventually(f.t, 10*time.Second, func() bool {
+			_, err := f.js.Consumer(context.Background(), stream, durable)
+			return err == nil
+		}, "consumer "+durable)
+	}
+}
+
+// stop stops a service and waits until it has drained.
+func (f *fleet) stop(service string) {
+	f.mu.Lock()
+	stop := f.services[service]
+	delete(f.services, service)
+	f.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+func (f *fleet) stopAll() {
+	for _, s := range []string{"switchboard", "messenger"} {
+		f.stop(s)
+	}
+}
+
+// butler returns the named butler, connected to the bus.
+func (f *fleet) butler(name string) *butler.Butler {
+	f.t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if b := f.butlers[name]; b != nil {
+		return b
+	}
+	b, err := butler.New(context.Background(), butler.Options{Name: name, Config: f.cfg, NC: f.nc, Log: f.logger(), Timeout: f.timeout})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.butlers[name] = b
+	return b
+}
+
+// mcp connects an MCP client to the butler over streamable HTTP, speaking
+// protocolVersion ("" for the library's latest).
+func (f *fleet) mcp(name, protocolVersion string) *client.Client {
+	f.t.Helper()
+	srv := httptest.NewServer(f.butler(name).Handler())
+	f.t.Cleanup(srv.Close)
+	c, err := client.NewStreamableHttpClient(srv.URL + butler.MCPPath)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = c.Close() })
+	ctx := f.t.Context()
+	if err := c.Start(ctx); err != nil {
+		f.t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = protocolVersion
+	if protocolVersion == "" {
+		init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	}
+	init.Params.ClientInfo = mcp.Implementation{Name: "e2e", Version: "1"}
+	res, err := c.Initialize(ctx, init)
+	if err != nil {
+		f.t.Fatalf("initialize (%s): %v", protocolVersion, err)
+	}
+	if protocolVersion != "" && res.ProtocolVersion != protocolVersion {
+		f.t.Fatalf("negotiated protocol %s, want %s", res.ProtocolVersion, protocolVersion)
+	}
+	return c
+}
+
+// notify calls the butler's notify tool through a fresh MCP client.
+func (f *fleet) notify(name string, args map[string]any) *mcp.CallToolResult {
+	f.t.Helper()
+	return callNotify(f.t, f.mcp(name, ""), args)
+}
+
+func callNotify(t *testing.T, c *client.Client, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "notify"
+	req.Params.Arguments = args
+	res, err := c.CallTool(t.Context(), req)
+	if err != nil {
+		t.Fatalf("notify: %v", err)
+	}
+	return res
+}
+
+// routeClient is what a butler uses under its tool, for tests that publish
+// routes directly.
+func (f *fleet) routeClient() *route.Client {
+	led, err := ledger.Open(context.Background(), f.js)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return &route.Client{NC: f.nc, JS: f.js, Ledger: led, Timeout: f.timeout}
+}
+
+// publishRaw publishes data on herald.route.<butler> as a misbehaving butler
+// might, and returns the answer on the reply subject of requestID.
+func (f *fleet) publishRaw(butler, requestID string, data []byte) *envelope.RouteResponse {
+	f.t.Helper()
+	sub, err := f.nc.SubscribeSync(bus.ReplySubject(butler, requestID))
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if _, err := f.js.Publish(f.t.Context(), bus.RouteSubject(butler), data); err != nil {
+		f.t.Fatal(err)
+	}
+	m, err := sub.NextMsg(f.timeout)
+	if err != nil {
+		f.t.Fatalf("no answer to a raw publish on %s: %v", bus.RouteSubject(butler), err)
+	}
+	var resp envelope.RouteResponse
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		f.t.Fatal(err)
+	}
+	return &resp
+}
+
+// audit returns every audit record written so far.
+func (f *fleet) audit(kind string) []map[string]any {
+	f.t.Helper()
+	return streamJSON(f.t, f.js, bus.StreamAudit, bus.AuditSubject(kind, ">"))
+}
+
+func streamJSON(t *testing.T, js jetstream.JetStream, stream, subject string) []map[string]any {
+	t.Helper()
+	ctx := t.Context()
+	cons, err := js.OrderedConsumer(ctx, stream, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []map[string]any
+	for range info.NumPending {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec map[string]any
+		_ = json.Unmarshal(m.Data(), &rec)
+		out = append(out, rec)
+	}
+	return out
+}
+
+func text(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if t, ok := c.(mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// structured decodes the tool's structured content.
+func structured[T any](t *testing.T, res *mcp.CallToolResult) T {
+	t.Helper()
+	var v T
+	b, err := json.Marshal(res.StructuredContent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatalf("structured content %s: %v", b, err)
+	}
+	return v
+}
+
+func eventually(t *testing.T, timeout time.Duration, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// syncBuffer is a goroutine-safe log sink.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// records returns the JSON log records whose attributes include all of match.
+func (s *syncBuffer) records(match map[string]string) []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(s.b.String(), "\n") {
+		var rec map[string]any
+		if json.Unmarshal([]byte(line), &rec) != nil {
+			continue
+		}
+		ok := true
+		for k, v := range match {
+			if fmt.Sprint(rec[k]) != v {
+				ok = false
+			}
+		}
+		if ok {
+			out = append(out, rec)
+		}
+	}
+	return out
+}

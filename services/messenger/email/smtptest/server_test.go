@@ -1,0 +1,190 @@
+package smtptest_test
+
+import (
+	"errors"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+
+	"github.com/heraldhq/herald/services/messenger/email/smtptest"
+)
+
+const multipartMail = "From: a@example.com\r\n" +
+	"To: b@example.com\r\n" +
+	"Subject: =?utf-8?q?Gr=C3=BC=C3=9Fe?=\r\n" +
+	"MIME-Version: 1.0\r\n" +
+	"Content-Type: multipart/alternative; boundary=\"XX\"\r\n" +
+	"\r\n" +
+	"--XX\r\n" +
+	"Content-Type: text/plain; charset=utf-8\r\n" +
+	"Content-Transfer-Encoding: quoted-printable\r\n" +
+	"\r\n" +
+	"Gr=C3=BC=C3=9Fe, a long line that is =\r\n" +
+	"soft broken\r\n" +
+	"--XX\r\n" +
+	"Content-Type: text/html; charset=utf-8\r\n" +
+	"Content-Transfer-Encoding: base64\r\n" +
+	"\r\n" +
+	"PHA+aGk8L3A+\r\n" +
+	"--XX--\r\n"
+
+func TestRecordsAndParses(t *testing.T) {
+	srv := smtptest.NewServer(t)
+	if err := smtp.SendMail(srv.Addr(), nil, "a@example.com", []string{"b@example.com", "c@example.com"}, strings.NewReader(multipartMail)); err == nil {
+		t.Fatal("smtp.SendMail insists on STARTTLS, yet it worked against a server without TLS")
+	}
+	c, err := smtp.Dial(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SendMail("a@example.com", []string{"b@example.com", "c@example.com"}, strings.NewReader(multipartMail)); err != nil {
+		t.Fatal(err)
+	}
+
+	m := srv.WaitMessages(t, 1, 5*time.Second)[0]
+	if m.Err != nil {
+		t.Fatalf("parse error: %v", m.Err)
+	}
+	if m.From != "a@example.com" || strings.Join(m.To, ",") != "b@example.com,c@example.com" {
+		t.Errorf("envelope = %q -> %q, want a@example.com -> b@example.com,c@example.com", m.From, m.To)
+	}
+	if m.TLS || m.User != "" {
+		t.Errorf("TLS = %v, User = %q; want a clear, anonymous session", m.TLS, m.User)
+	}
+	if got := m.Subject(); got != "Grüße" {
+		t.Errorf("Subject() = %q, want Grüße", got)
+	}
+	plain, ok := m.Part("text/plain")
+	if !ok {
+		t.Fatalf("no text/plain part in %+v", m.Parts)
+	}
+	if want := "Grüße, a long line that is soft broken"; plain.Body != want {
+		t.Errorf("plain body = %q, want %q", plain.Body, want)
+	}
+	if plain.Params["charset"] != "utf-8" || plain.Header.Get("Content-Transfer-Encoding") != "quoted-printable" {
+		t.Errorf("plain part params %v, header %v", plain.Params, plain.Header)
+	}
+	html, ok := m.Part("text/html")
+	if !ok || html.Body != "<p>hi</p>" {
+		t.Errorf("html part = %+v, %v; want body <p>hi</p>", html, ok)
+	}
+}
+
+func TestAuthRequired(t *testing.T) {
+	srv := smtptest.NewServer(t, smtptest.WithAuth("herald", "s3cret"))
+	u, err := url.Parse(srv.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pass, _ := u.User.Password(); u.Scheme != "smtp" || u.User.Username() != "herald" || pass != "s3cret" {
+		t.Errorf("URL() = %s, want smtp://herald:s3cret@...", srv.URL())
+	}
+
+	c, err := smtp.Dial(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var se *smtp.SMTPError
+	if err := c.Mail("a@example.com", nil); !errors.As(err, &se) || se.Code != 530 {
+		t.Errorf("MAIL before AUTH: %v, want 530", err)
+	}
+	if err := c.Auth(sasl.NewPlainClient("", "herald", "wrong")); !errors.As(err, &se) || se.Code != 535 {
+		t.Errorf("AUTH with a wrong password: %v, want 535", err)
+	}
+	if err := c.Auth(sasl.NewPlainClient("", "herald", "s3cret")); err != nil {
+		t.Fatalf("AUTH: %v", err)
+	}
+	if err := c.SendMail("a@example.com", []string{"b@example.com"}, strings.NewReader("Subject: x\r\n\r\nbody\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if m := srv.WaitMessages(t, 1, 5*time.Second)[0]; m.User != "herald" {
+		t.Errorf("User = %q, want herald", m.User)
+	}
+	auths := srv.Auths()
+	if len(auths) != 2 || auths[0].OK || !auths[1].OK || auths[1].TLS {
+		t.Errorf("Auths() = %+v, want a failed then a successful attempt, both in clear", auths)
+	}
+}
+
+func TestSTARTTLS(t *testing.T) {
+	srv := smtptest.NewServer(t, smtptest.WithSTARTTLS(), smtptest.WithAuth("herald", "s3cret"))
+	if len(srv.CertPEM()) == 0 {
+		t.Fatal("CertPEM() is empty on a TLS server")
+	}
+	c, err := smtp.DialStartTLS(srv.Addr(), srv.ClientTLSConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Auth(sasl.NewPlainClient("", "herald", "s3cret")); err != nil {
+		t.Fatalf("AUTH: %v", err)
+	}
+	if err := c.SendMail("a@example.com", []string{"b@example.com"}, strings.NewReader("Subject: x\r\n\r\nbody\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	m := srv.WaitMessages(t, 1, 5*time.Second)[0]
+	if !m.TLS || m.User != "herald" {
+		t.Errorf("TLS = %v, User = %q; want an encrypted session of herald", m.TLS, m.User)
+	}
+	if a := srv.Auths(); len(a) != 1 || !a[0].TLS {
+		t.Errorf("Auths() = %+v, want one attempt over TLS", a)
+	}
+}
+
+func TestImplicitTLS(t *testing.T) {
+	srv := smtptest.NewServer(t, smtptest.WithImplicitTLS())
+	if !strings.HasPrefix(srv.URL(), "smtps://") {
+		t.Errorf("URL() = %s, want smtps://", srv.URL())
+	}
+	if err := smtp.SendMailTLS(srv.Addr(), nil, "a@example.com", []string{"b@example.com"}, strings.NewReader("Subject: x\r\n\r\nbody\r\n")); err == nil {
+		t.Error("a client that does not trust the self-signed certificate got through")
+	}
+	c, err := smtp.DialTLS(srv.Addr(), srv.ClientTLSConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SendMail("a@example.com", []string{"b@example.com"}, strings.NewReader("Subject: x\r\n\r\nbody\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if m := srv.WaitMessages(t, 1, 5*time.Second)[0]; !m.TLS {
+		t.Error("message over implicit TLS recorded as clear text")
+	}
+}
+
+func TestFailNext(t *testing.T) {
+	srv := smtptest.NewServer(t)
+	send := func() error {
+		c, err := smtp.Dial(srv.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.SendMail("a@example.com", []string{"b@example.com"}, strings.NewReader("Subject: x\r\n\r\nbody\r\n"))
+	}
+
+	srv.FailNext(2, 451, "try again later")
+	for i := range 2 {
+		var se *smtp.SMTPError
+		if err := send(); !errors.As(err, &se) || se.Code != 451 || se.Message != "try again later" {
+			t.Errorf("send %d: %v, want 451 try again later", i, err)
+		}
+	}
+	srv.FailNextRcpt(1, 550, "no such user")
+	var se *smtp.SMTPError
+	if err := send(); !errors.As(err, &se) || se.Code != 550 {
+		t.Errorf("send after FailNextRcpt: %v, want 550", err)
+	}
+	if err := send(); err != nil {
+		t.Errorf("send after the injected failures: %v", err)
+	}
+	if n := len(srv.Messages()); n != 1 {
+		t.Errorf("recorded %d messages, want only the accepted one", n)
+	}
+}

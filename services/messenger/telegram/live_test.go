@@ -1,0 +1,53 @@
+package telegram_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/telegram"
+)
+
+// TestLive sends one real message through the Bot API. It runs only with
+// TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID set (TELEGRAM_API_URL optional).
+func TestLive(t *testing.T) {
+	var unset []string
+	for _, k := range []string{"TELEGRAM_BOT_TOKEN", "TELEGRAM_CHAT_ID"} {
+		if os.Getenv(k) == "" {
+			unset = append(unset, k)
+		}
+	}
+	if len(unset) > 0 {
+		t.Skipf("live Telegram test: set %s to send one real message (unset: %s)",
+			"TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID", strings.Join(unset, ", "))
+	}
+	in := config.Integration{
+		ID:          "live",
+		Type:        "telegram",
+		TokenEnv:    "TELEGRAM_BOT_TOKEN",
+		APIURL:      "https://api.telegram.org",
+		DefaultChat: os.Getenv("TELEGRAM_CHAT_ID"),
+	}
+	if u := os.Getenv("TELEGRAM_API_URL"); u != "" {
+		in.APIURL = u
+	}
+	s, err := telegram.New(in, deliver.Env{Getenv: os.Getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Deliver(t.Context(), deliver.Delivery{
+		Intent:  "send",
+		Message: "Herald live test at " + time.Now().Format(time.RFC3339) + ": **bold**, _italic_, `code` & <escaped>.",
+		Urgency: "low",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.MessageIDs) != 1 {
+		t.Errorf("receipt %v, want one message id", r.MessageIDs)
+	}
+	t.Logf("delivered message %v", r.MessageIDs)
+}

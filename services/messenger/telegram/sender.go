@@ -1,0 +1,356 @@
+// Package telegram is Herald's Telegram channel: it delivers notify.v1 sends,
+// replies and reactions through the Bot API with go-telegram/bot (design §7).
+//
+// Markdown is converted to Telegram HTML and split into chunks Telegram
+// accepts (4096 characters each, every chunk balanced). Progress is reported
+// chunk by chunk through deliver.Delivery.Sent, and a retry skips the chunks
+// in Delivery.Done, so a message is never sent twice. A 429 is waited out
+// (retry_after, up to a minute in all) before the delivery is handed back as
+// an *envelope.RetryAfterError. The bot token never appears in an error or a
+// log line.
+package telegram
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/markdown"
+	"github.com/heraldhq/herald/services/messenger/deliver"
+)
+
+const (
+	// MaxMessageLength is Telegram's limit on one message, in UTF-16 units.
+	MaxMessageLength = 4096
+	// MaxRateLimitWait is how long Deliver waits out 429s in all before it
+	// hands the delivery back with an *envelope.RetryAfterError.
+	MaxRateLimitWait = 60 * time.Second
+	// requestTimeout bounds one Bot API call.
+	requestTimeout = 30 * time.Second
+	// urgentPrefix marks a high-urgency message.
+	urgentPrefix = "‼️ "
+)
+
+// tokenPattern is the shape of a BotFather token, "<bot id>:<secret>".
+var tokenPattern = regexp.MustCompile(`^[0-9]+:[A-Za-z0-9_-]+$`)
+
+// sender delivers to one Telegram bot. It is safe for concurrent use.
+type sender struct {
+	id          string // integration id, for messages and logs
+	bot         *bot.Bot
+	client      *http.Client
+	token       string // only for scrubbing it out of errors
+	apiURL      string
+	defaultChat string
+	log         *slog.Logger
+}
+
+// New is the deliver.Factory of Telegram integrations. It resolves the token
+// (token_env or token_file) and builds the client without calling Telegram,
+// so a fleet starts even while Telegram is unreachable.
+func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
+	log := env.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	getenv := env.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	token, err := config.Secret(getenv, in.TokenEnv, in.TokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("telegram integration %q: bot token: %w", in.ID, err)
+	}
+	if !tokenPattern.MatchString(token) {
+		return nil, fmt.Errorf("%w: telegram integration %q: the bot token from %s is not shaped like <bot id>:<secret>; copy it whole from @BotFather",
+			config.ErrInvalid, in.ID, tokenSource(in))
+	}
+	apiURL := strings.TrimRight(in.APIURL, "/")
+	if apiURL == "" {
+		apiURL = "https://api.telegram.org"
+	}
+	if u, err := url.Parse(apiURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: telegram integration %q: api_url %q is not an http(s) URL like https://api.telegram.org",
+			config.ErrInvalid, in.ID, in.APIURL)
+	}
+	s := &sender{
+		id:          in.ID,
+		client:      &http.Client{Timeout: requestTimeout},
+		token:       token,
+		apiURL:      apiURL,
+		defaultChat: strings.TrimSpace(in.DefaultChat),
+		log:         log.With("channel", "telegram:"+in.ID),
+	}
+	s.bot, err = bot.New(token,
+		bot.WithServerURL(apiURL),
+		bot.WithSkipGetMe(),
+		bot.WithHTTPClient(requestTimeout, s.client),
+		// The library reports some failures (closing a request body) only
+		// here; its default handler would print them with the standard logger.
+		bot.WithErrorsHandler(func(err error) {
+			s.log.Warn("telegram client error", "err", s.scrub(err.Error()))
+		}),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("%w: telegram integration %q: %s", config.ErrInvalid, in.ID, s.scrub(err.Error()))
+	}
+	return s, nil
+}
+
+func tokenSource(in config.Integration) string {
+	if in.TokenEnv != "" {
+		return "token_env " + in.TokenEnv
+	}
+	return "token_file " + in.TokenFile
+}
+
+// Close releases idle connections to the Bot API (deliver.Closer).
+func (s *sender) Close() error {
+	s.client.CloseIdleConnections()
+	return nil
+}
+
+// Deliver sends, replies or reacts.
+func (s *sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
+	switch d.Intent {
+	case "", "send":
+		chat, err := s.recipient(d, nil)
+		if err != nil {
+			return deliver.Receipt{}, err
+		}
+		return s.send(ctx, d, chat, nil)
+	case "reply":
+		th, err := parseThread(d.Thread)
+		if err != nil {
+			return deliver.Receipt{}, err
+		}
+		chat, err := s.recipient(d, &th)
+		if err != nil {
+			return deliver.Receipt{}, err
+		}
+		rp := &models.ReplyParameters{MessageID: th.messageID, AllowSendingWithoutReply: true}
+		if th.chat != chat {
+			rp.ChatID = th.chat
+		}
+		return s.send(ctx, d, chat, rp)
+	case "react":
+		return s.react(ctx, d)
+	default:
+		return deliver.Receipt{}, fmt.Errorf("%w: intent %q is not one of send, reply, react", envelope.ErrValidation, d.Intent)
+	}
+}
+
+// recipient is the chat to write to: the delivery's recipient, else the chat
+// of the thread replied to, else the integration's default chat.
+func (s *sender) recipient(d deliver.Delivery, th *thread) (string, error) {
+	chat := strings.TrimSpace(d.Recipient)
+	if chat == "" && th != nil {
+		chat = th.chat
+	}
+	if chat == "" {
+		chat = s.defaultChat
+	}
+	if chat == "" {
+		return "", fmt.Errorf("%w: no Telegram chat to send to: set the notify's recipient (a chat id) or default_chat of integration %q",
+			envelope.ErrValidation, s.id)
+	}
+	if !validChat(chat) {
+		return "", fmt.Errorf("%w: recipient %q is not a Telegram chat id: use a number like 12345 or -1001234567890, or @channelname",
+			envelope.ErrValidation, chat)
+	}
+	return chat, nil
+}
+
+var usernamePattern = regexp.MustCompile(`^@[A-Za-z][A-Za-z0-9_]{3,31}$`)
+
+func validChat(chat string) bool {
+	if _, err := strconv.ParseInt(chat, 10, 64); err == nil {
+		return chat != "0"
+	}
+	return usernamePattern.MatchString(chat)
+}
+
+// send delivers the message as chunks, skipping those an earlier attempt
+// sent; only the first chunk carries reply.
+func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, reply *models.ReplyParameters) (deliver.Receipt, error) {
+	md := d.Message
+	if strings.TrimSpace(md) == "" {
+		return deliver.Receipt{}, fmt.Errorf("%w: the message is empty; %s needs text to send", envelope.ErrValidation, intentName(d.Intent))
+	}
+	if d.Urgency == "high" {
+		md = markUrgent(md)
+	}
+	chunks := markdown.TelegramChunks(md, MaxMessageLength)
+	if len(chunks) == 0 {
+		return deliver.Receipt{}, fmt.Errorf("%w: the message has no visible text after formatting; write some text", envelope.ErrValidation)
+	}
+	ids := append([]string(nil), d.Done...)
+	for i := len(d.Done); i < len(chunks); i++ {
+		params := &bot.SendMessageParams{
+			ChatID:              chat,
+			Text:                chunks[i],
+			ParseMode:           models.ParseModeHTML,
+			LinkPreviewOptions:  &models.LinkPreviewOptions{IsDisabled: bot.True()},
+			DisableNotification: d.Urgency == "low",
+		}
+		if i == 0 {
+			params.ReplyParameters = reply
+		}
+		var msg *models.Message
+		err := s.call(ctx, "sendMessage", chat, func(ctx context.Context) (err error) {
+			msg, err = s.bot.SendMessage(ctx, params)
+			return err
+		})
+		if err != nil {
+			if len(chunks) > 1 {
+				err = fmt.Errorf("chunk %d of %d: %w", i+1, len(chunks), err)
+			}
+			return deliver.Receipt{MessageIDs: ids}, err
+		}
+		id := strconv.Itoa(msg.ID)
+		ids = append(ids, id)
+		if d.Sent != nil {
+			if err := d.Sent(id); err != nil {
+				return deliver.Receipt{MessageIDs: ids}, fmt.Errorf("recording chunk %d of %d as sent (message %s): %w", i+1, len(chunks), id, err)
+			}
+		}
+	}
+	return deliver.Receipt{MessageIDs: ids}, nil
+}
+
+// blockStart matches a first line that opens a markdown block (heading,
+// quote, fence, list item), which a prefix on the same line would turn into
+// plain text.
+var blockStart = regexp.MustCompile(`^\s*(#{1,6}\s|>|` + "```" + `|~~~|[-*+]\s|[0-9]+[.)]\s)`)
+
+// markUrgent puts the high-urgency mark in front of md: on the first line,
+// or on a line of its own when that line opens a block.
+func markUrgent(md string) string {
+	md = strings.TrimLeft(md, "\n")
+	if blockStart.MatchString(md) {
+		return strings.TrimSpace(urgentPrefix) + "\n" + md
+	}
+	return urgentPrefix + md
+}
+
+func intentName(intent string) string {
+	if intent == "" {
+		return "send"
+	}
+	return intent
+}
+
+// react sets the delivery's emoji as the bot's reaction to the thread's message.
+func (s *sender) react(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
+	th, err := parseThread(d.Thread)
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	if len(d.Done) > 0 {
+		// An earlier attempt set the reaction.
+		return deliver.Receipt{MessageIDs: d.Done}, nil
+	}
+	// Models often write emoji with a variation selector ("❤️"); Telegram's
+	// reaction set has none.
+	emoji := strings.ReplaceAll(strings.TrimSpace(d.Emoji), "\uFE0F", "")
+	if emoji == "" {
+		return deliver.Receipt{}, fmt.Errorf("%w: react needs an emoji, one of Telegram's reactions: %s", envelope.ErrValidation, reactionList)
+	}
+	params := &bot.SetMessageReactionParams{
+		ChatID:    th.chat,
+		MessageID: th.messageID,
+		Reaction: []models.ReactionType{{
+			Type:              models.ReactionTypeTypeEmoji,
+			ReactionTypeEmoji: &models.ReactionTypeEmoji{Type: models.ReactionTypeTypeEmoji, Emoji: emoji},
+		}},
+	}
+	err = s.call(ctx, "setMessageReaction", th.chat, func(ctx context.Context) error {
+		_, err := s.bot.SetMessageReaction(ctx, params)
+		return err
+	})
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	id := strconv.Itoa(th.messageID)
+	if d.Sent != nil {
+		if err := d.Sent(id); err != nil {
+			return deliver.Receipt{MessageIDs: []string{id}}, fmt.Errorf("recording reaction on message %s: %w", id, err)
+		}
+	}
+	return deliver.Receipt{MessageIDs: []string{id}}, nil
+}
+
+// thread is a Telegram source_thread_identity, "<chat_id>:<message_id>".
+type thread struct {
+	chat      string
+	messageID int
+}
+
+func parseThread(s string) (thread, error) {
+	chat, msg, ok := strings.Cut(strings.TrimSpace(s), ":")
+	id, err := strconv.Atoi(msg)
+	if !ok || err != nil || id <= 0 || !validChat(chat) {
+		return thread{}, fmt.Errorf("%w: request_context.source_thread_identity %q is not a Telegram message: pass it as received with the inbound message, \"<chat_id>:<message_id>\" like \"12345:678\"",
+			envelope.ErrValidation, s)
+	}
+	return thread{chat: chat, messageID: id}, nil
+}
+
+// call runs one Bot API call, waiting out 429s for up to MaxRateLimitWait in all,
+// and turns a failure into an error of the envelope classes.
+func (s *sender) call(ctx context.Context, method, chat string, do func(ctx context.Context) error) error {
+	var waited time.Duration
+	for {
+		err := do(ctx)
+		if err == nil {
+			return nil
+		}
+		var tooMany *bot.TooManyRequestsError
+		if !errors.As(err, &tooMany) {
+			return s.classify(ctx, method, chat, err)
+		}
+		wait := time.Duration(max(tooMany.RetryAfter, 1)) * time.Second
+		cause := fmt.Errorf("telegram %s: rate limited (429, retry_after %ds)", method, tooMany.RetryAfter)
+		if waited+wait > MaxRateLimitWait {
+			return &envelope.RetryAfterError{Wait: wait, Err: fmt.Errorf("%w after waiting %s already; deliver later", cause, waited)}
+		}
+		s.log.Info("telegram rate limit; waiting before retrying", "method", method, "retry_after", wait, "waited", waited)
+		if err := sleep(ctx, wait); err != nil {
+			return &envelope.RetryAfterError{Wait: wait, Err: fmt.Errorf("%w; stopped waiting: %w", cause, err)}
+		}
+		waited += wait
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// scrub removes the token from text: go-telegram/bot error strings can
+// contain the request URL, which holds it.
+func (s *sender) scrub(text string) string {
+	if s.token == "" {
+		return text
+	}
+	text = strings.ReplaceAll(text, s.token, "<token>")
+	return strings.ReplaceAll(text, url.PathEscape(s.token), "<token>")
+}

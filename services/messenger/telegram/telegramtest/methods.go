@@ -1,0 +1,260 @@
+package telegramtest
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxTextLength is Telegram's limit on a message's text after entity parsing,
+// in UTF-16 code units.
+const MaxTextLength = 4096
+
+func init() {
+	register("getMe", false, getMe)
+	register("sendMessage", false, sendMessage)
+	register("setMessageReaction", false, setMessageReaction)
+	register("getUpdates", true, getUpdates)
+}
+
+func getMe(_ *Server, req *request) (any, error) {
+	return req.bot.user, nil
+}
+
+func sendMessage(s *Server, req *request) (any, error) {
+	p := req.params
+	chat, err := s.chatLocked(p["chat_id"])
+	if err != nil {
+		return nil, err
+	}
+	text := p["text"]
+	if !utf8.ValidString(text) {
+		return nil, badRequest("strings must be encoded in UTF-8")
+	}
+	visible := text
+	var entities []Entity
+	switch strings.ToLower(p["parse_mode"]) {
+	case "":
+	case "html":
+		visible, entities, err = ParseHTML(text)
+		if err != nil {
+			return nil, badRequest("can't parse entities: %v", err)
+		}
+	case "markdown", "markdownv2":
+		// Accepted but not checked: the fake only validates HTML.
+	default:
+		return nil, badRequest("unsupported parse_mode")
+	}
+	if strings.TrimSpace(visible) == "" {
+		return nil, badRequest("message text is empty")
+	}
+	if UTF16Len(visible) > MaxTextLength {
+		return nil, badRequest("message is too long")
+	}
+	if raw, ok := p["link_preview_options"]; ok {
+		var lp LinkPreviewOptions
+		if err := json.Unmarshal([]byte(raw), &lp); err != nil {
+			return nil, badRequest("can't parse link preview options JSON object")
+		}
+		req.call.LinkPreviewOptions = &lp
+	}
+
+	var replyTo *Message
+	rp, err := replyParameters(p)
+	if err != nil {
+		return nil, err
+	}
+	if rp != nil {
+		req.call.ReplyParameters = rp
+		target := chat
+		if rp.ChatID != "" {
+			if target, err = s.chatLocked(rp.ChatID); err != nil {
+				return nil, err
+			}
+		}
+		if m := target.messages[rp.MessageID]; m != nil {
+			c := *m
+			c.ReplyToMessage = nil
+			replyTo = &c
+		} else if !rp.AllowSendingWithoutReply {
+			return nil, badRequest("message to be replied not found")
+		}
+	}
+
+	chat.lastID++
+	bot := req.bot.user
+	m := &Message{
+		MessageID:      chat.lastID,
+		From:           &bot,
+		Date:           time.Now().Unix(),
+		Chat:           chat.chat,
+		Text:           visible,
+		Entities:       entities,
+		ReplyToMessage: replyTo,
+	}
+	chat.messages[m.MessageID] = m
+	c := *m
+	req.call.Message = &c
+	return m, nil
+}
+
+// replyParameters decodes reply_parameters, or the older reply_to_message_id
+// and allow_sending_without_reply parameters.
+func replyParameters(p map[string]string) (*ReplyParameters, error) {
+	if raw, ok := p["reply_parameters"]; ok {
+		var v struct {
+			ReplyParameters
+			ChatID json.RawMessage `json:"chat_id"`
+		}
+		if err := json.Unmarshal([]byte(raw), &v); err != nil || v.MessageID == 0 {
+			return nil, badRequest("can't parse reply parameters JSON object")
+		}
+		rp := v.ReplyParameters
+		if len(v.ChatID) > 0 {
+			var str string
+			if json.Unmarshal(v.ChatID, &str) == nil {
+				rp.ChatID = str
+			} else {
+				rp.ChatID = string(v.ChatID)
+			}
+		}
+		return &rp, nil
+	}
+	if raw, ok := p["reply_to_message_id"]; ok {
+		id, err := strconv.ParseInt(raw, 10, 64)
+		if err != nil {
+			return nil, badRequest("message to be replied not found")
+		}
+		return &ReplyParameters{MessageID: id, AllowSendingWithoutReply: p["allow_sending_without_reply"] == "true"}, nil
+	}
+	return nil, nil
+}
+
+func setMessageReaction(s *Server, req *request) (any, error) {
+	p := req.params
+	if _, err := s.chatLocked(p["chat_id"]); err != nil {
+		return nil, err
+	}
+	if id, err := strconv.ParseInt(p["message_id"], 10, 64); err != nil || id <= 0 {
+		return nil, badRequest("MESSAGE_ID_INVALID")
+	}
+	raw, ok := p["reaction"]
+	if !ok || raw == "" {
+		return true, nil // an empty reaction removes the bot's reaction
+	}
+	var reactions []Reaction
+	if err := json.Unmarshal([]byte(raw), &reactions); err != nil {
+		return nil, badRequest("can't parse reaction types JSON object")
+	}
+	req.call.Reaction = reactions
+	for _, r := range reactions {
+		switch r.Type {
+		case "emoji":
+			if !reactionSet[r.Emoji] {
+				return nil, badRequest("REACTION_INVALID")
+			}
+		case "custom_emoji", "paid":
+		default:
+			return nil, badRequest("REACTION_INVALID")
+		}
+	}
+	if len(reactions) > 1 {
+		return nil, badRequest("REACTIONS_TOO_MANY")
+	}
+	return true, nil
+}
+
+// maxPoll bounds a long poll, so that a client asking for a long timeout
+// cannot hold a test; the real server holds up to 50 seconds.
+const maxPoll = 50 * time.Second
+
+func getUpdates(s *Server, req *request) (any, error) {
+	p := req.params
+	offset, _ := strconv.ParseInt(p["offset"], 10, 64)
+	limit, err := strconv.Atoi(p["limit"])
+	if err != nil || limit <= 0 || limit > 100 {
+		limit = 100
+	}
+	timeout, _ := strconv.Atoi(p["timeout"])
+	wait := min(time.Duration(max(timeout, 0))*time.Second, maxPoll)
+	deadline := time.NewTimer(wait)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		bot := req.bot
+		if offset > 0 {
+			// Asking from offset confirms every update before it.
+			i := 0
+			for i < len(bot.updates) && bot.updates[i].id < offset {
+				i++
+			}
+			bot.updates = bot.updates[i:]
+		}
+		pending := bot.updates
+		if offset < 0 && int(-offset) < len(pending) {
+			pending = pending[len(pending)+int(offset):]
+		}
+		pending = pending[:min(limit, len(pending))]
+		result := make([]json.RawMessage, 0, len(pending))
+		for _, u := range pending {
+			result = append(result, u.raw)
+		}
+		wake := bot.wake
+		s.mu.Unlock()
+		if len(result) > 0 {
+			return result, nil
+		}
+		select {
+		case <-wake:
+		case <-deadline.C:
+			return result, nil
+		case <-s.closed:
+			return result, nil
+		case <-req.r.Context().Done():
+			return result, nil
+		}
+	}
+}
+
+// chatLocked resolves a chat_id parameter, a number or @username, to the
+// chat's state, creating it on first use: the fake knows every chat, except
+// those made unreachable with FailChat.
+func (s *Server) chatLocked(chatID string) (*chatState, error) {
+	if chatID == "" {
+		return nil, badRequest("chat_id is empty")
+	}
+	id, err := strconv.ParseInt(chatID, 10, 64)
+	var username string
+	if err != nil {
+		name, ok := strings.CutPrefix(chatID, "@")
+		if !ok || name == "" {
+			return nil, badRequest("chat not found")
+		}
+		username = name
+		key := "@" + strings.ToLower(name)
+		if id, ok = s.names[key]; !ok {
+			id = -1001000000000 - int64(len(s.names)) - 1
+			s.names[key] = id
+		}
+	}
+	if id == 0 {
+		return nil, badRequest("chat not found")
+	}
+	c := s.chats[id]
+	if c == nil {
+		chat := Chat{ID: id, Type: "private", Username: username}
+		switch {
+		case username != "":
+			chat.Type = "channel"
+		case id <= -1000000000000:
+			chat.Type = "supergroup"
+		case id < 0:
+			chat.Type = "group"
+		}
+		c = &chatState{chat: chat, messages: map[int64]*Message{}}
+		s.chats[id] = c
+	}
+	return c, nil
+}
