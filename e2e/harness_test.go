@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -349,4 +350,9 @@ func (s *syncBuffer) records(match map[string]string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// quiet is a logger for benchmarks: warnings and errors only.
+func quiet() *slog.Logger {
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }

@@ -1,0 +1,41 @@
+# Herald: the two commands a newcomer needs are `make run` and `make test`.
+GO       ?= go
+MODULES  := schemas pkg services e2e
+PACKAGES := $(addprefix ./,$(addsuffix /...,$(MODULES)))
+CONFIG   ?=
+
+.PHONY: run build test vet fmt-check bench fuzz clean
+
+## run: build and start `herald dev` (embedded NATS, switchboard, messenger, butlers)
+run: build
+	./bin/herald dev $(if $(CONFIG),--config $(CONFIG))
+
+## build: every binary into ./bin
+build:
+	$(GO) build -o bin/ ./services/cmd/...
+
+## test: everything CI runs: formatting, vet, and all tests with the race detector
+test: fmt-check vet
+	$(GO) test -race -shuffle=on -count=1 -timeout 20m $(PACKAGES)
+
+vet:
+	$(GO) vet $(PACKAGES)
+	@for m in $(MODULES); do (cd $$m && GOWORK=off $(GO) build ./...) || exit 1; done
+
+fmt-check:
+	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+## bench: raw JetStream baseline vs the notify pipeline, one process, one run
+bench:
+	cd e2e && $(GO) test -run '^$$' -bench 'BenchmarkPipeline' -benchtime 1x -count 1 .
+
+## fuzz: a short run of every fuzz target (FUZZTIME each)
+FUZZTIME ?= 20s
+fuzz:
+	@for spec in pkg/envelope:FuzzDecodeRoute pkg/envelope:FuzzDecodeNotify pkg/markdown:FuzzTelegramChunks pkg/markdown:FuzzTelegramHTML pkg/markdown:FuzzHTML; do \
+		dir=$${spec%%:*}; fn=$${spec##*:}; \
+		echo "== $$dir $$fn"; $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$dir || exit 1; \
+	done
+
+clean:
+	rm -rf bin .herald
