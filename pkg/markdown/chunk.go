@@ -1,0 +1,233 @@
+package markdown
+
+import (
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// minLimit is the smallest limit honoured. The deepest nesting of tags
+// without attributes that TelegramHTML produces (blockquote, b, i, s, code),
+// opened and closed around one escaped character, just fits in it.
+const minLimit = 64
+
+// TelegramChunks renders md and splits it into chunks, each at most limit
+// characters counted in UTF-16 code units of the HTML string (Telegram counts
+// UTF-16), each a valid, balanced Telegram HTML fragment on its own: tags open
+// at a cut are closed at the end of the chunk and reopened (same tag, same
+// attributes) at the start of the next.
+//
+// A cut goes at a paragraph break ("\n\n") if the chunk has one, else at a
+// line break, else at a space, else anywhere between characters; never inside
+// an entity, a tag or a surrogate pair. The break characters cut at are
+// dropped, and so is a stretch of whitespace too long for any chunk; all
+// other text is kept in order. If the tags open at a cut leave no room for
+// even one character (a link with a URL near the limit), that chunk is sent
+// as plain text. A limit below 64 counts as 64. A message that fits is one
+// chunk; a message that shows nothing but whitespace is none.
+func TelegramChunks(md string, limit int) []string {
+	limit = max(limit, minLimit)
+	h := TelegramHTML(md)
+	toks := tokenize(h)
+	last := -1 // the last token with visible, non-blank text
+	for i, t := range toks {
+		if t.kind == tokText && !t.blank() {
+			last = i
+		}
+	}
+	if last < 0 {
+		// Telegram refuses a message with nothing to show.
+		return nil
+	}
+	if utf16Len(h) <= limit {
+		return []string{h}
+	}
+	var chunks []string
+	var open []token
+	for i := 0; ; {
+		// Tags closing right at a cut would only make empty elements.
+		for i < len(toks) && toks[i].kind == tokClose {
+			open = toks[i].apply(open)
+			i++
+		}
+		if i > last {
+			return chunks
+		}
+		c := cut(toks, i, open, limit, false)
+		if c.end < 0 {
+			// Even one character does not fit beside the open tags (a very
+			// long link, say): send this stretch as plain text instead.
+			c = cut(toks, i, nil, limit, true)
+		}
+		if c.end < 0 {
+			// More blank space than a whole message holds: Telegram refuses
+			// a chunk of only whitespace, and nobody misses the blank.
+			for ; toks[i].kind != tokText || toks[i].blank(); i++ {
+				open = toks[i].apply(open)
+			}
+			continue
+		}
+		var b strings.Builder
+		if !c.plain {
+			for _, t := range open {
+				b.WriteString(t.s)
+			}
+		}
+		for _, t := range toks[i:c.end] {
+			if !c.plain || t.kind == tokText {
+				b.WriteString(t.s)
+			}
+			open = t.apply(open)
+		}
+		if !c.plain {
+			for k := len(open) - 1; k >= 0; k-- {
+				b.WriteString(open[k].closer())
+			}
+		}
+		chunks = append(chunks, b.String())
+		i = c.end + c.drop
+	}
+}
+
+type cutClass int
+
+const (
+	cutParagraph cutClass = iota
+	cutLine
+	cutSpace
+	cutAnywhere
+	numCutClasses
+)
+
+type cutPoint struct {
+	end   int // the chunk is toks[start:end]
+	drop  int // break tokens after end that no chunk shows
+	plain bool
+}
+
+// cut finds where the chunk starting at toks[start] ends: the last cut of the
+// most preferred class that still fits. In plain mode tags are left out and
+// cost nothing.
+func cut(toks []token, start int, open []token, limit int, plain bool) cutPoint {
+	size := 0
+	for _, t := range open {
+		size += t.units + t.closerUnits()
+	}
+	best := [numCutClasses]int{-1, -1, -1, -1}
+	drops := [numCutClasses]int{2, 1, 1, 0}
+	text := false // the chunk so far shows something besides whitespace
+	for j := start; j < len(toks); j++ {
+		t := toks[j]
+		if text && (plain || toks[j-1].kind != tokOpen) {
+			best[classify(toks, j)] = j
+		}
+		switch {
+		case t.kind == tokText:
+			size += t.units
+			text = text || !t.blank()
+		case plain:
+		case t.kind == tokOpen:
+			size += t.units + t.closerUnits()
+		}
+		if size > limit {
+			for c, end := range best {
+				if end >= 0 {
+					return cutPoint{end: end, drop: drops[c], plain: plain}
+				}
+			}
+			return cutPoint{end: -1}
+		}
+	}
+	return cutPoint{end: len(toks), plain: plain}
+}
+
+func classify(toks []token, j int) cutClass {
+	switch toks[j].s {
+	case "\n":
+		if j+1 < len(toks) && toks[j+1].s == "\n" {
+			return cutParagraph
+		}
+		return cutLine
+	case " ":
+		return cutSpace
+	}
+	return cutAnywhere
+}
+
+type tokKind int
+
+const (
+	tokText tokKind = iota
+	tokOpen
+	tokClose
+)
+
+// token is an indivisible piece of Telegram HTML: a tag, an entity, or one
+// character. Cutting only between tokens is what keeps entities, tags and
+// surrogate pairs whole.
+type token struct {
+	kind  tokKind
+	s     string
+	name  string // tag name
+	units int    // length in UTF-16 code units
+}
+
+func (t token) blank() bool { return strings.TrimSpace(t.s) == "" }
+
+func (t token) closer() string { return "</" + t.name + ">" }
+
+func (t token) closerUnits() int { return len(t.name) + 3 }
+
+// apply returns the stack of open tags after t.
+func (t token) apply(stack []token) []token {
+	switch t.kind {
+	case tokOpen:
+		return append(stack[:len(stack):len(stack)], t)
+	case tokClose:
+		if len(stack) > 0 {
+			return stack[:len(stack)-1]
+		}
+	}
+	return stack
+}
+
+// tokenize splits HTML that TelegramHTML produced. It relies on that: every
+// "<" starts a tag whose first ">" ends it, and every "&" starts an entity.
+func tokenize(h string) []token {
+	var toks []token
+	for i := 0; i < len(h); {
+		var t token
+		switch h[i] {
+		case '<':
+			j := strings.IndexByte(h[i:], '>')
+			t.s = h[i : i+j+1]
+			t.kind = tokOpen
+			name := strings.TrimPrefix(t.s[1:len(t.s)-1], "/")
+			if name != t.s[1:len(t.s)-1] {
+				t.kind = tokClose
+			}
+			if k := strings.IndexByte(name, ' '); k >= 0 {
+				name = name[:k]
+			}
+			t.name = name
+		case '&':
+			j := strings.IndexByte(h[i:], ';')
+			t.s = h[i : i+j+1]
+		default:
+			_, n := utf8.DecodeRuneInString(h[i:])
+			t.s = h[i : i+n]
+		}
+		t.units = utf16Len(t.s)
+		toks = append(toks, t)
+		i += len(t.s)
+	}
+	return toks
+}
+
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}

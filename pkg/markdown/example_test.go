@@ -1,0 +1,40 @@
+package markdown_test
+
+import (
+	"fmt"
+
+	"github.com/heraldhq/herald/pkg/markdown"
+)
+
+func ExampleTelegramHTML() {
+	md := "# Build report\n\n" +
+		"**main** passed in `3m12s`; see [the logs](https://ci.example.com/run/42).\n\n" +
+		"- 2 < 3 & tests_passed\n" +
+		"- [not a link](javascript:alert(1))"
+	fmt.Println(markdown.TelegramHTML(md))
+	// Output:
+	// <b>Build report</b>
+	//
+	// <b>main</b> passed in <code>3m12s</code>; see <a href="https://ci.example.com/run/42">the logs</a>.
+	//
+	// - 2 &lt; 3 &amp; tests_passed
+	// - not a link
+}
+
+func ExampleTelegramChunks() {
+	md := "First paragraph.\n\n**" + "A long bold paragraph that does not fit in one small message." + "**"
+	for _, chunk := range markdown.TelegramChunks(md, 64) {
+		fmt.Println(chunk)
+	}
+	// Output:
+	// First paragraph.
+	// <b>A long bold paragraph that does not fit in one small</b>
+	// <b>message.</b>
+}
+
+func ExampleHTML() {
+	fmt.Println(markdown.HTML("Hi *Ana*,\nthe report is **ready**."))
+	// Output:
+	// <p>Hi <em>Ana</em>,<br>
+	// the report is <strong>ready</strong>.</p>
+}
