@@ -42,6 +42,9 @@ func (s *Sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 	if len(d.Done) > 0 {
 		return deliver.Receipt{MessageIDs: d.Done}, nil
 	}
+	if err := ctx.Err(); err != nil {
+		return deliver.Receipt{}, fmt.Errorf("%w: %v", envelope.ErrTimeout, err)
+	}
 	level := slog.LevelInfo
 	if d.Urgency == "high" {
 		level = slog.LevelWarn

@@ -1,0 +1,62 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/ledger"
+	"github.com/heraldhq/herald/pkg/markdown"
+)
+
+// TestInterruptedDeliveryResumes: a messenger that died after sending the
+// first chunk of a long message left that in the ledger; the next attempt
+// sends only the rest.
+func TestInterruptedDeliveryResumes(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	var md strings.Builder
+	for i := 0; md.Len() < 9000; i++ {
+		fmt.Fprintf(&md, "Line %d of the weekly **summary**, long enough to need a few chunks.\n\n", i)
+	}
+	chunks := markdown.TelegramChunks(md.String(), 4096)
+	if len(chunks) < 3 {
+		t.Fatalf("%d chunks; the test needs at least 3", len(chunks))
+	}
+	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg_main", Message: md.String()}, nil))
+	key := r.IdempotencyKey()
+
+	// What a crashed messenger leaves: in progress, first chunk sent, and no
+	// word from it for longer than ledger.StaleAfter.
+	rec := ledger.Record{Key: key, Butler: "health", Channel: "telegram:tg_main", DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending, MessageIDs: []string{"901"}, Attempts: 1, Owner: 1 << 40, UpdatedAt: time.Now().Add(-2 * ledger.StaleAfter)}
+	b, _ := json.Marshal(rec)
+	kv, err := f.js.KeyValue(t.Context(), bus.BucketDeliveries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kv.Put(t.Context(), "health."+key, b); err != nil {
+		t.Fatal(err)
+	}
+
+	resp, err := f.routeClient().Send(t.Context(), r)
+	if err != nil || resp.Status != "ok" {
+		t.Fatalf("send: %v %+v", err, resp)
+	}
+	calls := f.tg.Calls("sendMessage")
+	if len(calls) != len(chunks)-1 {
+		t.Fatalf("%d chunks sent, want the %d not sent before", len(calls), len(chunks)-1)
+	}
+	for i, c := range calls {
+		if c.Params["text"] != chunks[i+1] {
+			t.Fatalf("call %d sent chunk %q..., want chunk %d", i, c.Params["text"][:40], i+1)
+		}
+	}
+	ids := resp.Result.NotifyResponse.Delivery.MessageIDs
+	if len(ids) != len(chunks) || ids[0] != "901" {
+		t.Fatalf("message ids %v: want the earlier chunk's id first, one per chunk", ids)
+	}
+}

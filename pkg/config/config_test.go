@@ -1,0 +1,167 @@
+package config_test
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/heraldhq/herald/pkg/config"
+)
+
+const designExample = `
+nats: { url: "" }
+default_butler: health
+max_content_chars: 16000
+butlers:
+  - name: health
+    default_channel: telegram
+    mcp_http: 127.0.0.1:7701
+integrations:
+  - id: tg_main
+    type: telegram
+    token_env: TELEGRAM_BOT_TOKEN
+    api_url: https://api.telegram.org
+    default_chat: "12345"
+    grants: all
+    inbound:
+      dm_policy: pairing
+      allow_from: ["12345"]
+      approvers: ["12345"]
+      rate_limit: { rps: 5, burst: 10 }
+  - id: mail
+    type: email
+    smtp_url_env: SMTP_URL
+    from: herald@example.com
+    default_to: me@example.com
+    grants: [health]
+    inbound: { listen: 127.0.0.1:2525, domains: [example.com], allow_from: [me@example.com] }
+  - id: web
+    type: web
+    listen: 127.0.0.1:8787
+    grants: all
+bindings:
+  - { integration: tg_main, chat: "12345", butler: health }
+  - { integration: mail, butler: health }
+`
+
+func TestDesignExampleParses(t *testing.T) {
+	c, err := config.Parse([]byte(designExample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Integration("tg_main").Inbound.RateLimit.Burst != 10 || !c.Integration("web").Grants.All || c.Integration("mail").Grants.Allows("finance") {
+		t.Fatalf("parsed %+v", c.Integrations)
+	}
+	if c.Integration("log") == nil {
+		t.Fatal("every fleet has a log integration")
+	}
+}
+
+func TestDefault(t *testing.T) {
+	c := config.Default()
+	if len(c.Butlers) != 1 || c.Butlers[0].Name != "assistant" || c.Butlers[0].DefaultChannel != "log" {
+		t.Fatalf("default butlers %+v", c.Butlers)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	in, err := c.Resolve("assistant", "log")
+	if err != nil || in.Channel() != "log:log" {
+		t.Fatalf("resolve log: %v %v", in, err)
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	tests := []struct {
+		name, yaml, want string
+	}{
+		{"unknown key", "butlers: [{name: a, default_chanel: log}]", "default_chanel"},
+		{"bad butler name", "butlers: [{name: Health}]", `butlers[0].name "Health"`},
+		{"duplicate butler", "butlers: [{name: a}, {name: a}]", "used twice"},
+		{"unknown type", "integrations: [{id: x, type: sms}]", `type "sms"`},
+		{"default channel not granted", "butlers: [{name: a, default_channel: telegram}]\nintegrations: [{id: t, type: telegram, grants: [b]}]", "default_channel"},
+		{"grants unknown butler", "integrations: [{id: t, type: telegram, grants: [ghost]}]", `butler "ghost"`},
+		{"grants typo", "integrations: [{id: t, type: telegram, grants: everyone}]", `"all"`},
+		{"email without from", "integrations: [{id: m, type: email}]", "needs from"},
+		{"bad dm policy", "integrations: [{id: t, type: telegram, inbound: {dm_policy: open}}]", "dm_policy"},
+		{"binding to nowhere", "bindings: [{integration: nope, butler: assistant}]", `integration "nope"`},
+		{"bad timeout", "notify_timeout: soon", "duration"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := config.Parse([]byte(tt.yaml))
+			if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %v, want ErrInvalid naming %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestResolve(t *testing.T) {
+	c, err := config.Parse([]byte(`
+butlers: [{name: health}, {name: finance}]
+integrations:
+  - { id: tg_a, type: telegram, grants: [finance] }
+  - { id: tg_b, type: telegram, grants: [health] }
+  - { id: tg_off, type: telegram, grants: all, disabled: true }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		butler, channel, want string
+		err                   error
+	}{
+		{"health", "telegram", "telegram:tg_b", nil},
+		{"finance", "telegram", "telegram:tg_a", nil},
+		{"health", "telegram:tg_a", "", config.ErrNotGranted},
+		{"health", "telegram:tg_off", "", config.ErrNoIntegration},
+		{"health", "email", "", config.ErrNoIntegration},
+		{"health", "fax", "", config.ErrUnknownChannel},
+	}
+	for _, tt := range tests {
+		in, err := c.Resolve(tt.butler, tt.channel)
+		if tt.err != nil {
+			if !errors.Is(err, tt.err) {
+				t.Errorf("Resolve(%s, %s) = %v, want %v", tt.butler, tt.channel, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || in.Channel() != tt.want {
+			t.Errorf("Resolve(%s, %s) = %v, %v; want %s", tt.butler, tt.channel, in, err, tt.want)
+		}
+	}
+}
+
+func TestEnvOverrides(t *testing.T) {
+	c, err := config.Parse([]byte("integrations: [{id: t, type: telegram}, {id: m, type: email, from: a@b.c, smtp_url_file: /x}]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"NATS_URL": "nats://bus:4222", "TELEGRAM_API_URL": "http://127.0.0.1:8081", "SMTP_URL": "smtp://u:p@h:587"}
+	c.ApplyEnv(func(k string) string { return env[k] })
+	if c.NATS.URL != "nats://bus:4222" || c.Integration("t").APIURL != "http://127.0.0.1:8081" || c.Integration("m").SMTPURLEnv != "SMTP_URL" {
+		t.Fatalf("overrides not applied: %+v", c)
+	}
+	if c.Integration("t").TokenEnv != "TELEGRAM_BOT_TOKEN" {
+		t.Fatal("telegram token defaults to TELEGRAM_BOT_TOKEN")
+	}
+}
+
+func TestSecretNeverInErrors(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "token")
+	if err := os.WriteFile(file, []byte("123:supersecret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	v, err := config.Secret(func(string) string { return "" }, "", file)
+	if err != nil || v != "123:supersecret" {
+		t.Fatalf("from file: %q %v", v, err)
+	}
+	_, err = config.Secret(func(string) string { return "" }, "TOKEN", "")
+	if err == nil || !strings.Contains(err.Error(), "TOKEN is not set") {
+		t.Fatalf("unset variable: %v", err)
+	}
+}
