@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -131,21 +132,42 @@ func (t Topology) streams() []jetstream.StreamConfig {
 	}
 }
 
-// EnsureTopology creates or updates every stream and bucket. Every service
-// calls it at start, so any one of them can come up first.
+// EnsureTopology creates every stream and bucket that is missing and updates
+// one only if its settings differ. Every service calls it at start, so any one
+// of them can come up first; an unchanged topology costs only lookups (a
+// needless update would also race consumer creation inside nats-server).
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) error {
-	for _, cfg := range t.streams() {
-		if _, err := js.CreateOrUpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("stream %s: %w", cfg.Name, err)
+	for _, want := range t.streams() {
+		s, err := js.Stream(ctx, want.Name)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			_, err = js.CreateStream(ctx, want)
+		case err == nil && !sameStream(s.CachedInfo().Config, want):
+			_, err = js.UpdateStream(ctx, want)
+		}
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", want.Name, err)
 		}
 	}
-	if _, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket: BucketDeliveries, Description: "idempotency records of deliveries",
-		Storage: jetstream.FileStorage, Replicas: max(t.Replicas, 1), TTL: 30 * 24 * time.Hour, History: 1,
-	}); err != nil {
+	_, err := js.KeyValue(ctx, BucketDeliveries)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		_, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+			Bucket: BucketDeliveries, Description: "idempotency records of deliveries",
+			Storage: jetstream.FileStorage, Replicas: max(t.Replicas, 1), TTL: 30 * 24 * time.Hour, History: 1,
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("bucket %s: %w", BucketDeliveries, err)
 	}
 	return nil
+}
+
+// sameStream compares the settings Herald chooses; the server fills in the rest.
+func sameStream(have, want jetstream.StreamConfig) bool {
+	return slices.Equal(have.Subjects, want.Subjects) && have.Retention == want.Retention &&
+		have.Storage == want.Storage && have.Replicas == want.Replicas &&
+		have.Duplicates == want.Duplicates && have.MaxAge == want.MaxAge &&
+		have.Discard == want.Discard && have.Description == want.Description
 }
 
 // Publish sends data to a stream subject with Nats-Msg-Id = key, so a

@@ -194,3 +194,26 @@ func TestDuplicatePublishIsDropped(t *testing.T) {
 		t.Fatalf("%d messages stored", n)
 	}
 }
+
+func TestEnsureTopologyUpdatesOnlyWhatChanged(t *testing.T) {
+	srv := bustest.RunServer(t) // creates the topology with 1 replica
+	_, js := srv.Connect()
+	s, _ := js.Stream(t.Context(), bus.StreamRoute)
+	before := s.CachedInfo().Created
+	if err := bus.EnsureTopology(t.Context(), js, bus.Topology{Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	// A stream changed by hand is put back to Herald's settings.
+	cfg := s.CachedInfo().Config
+	cfg.MaxAge = time.Hour
+	if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	if err := bus.EnsureTopology(t.Context(), js, bus.Topology{Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ = js.Stream(t.Context(), bus.StreamRoute)
+	if got := s.CachedInfo(); got.Config.MaxAge != 7*24*time.Hour || !got.Created.Equal(before) {
+		t.Fatalf("stream max age %s created %s, want 7 days on the same stream", got.Config.MaxAge, got.Created)
+	}
+}
