@@ -75,7 +75,8 @@ integrations:
   - { id: tg_main, type: telegram, token_env: TG_TOKEN, default_chat: %q, grants: all }
   - { id: mail, type: email, smtp_url_env: SMTP_URL, from: herald@example.com, default_to: me@example.com, ca_file: %q, grants: [health, finance] }
   - { id: audit_log, type: log, grants: all }
-`, chatID, f.smtp.WriteCertFile(t))
+  - { id: tg_broken, type: telegram, token_env: UNSET_TOKEN_VARIABLE, default_chat: %q, grants: [health] }
+`, chatID, f.smtp.WriteCertFile(t), chatID)
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)

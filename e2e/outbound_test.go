@@ -506,3 +506,28 @@ func TestAuditTrail(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokenIntegrationAnswersAtOnce: an integration whose secret is missing
+// says so, without retrying, while the others keep working.
+func TestBrokenIntegrationAnswersAtOnce(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	c := f.mcp("health", "")
+	res := callNotify(t, c, map[string]any{"channel": "telegram:tg_broken", "message": "anyone?"})
+	if !res.IsError || !strings.Contains(text(res), "(not_found)") || !strings.Contains(text(res), "UNSET_TOKEN_VARIABLE") {
+		t.Fatalf("answer %q, want not_found naming the missing variable", text(res))
+	}
+	if res := callNotify(t, c, map[string]any{"message": "still here"}); res.IsError {
+		t.Fatalf("the working integration failed too: %s", text(res))
+	}
+	// Fixed and restarted, the integration works.
+	f.stop("messenger")
+	f.env["UNSET_TOKEN_VARIABLE"] = f.tg.Token()
+	f.start("messenger")
+	if res := callNotify(t, c, map[string]any{"channel": "telegram:tg_broken", "message": "anyone?"}); res.IsError {
+		t.Fatalf("after the fix: %s", text(res))
+	}
+	if n := countText(f.tg, "anyone?"); n != 1 {
+		t.Fatalf("delivered %d times", n)
+	}
+}

@@ -75,13 +75,17 @@ func AuditSubject(kind, channel string) string { return "herald.audit." + kind +
 func DeadSubject(stream, subject string) string { return "herald.dead." + stream + "." + subject }
 
 // Connect dials NATS with the reconnect behaviour a long-running service
-// wants: retry the first connect, reconnect forever.
+// wants: retry the first connect, reconnect forever. name ("switchboard",
+// "messenger", "butler.health") is also the connection's inbox prefix,
+// _INBOX.<name>, so NATS permissions can let each service see only the
+// replies meant for it.
 func Connect(url, name, credsFile string, log *slog.Logger) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.Default()
 	}
 	opts := []nats.Option{
 		nats.Name(name),
+		nats.CustomInboxPrefix("_INBOX." + name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(500 * time.Millisecond),
 		nats.RetryOnFailedConnect(true),

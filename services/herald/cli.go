@@ -167,7 +167,14 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 		return fmt.Errorf("%w: set nats.url or NATS_URL (only herald dev embeds NATS)", config.ErrInvalid)
 	}
 	log := slog.New(slog.NewJSONHandler(o.Stderr, nil)).With("service", service)
-	nc, err := bus.Connect(cfg.NATS.URL, service, cfg.NATS.CredsFile, log)
+	conn := service
+	if service == "butler" {
+		if *name == "" {
+			return fmt.Errorf("--name is required")
+		}
+		conn = "butler." + *name
+	}
+	nc, err := bus.Connect(cfg.NATS.URL, conn, cfg.NATS.CredsFile, log)
 	if err != nil {
 		return err
 	}
@@ -178,9 +185,6 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 	case "messenger":
 		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv})
 	case "butler":
-		if *name == "" {
-			return fmt.Errorf("--name is required")
-		}
 		b, err := butler.New(ctx, butler.Options{Name: *name, Config: cfg, NC: nc, Log: log})
 		if err != nil {
 			return err

@@ -133,7 +133,8 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 	sender := m.senders[id]
 	if sender == nil {
 		if err := m.broken[id]; err != nil {
-			return fmt.Errorf("%w: integration %q is not available: %v", envelope.ErrTargetUnavailable, id, err)
+			// A configuration error: retrying will not fix it, an operator will.
+			return fmt.Errorf("%w: integration %q is configured but cannot be used (%v); fix it and restart the messenger, or use another channel", envelope.ErrNotFound, id, err)
 		}
 		return fmt.Errorf("%w: integration %q is not configured in this messenger", envelope.ErrNotFound, n.Delivery.Channel)
 	}
@@ -204,6 +205,9 @@ func (m *Messenger) giveUp(ctx context.Context, msg jetstream.Msg, cause error) 
 	if key == "" {
 		key = r.IdempotencyKey()
 	}
+	// A permanent failure is the key's final answer, so a repeat of the same
+	// notify (which JetStream may drop as a duplicate before it gets here) is
+	// answered the same way instead of waiting for an outcome that never comes.
 	if !envelope.Retryable(cause) {
 		if rec, err := m.ledger.Get(ctx, n.OriginButler, key); err == nil {
 			if rec == nil {
