@@ -10,9 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/markdown"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
@@ -59,7 +58,7 @@ func TestNotifyEmail(t *testing.T) {
 	f := newFleet(t)
 	f.start("switchboard", "messenger")
 	res := f.notify("finance", map[string]any{"message": "Your **invoice** is paid.\n\nSee [the ledger](https://example.com/l).", "urgency": "high"})
-	if res.IsError || !strings.Contains(text(res), "via email:mail") {
+	if m := sentRE.FindStringSubmatch(text(res)); res.IsError || m == nil || m[1] != "email:mail" {
 		t.Fatalf("notify: %s", text(res))
 	}
 	msgs := f.smtp.WaitMessages(t, 1, 10*time.Second)
@@ -88,7 +87,7 @@ func TestNotifyLog(t *testing.T) {
 	f := newFleet(t)
 	f.start("switchboard", "messenger")
 	res := f.notify("health", map[string]any{"channel": "log", "message": "checked in\nlevel=ERROR msg=forged", "urgency": "high", "topic": "safety"})
-	if res.IsError || !strings.Contains(text(res), "via log:audit_log") {
+	if m := sentRE.FindStringSubmatch(text(res)); res.IsError || m == nil || m[1] != "log:audit_log" {
 		t.Fatalf("notify: %s", text(res))
 	}
 	recs := f.logs.records(map[string]string{"logger": "llm_notify"})
@@ -291,22 +290,9 @@ func TestOriginIsTheSubject(t *testing.T) {
 	if len(dead) != 1 {
 		t.Fatalf("%d dead letters, want the rejected route", len(dead))
 	}
-	if n := pending(t, f.js, bus.StreamRoute); n != 0 {
+	if n := bustest.Msgs(t, f.js, bus.StreamRoute); n != 0 {
 		t.Fatalf("%d messages left in %s; a rejected route must not be redelivered", n, bus.StreamRoute)
 	}
-}
-
-func pending(t *testing.T, js jetstream.JetStream, stream string) uint64 {
-	t.Helper()
-	s, err := js.Stream(t.Context(), stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
 }
 
 // TestSameNotifyThreeTimes: a re-published notify is one delivery, and every
@@ -401,7 +387,7 @@ func TestQueuedWhileSwitchboardDown(t *testing.T) {
 	eventually(t, 10*time.Second, func() bool { return countText(f.tg, "patience") == 1 }, "the queued notification")
 	// Settle: the route and its delivery are acked, nothing is left to resend it.
 	eventually(t, 10*time.Second, func() bool {
-		return pending(t, f.js, bus.StreamRoute) == 0 && pending(t, f.js, bus.StreamDeliver) == 0
+		return bustest.Msgs(t, f.js, bus.StreamRoute) == 0 && bustest.Msgs(t, f.js, bus.StreamDeliver) == 0
 	}, "the streams to drain")
 	if n := countText(f.tg, "patience"); n != 1 {
 		t.Fatalf("delivered %d times", n)

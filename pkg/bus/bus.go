@@ -174,6 +174,19 @@ func sameStream(have, want jetstream.StreamConfig) bool {
 		have.Discard == want.Discard && have.Description == want.Description
 }
 
+// Open is how every service starts on the bus: a JetStream context on nc, with
+// the topology ensured.
+func Open(ctx context.Context, nc *nats.Conn, t Topology) (jetstream.JetStream, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	if err := EnsureTopology(ctx, js, t); err != nil {
+		return nil, err
+	}
+	return js, nil
+}
+
 // Publish sends data to a stream subject with Nats-Msg-Id = key, so a
 // re-publish inside DuplicateWindow is dropped by JetStream (ack.Duplicate).
 // The Herald-Idempotency-Key header carries key to the next hop.

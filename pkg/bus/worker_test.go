@@ -46,19 +46,6 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 	}
 }
 
-func msgs(t *testing.T, js jetstream.JetStream, stream string) uint64 {
-	t.Helper()
-	s, err := js.Stream(t.Context(), stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Msgs
-}
-
 func TestRetryableErrorsAreRetriedThenDeadLettered(t *testing.T) {
 	srv := bustest.RunServer(t)
 	_, js := srv.Connect()
@@ -75,14 +62,14 @@ func TestRetryableErrorsAreRetriedThenDeadLettered(t *testing.T) {
 	if _, err := bus.Publish(t.Context(), js, bus.DeliverSubject("messenger"), []byte("x"), "k1", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return msgs(t, js, bus.StreamDeadLetter) == 1 }, "the dead letter")
+	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeadLetter) == 1 }, "the dead letter")
 	if n := tries.Load(); n != 3 {
 		t.Fatalf("tried %d times, want MaxDeliver = 3", n)
 	}
 	if err, _ := gaveUp.Load().(error); !errors.Is(err, envelope.ErrTargetUnavailable) {
 		t.Fatalf("GiveUp got %v", err)
 	}
-	waitFor(t, func() bool { return msgs(t, js, bus.StreamDeliver) == 0 }, "the work queue to be empty")
+	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeliver) == 0 }, "the work queue to be empty")
 
 	s, _ := js.Stream(t.Context(), bus.StreamDeadLetter)
 	m, err := s.GetLastMsgForSubject(t.Context(), bus.DeadSubject(bus.StreamDeliver, bus.DeliverSubject("messenger")))
@@ -108,7 +95,7 @@ func TestPermanentErrorsAreNotRetried(t *testing.T) {
 	if _, err := bus.Publish(t.Context(), js, bus.DeliverSubject("messenger"), []byte("x"), "k2", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return msgs(t, js, bus.StreamDeadLetter) == 1 }, "the dead letter")
+	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeadLetter) == 1 }, "the dead letter")
 	if n := tries.Load(); n != 1 {
 		t.Fatalf("tried %d times, want 1", n)
 	}
@@ -173,7 +160,7 @@ func TestStopHandsWorkBack(t *testing.T) {
 		Handle: func(context.Context, jetstream.Msg) error { handled.Add(1); return nil },
 	})
 	waitFor(t, func() bool { return handled.Load() == 1 }, "the message to come back")
-	if n := msgs(t, js, bus.StreamDeadLetter); n != 0 {
+	if n := bustest.Msgs(t, js, bus.StreamDeadLetter); n != 0 {
 		t.Fatalf("%d dead letters; a stop is not a failure", n)
 	}
 }
@@ -190,7 +177,7 @@ func TestDuplicatePublishIsDropped(t *testing.T) {
 			t.Fatalf("publish %d: duplicate = %v", i, ack.Duplicate)
 		}
 	}
-	if n := msgs(t, js, bus.StreamRoute); n != 1 {
+	if n := bustest.Msgs(t, js, bus.StreamRoute); n != 1 {
 		t.Fatalf("%d messages stored", n)
 	}
 }

@@ -16,7 +16,6 @@ import (
 
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
@@ -60,11 +59,8 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		log = slog.Default()
 	}
 	log = log.With("butler", o.Name)
-	js, err := jetstream.New(o.NC)
+	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas})
 	if err != nil {
-		return nil, err
-	}
-	if err := bus.EnsureTopology(ctx, js, bus.Topology{Replicas: o.Config.NATS.Replicas}); err != nil {
 		return nil, err
 	}
 	led, err := ledger.Open(ctx, js)

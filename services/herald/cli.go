@@ -93,7 +93,16 @@ func runDev(ctx context.Context, args []string, o IO) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(o.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	return Dev(ctx, DevOptions{Config: cfg, Getenv: o.Getenv, Log: log, Out: o.Stdout})
+	err = Dev(ctx, DevOptions{Config: cfg, Getenv: o.Getenv, Log: log, Out: o.Stdout})
+	if err == nil || errors.Is(err, context.Canceled) {
+		if cfg.NATS.URL == "" {
+			log.Info("herald dev stopped; queued messages are kept in " + cfg.NATS.StoreDir)
+		} else {
+			log.Info("herald dev stopped")
+		}
+		return nil
+	}
+	return err
 }
 
 func runNotify(ctx context.Context, args []string, o IO) error {

@@ -52,11 +52,8 @@ func Run(ctx context.Context, o Options) error {
 		log = slog.Default()
 	}
 	log = log.With("service", "switchboard")
-	js, err := jetstream.New(o.NC)
+	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas})
 	if err != nil {
-		return err
-	}
-	if err := bus.EnsureTopology(ctx, js, bus.Topology{Replicas: o.Config.NATS.Replicas}); err != nil {
 		return err
 	}
 	led, err := ledger.Open(ctx, js)

@@ -66,3 +66,17 @@ func (s *Server) Connect() (*nats.Conn, jetstream.JetStream) {
 	}
 	return nc, js
 }
+
+// Msgs is how many messages stream holds now.
+func Msgs(t testing.TB, js jetstream.JetStream, stream string) uint64 {
+	t.Helper()
+	s, err := js.Stream(context.Background(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.State.Msgs
+}
