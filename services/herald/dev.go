@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/url"
 	"strconv"
 	"sync"
 
@@ -117,7 +118,7 @@ func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints) {
 		return
 	}
 	fmt.Fprintf(w, "\nHerald dev is running.\n\n")
-	fmt.Fprintf(w, "  NATS            %s", ep.NATS)
+	fmt.Fprintf(w, "  NATS            %s", redactURL(ep.NATS))
 	if ep.Store != "" {
 		fmt.Fprintf(w, "   (embedded, JetStream data in %s)", ep.Store)
 	}
@@ -136,4 +137,13 @@ func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints) {
 	fmt.Fprintf(w, "\nTry it:   bin/herald notify --butler %s \"Hello from Herald\"\n", first.Name)
 	fmt.Fprintf(w, "Claude:   claude mcp add --transport http %s %s\n", first.Name, ep.Butlers[first.Name])
 	fmt.Fprintf(w, "Stop:     Ctrl-C\n\n")
+}
+
+// redactURL hides the password of a URL like nats://user:pass@host.
+func redactURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return u.Redacted()
 }

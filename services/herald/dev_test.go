@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/herald"
 )
@@ -93,4 +94,37 @@ func TestServicesNeedNATS(t *testing.T) {
 	if code != 1 || !strings.Contains(out.String(), "NATS_URL") {
 		t.Fatalf("exit %d: %s", code, out.String())
 	}
+}
+
+// TestDevExternalNATSPasswordNotPrinted: with nats.url carrying credentials,
+// the printed endpoints never show the password.
+func TestDevExternalNATSPasswordNotPrinted(t *testing.T) {
+	srv, err := bus.RunServer(bus.ServerOptions{Port: -1, StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	cfg := config.Default()
+	cfg.NATS.URL = strings.Replace(srv.ClientURL(), "nats://", "nats://herald:hunter2@", 1)
+	cfg.Butlers[0].MCPHTTP = "127.0.0.1:0"
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ready := make(chan struct{})
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- herald.Dev(ctx, herald.DevOptions{Config: cfg, Getenv: func(string) string { return "" }, Out: &out, Ready: func(herald.Endpoints) { close(ready) }})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("herald dev stopped: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("not ready")
+	}
+	if strings.Contains(out.String(), "hunter2") || !strings.Contains(out.String(), "herald:xxxxx@") {
+		t.Fatalf("endpoints:\n%s", out.String())
+	}
+	cancel()
+	<-done
 }
