@@ -19,4 +19,5 @@ const (
 	NotifyResponse = "notify_response.v1.json"
 	Route          = "route.v1.json"
 	RouteResponse  = "route_response.v1.json"
+	Ingress        = "ingress.v1.json"
 )

@@ -14,6 +14,7 @@ const (
 	RouteV1          = "route.v1"
 	NotifyResponseV1 = "notify_response.v1"
 	RouteResponseV1  = "route_response.v1"
+	IngressV1        = "ingress.v1"
 )
 
 // Intents of a notify.
@@ -87,9 +88,64 @@ type Input struct {
 	Context InputContext `json:"context"`
 }
 
-// InputContext holds exactly one payload.
+// InputContext holds exactly one payload: a notify on its way out, or an
+// ingress on its way in.
 type InputContext struct {
-	NotifyRequest *Notify `json:"notify_request,omitempty"`
+	NotifyRequest *Notify  `json:"notify_request,omitempty"`
+	Ingress       *Ingress `json:"ingress,omitempty"`
+}
+
+// Ingress is ingress.v1: what a person sent, as the messenger received it.
+type Ingress struct {
+	SchemaVersion  string            `json:"schema_version"`
+	RequestContext RequestContext    `json:"request_context"`
+	IntegrationID  string            `json:"integration_id"`
+	Content        Content           `json:"content"`
+	Meta           map[string]string `json:"meta,omitempty"`
+	Attachments    []Attachment      `json:"attachments,omitempty"`
+	// NativeID is the provider's own id of the message (Telegram
+	// "<bot_id>:<update_id>", email Message-ID); JetStream dedups on it.
+	NativeID string `json:"native_id"`
+}
+
+// Content is the text of an inbound message.
+type Content struct {
+	Text string `json:"text"`
+}
+
+// Attachment describes a file that came with an inbound message; Ref says
+// where to fetch it (it is never inlined).
+type Attachment struct {
+	Name string `json:"name"`
+	Mime string `json:"mime"`
+	Size int64  `json:"size"`
+	Ref  string `json:"ref"`
+}
+
+// NewIngress builds an ingress.v1 with a fresh request_id stamped now.
+func NewIngress(integrationID, channel, endpoint, sender, thread, text, nativeID string, meta map[string]string) *Ingress {
+	return &Ingress{
+		SchemaVersion: IngressV1,
+		RequestContext: RequestContext{
+			RequestID: NewRequestID(), SourceChannel: channel, SourceEndpointIdentity: endpoint,
+			SourceSenderIdentity: sender, SourceThreadIdentity: thread, ReceivedAt: Now(),
+		},
+		IntegrationID: integrationID,
+		Content:       Content{Text: text},
+		Meta:          meta,
+		NativeID:      nativeID,
+	}
+}
+
+// NewInboundRoute wraps an ingress for the butler it is routed to. The
+// route's request_id is the ingress's, so a reply can name it.
+func NewInboundRoute(butler string, in *Ingress) *Route {
+	return &Route{
+		SchemaVersion:  RouteV1,
+		RequestContext: RequestContext{RequestID: in.RequestContext.RequestID, ReceivedAt: Now()},
+		Target:         Target{Butler: butler, Tool: ToolRouteExecute},
+		Input:          Input{Context: InputContext{Ingress: in}},
+	}
 }
 
 // TraceContext carries W3C trace context.

@@ -18,7 +18,7 @@ var update = flag.Bool("update", false, "rewrite the golden files of testdata/in
 
 // schemaOf picks the schema of a golden file by its name's prefix.
 func schemaOf(name string) string {
-	for _, s := range []string{schemas.NotifyResponse, schemas.RouteResponse, schemas.Notify, schemas.Route} {
+	for _, s := range []string{schemas.NotifyResponse, schemas.RouteResponse, schemas.Notify, schemas.Route, schemas.Ingress} {
 		if strings.HasPrefix(name, strings.TrimSuffix(s, ".v1.json")+"_") {
 			return s
 		}
@@ -293,4 +293,42 @@ func FuzzDecodeNotify(f *testing.F) {
 			t.Fatalf("accepted schema_version %q", n.SchemaVersion)
 		}
 	})
+}
+
+// FuzzDecodeIngress: whatever a channel hands in, decoding never panics and
+// what it accepts keeps its lineage.
+func FuzzDecodeIngress(f *testing.F) {
+	files, _ := filepath.Glob("testdata/*/ingress_*.json")
+	for _, g := range files {
+		b, _ := os.ReadFile(g)
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		in, err := envelope.DecodeIngress(b)
+		if err != nil {
+			if !errors.Is(err, envelope.ErrValidation) {
+				t.Fatalf("decode error is not a validation error: %v", err)
+			}
+			return
+		}
+		if in.NativeID == "" || in.RequestContext.SourceSenderIdentity == "" {
+			t.Fatalf("accepted an ingress without native_id or sender: %s", b)
+		}
+		for k := range in.Meta {
+			if k == "" || strings.ContainsFunc(k, func(r rune) bool { return !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') }) {
+				t.Fatalf("accepted meta key %q", k)
+			}
+		}
+	})
+}
+
+func TestInboundRouteKeepsTheRequestID(t *testing.T) {
+	in := envelope.NewIngress("tg_main", "telegram", "tg_main", "12345", "12345:42", "hi", "777:1", map[string]string{"chat_id": "12345"})
+	r := envelope.NewInboundRoute("health", in)
+	if err := envelope.Check(schemas.Route, r); err != nil {
+		t.Fatal(err)
+	}
+	if r.RequestContext.RequestID != in.RequestContext.RequestID {
+		t.Fatal("a reply names the inbound request_id; the route must carry it")
+	}
 }

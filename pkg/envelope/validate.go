@@ -155,8 +155,12 @@ func leaves(ve *jsonschema.ValidationError, out []FieldError) []FieldError {
 			out = append(out, FieldError{Pointer: ptr + "/" + escape(m), Message: "is required"})
 		}
 	case *kind.AdditionalProperties:
+		msg := "is not a known field; remove it"
+		if strings.HasSuffix(ptr, "/meta") {
+			msg = "is not a valid meta key: use letters, digits and _ only"
+		}
 		for _, p := range k.Properties {
-			out = append(out, FieldError{Pointer: ptr + "/" + escape(p), Message: "is not a known field; remove it"})
+			out = append(out, FieldError{Pointer: ptr + "/" + escape(p), Message: msg})
 		}
 	case *kind.Const:
 		out = append(out, FieldError{Pointer: ptr, Message: fmt.Sprintf("must be %s", mustJSON(k.Want))})
@@ -295,4 +299,16 @@ func Check(schema string, v any) error {
 		return fmt.Errorf("%w: %v", ErrInternal, err)
 	}
 	return Validate(schema, b)
+}
+
+// DecodeIngress validates data as ingress.v1 and decodes it.
+func DecodeIngress(data []byte) (*Ingress, error) {
+	if err := Validate(schemas.Ingress, data); err != nil {
+		return nil, err
+	}
+	var in Ingress
+	if err := json.Unmarshal(data, &in); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrValidation, err)
+	}
+	return &in, nil
 }
