@@ -23,14 +23,32 @@ const (
 	StreamResult     = "HERALD_RESULT"
 	StreamAudit      = "HERALD_AUDIT"
 	StreamDeadLetter = "HERALD_DEADLETTER"
+	StreamIngress    = "HERALD_INGRESS"
+	StreamInbox      = "HERALD_INBOX"
 
+	// BucketDeliveries: the delivery ledger (pkg/ledger).
 	BucketDeliveries = "herald_deliveries"
-	BucketSessions   = "herald_sessions"
+	// BucketSessions: thread -> session registry of inbound conversations.
+	BucketSessions = "herald_sessions"
+	// BucketLeases: who holds a singleton job, such as polling one bot token.
+	BucketLeases = "herald_leases"
+	// BucketChannelState: a channel's own durable state (Telegram offsets).
+	BucketChannelState = "herald_channel_state"
+	// BucketPairing: pending pairing codes and the senders they let in.
+	BucketPairing = "herald_pairing"
+	// BucketApprovals: open permission prompts, single use.
+	BucketApprovals = "herald_approvals"
+	// BucketStatus: each integration's health, as its messenger last saw it.
+	BucketStatus = "herald_status"
 
 	ConsumerSwitchboard = "switchboard"
 	ConsumerResults     = "switchboard_results"
 	ConsumerMessenger   = "messenger"
+	ConsumerIngress     = "switchboard_ingress"
 )
+
+// ConsumerInbox is the durable consumer of one butler's inbox.
+func ConsumerInbox(butler string) string { return "butler_" + butler }
 
 // Headers Herald sets besides Nats-Msg-Id.
 const (
@@ -131,6 +149,8 @@ func (t Topology) streams() []jetstream.StreamConfig {
 		wq(StreamRoute, "herald.route.>", "butler -> switchboard", 7*24*time.Hour),
 		wq(StreamDeliver, "herald.deliver.>", "switchboard -> messenger", 7*24*time.Hour),
 		wq(StreamResult, "herald.result.>", "messenger -> switchboard: delivery outcomes", 24*time.Hour),
+		wq(StreamIngress, "herald.ingress.>", "messenger -> switchboard: what people sent", 7*24*time.Hour),
+		wq(StreamInbox, "herald.inbox.>", "switchboard -> butler: inbound, one filtered consumer per butler", 7*24*time.Hour),
 		log(StreamAudit, "herald.audit.>", "audit / notification log"),
 		log(StreamDeadLetter, "herald.dead.>", "messages that can never succeed"),
 	}
@@ -153,17 +173,31 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 			return fmt.Errorf("stream %s: %w", want.Name, err)
 		}
 	}
-	_, err := js.KeyValue(ctx, BucketDeliveries)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		_, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: BucketDeliveries, Description: "idempotency records of deliveries",
-			Storage: jetstream.FileStorage, Replicas: max(t.Replicas, 1), TTL: 30 * 24 * time.Hour, History: 1,
-		})
-	}
-	if err != nil {
-		return fmt.Errorf("bucket %s: %w", BucketDeliveries, err)
+	for _, want := range t.buckets() {
+		_, err := js.KeyValue(ctx, want.Bucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			_, err = js.CreateKeyValue(ctx, want)
+		}
+		if err != nil {
+			return fmt.Errorf("bucket %s: %w", want.Bucket, err)
+		}
 	}
 	return nil
+}
+
+func (t Topology) buckets() []jetstream.KeyValueConfig {
+	kv := func(name, desc string, ttl time.Duration) jetstream.KeyValueConfig {
+		return jetstream.KeyValueConfig{Bucket: name, Description: desc, Storage: jetstream.FileStorage, Replicas: max(t.Replicas, 1), TTL: ttl, History: 1}
+	}
+	return []jetstream.KeyValueConfig{
+		kv(BucketDeliveries, "idempotency records of deliveries", 30*24*time.Hour),
+		kv(BucketSessions, "thread -> session registry", 0),
+		kv(BucketLeases, "singleton jobs: one holder each", 0),
+		kv(BucketChannelState, "channels' durable state, e.g. Telegram offsets", 0),
+		kv(BucketPairing, "pairing codes and paired senders", 0),
+		kv(BucketApprovals, "open permission prompts", 24*time.Hour),
+		kv(BucketStatus, "integration health", 0),
+	}
 }
 
 // sameStream compares the settings Herald chooses; the server fills in the rest.

@@ -55,16 +55,23 @@ type Notify struct {
 
 // Delivery says what to deliver and where.
 type Delivery struct {
-	Intent           string `json:"intent,omitempty"`
-	Channel          string `json:"channel,omitempty"`
-	Message          string `json:"message,omitempty"`
-	Recipient        string `json:"recipient,omitempty"`
-	Subject          string `json:"subject,omitempty"`
-	Emoji            string `json:"emoji,omitempty"`
-	Urgency          string `json:"urgency,omitempty"`
-	Topic            string `json:"topic,omitempty"`
-	ClaimThread      bool   `json:"claim_thread,omitempty"`
-	ClaimThreadLabel string `json:"claim_thread_label,omitempty"`
+	Intent           string   `json:"intent,omitempty"`
+	Channel          string   `json:"channel,omitempty"`
+	Message          string   `json:"message,omitempty"`
+	Recipient        string   `json:"recipient,omitempty"`
+	Subject          string   `json:"subject,omitempty"`
+	Emoji            string   `json:"emoji,omitempty"`
+	Urgency          string   `json:"urgency,omitempty"`
+	Topic            string   `json:"topic,omitempty"`
+	ClaimThread      bool     `json:"claim_thread,omitempty"`
+	ClaimThreadLabel string   `json:"claim_thread_label,omitempty"`
+	Actions          []Action `json:"actions,omitempty"`
+}
+
+// Action is a button under a message; data comes back as callback_data.
+type Action struct {
+	Label string `json:"label"`
+	Data  string `json:"data"`
 }
 
 // Route is route.v1, the envelope every message travels in.

@@ -167,7 +167,7 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 	d := deliver.Delivery{
 		Key: key, Intent: n.Delivery.Intent, Butler: n.OriginButler,
 		Recipient: n.Delivery.Recipient, Subject: n.Delivery.Subject, Message: n.Delivery.Message,
-		Emoji: n.Delivery.Emoji, Urgency: n.Delivery.Urgency, Topic: n.Delivery.Topic,
+		Emoji: n.Delivery.Emoji, Urgency: n.Delivery.Urgency, Topic: n.Delivery.Topic, Actions: n.Delivery.Actions,
 		Done: rec.MessageIDs,
 		Sent: func(id string) error {
 			rec.MessageIDs = append(rec.MessageIDs, id)

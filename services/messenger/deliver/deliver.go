@@ -6,7 +6,10 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
 )
 
 // Delivery is one notify to carry out on one integration, with everything the
@@ -29,6 +32,9 @@ type Delivery struct {
 	Thread string
 	// Sender is request_context.source_sender_identity.
 	Sender string
+	// Actions are buttons to show under the message, where the channel has
+	// them; channels without buttons ignore them (the text says how to answer).
+	Actions []envelope.Action
 
 	// Done holds the provider ids of the chunks an earlier attempt already sent;
 	// a sender skips that many chunks, so a retry never sends one twice.
@@ -55,10 +61,15 @@ type Closer interface {
 	Close() error
 }
 
-// Env is what a sender's constructor gets besides its integration.
+// Env is what a sender's or receiver's constructor gets besides its
+// integration.
 type Env struct {
 	Getenv config.Getenv
 	Logger *slog.Logger
+	// JS gives receivers the bus's key-value buckets (leases, offsets).
+	JS jetstream.JetStream
+	// Instance names this messenger replica (for leases and status).
+	Instance string
 }
 
 // Factory builds the sender of one integration.

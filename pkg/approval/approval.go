@@ -1,0 +1,167 @@
+// Package approval holds the open permission prompts of the permission relay
+// (design §5) in the herald_approvals bucket. A butler opens one when its
+// model asks to run a tool; the switchboard closes it when an approver
+// answers. Each prompt is single use and expires.
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
+)
+
+// DefaultTTL is how long a prompt can be answered.
+const DefaultTTL = 10 * time.Minute
+
+// Behaviors of a verdict.
+const (
+	Allow = "allow"
+	Deny  = "deny"
+)
+
+// The ways a prompt fails to be answered. Each is audited by the caller.
+var (
+	// ErrUnknown: no open prompt has that id.
+	ErrUnknown = errors.New("unknown permission request id")
+	// ErrExpired: the prompt's time is over.
+	ErrExpired = errors.New("permission request expired")
+	// ErrUsed: the prompt was already answered.
+	ErrUsed = errors.New("permission request already answered")
+	// ErrExists: a prompt with that id is already open.
+	ErrExists = errors.New("permission request id already in use")
+)
+
+// IDPattern is the shape of request ids clients generate: five letters, no "l".
+var IDPattern = regexp.MustCompile(`^[a-km-z]{5}$`)
+
+// VerdictPattern matches a typed verdict, "yes abcde" or "n abcde".
+var VerdictPattern = regexp.MustCompile(`(?i)^\s*(y|yes|n|no)\s+([a-km-z]{5})\s*$`)
+
+// CallbackPattern matches the data of a verdict button, "perm:allow:abcde".
+var CallbackPattern = regexp.MustCompile(`^perm:(allow|deny):([a-km-z]{5})$`)
+
+// Parse reads a verdict from a message's text or a button's callback data.
+func Parse(text, callbackData string) (id, behavior string, ok bool) {
+	if m := CallbackPattern.FindStringSubmatch(callbackData); m != nil {
+		return m[2], m[1], true
+	}
+	if m := VerdictPattern.FindStringSubmatch(text); m != nil {
+		behavior = Deny
+		if m[1][0] == 'y' || m[1][0] == 'Y' {
+			behavior = Allow
+		}
+		return toLower(m[2]), behavior, true
+	}
+	return "", "", false
+}
+
+func toLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}
+
+// Request is one open prompt.
+type Request struct {
+	ID           string    `json:"id"`
+	Butler       string    `json:"butler"`
+	Session      string    `json:"session"` // the MCP session that asked
+	ToolName     string    `json:"tool_name"`
+	Description  string    `json:"description,omitempty"`
+	InputPreview string    `json:"input_preview,omitempty"`
+	CreatedAt    time.Time `json:"created_at"`
+	ExpiresAt    time.Time `json:"expires_at"`
+	// Verdict is empty while open, then allow or deny.
+	Verdict    string    `json:"verdict,omitempty"`
+	AnsweredBy string    `json:"answered_by,omitempty"`
+	AnsweredAt time.Time `json:"answered_at,omitzero"`
+}
+
+// Store reads and writes prompts.
+type Store struct {
+	kv  jetstream.KeyValue
+	now func() time.Time
+}
+
+// Open binds to the bucket (bus.EnsureTopology creates it).
+func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
+	kv, err := js.KeyValue(ctx, bus.BucketApprovals)
+	if err != nil {
+		return nil, fmt.Errorf("opening %s: %w", bus.BucketApprovals, err)
+	}
+	return &Store{kv: kv, now: time.Now}, nil
+}
+
+// Create opens a prompt; its id must be new.
+func (s *Store) Create(ctx context.Context, r Request) error {
+	if !IDPattern.MatchString(r.ID) {
+		return fmt.Errorf("permission request id %q must be five letters a-z without l", r.ID)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return err
+	}
+	if _, err := s.kv.Create(ctx, r.ID, b); err != nil {
+		if errors.Is(err, jetstream.ErrKeyExists) {
+			return ErrExists
+		}
+		return err
+	}
+	return nil
+}
+
+// Answer closes the prompt id with behavior, once: a second answer, an
+// expired prompt or an unknown id changes nothing and says why.
+func (s *Store) Answer(ctx context.Context, id, behavior, by string) (*Request, error) {
+	e, err := s.kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, ErrUnknown
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Request
+	if err := json.Unmarshal(e.Value(), &r); err != nil {
+		return nil, fmt.Errorf("approval %s: %w", id, err)
+	}
+	switch {
+	case r.Verdict != "":
+		return &r, ErrUsed
+	case s.now().After(r.ExpiresAt):
+		return &r, ErrExpired
+	}
+	r.Verdict, r.AnsweredBy, r.AnsweredAt = behavior, by, s.now().UTC()
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	// Compare-and-set: of two answers racing, only one wins.
+	if _, err := s.kv.Update(ctx, id, b, e.Revision()); err != nil {
+		return &r, ErrUsed
+	}
+	return &r, nil
+}
+
+// Get returns the prompt id.
+func (s *Store) Get(ctx context.Context, id string) (*Request, error) {
+	e, err := s.kv.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, ErrUnknown
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Request
+	return &r, json.Unmarshal(e.Value(), &r)
+}

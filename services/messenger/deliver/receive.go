@@ -1,0 +1,49 @@
+package deliver
+
+import (
+	"context"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+)
+
+// Receiver takes what people send on one integration (Telegram updates,
+// inbound mail, web chat posts) and hands each message to a Sink. It runs
+// until ctx is done.
+type Receiver interface {
+	Receive(ctx context.Context, sink Sink) error
+}
+
+// Sink is where a receiver's messages go.
+type Sink interface {
+	// Ingress stores in durably on the bus (deduplicated by its NativeID);
+	// once it returns nil the message cannot be lost, so only then may the
+	// receiver confirm it to the provider (advance an offset, answer 250).
+	Ingress(ctx context.Context, in *envelope.Ingress) error
+	// Status reports the receiver's health for channel_status.
+	Status(s Status)
+}
+
+// Receiver states.
+const (
+	StateRunning  = "running"  // receiving
+	StateStandby  = "standby"  // another replica holds the poller lease
+	StateConflict = "conflict" // the provider says someone else is receiving (Telegram 409)
+	StateError    = "error"    // failing; Detail says why
+)
+
+// Status is one receiver's health.
+type Status struct {
+	Integration string    `json:"integration"`
+	Channel     string    `json:"channel"`
+	State       string    `json:"state"`
+	Detail      string    `json:"detail,omitempty"`
+	LastInbound time.Time `json:"last_inbound,omitzero"`
+	Instance    string    `json:"instance,omitempty"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// ReceiverFactory builds the receiver of one integration; it returns nil, nil
+// when the integration takes no inbound messages.
+type ReceiverFactory func(in config.Integration, env Env) (Receiver, error)
