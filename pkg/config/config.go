@@ -102,14 +102,38 @@ type Integration struct {
 	Inbound Inbound `yaml:"inbound"`
 }
 
-// Inbound is how an integration takes messages from people.
+// Inbound is how an integration takes messages from people. An integration
+// receives only if its inbound block is present (and not enabled: false); the
+// web integration always does.
 type Inbound struct {
+	Enabled   bool      `yaml:"enabled"`
 	DMPolicy  string    `yaml:"dm_policy"`
 	AllowFrom []string  `yaml:"allow_from"`
 	Approvers []string  `yaml:"approvers"`
 	RateLimit RateLimit `yaml:"rate_limit"`
-	Listen    string    `yaml:"listen"`
-	Domains   []string  `yaml:"domains"`
+	// Email: the SMTP listener.
+	Listen  string   `yaml:"listen"`
+	Domains []string `yaml:"domains"`
+	// TLSCertFile and TLSKeyFile enable STARTTLS on the listener.
+	TLSCertFile string `yaml:"tls_cert_file"`
+	TLSKeyFile  string `yaml:"tls_key_file"`
+	// AuthEnv names a variable holding "user:password"; set, the listener
+	// requires AUTH PLAIN (over TLS) before MAIL.
+	AuthEnv string `yaml:"auth_env"`
+	// MaxBytes bounds one inbound mail; default 10 MiB.
+	MaxBytes int64 `yaml:"max_bytes"`
+}
+
+// UnmarshalYAML turns inbound on when the block is present, unless it says
+// enabled: false.
+func (in *Inbound) UnmarshalYAML(n *yaml.Node) error {
+	type plain Inbound
+	p := plain{Enabled: true}
+	if err := n.Decode(&p); err != nil {
+		return err
+	}
+	*in = Inbound(p)
+	return nil
 }
 
 // RateLimit is a token bucket; 0/0 means unthrottled.
@@ -254,6 +278,12 @@ func (c *Config) applyDefaults() {
 		}
 		if in.Inbound.DMPolicy == "" {
 			in.Inbound.DMPolicy = "allowlist"
+		}
+		if in.Type == "web" {
+			in.Inbound.Enabled = true
+		}
+		if in.Inbound.MaxBytes == 0 {
+			in.Inbound.MaxBytes = 10 << 20
 		}
 	}
 }

@@ -165,3 +165,21 @@ func TestSecretNeverInErrors(t *testing.T) {
 		t.Fatalf("unset variable: %v", err)
 	}
 }
+
+func TestInboundIsOnWhenConfigured(t *testing.T) {
+	c, err := config.Parse([]byte(`
+integrations:
+  - { id: tg_out, type: telegram }
+  - { id: tg_in, type: telegram, inbound: { allow_from: ["1"] } }
+  - { id: tg_off, type: telegram, inbound: { enabled: false, allow_from: ["1"] } }
+  - { id: web, type: web, listen: 127.0.0.1:0 }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string]bool{"tg_out": false, "tg_in": true, "tg_off": false, "web": true} {
+		if got := c.Integration(id).Inbound.Enabled; got != want {
+			t.Errorf("%s inbound enabled = %v, want %v", id, got, want)
+		}
+	}
+}
