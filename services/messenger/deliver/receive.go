@@ -21,6 +21,10 @@ type Sink interface {
 	// once it returns nil the message cannot be lost, so only then may the
 	// receiver confirm it to the provider (advance an offset, answer 250).
 	Ingress(ctx context.Context, in *envelope.Ingress) error
+	// Dropped records a message the receiver refused on arrival (an
+	// auto-reply, a mail to a foreign domain) in the audit log, with a short
+	// snake_case reason; in may be partly filled.
+	Dropped(ctx context.Context, in *envelope.Ingress, reason string)
 	// Status reports the receiver's health for channel_status.
 	Status(s Status)
 }
