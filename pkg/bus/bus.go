@@ -40,6 +40,9 @@ const (
 	BucketApprovals = "herald_approvals"
 	// BucketStatus: each integration's health, as its messenger last saw it.
 	BucketStatus = "herald_status"
+	// BucketRequests: inbound messages a butler handed to its model, by
+	// "<butler>.<request_id>", so reply and react can answer only those.
+	BucketRequests = "herald_requests"
 
 	ConsumerSwitchboard = "switchboard"
 	ConsumerResults     = "switchboard_results"
@@ -197,6 +200,7 @@ func (t Topology) buckets() []jetstream.KeyValueConfig {
 		kv(BucketPairing, "pairing codes and paired senders", 0),
 		kv(BucketApprovals, "open permission prompts", 24*time.Hour),
 		kv(BucketStatus, "integration health", 0),
+		kv(BucketRequests, "inbound messages butlers may answer", 30*24*time.Hour),
 	}
 }
 

@@ -45,8 +45,9 @@ type Butler struct {
 	name   string
 	cfg    *config.Config
 	log    *slog.Logger
-	client *route.Client
-	mcp    *server.MCPServer
+	client  *route.Client
+	mcp     *server.MCPServer
+	channel *channelSide
 }
 
 // New connects a butler to the bus and builds its MCP server.
@@ -77,21 +78,37 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		log:    log,
 		client: &route.Client{NC: o.NC, JS: js, Ledger: led, Timeout: timeout},
 	}
+	if b.channel, err = newChannelSide(ctx, b, js); err != nil {
+		return nil, err
+	}
 	b.mcp = server.NewMCPServer("herald-butler-"+o.Name, Version,
 		server.WithToolCapabilities(false),
 		server.WithRecovery(),
 		server.WithInstructions(instructions(o.Name)),
+		server.WithExperimental(map[string]any{CapabilityChannel: map[string]any{}, CapabilityChannelPermission: map[string]any{}}),
+		server.WithHooks(b.channel.hooks()),
 	)
 	b.mcp.AddTool(notifyTool(), b.notify)
+	b.addChannelTools()
+	b.mcp.AddNotificationHandler(MethodPermissionRequest, b.permissionRequest)
 	return b, nil
 }
 
 func instructions(name string) string {
-	return "You are the butler \"" + name + "\". To reach your human, call the notify tool: " +
-		"intent send (default) for a new message, reply to answer an inbound message (pass its request_context), " +
-		"react to put an emoji on it. Omit channel to use your default. If notify says the notification is queued, " +
-		"it is safe: Herald will deliver it, so do not send it again."
+	return "You are the butler \"" + name + "\", connected to your human through Herald.\n" +
+		"Messages from your human arrive as channel notifications (<channel source=\"telegram\" user=\"...\" request_id=\"...\">text</channel>): " +
+		"source is where it came from (telegram, email, web), user who wrote it, request_id which message it is, thread the conversation. " +
+		"Answer a message with the reply tool (request_id, message); react to it with the react tool (request_id, emoji). " +
+		"Your answer goes back to the same chat, threaded; you cannot aim it elsewhere.\n" +
+		"To start a conversation yourself, use notify (intent send; omit channel for your default). " +
+		"If your client does not show channel notifications, call inbox to take waiting messages. " +
+		"channel_list and channel_status tell you which channels you have and whether they work.\n" +
+		"If notify says a notification is queued, it is safe: Herald will deliver it, so do not send it again."
 }
+
+// Run does the butler's background work, delivering inbound messages to
+// connected clients, until ctx is done. ServeHTTP and ServeStdio run it.
+func (b *Butler) Run(ctx context.Context) error { return b.channel.run(ctx) }
 
 // MCPServer is the butler's MCP server, for in-process clients.
 func (b *Butler) MCPServer() *server.MCPServer { return b.mcp }
@@ -118,6 +135,7 @@ func (b *Butler) ServeHTTP(ctx context.Context, addr string, ready func(url stri
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
+	go func() { _ = b.Run(ctx) }()
 	select {
 	case err := <-errc:
 		return err
@@ -138,6 +156,7 @@ func (b *Butler) ServeHTTP(ctx context.Context, addr string, ready func(url stri
 // ServeStdio speaks MCP over in/out (for .mcp.json) until ctx is done or in
 // closes. Nothing else may write to out.
 func (b *Butler) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
+	go func() { _ = b.Run(ctx) }()
 	s := server.NewStdioServer(b.mcp)
 	s.SetErrorLogger(slog.NewLogLogger(b.log.Handler(), slog.LevelError))
 	err := s.Listen(ctx, in, out)

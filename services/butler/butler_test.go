@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -61,9 +62,22 @@ func TestStdio(t *testing.T) {
 	if !strings.Contains(res.Instructions, "notify") {
 		t.Fatalf("instructions %q do not explain the notify tool", res.Instructions)
 	}
+	for _, capability := range []string{"claude/channel", "claude/channel/permission"} {
+		if _, ok := res.Capabilities.Experimental[capability]; !ok {
+			t.Fatalf("experimental capability %s not declared: %v", capability, res.Capabilities.Experimental)
+		}
+	}
 	tools, err := c.ListTools(t.Context(), mcp.ListToolsRequest{})
-	if err != nil || len(tools.Tools) != 1 || tools.Tools[0].Name != "notify" {
-		t.Fatalf("tools %+v, %v", tools, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+	}
+	slices.Sort(names)
+	if want := []string{"channel_list", "channel_status", "inbox", "notify", "react", "reply"}; !slices.Equal(names, want) {
+		t.Fatalf("tools %v, want %v", names, want)
 	}
 	call := mcp.CallToolRequest{}
 	call.Params.Name = "notify"

@@ -49,6 +49,12 @@ func (b *Butler) notify(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if err != nil {
 		return toolError(err), nil
 	}
+	return b.send(ctx, n), nil
+}
+
+// send hands a validated notify to the switchboard and turns the outcome into
+// the tool's answer; notify, reply and react all end here.
+func (b *Butler) send(ctx context.Context, n *envelope.Notify) *mcp.CallToolResult {
 	r := envelope.NewRoute(n)
 	resp, err := b.client.Send(ctx, r)
 	switch {
@@ -58,19 +64,19 @@ func (b *Butler) notify(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 		queued := &envelope.RouteResponse{SchemaVersion: envelope.RouteResponseV1, RequestContext: envelope.RequestRef{RequestID: id}, Status: envelope.StatusAccepted}
 		return mcp.NewToolResultStructured(queued, fmt.Sprintf(
 			"Notification queued (request_id %s): Herald holds it durably but no delivery answer came within %s. "+
-				"It will be delivered once the switchboard and messenger are running; do not send it again.", id, b.client.Timeout)), nil
+				"It will be delivered once the switchboard and messenger are running; do not send it again.", id, b.client.Timeout))
 	case err != nil:
-		return toolError(err), nil
+		return toolError(err)
 	}
 	if resp.Status != envelope.StatusOK || resp.Result == nil || resp.Result.NotifyResponse == nil || resp.Result.NotifyResponse.Delivery == nil {
 		body := resp.Error
 		if body == nil {
 			body = &envelope.ErrorBody{Class: envelope.ErrInternal.Error(), Message: "the answer carried no delivery"}
 		}
-		return toolError(body), nil
+		return toolError(body)
 	}
 	nr := resp.Result.NotifyResponse
-	return mcp.NewToolResultStructured(nr, fmt.Sprintf("Notification sent via %s (delivery_id %s)", nr.Delivery.Channel, nr.Delivery.DeliveryID)), nil
+	return mcp.NewToolResultStructured(nr, fmt.Sprintf("Notification sent via %s (delivery_id %s)", nr.Delivery.Channel, nr.Delivery.DeliveryID))
 }
 
 // buildNotify turns tool arguments into a validated notify.v1. It builds the

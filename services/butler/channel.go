@@ -1,0 +1,288 @@
+package butler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/approval"
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/envelope"
+)
+
+// MCP names of the channel contract (design §5).
+const (
+	CapabilityChannel           = "claude/channel"
+	CapabilityChannelPermission = "claude/channel/permission"
+	MethodChannel               = "notifications/claude/channel"
+	MethodPermissionRequest     = "notifications/claude/channel/permission_request"
+	MethodPermission            = "notifications/claude/channel/permission"
+)
+
+// Meta keys of a verdict the switchboard routes to a butler.
+const (
+	metaPermissionID      = "permission_request_id"
+	metaPermissionVerdict = "permission_behavior"
+	metaPermissionSession = "permission_session"
+)
+
+// channelSide is the butler as a channel: it takes the messages the
+// switchboard routed to it from its durable inbox, in order, and pushes each
+// to the connected MCP clients. While none can receive, messages wait in the
+// stream.
+type channelSide struct {
+	b         *Butler
+	js        jetstream.JetStream
+	cons      jetstream.Consumer
+	requests  jetstream.KeyValue
+	status    jetstream.KeyValue
+	approvals *approval.Store
+
+	mu       sync.Mutex
+	sessions map[string]server.ClientSession // sessions that can receive pushes
+	wake     chan struct{}
+	pulling  sync.Mutex // one reader of the inbox at a time keeps the order
+}
+
+func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*channelSide, error) {
+	cons, err := js.CreateOrUpdateConsumer(ctx, bus.StreamInbox, jetstream.ConsumerConfig{
+		Durable:       bus.ConsumerInbox(b.name),
+		FilterSubject: bus.InboxSubject(b.name),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		// One at a time: messages reach the model in the order people sent them.
+		MaxAckPending: 1,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("inbox of %s: %w", b.name, err)
+	}
+	requests, err := js.KeyValue(ctx, bus.BucketRequests)
+	if err != nil {
+		return nil, err
+	}
+	status, err := js.KeyValue(ctx, bus.BucketStatus)
+	if err != nil {
+		return nil, err
+	}
+	approvals, err := approval.Open(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	return &channelSide{b: b, js: js, cons: cons, requests: requests, status: status, approvals: approvals,
+		sessions: map[string]server.ClientSession{}, wake: make(chan struct{}, 1)}, nil
+}
+
+// hooks track which sessions can receive server-pushed notifications: stdio
+// sessions, and streamable HTTP sessions while their GET stream is open.
+func (c *channelSide) hooks() *server.Hooks {
+	h := &server.Hooks{}
+	h.AddOnRegisterSession(func(_ context.Context, s server.ClientSession) {
+		c.mu.Lock()
+		c.sessions[s.SessionID()] = s
+		c.mu.Unlock()
+		c.poke()
+	})
+	h.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) {
+		c.mu.Lock()
+		delete(c.sessions, s.SessionID())
+		c.mu.Unlock()
+	})
+	h.AddAfterInitialize(func(context.Context, any, *mcp.InitializeRequest, *mcp.InitializeResult) { c.poke() })
+	return h
+}
+
+func (c *channelSide) poke() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// receivers are the sessions a notification can be pushed to now.
+func (c *channelSide) receivers() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var ids []string
+	for id, s := range c.sessions {
+		if s.Initialized() {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// run delivers the inbox to connected clients until ctx is done.
+func (c *channelSide) run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		if len(c.receivers()) == 0 {
+			select {
+			case <-c.wake:
+			case <-time.After(time.Second):
+			case <-ctx.Done():
+			}
+			continue
+		}
+		c.pulling.Lock()
+		msg, err := c.cons.Next(jetstream.FetchMaxWait(2 * time.Second))
+		if err == nil {
+			c.push(ctx, msg)
+		}
+		c.pulling.Unlock()
+		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			c.b.log.Warn("reading the inbox", "err", err)
+			time.Sleep(time.Second)
+		}
+	}
+	return nil
+}
+
+// inbound is one message as the model sees it.
+type inbound struct {
+	Content string            `json:"content"`
+	Meta    map[string]string `json:"meta"`
+}
+
+// take decodes an inbox message, remembers it so reply and react can answer
+// it, and returns what the model sees; verdicts are handled here and return nil.
+func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, error) {
+	r, err := envelope.DecodeRoute(msg.Data())
+	if err != nil || r.Input.Context.Ingress == nil || r.Target.Butler != c.b.name {
+		return nil, fmt.Errorf("%w: not an inbound route for %s: %v", envelope.ErrValidation, c.b.name, err)
+	}
+	in := r.Input.Context.Ingress
+	if id := in.Meta[metaPermissionID]; id != "" {
+		c.verdict(in)
+		return nil, nil
+	}
+	b, err := json.Marshal(in)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := c.requests.Put(ctx, c.b.name+"."+in.RequestContext.RequestID, b); err != nil {
+		return nil, fmt.Errorf("%w: remembering request: %v", envelope.ErrTargetUnavailable, err)
+	}
+	return view(in), nil
+}
+
+// view is the notification payload: content and meta, keys only letters,
+// digits and underscore.
+func view(in *envelope.Ingress) *inbound {
+	meta := map[string]string{}
+	for k, v := range in.Meta {
+		if !strings.HasPrefix(k, "permission_") {
+			meta[k] = v
+		}
+	}
+	typ, _, _ := strings.Cut(in.RequestContext.SourceChannel, ":")
+	meta["request_id"] = in.RequestContext.RequestID
+	meta["source"] = typ
+	meta["integration"] = in.IntegrationID
+	if meta["user_id"] == "" {
+		meta["user_id"] = in.RequestContext.SourceSenderIdentity
+	}
+	if meta["ts"] == "" {
+		if t, err := time.Parse(time.RFC3339Nano, in.RequestContext.ReceivedAt); err == nil {
+			meta["ts"] = fmt.Sprint(t.Unix())
+		}
+	}
+	return &inbound{Content: in.Content.Text, Meta: meta}
+}
+
+// push sends one inbox message to every session that can receive it; acked
+// once at least one took it, otherwise handed back to wait.
+func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
+	v, err := c.take(ctx, msg)
+	switch {
+	case errors.Is(err, envelope.ErrValidation):
+		c.b.log.Error("dropping an undecodable inbox message", "subject", msg.Subject(), "err", err)
+		_ = msg.Term()
+		return
+	case err != nil:
+		c.b.log.Warn("inbox message not delivered yet", "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	case v == nil: // a verdict, already handled
+		_ = msg.Ack()
+		return
+	}
+	params := map[string]any{"content": v.Content, "meta": v.Meta}
+	sent := 0
+	for _, id := range c.receivers() {
+		if err := c.b.mcp.SendNotificationToSpecificClient(id, MethodChannel, params); err != nil {
+			c.b.log.Warn("channel notification not sent", "session", id, "err", err)
+			continue
+		}
+		sent++
+	}
+	if sent == 0 {
+		_ = msg.Nak()
+		return
+	}
+	c.b.log.Info("inbound message delivered to the model", "request_id", v.Meta["request_id"], "source", v.Meta["source"], "sessions", sent)
+	_ = msg.Ack()
+}
+
+// verdict passes an approver's answer to the session that asked.
+func (c *channelSide) verdict(in *envelope.Ingress) {
+	id, behavior, session := in.Meta[metaPermissionID], in.Meta[metaPermissionVerdict], in.Meta[metaPermissionSession]
+	err := c.b.mcp.SendNotificationToSpecificClient(session, MethodPermission, map[string]any{"request_id": id, "behavior": behavior})
+	if err != nil {
+		c.b.log.Warn("permission verdict not delivered: the asking session is gone", "request_id", id, "session", session, "err", err)
+		return
+	}
+	c.b.log.Info("permission verdict delivered", "request_id", id, "behavior", behavior, "session", session)
+}
+
+// pending takes up to max waiting messages at once, for the inbox tool.
+func (c *channelSide) pending(ctx context.Context, max int) ([]*inbound, error) {
+	c.pulling.Lock()
+	defer c.pulling.Unlock()
+	var out []*inbound
+	for len(out) < max {
+		msg, err := c.cons.Next(jetstream.FetchMaxWait(300 * time.Millisecond))
+		if err != nil {
+			break
+		}
+		v, err := c.take(ctx, msg)
+		switch {
+		case errors.Is(err, envelope.ErrValidation):
+			_ = msg.Term()
+		case err != nil:
+			_ = msg.Nak()
+			return out, err
+		default:
+			_ = msg.Ack()
+			if v != nil {
+				out = append(out, v)
+			}
+		}
+	}
+	return out, nil
+}
+
+// request returns the inbound message request_id, if this butler received it.
+func (c *channelSide) request(ctx context.Context, requestID string) (*envelope.Ingress, error) {
+	if strings.ContainsAny(requestID, ".*> ") || requestID == "" {
+		return nil, fmt.Errorf("%w: request_id %q is not one of your inbound messages", envelope.ErrValidation, requestID)
+	}
+	e, err := c.requests.Get(ctx, c.b.name+"."+requestID)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: request_id %q is not one of your inbound messages; use the request_id from the message's meta", envelope.ErrNotFound, requestID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", envelope.ErrTargetUnavailable, err)
+	}
+	var in envelope.Ingress
+	if err := json.Unmarshal(e.Value(), &in); err != nil {
+		return nil, fmt.Errorf("%w: %v", envelope.ErrInternal, err)
+	}
+	return &in, nil
+}

@@ -1,0 +1,197 @@
+package butler_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/bus/bustest"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/services/butler"
+)
+
+// channelClient records the channel notifications an MCP client receives.
+type channelClient struct {
+	*client.Client
+	mu   sync.Mutex
+	got  []mcp.JSONRPCNotification
+	seen chan struct{}
+}
+
+func (c *channelClient) notifications(method string) []map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []map[string]any
+	for _, n := range c.got {
+		if n.Method == method {
+			out = append(out, n.Params.AdditionalFields)
+		}
+	}
+	return out
+}
+
+func (c *channelClient) wait(t *testing.T, method string, n int) []map[string]any {
+	t.Helper()
+	deadline := time.After(15 * time.Second)
+	for {
+		if got := c.notifications(method); len(got) >= n {
+			return got
+		}
+		select {
+		case <-c.seen:
+		case <-deadline:
+			t.Fatalf("got %d %s notifications, want %d", len(c.notifications(method)), method, n)
+		}
+	}
+}
+
+// connect opens a streamable HTTP client with its GET stream, as Claude Code
+// does, speaking protocolVersion.
+func connect(t *testing.T, url, protocolVersion string) *channelClient {
+	t.Helper()
+	c, err := client.NewStreamableHttpClient(url, transport.WithContinuousListening())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := &channelClient{Client: c, seen: make(chan struct{}, 100)}
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		cc.mu.Lock()
+		cc.got = append(cc.got, n)
+		cc.mu.Unlock()
+		select {
+		case cc.seen <- struct{}{}:
+		default:
+		}
+	})
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = protocolVersion
+	init.Params.ClientInfo = mcp.Implementation{Name: "test", Version: "1"}
+	if _, err := c.Initialize(t.Context(), init); err != nil {
+		t.Fatal(err)
+	}
+	return cc
+}
+
+func inboundRoute(t *testing.T, js jetstream.JetStream, butlerName, text string, n int) string {
+	t.Helper()
+	in := envelope.NewIngress("tg_main", "telegram", "tg_main", "12345", fmt.Sprintf("12345:%d", n), text, fmt.Sprintf("777:%d", n),
+		map[string]string{"chat_id": "12345", "chat_type": "private", "message_id": fmt.Sprint(n), "user": "alice", "user_id": "12345", "ts": "1795300000", "thread": "0190a0e4-1c2b-7abc-8def-0123456789ab"})
+	b, err := json.Marshal(envelope.NewInboundRoute(butlerName, in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.Publish(t.Context(), js, bus.InboxSubject(butlerName), b, "inbox:"+in.NativeID, nil); err != nil {
+		t.Fatal(err)
+	}
+	return in.RequestContext.RequestID
+}
+
+func startButler(t *testing.T) (*butler.Butler, jetstream.JetStream, string) {
+	t.Helper()
+	srv := bustest.RunServer(t)
+	nc, js := srv.Connect()
+	b, err := butler.New(t.Context(), butler.Options{Name: "assistant", Config: config.Default(), NC: nc, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = b.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	hs := httptest.NewServer(b.Handler())
+	t.Cleanup(hs.Close)
+	return b, js, hs.URL + butler.MCPPath
+}
+
+func TestWaitingMessagesArriveInOrderWhenAClientConnects(t *testing.T) {
+	for _, version := range []string{"2025-06-18", "2025-11-25", mcp.LATEST_PROTOCOL_VERSION} {
+		t.Run(version, func(t *testing.T) {
+			_, js, url := startButler(t)
+			var ids []string
+			for i := range 3 {
+				ids = append(ids, inboundRoute(t, js, "assistant", fmt.Sprintf("waiting %d", i), i))
+			}
+			c := connect(t, url, version)
+			got := c.wait(t, butler.MethodChannel, 3)
+			for i, n := range got[:3] {
+				meta, _ := n["meta"].(map[string]any)
+				if n["content"] != fmt.Sprintf("waiting %d", i) || meta["request_id"] != ids[i] {
+					t.Fatalf("notification %d = %v, want waiting %d with request_id %s", i, n, i, ids[i])
+				}
+				for _, k := range []string{"source", "chat_id", "message_id", "user", "user_id", "ts", "thread"} {
+					if meta[k] == nil || meta[k] == "" {
+						t.Fatalf("meta %v lacks %s", meta, k)
+					}
+				}
+				for k := range meta {
+					if strings.ContainsFunc(k, func(r rune) bool { return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') }) {
+						t.Fatalf("meta key %q", k)
+					}
+				}
+			}
+			// And live, once connected.
+			inboundRoute(t, js, "assistant", "live", 9)
+			if got := c.wait(t, butler.MethodChannel, 4); got[3]["content"] != "live" {
+				t.Fatalf("live message: %v", got[3])
+			}
+		})
+	}
+}
+
+func TestInboxToolForClientsWithoutNotifications(t *testing.T) {
+	b, js, _ := startButler(t)
+	inboundRoute(t, js, "assistant", "first", 1)
+	inboundRoute(t, js, "assistant", "second", 2)
+	c, err := client.NewInProcessClient(b.MCPServer()) // no GET stream: cannot be pushed to
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = "2025-06-18"
+	if _, err := c.Initialize(t.Context(), init); err != nil {
+		t.Fatal(err)
+	}
+	call := mcp.CallToolRequest{}
+	call.Params.Name = "inbox"
+	res, err := c.CallTool(t.Context(), call)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := res.Content[0].(mcp.TextContent).Text
+	if res.IsError || !strings.Contains(text, "first") || !strings.Contains(text, "second") || strings.Index(text, "first") > strings.Index(text, "second") {
+		t.Fatalf("inbox: %s", text)
+	}
+	res, _ = c.CallTool(t.Context(), call)
+	if text := res.Content[0].(mcp.TextContent).Text; !strings.Contains(text, "No messages") {
+		t.Fatalf("second inbox call: %s", text)
+	}
+	// reply can only answer a message this butler received.
+	call.Params.Name = "reply"
+	call.Params.Arguments = map[string]any{"request_id": envelope.NewRequestID(), "message": "hi"}
+	res, _ = c.CallTool(t.Context(), call)
+	if text := res.Content[0].(mcp.TextContent).Text; !res.IsError || !strings.Contains(text, "(not_found)") {
+		t.Fatalf("reply to an unknown request: %s", text)
+	}
+}

@@ -1,0 +1,174 @@
+package butler
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/schemas"
+	"github.com/heraldhq/herald/services/messenger/deliver"
+)
+
+func (b *Butler) addChannelTools() {
+	b.mcp.AddTool(mcp.NewTool("reply",
+		mcp.WithDescription("Answer an inbound message in its own chat, as a reply to it. Use the request_id from the message's meta."),
+		mcp.WithString("request_id", mcp.Required(), mcp.Description("meta.request_id of the message you answer")),
+		mcp.WithString("message", mcp.Required(), mcp.Description("Your answer; markdown allowed")),
+	), b.reply)
+	b.mcp.AddTool(mcp.NewTool("react",
+		mcp.WithDescription("Put an emoji reaction on an inbound message (Telegram accepts only its fixed reaction set, e.g. 👍 ❤ 🔥 👀 🙏)."),
+		mcp.WithString("request_id", mcp.Required(), mcp.Description("meta.request_id of the message")),
+		mcp.WithString("emoji", mcp.Required(), mcp.Description("The reaction")),
+	), b.react)
+	b.mcp.AddTool(mcp.NewTool("inbox",
+		mcp.WithDescription("Take the inbound messages waiting for you, oldest first. Only needed if your client does not show channel notifications."),
+		mcp.WithNumber("max", mcp.Description("At most this many (default 20)")),
+	), b.inbox)
+	b.mcp.AddTool(mcp.NewTool("channel_list",
+		mcp.WithDescription("The channels you can use: each integration granted to you, whether it receives messages, and whether its messages come to you."),
+	), b.channelList)
+	b.mcp.AddTool(mcp.NewTool("channel_status",
+		mcp.WithDescription("Health of your channels: receiver state (running, standby, conflict, error), last inbound message, and how many messages wait for you."),
+	), b.channelStatus)
+}
+
+// answer builds a reply or react to a remembered inbound message. The chat,
+// thread and integration come from that message, never from the model.
+func (b *Butler) answer(ctx context.Context, requestID string, d envelope.Delivery) *mcp.CallToolResult {
+	in, err := b.channel.request(ctx, requestID)
+	if err != nil {
+		return toolError(err)
+	}
+	typ, _, _ := strings.Cut(in.RequestContext.SourceChannel, ":")
+	d.Channel = typ + ":" + in.IntegrationID
+	rc := in.RequestContext
+	n := envelope.NewNotify(b.name, d, &rc)
+	if err := envelope.Check(schemas.Notify, n); err != nil {
+		return toolError(err)
+	}
+	return b.send(ctx, n)
+}
+
+func (b *Butler) reply(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return b.answer(ctx, req.GetString("request_id", ""), envelope.Delivery{Intent: envelope.IntentReply, Message: req.GetString("message", "")}), nil
+}
+
+func (b *Butler) react(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	return b.answer(ctx, req.GetString("request_id", ""), envelope.Delivery{Intent: envelope.IntentReact, Emoji: req.GetString("emoji", "")}), nil
+}
+
+func (b *Butler) inbox(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	max := req.GetInt("max", 20)
+	if max < 1 || max > 200 {
+		return toolError(fmt.Errorf("%w: max must be 1 to 200", envelope.ErrValidation)), nil
+	}
+	msgs, err := b.channel.pending(ctx, max)
+	if err != nil && len(msgs) == 0 {
+		return toolError(err), nil
+	}
+	var lines []string
+	for _, m := range msgs {
+		lines = append(lines, fmt.Sprintf("[%s] %s via %s: %s", m.Meta["request_id"], m.Meta["user"], m.Meta["source"], m.Content))
+	}
+	text := "No messages are waiting."
+	if len(msgs) > 0 {
+		text = fmt.Sprintf("%d message(s), oldest first; answer with reply(request_id, message):\n%s", len(msgs), strings.Join(lines, "\n"))
+	}
+	if msgs == nil {
+		msgs = []*inbound{}
+	}
+	return mcp.NewToolResultStructured(map[string]any{"messages": msgs}, text), nil
+}
+
+// channelInfo describes one integration to the model. Never a secret.
+type channelInfo struct {
+	Channel  string `json:"channel"`
+	Type     string `json:"type"`
+	Default  bool   `json:"default,omitempty"`
+	Inbound  bool   `json:"inbound"`
+	RoutedIn bool   `json:"routed_to_you"`
+}
+
+func (b *Butler) channels() []channelInfo {
+	var out []channelInfo
+	me := b.cfg.Butler(b.name)
+	def, _ := b.cfg.Resolve(b.name, me.DefaultChannel)
+	for _, in := range b.cfg.Integrations {
+		if in.Disabled || !in.Grants.Allows(b.name) {
+			continue
+		}
+		routed := in.Inbound.Enabled && (b.cfg.DefaultButler == b.name || slices.ContainsFunc(b.cfg.Bindings, func(bd config.Binding) bool {
+			return bd.Integration == in.ID && bd.Butler == b.name
+		}))
+		out = append(out, channelInfo{Channel: in.Channel(), Type: in.Type, Default: def != nil && def.ID == in.ID, Inbound: in.Inbound.Enabled, RoutedIn: routed})
+	}
+	return out
+}
+
+func (b *Butler) channelList(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	list := b.channels()
+	var lines []string
+	for _, c := range list {
+		line := c.Channel
+		if c.Default {
+			line += " (default)"
+		}
+		if c.RoutedIn {
+			line += ", receives messages for you"
+		}
+		lines = append(lines, line)
+	}
+	return mcp.NewToolResultStructured(map[string]any{"channels": list}, "Your channels:\n"+strings.Join(lines, "\n")), nil
+}
+
+// channelHealth is channel_status's view of one integration.
+type channelHealth struct {
+	channelInfo
+	Receiver *deliver.Status `json:"receiver,omitempty"`
+}
+
+func (b *Butler) channelStatus(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	var out []channelHealth
+	var lines []string
+	for _, c := range b.channels() {
+		h := channelHealth{channelInfo: c}
+		_, id, _ := strings.Cut(c.Channel, ":")
+		if e, err := b.channel.status.Get(ctx, id); err == nil {
+			h.Receiver = &deliver.Status{}
+			_ = json.Unmarshal(e.Value(), h.Receiver)
+		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return toolError(fmt.Errorf("%w: reading status: %v", envelope.ErrTargetUnavailable, err)), nil
+		}
+		line := c.Channel + ": "
+		switch {
+		case !c.Inbound:
+			line += "send only"
+		case h.Receiver == nil:
+			line += "no receiver has reported yet (is the messenger running?)"
+		default:
+			line += h.Receiver.State
+			if h.Receiver.Detail != "" {
+				line += " — " + h.Receiver.Detail
+			}
+			if !h.Receiver.LastInbound.IsZero() {
+				line += ", last message " + h.Receiver.LastInbound.Format("2006-01-02 15:04:05 MST")
+			}
+		}
+		lines = append(lines, line)
+		out = append(out, h)
+	}
+	waiting := uint64(0)
+	if info, err := b.channel.cons.Info(ctx); err == nil {
+		waiting = info.NumPending + uint64(info.NumAckPending)
+	}
+	lines = append(lines, fmt.Sprintf("%d message(s) waiting for you", waiting))
+	return mcp.NewToolResultStructured(map[string]any{"channels": out, "waiting": waiting}, strings.Join(lines, "\n")), nil
+}
