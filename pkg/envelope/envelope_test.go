@@ -315,7 +315,9 @@ func FuzzDecodeIngress(f *testing.F) {
 			t.Fatalf("accepted an ingress without native_id or sender: %s", b)
 		}
 		for k := range in.Meta {
-			if k == "" || strings.ContainsFunc(k, func(r rune) bool { return !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') }) {
+			if k == "" || strings.ContainsFunc(k, func(r rune) bool {
+				return !(r == '_' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+			}) {
 				t.Fatalf("accepted meta key %q", k)
 			}
 		}

@@ -42,9 +42,9 @@ type Options struct {
 
 // Butler is one agent's MCP server.
 type Butler struct {
-	name   string
-	cfg    *config.Config
-	log    *slog.Logger
+	name    string
+	cfg     *config.Config
+	log     *slog.Logger
 	client  *route.Client
 	mcp     *server.MCPServer
 	channel *channelSide

@@ -142,7 +142,9 @@ func TestWaitingMessagesArriveInOrderWhenAClientConnects(t *testing.T) {
 					}
 				}
 				for k := range meta {
-					if strings.ContainsFunc(k, func(r rune) bool { return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') }) {
+					if strings.ContainsFunc(k, func(r rune) bool {
+						return !(r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')
+					}) {
 						t.Fatalf("meta key %q", k)
 					}
 				}
