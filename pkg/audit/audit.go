@@ -21,6 +21,8 @@ const (
 	Rejected  = "rejected"
 	Delivered = "delivered"
 	Failed    = "failed"
+	// Dropped: an inbound message refused on arrival or at a gate.
+	Dropped = "dropped"
 )
 
 // Record is one audit entry.

@@ -11,10 +11,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
@@ -33,6 +35,10 @@ var Channels = map[string]deliver.Factory{
 	"log":      logchannel.New,
 }
 
+// Receivers maps a channel type to the constructor of its receiver, for
+// channels whose sender is not also its receiver.
+var Receivers = map[string]deliver.ReceiverFactory{}
+
 // Options configure a messenger.
 type Options struct {
 	Config *config.Config
@@ -41,17 +47,20 @@ type Options struct {
 	Getenv config.Getenv
 	// Channels overrides or adds factories by channel type (tests, benchmarks).
 	Channels map[string]deliver.Factory
+	// Receivers overrides or adds receiver factories by channel type.
+	Receivers map[string]deliver.ReceiverFactory
 	// Concurrency of deliveries; 0 takes bus.Worker's default.
 	Concurrency int
 }
 
 // Messenger delivers.
 type Messenger struct {
-	js      jetstream.JetStream
-	log     *slog.Logger
-	ledger  *ledger.Ledger
-	senders map[string]deliver.Sender // by integration id
-	broken  map[string]error          // integrations that could not be set up
+	js       jetstream.JetStream
+	log      *slog.Logger
+	ledger   *ledger.Ledger
+	senders  map[string]deliver.Sender // by integration id
+	broken   map[string]error          // integrations that could not be set up
+	instance string
 }
 
 // Run delivers until ctx is done, then drains and closes its senders.
@@ -69,11 +78,17 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	m := &Messenger{js: js, log: log, ledger: led, senders: map[string]deliver.Sender{}, broken: map[string]error{}}
+	m := &Messenger{js: js, log: log, ledger: led, senders: map[string]deliver.Sender{}, broken: map[string]error{}, instance: instanceName()}
 	getenv := o.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
+	status, err := js.KeyValue(ctx, bus.BucketStatus)
+	if err != nil {
+		return err
+	}
+	env := deliver.Env{Getenv: getenv, Logger: log, JS: js, Instance: m.instance}
+	receivers := map[string]deliver.Receiver{}
 	for _, in := range o.Config.Integrations {
 		if in.Disabled {
 			continue
@@ -86,7 +101,7 @@ func Run(ctx context.Context, o Options) error {
 			m.broken[in.ID] = fmt.Errorf("channel type %s has no sender in this version of Herald", in.Type)
 			continue
 		}
-		s, err := factory(in, deliver.Env{Getenv: getenv, Logger: log})
+		s, err := factory(in, env)
 		if err != nil {
 			// One misconfigured account must not silence the others.
 			log.Error("integration unavailable", "integration", in.ID, "channel", in.Type, "err", err)
@@ -94,10 +109,45 @@ func Run(ctx context.Context, o Options) error {
 			continue
 		}
 		m.senders[in.ID] = s
+		if !in.Inbound.Enabled {
+			continue
+		}
+		// A channel that both sends and receives (the web page) is one object.
+		if r, ok := s.(deliver.Receiver); ok {
+			receivers[in.ID] = r
+			continue
+		}
+		rf := o.Receivers[in.Type]
+		if rf == nil {
+			rf = Receivers[in.Type]
+		}
+		if rf == nil {
+			log.Warn("inbound is configured but this channel type cannot receive yet", "integration", in.ID, "channel", in.Type)
+			continue
+		}
+		r, err := rf(in, env)
+		if err != nil {
+			log.Error("receiver unavailable", "integration", in.ID, "channel", in.Type, "err", err)
+			continue
+		}
+		if r != nil {
+			receivers[in.ID] = r
+		}
 	}
 	defer m.close()
+	aw := &audit.Writer{JS: js, Log: log}
+	var wg sync.WaitGroup
+	for id, r := range receivers {
+		in := o.Config.Integration(id)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.receive(ctx, r, &sink{in: *in, js: js, status: status, audit: aw, m: m})
+		}()
+	}
+	defer wg.Wait()
 	w := &bus.Worker{Stream: bus.StreamDeliver, Durable: bus.ConsumerMessenger, Handle: m.deliver, GiveUp: m.giveUp, Concurrency: o.Concurrency, Log: log}
-	log.Info("messenger running", "integrations", len(m.senders), "unavailable", len(m.broken))
+	log.Info("messenger running", "integrations", len(m.senders), "receivers", len(receivers), "unavailable", len(m.broken))
 	return w.Run(ctx, js)
 }
 
