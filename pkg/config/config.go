@@ -222,13 +222,24 @@ func Parse(b []byte) (*Config, error) {
 	return &c, nil
 }
 
+// DefaultWebListen is where the default web chat listens.
+const DefaultWebListen = "127.0.0.1:8787"
+
 // Default is the configuration of `herald dev` with no file: one butler,
-// `assistant`, whose notifications go to the log.
+// `assistant`, whose notifications go to the log, and a web chat on
+// localhost through which anyone at this machine can talk to it.
 func Default() *Config {
-	c := &Config{}
+	c := &Config{Integrations: []Integration{{
+		ID: "web", Type: "web", Listen: DefaultWebListen, Grants: Grants{All: true},
+		Inbound: Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{AllowAnyone}},
+	}}}
 	c.applyDefaults()
 	return c
 }
+
+// AllowAnyone in allow_from lets every sender in: meant for a web chat that
+// only this machine can reach.
+const AllowAnyone = "*"
 
 func (c *Config) applyDefaults() {
 	if len(c.Butlers) == 0 {

@@ -64,6 +64,9 @@ func TestDefault(t *testing.T) {
 	if len(c.Butlers) != 1 || c.Butlers[0].Name != "assistant" || c.Butlers[0].DefaultChannel != "log" {
 		t.Fatalf("default butlers %+v", c.Butlers)
 	}
+	if web := c.Integration("web"); web == nil || web.Listen != "127.0.0.1:8787" || !web.Inbound.Enabled {
+		t.Fatalf("default web chat %+v", web)
+	}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,13 +5,19 @@ package herald
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"golang.org/x/sync/errgroup"
 
@@ -19,6 +25,7 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/messenger"
+	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/switchboard"
 )
 
@@ -38,15 +45,16 @@ type Endpoints struct {
 	NATS    string
 	Store   string
 	Butlers map[string]string // name -> MCP URL
+	Web     map[string]string // web integration id -> chat page URL
 }
 
 // Dev runs the fleet until ctx is done.
 func Dev(ctx context.Context, o DevOptions) error {
-	cfg, log := o.Config, o.Log
+	cfg, log, started := o.Config, o.Log, time.Now()
 	if log == nil {
 		log = slog.Default()
 	}
-	ep := Endpoints{NATS: cfg.NATS.URL, Butlers: map[string]string{}}
+	ep := Endpoints{NATS: cfg.NATS.URL, Butlers: map[string]string{}, Web: map[string]string{}}
 	if ep.NATS == "" {
 		host, port, err := splitListen(cfg.NATS.Listen)
 		if err != nil {
@@ -87,10 +95,13 @@ func Dev(ctx context.Context, o DevOptions) error {
 				defer mu.Unlock()
 				ep.Butlers[bc.Name] = url
 				if pending--; pending == 0 {
-					printEndpoints(o.Out, cfg, ep)
-					if o.Ready != nil {
-						o.Ready(ep)
-					}
+					go func() {
+						webPages(ctx, nc, cfg, started, ep.Web)
+						printEndpoints(o.Out, cfg, ep)
+						if o.Ready != nil {
+							o.Ready(ep)
+						}
+					}()
 				}
 			})
 		})
@@ -128,8 +139,13 @@ func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints) {
 	}
 	for _, in := range cfg.Integrations {
 		state := ""
-		if in.Disabled {
+		switch {
+		case in.Disabled:
 			state = "   (disabled)"
+		case ep.Web[in.ID] != "":
+			state = "   chat page " + ep.Web[in.ID]
+		case in.Type == "web":
+			state = "   (chat page not up: see the log)"
 		}
 		fmt.Fprintf(w, "  channel         %s%s\n", in.Channel(), state)
 	}
@@ -146,4 +162,32 @@ func redactURL(raw string) string {
 		return "(unparsable URL)"
 	}
 	return u.Redacted()
+}
+
+// webPages waits (briefly) for each web chat to report where it listens.
+func webPages(ctx context.Context, nc *nats.Conn, cfg *config.Config, since time.Time, out map[string]string) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return
+	}
+	kv, err := js.KeyValue(ctx, bus.BucketStatus)
+	if err != nil {
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, in := range cfg.Integrations {
+		if in.Type != "web" || in.Disabled {
+			continue
+		}
+		for time.Now().Before(deadline) && ctx.Err() == nil {
+			if e, err := kv.Get(ctx, in.ID); err == nil {
+				var st deliver.Status
+				if json.Unmarshal(e.Value(), &st) == nil && st.UpdatedAt.After(since) && st.State == deliver.StateRunning && strings.HasPrefix(st.Detail, "http") {
+					out[in.ID] = st.Detail
+					break
+				}
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
 }

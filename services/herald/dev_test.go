@@ -22,6 +22,7 @@ func TestDevDefaultFleet(t *testing.T) {
 	cfg.NATS.Listen = "127.0.0.1:0"
 	cfg.NATS.StoreDir = filepath.Join(t.TempDir(), "nats")
 	cfg.Butlers[0].MCPHTTP = "127.0.0.1:0"
+	cfg.Integration("web").Listen = "127.0.0.1:0"
 
 	ctx, cancel := context.WithCancel(t.Context())
 	ready := make(chan herald.Endpoints, 1)
@@ -107,6 +108,7 @@ func TestDevExternalNATSPasswordNotPrinted(t *testing.T) {
 	cfg := config.Default()
 	cfg.NATS.URL = strings.Replace(srv.ClientURL(), "nats://", "nats://herald:hunter2@", 1)
 	cfg.Butlers[0].MCPHTTP = "127.0.0.1:0"
+	cfg.Integration("web").Listen = "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	ready := make(chan struct{})
