@@ -29,12 +29,14 @@ fmt-check:
 bench:
 	cd e2e && $(GO) test -run '^$$' -bench 'BenchmarkPipeline' -benchtime 1x -count 1 .
 
-## fuzz: a short run of every fuzz target (FUZZTIME each)
+## fuzz: a short run of every fuzz target in the tree (FUZZTIME each)
 FUZZTIME ?= 20s
 fuzz:
-	@for spec in pkg/envelope:FuzzDecodeRoute pkg/envelope:FuzzDecodeNotify pkg/markdown:FuzzTelegramChunks pkg/markdown:FuzzTelegramHTML pkg/markdown:FuzzHTML; do \
-		dir=$${spec%%:*}; fn=$${spec##*:}; \
-		echo "== $$dir $$fn"; $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$dir || exit 1; \
+	@grep -rl --include='*_test.go' '^func Fuzz' $(MODULES) | sort | while read -r file; do \
+		dir=$$(dirname "$$file"); \
+		for fn in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' "$$file" | cut -d' ' -f2); do \
+			echo "== $$dir $$fn"; $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$dir || exit 1; \
+		done; \
 	done
 
 clean:

@@ -37,7 +37,9 @@ var Channels = map[string]deliver.Factory{
 
 // Receivers maps a channel type to the constructor of its receiver, for
 // channels whose sender is not also its receiver.
-var Receivers = map[string]deliver.ReceiverFactory{}
+var Receivers = map[string]deliver.ReceiverFactory{
+	"email": email.NewReceiver,
+}
 
 // Options configure a messenger.
 type Options struct {

@@ -1,6 +1,7 @@
 // Package email is Herald's email channel: it delivers notify.v1 send and
 // reply as mail through an SMTP submission server (design §7), one SMTP
-// session per delivery.
+// session per delivery, and takes people's mail in through an SMTP listener
+// of its own (Receiver), one ingress.v1 per mail.
 //
 // The server comes from a URL secret, smtp://user:pass@host:587 (STARTTLS) or
 // smtps://user:pass@host:465 (implicit TLS). A password is only ever sent

@@ -1,0 +1,196 @@
+package email
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/heraldhq/herald/pkg/envelope"
+)
+
+// The bounds of ingress.v1 (schemas/ingress.v1.json), so that no mail makes
+// an envelope the switchboard would refuse: a refused envelope would be
+// answered 451 and retried by the sending server forever.
+const (
+	maxTextChars   = 262144 // content.text
+	maxMetaChars   = 4096   // one meta value
+	maxIdentity    = 512    // source_*_identity
+	maxAttachments = 64
+	maxNameChars   = 512 // attachment name
+	maxMimeChars   = 255 // attachment mime
+)
+
+// channelType is the source_channel of everything this package receives.
+const channelType = "email"
+
+// truncated marks a body cut to fit content.text.
+const truncated = "\n\n[message truncated]"
+
+// unknownSender stands in for a sender a mail does not name at all; the
+// switchboard's allowlist never matches it.
+const unknownSender = "unknown@herald.invalid"
+
+// newIngress builds the ingress.v1 of one mail: m parsed from raw, sent by
+// mailFrom (the envelope's MAIL FROM) to rcpts (the accepted RCPT TOs,
+// lower-cased, at least one).
+//
+// One mail is one ingress, however many of our addresses it was sent to:
+// the first is the endpoint, all are in meta "to". The Message-ID is the
+// native_id (JetStream dedups a retried mail on it) and the thread identity
+// a reply's In-Reply-To names; thread_id is the root of the conversation, so
+// every mail of one email thread lands in one Herald thread.
+func newIngress(integrationID string, m *inbound, raw []byte, mailFrom string, rcpts []string, now time.Time) *envelope.Ingress {
+	id := m.messageID
+	if id == "" {
+		// No Message-ID: the same bytes, retried, still get the same id.
+		sum := sha256.Sum256(raw)
+		id = "<" + hex.EncodeToString(sum[:]) + "@herald.invalid>"
+	}
+	sender := m.fromAddr
+	if sender == "" {
+		sender = strings.ToLower(mailFrom)
+	}
+	sender = identity(sender, unknownSender)
+	endpoint := unknownSender
+	if len(rcpts) > 0 {
+		endpoint = identity(rcpts[0], unknownSender)
+	}
+	user := m.fromName
+	if user == "" {
+		user = sender
+	}
+	from := sender
+	if m.fromName != "" {
+		from = m.fromName + " <" + sender + ">"
+	}
+	thread := id
+	switch {
+	case len(m.references) > 0:
+		thread = m.references[0]
+	case m.inReplyTo != "":
+		thread = m.inReplyTo
+	}
+	ts := now
+	if !m.date.IsZero() {
+		ts = m.date
+	}
+
+	meta := map[string]string{}
+	set := func(k, v string) {
+		if v = clean(v); v != "" {
+			meta[k] = limit(v, maxMetaChars)
+		}
+	}
+	set("from", from)
+	set("user", user)
+	set("user_id", sender)
+	set("chat_id", sender) // the correspondent is the "chat", as in a Telegram DM
+	set("chat_type", "private")
+	set("envelope_from", strings.ToLower(mailFrom))
+	set("to", joinLimited(rcpts, ", "))
+	set("header_to", joinLimited(m.to, ", "))
+	set("cc", joinLimited(m.cc, ", "))
+	meta["subject"] = limit(m.subject, maxMetaChars)
+	set("message_id", id)
+	set("in_reply_to", m.inReplyTo)
+	set("references", joinLimited(m.references, " "))
+	set("thread_id", thread)
+	set("ts", strconv.FormatInt(ts.Unix(), 10))
+
+	text := m.text
+	if utf8.RuneCountInString(text) > maxTextChars {
+		text = limit(text, maxTextChars-utf8.RuneCountInString(truncated)) + truncated
+	}
+
+	in := envelope.NewIngress(integrationID, channelType, endpoint, sender, id, text, id, meta)
+	for i, a := range m.attachments {
+		if i == maxAttachments {
+			set("attachments_omitted", strconv.Itoa(len(m.attachments)-maxAttachments))
+			break
+		}
+		in.Attachments = append(in.Attachments, envelope.Attachment{
+			Name: limit(a.name, maxNameChars),
+			Mime: limit(a.mime, maxMimeChars),
+			Size: a.size,
+			Ref:  "email:" + id + "/" + strconv.Itoa(a.index),
+		})
+	}
+	return in
+}
+
+// withoutContent is what of an ingress goes to sink.Dropped: who, to whom,
+// which mail, but not what it said (the audit log keeps no message text).
+func withoutContent(in *envelope.Ingress) *envelope.Ingress {
+	out := *in
+	out.Content = envelope.Content{}
+	out.Attachments = nil
+	out.Meta = make(map[string]string, len(in.Meta))
+	for k, v := range in.Meta {
+		if k != "subject" {
+			out.Meta[k] = v
+		}
+	}
+	return &out
+}
+
+// dropReason says why a mail must be accepted and discarded rather than
+// handed on: the loop rules of RFC 3834, or a bounce (a null return path,
+// RFC 5321 §4.5.5, or a delivery or read report), which must never be
+// answered either.
+func dropReason(m *inbound, mailFrom string) string {
+	switch {
+	case m.loop != "":
+		return m.loop
+	case mailFrom == "" || m.report:
+		return reasonBounce
+	}
+	return ""
+}
+
+// identity makes s a source_*_identity: non-empty and within the schema's
+// bound; an address longer than that is not one.
+func identity(s, fallback string) string {
+	if s == "" || utf8.RuneCountInString(s) > maxIdentity || !utf8.ValidString(s) {
+		return fallback
+	}
+	return s
+}
+
+// limit cuts s to at most n characters (code points, as JSON Schema counts).
+func limit(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := 0
+	for pos := range s {
+		if i == n {
+			return s[:pos]
+		}
+		i++
+	}
+	return s
+}
+
+// joinLimited joins as many whole items as fit in a meta value.
+func joinLimited(items []string, sep string) string {
+	var b strings.Builder
+	n := 0
+	for _, it := range items {
+		add := utf8.RuneCountInString(it)
+		if b.Len() > 0 {
+			add += len(sep)
+		}
+		if n+add > maxMetaChars {
+			break
+		}
+		if b.Len() > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString(it)
+		n += add
+	}
+	return b.String()
+}
