@@ -25,6 +25,7 @@ import (
 	"github.com/heraldhq/herald/services/messenger/email"
 	"github.com/heraldhq/herald/services/messenger/logchannel"
 	"github.com/heraldhq/herald/services/messenger/telegram"
+	"github.com/heraldhq/herald/services/messenger/web"
 )
 
 // Channels maps each channel type to its sender's constructor: adding a
@@ -33,12 +34,14 @@ var Channels = map[string]deliver.Factory{
 	"telegram": telegram.New,
 	"email":    email.New,
 	"log":      logchannel.New,
+	"web":      web.New,
 }
 
 // Receivers maps a channel type to the constructor of its receiver, for
 // channels whose sender is not also its receiver.
 var Receivers = map[string]deliver.ReceiverFactory{
-	"email": email.NewReceiver,
+	"telegram": telegram.NewReceiver,
+	"email":    email.NewReceiver,
 }
 
 // Options configure a messenger.

@@ -1,13 +1,15 @@
 // Package telegram is Herald's Telegram channel: it delivers notify.v1 sends,
-// replies and reactions through the Bot API with go-telegram/bot (design §7).
+// replies and reactions through the Bot API with go-telegram/bot (design §7),
+// and receives what people send the bot (NewReceiver).
 //
 // Markdown is converted to Telegram HTML and split into chunks Telegram
 // accepts (4096 characters each, every chunk balanced). Progress is reported
 // chunk by chunk through deliver.Delivery.Sent, and a retry skips the chunks
 // in Delivery.Done, so a message is never sent twice. A 429 is waited out
 // (retry_after, up to a minute in all) before the delivery is handed back as
-// an *envelope.RetryAfterError. The bot token never appears in an error or a
-// log line.
+// an *envelope.RetryAfterError. A delivery's actions become inline buttons
+// under its last chunk. The bot token never appears in an error or a log
+// line.
 package telegram
 
 import (
@@ -61,6 +63,14 @@ type sender struct {
 // (token_env or token_file) and builds the client without calling Telegram,
 // so a fleet starts even while Telegram is unreachable.
 func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
+	s, err := newSender(in, env)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	log := env.Logger
 	if log == nil {
 		log = slog.Default()
@@ -196,6 +206,10 @@ func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, repl
 	if len(chunks) == 0 {
 		return deliver.Receipt{}, fmt.Errorf("%w: the message has no visible text after formatting; write some text", envelope.ErrValidation)
 	}
+	buttons, err := keyboard(d.Actions)
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
 	ids := append([]string(nil), d.Done...)
 	for i := len(d.Done); i < len(chunks); i++ {
 		params := &bot.SendMessageParams{
@@ -207,6 +221,9 @@ func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, repl
 		}
 		if i == 0 {
 			params.ReplyParameters = reply
+		}
+		if i == len(chunks)-1 && buttons != nil {
+			params.ReplyMarkup = buttons
 		}
 		var msg *models.Message
 		err := s.call(ctx, "sendMessage", chat, func(ctx context.Context) (err error) {

@@ -545,3 +545,83 @@ func TestNew(t *testing.T) {
 		t.Errorf("New with an unreachable api_url: %v", err)
 	}
 }
+
+func TestActionsBecomeButtons(t *testing.T) {
+	srv := telegramtest.NewServer(t)
+	s := newSender(t, srv, srv.Token())
+	actions := []envelope.Action{
+		{Label: "Allow", Data: "perm:allow:abcde"},
+		{Label: "Deny", Data: "perm:deny:abcde"},
+		{Label: "Ask me later", Data: "later"},
+	}
+	r, err := s.Deliver(t.Context(), deliver.Delivery{Message: longMarkdown(9000), Actions: actions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := srv.Calls("sendMessage")
+	if len(calls) < 2 || len(r.MessageIDs) != len(calls) {
+		t.Fatalf("%d calls, receipt %v; want a message of several chunks", len(calls), r.MessageIDs)
+	}
+	for _, c := range calls[:len(calls)-1] {
+		if _, ok := c.Params["reply_markup"]; ok {
+			t.Errorf("an earlier chunk has buttons: %s", c.Params["reply_markup"])
+		}
+	}
+	last := calls[len(calls)-1]
+	if !last.OK() || last.ReplyMarkup == nil {
+		t.Fatalf("last chunk: %d %s, markup %q; want it accepted with buttons", last.ErrorCode, last.Description, last.Params["reply_markup"])
+	}
+	var got [][]string
+	for _, row := range last.ReplyMarkup.InlineKeyboard {
+		var labels []string
+		for _, b := range row {
+			labels = append(labels, b.Text+"="+b.CallbackData)
+			if !slices.Equal(b.Fields, []string{"callback_data", "text"}) {
+				t.Errorf("button %q was sent with fields %v, want only text and callback_data (no copy_text)", b.Text, b.Fields)
+			}
+		}
+		got = append(got, labels)
+	}
+	want := [][]string{{"Allow=perm:allow:abcde", "Deny=perm:deny:abcde"}, {"Ask me later=later"}}
+	if !slices.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("keyboard = %v, want %v", got, want)
+	}
+	// Telegram keeps the buttons on the message, where a person taps them.
+	if m := srv.Messages(42); m[len(m)-1].ReplyMarkup == nil {
+		t.Errorf("the last message holds no buttons")
+	}
+
+	// A resumed delivery still puts the buttons under the last chunk.
+	srv2 := telegramtest.NewServer(t)
+	s2 := newSender(t, srv2, srv2.Token())
+	if _, err := s2.Deliver(t.Context(), deliver.Delivery{Message: longMarkdown(9000), Actions: actions, Done: r.MessageIDs[:len(r.MessageIDs)-1]}); err != nil {
+		t.Fatal(err)
+	}
+	if c := srv2.Calls("sendMessage"); len(c) != 1 || c[0].ReplyMarkup == nil {
+		t.Errorf("resumed: %d calls, want one carrying the buttons", len(c))
+	}
+}
+
+func TestBadActions(t *testing.T) {
+	tests := []struct {
+		name   string
+		action envelope.Action
+		text   string
+	}{
+		{name: "no label", action: envelope.Action{Label: " ", Data: "x"}, text: "label"},
+		{name: "no data", action: envelope.Action{Label: "Go"}, text: "callback data"},
+		{name: "data too long", action: envelope.Action{Label: "Go", Data: strings.Repeat("x", 65)}, text: "64 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := telegramtest.NewServer(t)
+			_, err := newSender(t, srv, srv.Token()).Deliver(t.Context(), deliver.Delivery{Message: "x", Actions: []envelope.Action{tt.action}})
+			if !errors.Is(err, envelope.ErrValidation) || !strings.Contains(err.Error(), tt.text) {
+				t.Errorf("err = %v, want a validation error mentioning %q", err, tt.text)
+			}
+			if n := len(srv.Calls("")); n != 0 {
+				t.Errorf("%d calls reached Telegram, want none", n)
+			}
+		})
+	}
+}

@@ -2,6 +2,8 @@ package telegramtest
 
 import (
 	"encoding/json"
+	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +19,7 @@ func init() {
 	register("sendMessage", false, sendMessage)
 	register("setMessageReaction", false, setMessageReaction)
 	register("getUpdates", true, getUpdates)
+	register("answerCallbackQuery", false, answerCallbackQuery)
 }
 
 func getMe(_ *Server, req *request) (any, error) {
@@ -60,6 +63,11 @@ func sendMessage(s *Server, req *request) (any, error) {
 		}
 		req.call.LinkPreviewOptions = &lp
 	}
+	markup, err := inlineKeyboard(p)
+	if err != nil {
+		return nil, err
+	}
+	req.call.ReplyMarkup = markup
 
 	var replyTo *Message
 	rp, err := replyParameters(p)
@@ -93,6 +101,7 @@ func sendMessage(s *Server, req *request) (any, error) {
 		Text:           visible,
 		Entities:       entities,
 		ReplyToMessage: replyTo,
+		ReplyMarkup:    markup,
 	}
 	chat.messages[m.MessageID] = m
 	c := *m
@@ -132,6 +141,83 @@ func replyParameters(p map[string]string) (*ReplyParameters, error) {
 	return nil, nil
 }
 
+// maxCallbackData is Telegram's limit on a button's callback_data, in bytes.
+const maxCallbackData = 64
+
+// inlineKeyboard decodes and checks an inline keyboard in reply_markup; other
+// markups (a reply keyboard, force_reply) are accepted unchecked.
+func inlineKeyboard(p map[string]string) (*InlineKeyboardMarkup, error) {
+	raw, ok := p["reply_markup"]
+	if !ok || raw == "" {
+		return nil, nil
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &top); err != nil {
+		return nil, badRequest("can't parse reply keyboard markup JSON object")
+	}
+	rowsRaw, ok := top["inline_keyboard"]
+	if !ok {
+		return nil, nil
+	}
+	var rows [][]map[string]json.RawMessage
+	if err := json.Unmarshal(rowsRaw, &rows); err != nil {
+		return nil, badRequest("can't parse inline keyboard button: field \"inline_keyboard\" must be an Array of Arrays")
+	}
+	m := &InlineKeyboardMarkup{}
+	for _, row := range rows {
+		var out []InlineKeyboardButton
+		for _, fields := range row {
+			var b InlineKeyboardButton
+			for k := range fields {
+				b.Fields = append(b.Fields, k)
+			}
+			slices.Sort(b.Fields)
+			if err := json.Unmarshal(mustJSON(fields), &b); err != nil || b.Text == "" {
+				return nil, badRequest("can't parse inline keyboard button: Text must be non-empty")
+			}
+			if ct, ok := fields["copy_text"]; ok {
+				var v struct {
+					Text string `json:"text"`
+				}
+				if json.Unmarshal(ct, &v) != nil || v.Text == "" {
+					return nil, badRequest("BUTTON_COPY_TEXT_INVALID")
+				}
+			}
+			if _, ok := fields["callback_data"]; ok && (b.CallbackData == "" || len(b.CallbackData) > maxCallbackData) {
+				return nil, badRequest("BUTTON_DATA_INVALID")
+			}
+			actions := 0
+			for _, k := range []string{"url", "callback_data", "web_app", "login_url", "switch_inline_query",
+				"switch_inline_query_current_chat", "switch_inline_query_chosen_chat", "copy_text", "callback_game", "pay"} {
+				if _, ok := fields[k]; ok {
+					actions++
+				}
+			}
+			if actions != 1 {
+				return nil, badRequest("can't parse inline keyboard button: Text buttons are unallowed in the inline keyboard")
+			}
+			out = append(out, b)
+		}
+		m.InlineKeyboard = append(m.InlineKeyboard, out)
+	}
+	return m, nil
+}
+
+func mustJSON(v any) []byte {
+	b, _ := json.Marshal(v)
+	return b
+}
+
+func answerCallbackQuery(_ *Server, req *request) (any, error) {
+	id := req.params["callback_query_id"]
+	answered, known := req.bot.queries[id]
+	if !known || answered {
+		return nil, badRequest("query is too old and response timeout expired or query ID is invalid")
+	}
+	req.bot.queries[id] = true
+	return true, nil
+}
+
 func setMessageReaction(s *Server, req *request) (any, error) {
 	p := req.params
 	if _, err := s.chatLocked(p["chat_id"]); err != nil {
@@ -166,6 +252,10 @@ func setMessageReaction(s *Server, req *request) (any, error) {
 	return true, nil
 }
 
+// ConflictDescription is what Telegram answers a getUpdates that another
+// getUpdates of the same bot ended, and what to pass FailNext to fake one.
+const ConflictDescription = "Conflict: terminated by other getUpdates request; make sure that only one bot instance is running"
+
 // maxPoll bounds a long poll, so that a client asking for a long timeout
 // cannot hold a test; the real server holds up to 50 seconds.
 const maxPoll = 50 * time.Second
@@ -181,6 +271,23 @@ func getUpdates(s *Server, req *request) (any, error) {
 	wait := min(time.Duration(max(timeout, 0))*time.Second, maxPoll)
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
+
+	// One long poll per bot: a new one ends the pending one with 409, as
+	// Telegram does when two clients poll one token.
+	s.mu.Lock()
+	if req.bot.poll != nil {
+		close(req.bot.poll)
+	}
+	mine := make(chan struct{})
+	req.bot.poll = mine
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		if req.bot.poll == mine {
+			req.bot.poll = nil
+		}
+		s.mu.Unlock()
+	}()
 	for {
 		s.mu.Lock()
 		bot := req.bot
@@ -208,6 +315,8 @@ func getUpdates(s *Server, req *request) (any, error) {
 		}
 		select {
 		case <-wake:
+		case <-mine:
+			return nil, &apiError{code: http.StatusConflict, description: ConflictDescription}
 		case <-deadline.C:
 			return result, nil
 		case <-s.closed:

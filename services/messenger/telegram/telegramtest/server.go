@@ -8,8 +8,14 @@
 // application/json and application/x-www-form-urlencoded — and checks what
 // Telegram checks: the token, the method, parse_mode=HTML markup (only
 // Telegram's tags, balanced), the 4096-character limit after entity parsing,
-// and the fixed set of reaction emoji. Every call is recorded for assertions,
-// and faults (429 with retry_after, 5xx, any error) can be injected.
+// the fixed set of reaction emoji, inline keyboards, and one long poll per bot
+// at a time (a second getUpdates ends the first with 409 Conflict). Every call
+// is recorded for assertions, and faults (429 with retry_after, 409, 5xx, any
+// error) can be injected.
+//
+// Inbound traffic is queued for getUpdates with SendUserMessage (a person
+// writes to the bot), PressButton (a person taps an inline button) or
+// QueueUpdate (any update).
 package telegramtest
 
 import (
@@ -46,6 +52,8 @@ type Call struct {
 	ReplyParameters    *ReplyParameters
 	Reaction           []Reaction
 	LinkPreviewOptions *LinkPreviewOptions
+	// ReplyMarkup is an inline keyboard sent with the message.
+	ReplyMarkup *InlineKeyboardMarkup
 
 	// ErrorCode and Description are what the server answered; ErrorCode 0
 	// means {"ok":true}.
@@ -84,11 +92,12 @@ type LinkPreviewOptions struct {
 	URL        string `json:"url,omitempty"`
 }
 
-// User is a Telegram user (here: the bot itself).
+// User is a Telegram user: the bot itself, or a person writing to it.
 type User struct {
 	ID                      int64  `json:"id"`
 	IsBot                   bool   `json:"is_bot"`
 	FirstName               string `json:"first_name"`
+	LastName                string `json:"last_name,omitempty"`
 	Username                string `json:"username,omitempty"`
 	CanJoinGroups           bool   `json:"can_join_groups,omitempty"`
 	CanReadAllGroupMessages bool   `json:"can_read_all_group_messages,omitempty"`
@@ -104,13 +113,32 @@ type Chat struct {
 
 // Message is a message the fake holds, in the Bot API's shape.
 type Message struct {
-	MessageID      int64    `json:"message_id"`
-	From           *User    `json:"from,omitempty"`
-	Date           int64    `json:"date"`
-	Chat           Chat     `json:"chat"`
-	Text           string   `json:"text,omitempty"`
-	Entities       []Entity `json:"entities,omitempty"`
-	ReplyToMessage *Message `json:"reply_to_message,omitempty"`
+	MessageID       int64                 `json:"message_id"`
+	MessageThreadID int64                 `json:"message_thread_id,omitempty"`
+	From            *User                 `json:"from,omitempty"`
+	Date            int64                 `json:"date"`
+	Chat            Chat                  `json:"chat"`
+	Text            string                `json:"text,omitempty"`
+	Entities        []Entity              `json:"entities,omitempty"`
+	Caption         string                `json:"caption,omitempty"`
+	ReplyToMessage  *Message              `json:"reply_to_message,omitempty"`
+	ReplyMarkup     *InlineKeyboardMarkup `json:"reply_markup,omitempty"`
+}
+
+// InlineKeyboardMarkup is the decoded reply_markup of a message with inline
+// buttons.
+type InlineKeyboardMarkup struct {
+	InlineKeyboard [][]InlineKeyboardButton `json:"inline_keyboard"`
+}
+
+// InlineKeyboardButton is one inline button as the client sent it.
+type InlineKeyboardButton struct {
+	Text         string `json:"text"`
+	CallbackData string `json:"callback_data,omitempty"`
+	URL          string `json:"url,omitempty"`
+	// Fields names every field the button was sent with, sorted, so a test
+	// can check that nothing else (such as an empty copy_text) went out.
+	Fields []string `json:"-"`
 }
 
 // Server is a fake Bot API server. Its methods are safe for concurrent use.
@@ -137,6 +165,11 @@ type botState struct {
 	updates      []queuedUpdate
 	nextUpdateID int64
 	wake         chan struct{} // closed and replaced when an update is queued
+	// poll is closed to end the pending getUpdates when another one starts.
+	poll chan struct{}
+	// queries are the callback query ids queued, true once answered.
+	queries   map[string]bool
+	nextQuery int64
 }
 
 type queuedUpdate struct {
@@ -225,6 +258,7 @@ func (s *Server) AddBot(token string) int64 {
 			},
 			nextUpdateID: 1,
 			wake:         make(chan struct{}),
+			queries:      map[string]bool{},
 		}
 	}
 	return id
@@ -330,7 +364,8 @@ func (s *Server) Messages(chatID int64) []Message {
 // QueueUpdate queues an update for the bot of token, to be returned by its
 // getUpdates, and wakes a pending long poll. update is any JSON object (a
 // map or a struct) without update_id; the server assigns the next update_id
-// and returns it.
+// and returns it. A callback_query in it can be answered once with
+// answerCallbackQuery.
 func (s *Server) QueueUpdate(token string, update any) int64 {
 	s.t.Helper()
 	b, err := json.Marshal(update)
@@ -343,10 +378,28 @@ func (s *Server) QueueUpdate(token string, update any) int64 {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	bot := s.botLocked(token, "QueueUpdate")
+	if raw, ok := fields["callback_query"]; ok {
+		var q struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(raw, &q) == nil && q.ID != "" {
+			bot.queries[q.ID] = false
+		}
+	}
+	return s.queueLocked(bot, fields)
+}
+
+func (s *Server) botLocked(token, caller string) *botState {
+	s.t.Helper()
 	bot := s.bots[token]
 	if bot == nil {
-		s.t.Fatalf("telegramtest: QueueUpdate: unknown token; use Token() or AddBot")
+		s.t.Fatalf("telegramtest: %s: unknown token; use Token() or AddBot", caller)
 	}
+	return bot
+}
+
+func (s *Server) queueLocked(bot *botState, fields map[string]json.RawMessage) int64 {
 	id := bot.nextUpdateID
 	bot.nextUpdateID++
 	fields["update_id"] = json.RawMessage(strconv.FormatInt(id, 10))
@@ -355,6 +408,82 @@ func (s *Server) QueueUpdate(token string, update any) int64 {
 	close(bot.wake)
 	bot.wake = make(chan struct{})
 	return id
+}
+
+// SendUserMessage queues a message a person sent, as Telegram delivers it to
+// the bot of token. m.Chat.ID is required; the message gets the chat's next
+// message id (shared with the bot's own messages) and, if m.Date is zero,
+// the current time; m.From defaults to a person whose id is the chat's. The
+// fake keeps it, so that a reply to it finds it. It returns the update id and
+// the message as queued.
+func (s *Server) SendUserMessage(token string, m Message) (updateID int64, msg Message) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	bot := s.botLocked(token, "SendUserMessage")
+	chat, err := s.chatLocked(strconv.FormatInt(m.Chat.ID, 10))
+	if err != nil {
+		s.t.Fatalf("telegramtest: SendUserMessage: chat %d: %v", m.Chat.ID, err)
+	}
+	chat.lastID++
+	m.MessageID = chat.lastID
+	m.Chat = chat.chat
+	if m.Date == 0 {
+		m.Date = time.Now().Unix()
+	}
+	if m.From == nil {
+		m.From = &User{ID: m.Chat.ID, FirstName: "Test User"}
+	}
+	if m.ReplyToMessage != nil {
+		if orig := chat.messages[m.ReplyToMessage.MessageID]; orig != nil {
+			c := *orig
+			c.ReplyToMessage = nil
+			m.ReplyToMessage = &c
+		}
+	}
+	stored := m
+	chat.messages[m.MessageID] = &stored
+	raw, _ := json.Marshal(m)
+	return s.queueLocked(bot, map[string]json.RawMessage{"message": raw}), m
+}
+
+// PressButton queues a person's tap on the inline button with callback data
+// data under message messageID of chatID, a message the bot sent with that
+// button, as Telegram delivers it: a callback_query with a fresh id, to be
+// answered with answerCallbackQuery. It returns the update id and the query
+// id.
+func (s *Server) PressButton(token string, chatID, messageID int64, from User, data string) (updateID int64, queryID string) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	bot := s.botLocked(token, "PressButton")
+	var msg *Message
+	if c := s.chats[chatID]; c != nil {
+		msg = c.messages[messageID]
+	}
+	found := false
+	if msg != nil && msg.ReplyMarkup != nil {
+		for _, row := range msg.ReplyMarkup.InlineKeyboard {
+			for _, b := range row {
+				found = found || (b.CallbackData == data && data != "")
+			}
+		}
+	}
+	if !found {
+		s.t.Fatalf("telegramtest: PressButton: message %d of chat %d has no button with callback data %q", messageID, chatID, data)
+	}
+	bot.nextQuery++
+	queryID = strconv.FormatInt(bot.user.ID, 10) + strconv.FormatInt(1000000+bot.nextQuery, 10)
+	bot.queries[queryID] = false
+	q := map[string]any{
+		"id":            queryID,
+		"from":          from,
+		"message":       msg,
+		"chat_instance": strconv.FormatInt(chatID, 10),
+		"data":          data,
+	}
+	raw, _ := json.Marshal(q)
+	return s.queueLocked(bot, map[string]json.RawMessage{"callback_query": raw}), queryID
 }
 
 // apiError is an error answer of the Bot API.

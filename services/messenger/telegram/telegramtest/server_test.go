@@ -351,3 +351,171 @@ func TestGetUpdates(t *testing.T) {
 	cancel()
 	<-done
 }
+
+func TestInlineKeyboard(t *testing.T) {
+	srv := telegramtest.NewServer(t)
+	b := newBot(t, srv, srv.Token())
+	tests := []struct {
+		name   string
+		markup any
+		err    string // "" means accepted
+	}{
+		{
+			name:   "callback buttons",
+			markup: map[string]any{"inline_keyboard": [][]map[string]any{{{"text": "Allow", "callback_data": "perm:allow:abcde"}, {"text": "Docs", "url": "https://example.com"}}}},
+		},
+		{
+			// go-telegram/bot's own button type always sends an empty copy_text.
+			name:   "library buttons",
+			markup: models.InlineKeyboardMarkup{InlineKeyboard: [][]models.InlineKeyboardButton{{{Text: "Allow", CallbackData: "perm:allow:abcde"}}}},
+			err:    "BUTTON_COPY_TEXT_INVALID",
+		},
+		{
+			name:   "data too long",
+			markup: map[string]any{"inline_keyboard": [][]map[string]any{{{"text": "Go", "callback_data": strings.Repeat("x", 65)}}}},
+			err:    "BUTTON_DATA_INVALID",
+		},
+		{
+			name:   "no action",
+			markup: map[string]any{"inline_keyboard": [][]map[string]any{{{"text": "Go"}}}},
+			err:    "Text buttons are unallowed",
+		},
+		{
+			name:   "no text",
+			markup: map[string]any{"inline_keyboard": [][]map[string]any{{{"callback_data": "x"}}}},
+			err:    "Text must be non-empty",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := b.SendMessage(t.Context(), &bot.SendMessageParams{ChatID: 42, Text: "choose", ReplyMarkup: tt.markup})
+			if tt.err != "" {
+				if !errors.Is(err, bot.ErrorBadRequest) || !strings.Contains(err.Error(), tt.err) {
+					t.Errorf("err = %v, want a 400 containing %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			calls := srv.Calls("sendMessage")
+			c := calls[len(calls)-1]
+			if c.ReplyMarkup == nil || len(c.ReplyMarkup.InlineKeyboard) != 1 || len(c.ReplyMarkup.InlineKeyboard[0]) != 2 {
+				t.Fatalf("recorded markup %+v, want one row of two buttons", c.ReplyMarkup)
+			}
+			allow := c.ReplyMarkup.InlineKeyboard[0][0]
+			if allow.Text != "Allow" || allow.CallbackData != "perm:allow:abcde" || strings.Join(allow.Fields, ",") != "callback_data,text" {
+				t.Errorf("first button = %+v", allow)
+			}
+			if m := c.Message; m == nil || m.ReplyMarkup == nil {
+				t.Errorf("the message does not keep its buttons")
+			}
+		})
+	}
+}
+
+func TestUserMessagesAndButtons(t *testing.T) {
+	srv := telegramtest.NewServer(t)
+	b := newBot(t, srv, srv.Token())
+	ada := telegramtest.User{ID: 42, FirstName: "Ada", Username: "ada_l"}
+
+	// The person's message and the bot's share the chat's message ids, and
+	// a reply to the person's message finds it.
+	updateID, m := srv.SendUserMessage(srv.Token(), telegramtest.Message{Chat: telegramtest.Chat{ID: 42}, From: &ada, Text: "disk full?"})
+	if updateID != 1 || m.MessageID != 1 || m.Chat.Type != "private" || m.Date == 0 {
+		t.Errorf("SendUserMessage = update %d, %+v; want update 1, message 1 in a private chat, dated", updateID, m)
+	}
+	reply, err := b.SendMessage(t.Context(), &bot.SendMessageParams{
+		ChatID: 42, Text: "Allow cleanup?", ReplyParameters: &models.ReplyParameters{MessageID: int(m.MessageID)},
+		ReplyMarkup: map[string]any{"inline_keyboard": [][]map[string]any{{{"text": "Allow", "callback_data": "perm:allow:abcde"}}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reply.ID != 2 || reply.ReplyToMessage == nil || reply.ReplyToMessage.Text != "disk full?" {
+		t.Errorf("reply = id %d replying to %+v, want id 2 replying to the person's message", reply.ID, reply.ReplyToMessage)
+	}
+
+	// A tap on the button arrives as a callback query, answerable once.
+	updateID, queryID := srv.PressButton(srv.Token(), 42, int64(reply.ID), ada, "perm:allow:abcde")
+	resp, err := http.Get(srv.URL() + "/bot" + srv.Token() + "/getUpdates?timeout=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out struct {
+		Result []models.Update `json:"result"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&out)
+	resp.Body.Close()
+	if err != nil || len(out.Result) != 2 {
+		t.Fatalf("getUpdates = %+v, %v; want the message and the tap", out, err)
+	}
+	u := out.Result[1]
+	q := u.CallbackQuery
+	if u.ID != updateID || q == nil || q.ID != queryID || q.Data != "perm:allow:abcde" || q.From.ID != 42 ||
+		q.Message.Message == nil || q.Message.Message.ID != reply.ID || q.Message.Message.ReplyMarkup == nil {
+		t.Fatalf("tap update = %+v (query %+v), want query %s with the data, from 42, on message %d", u, q, queryID, reply.ID)
+	}
+	answer := func(id string) error {
+		_, err := b.AnswerCallbackQuery(t.Context(), &bot.AnswerCallbackQueryParams{CallbackQueryID: id})
+		return err
+	}
+	if err := answer(queryID); err != nil {
+		t.Errorf("first answer: %v", err)
+	}
+	for _, id := range []string{queryID, "unknown"} {
+		if err := answer(id); !errors.Is(err, bot.ErrorBadRequest) || !strings.Contains(err.Error(), "query ID is invalid") {
+			t.Errorf("answer %s: err = %v, want 400 query ID is invalid", id, err)
+		}
+	}
+}
+
+func TestConcurrentPollsConflict(t *testing.T) {
+	srv := telegramtest.NewServer(t)
+	poll := func() (*http.Response, error) {
+		return http.Get(srv.URL() + "/bot" + srv.Token() + "/getUpdates?timeout=5")
+	}
+	first := make(chan *http.Response, 1)
+	go func() {
+		resp, err := poll()
+		if err != nil {
+			t.Error(err)
+		}
+		first <- resp
+	}()
+	srv.WaitCalls(t, "getUpdates", 1, 5*time.Second)
+	// A second client polls: Telegram ends the first poll with 409.
+	go func() {
+		if resp, err := poll(); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	resp := <-first
+	if resp == nil {
+		t.FailNow()
+	}
+	defer resp.Body.Close()
+	var out struct {
+		OK          bool   `json:"ok"`
+		ErrorCode   int    `json:"error_code"`
+		Description string `json:"description"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusConflict || out.ErrorCode != 409 || out.Description != telegramtest.ConflictDescription {
+		t.Errorf("first poll = %d %+v, want 409 %q", resp.StatusCode, out, telegramtest.ConflictDescription)
+	}
+	srv.QueueUpdate(srv.Token(), map[string]any{"message": map[string]any{"message_id": 1, "date": 1, "chat": map[string]any{"id": 42, "type": "private"}, "text": "x"}})
+	// The second poll, alone now, gets it.
+	srv.WaitCalls(t, "getUpdates", 2, 5*time.Second)
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		second := srv.Calls("getUpdates")[1]
+		if second.OK() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second poll did not end with the update: %+v", second)
+		}
+	}
+}

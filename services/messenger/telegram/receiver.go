@@ -1,0 +1,448 @@
+package telegram
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-telegram/bot"
+	"github.com/go-telegram/bot/models"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/lease"
+	"github.com/heraldhq/herald/services/messenger/deliver"
+)
+
+// timing is how the receiver waits; tests shorten it.
+type timing struct {
+	// poll is getUpdates' long-poll timeout.
+	poll time.Duration
+	// lease is the TTL of the poller lease: how long the other replicas
+	// wait before taking over from one that died.
+	lease time.Duration
+	// retry backs off after network errors and a failing bus.
+	retryMin, retryMax time.Duration
+	// refused backs off while Telegram refuses to serve this poller (409:
+	// someone else polls; 401: the token is wrong).
+	refusedMin, refusedMax time.Duration
+}
+
+var defaultTiming = timing{
+	poll:       25 * time.Second,
+	lease:      10 * time.Second,
+	retryMin:   time.Second,
+	retryMax:   time.Minute,
+	refusedMin: 5 * time.Second,
+	refusedMax: time.Minute,
+}
+
+// receiver long-polls getUpdates for one bot and hands every update to the
+// sink before confirming it to Telegram.
+type receiver struct {
+	*sender  // the Bot API client, the token (for scrubbing) and the log
+	botID    string
+	instance string
+	js       jetstream.JetStream
+	poller   *http.Client // getUpdates only: its timeout exceeds the long poll
+	timing   timing
+}
+
+// NewReceiver is the deliver.ReceiverFactory of Telegram integrations: it
+// returns nil, nil unless the integration takes inbound messages.
+//
+// The receiver polls getUpdates itself rather than with go-telegram/bot's
+// poller, which confirms an update to Telegram before its handler has run.
+// Here an update is confirmed (the offset, kept in the herald_channel_state
+// bucket, moves past it) only once the sink has stored it on the bus, with
+// its native id "<bot id>:<update id>" as the dedup key: a crash loses
+// nothing and a replay adds nothing. Only one messenger replica polls a bot
+// (a lease "telegram.<bot id>" in herald_leases); the others stand by and
+// take over within seconds when it dies.
+func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, error) {
+	if !in.Inbound.Enabled || in.Disabled {
+		return nil, nil
+	}
+	if env.JS == nil {
+		return nil, fmt.Errorf("telegram integration %q: receiving needs the bus (deliver.Env.JS) for its lease and offsets", in.ID)
+	}
+	s, err := newSender(in, env)
+	if err != nil {
+		return nil, err
+	}
+	botID, _, _ := strings.Cut(s.token, ":")
+	instance := env.Instance
+	if instance == "" {
+		host, _ := os.Hostname()
+		instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	r := &receiver{
+		sender:   s,
+		botID:    botID,
+		instance: instance,
+		js:       env.JS,
+		timing:   defaultTiming,
+	}
+	r.log = r.log.With("bot_id", botID, "instance", instance)
+	r.poller = &http.Client{Timeout: r.timing.poll + requestTimeout}
+	return r, nil
+}
+
+// Receive polls Telegram while this replica holds the bot's lease and stands
+// by while another does, until ctx is done.
+func (r *receiver) Receive(ctx context.Context, sink deliver.Sink) error {
+	st := &status{sink: sink, log: r.log, cur: deliver.Status{Integration: r.id, Channel: "telegram", Instance: r.instance}}
+	leases, ok := r.bucket(ctx, st, bus.BucketLeases)
+	if !ok {
+		return nil
+	}
+	offsets, ok := r.bucket(ctx, st, bus.BucketChannelState)
+	if !ok {
+		return nil
+	}
+	l := &lease.Lease{
+		KV:     leases,
+		Key:    "telegram." + r.botID,
+		Holder: r.instance,
+		TTL:    r.timing.lease,
+		Logger: r.log,
+		OnStandby: func(holder string) {
+			detail := fmt.Sprintf("messenger %s polls this bot; this one takes over if it stops", holder)
+			if holder == r.instance {
+				detail = "this messenger lost its poller lease; it takes the lease again once the lease expires"
+			}
+			st.set(deliver.StateStandby, detail)
+		},
+	}
+	return l.Run(ctx, func(ctx context.Context) error {
+		r.poll(ctx, sink, offsets, st)
+		return nil
+	})
+}
+
+// bucket opens a KV bucket, retrying until it can or ctx is done.
+func (r *receiver) bucket(ctx context.Context, st *status, name string) (jetstream.KeyValue, bool) {
+	b := backoff{min: r.timing.retryMin, max: r.timing.retryMax}
+	for {
+		kv, err := r.js.KeyValue(ctx, name)
+		if err == nil {
+			return kv, true
+		}
+		if ctx.Err() != nil {
+			return nil, false
+		}
+		st.problem(deliver.StateError, fmt.Sprintf("cannot open the NATS bucket %s (%v); retrying", name, err))
+		if sleep(ctx, b.next()) != nil {
+			return nil, false
+		}
+	}
+}
+
+// offsetKey is where the next update id to ask for is kept.
+func (r *receiver) offsetKey() string { return "telegram." + r.botID + ".offset" }
+
+// poll runs the getUpdates loop until ctx is done (this replica stops or
+// loses the lease).
+func (r *receiver) poll(ctx context.Context, sink deliver.Sink, kv jetstream.KeyValue, st *status) {
+	offset, ok := r.loadOffset(ctx, kv, st)
+	if !ok {
+		return
+	}
+	r.log.Info("telegram polling", "offset", offset)
+	st.set(deliver.StateRunning, "")
+	retry := backoff{min: r.timing.retryMin, max: r.timing.retryMax}
+	refused := backoff{min: r.timing.refusedMin, max: r.timing.refusedMax}
+	for ctx.Err() == nil {
+		updates, err := r.getUpdates(ctx, offset)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			_ = sleep(ctx, r.pollFailed(err, st, &retry, &refused))
+			continue
+		}
+		retry.reset()
+		refused.reset()
+		st.set(deliver.StateRunning, "")
+		for _, raw := range updates {
+			next, err := r.handle(ctx, sink, raw, st)
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				// Not stored: ask for the same update again after a pause;
+				// Telegram keeps it meanwhile.
+				st.problem(deliver.StateError, fmt.Sprintf("cannot store received messages on the bus (%v); Telegram keeps them, retrying", err))
+				_ = sleep(ctx, retry.next())
+				break
+			}
+			if next > offset {
+				offset = next
+				r.saveOffset(ctx, kv, offset)
+			}
+		}
+		st.flush()
+	}
+}
+
+// loadOffset reads the stored offset (0, "whatever Telegram holds", if none).
+func (r *receiver) loadOffset(ctx context.Context, kv jetstream.KeyValue, st *status) (int64, bool) {
+	b := backoff{min: r.timing.retryMin, max: r.timing.retryMax}
+	for {
+		e, err := kv.Get(ctx, r.offsetKey())
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return 0, true
+		}
+		if err == nil {
+			offset, perr := strconv.ParseInt(string(e.Value()), 10, 64)
+			if perr == nil {
+				return offset, true
+			}
+			// Unreadable: start from what Telegram holds; the dedup by native
+			// id absorbs anything seen before.
+			r.log.Warn("telegram offset unreadable; starting from what Telegram holds", "key", r.offsetKey(), "value", string(e.Value()))
+			return 0, true
+		}
+		if ctx.Err() != nil {
+			return 0, false
+		}
+		st.problem(deliver.StateError, fmt.Sprintf("cannot read the poll offset from NATS (%v); retrying", err))
+		if sleep(ctx, b.next()) != nil {
+			return 0, false
+		}
+	}
+}
+
+// saveOffset records that every update before offset is stored. A failure
+// is only logged: Telegram is told by the next getUpdates anyway, and after a
+// crash an older offset replays updates the bus already holds.
+func (r *receiver) saveOffset(ctx context.Context, kv jetstream.KeyValue, offset int64) {
+	if _, err := kv.Put(ctx, r.offsetKey(), []byte(strconv.FormatInt(offset, 10))); err != nil && ctx.Err() == nil {
+		r.log.Warn("telegram offset not saved; a restart may replay updates, which dedup absorbs", "offset", offset, "err", err)
+	}
+}
+
+// handle stores one update and returns the offset that confirms it. An error
+// means it was not stored and must be asked for again.
+func (r *receiver) handle(ctx context.Context, sink deliver.Sink, raw json.RawMessage, st *status) (int64, error) {
+	var head struct {
+		ID int64 `json:"update_id"`
+	}
+	if err := json.Unmarshal(raw, &head); err != nil || head.ID <= 0 {
+		return 0, fmt.Errorf("Telegram sent an update without an update_id: %.200s", raw)
+	}
+	next := head.ID + 1
+	var u models.Update
+	if err := json.Unmarshal(raw, &u); err != nil {
+		// A shape the client library cannot read must not stop the bot.
+		r.log.Warn("telegram update unreadable; skipped", "update_id", head.ID, "err", err)
+		return next, nil
+	}
+	in, queryID := toIngress(r.id, r.botID, &u, time.Now())
+	if in == nil {
+		r.log.Debug("telegram update without text or files; skipped", "update_id", head.ID)
+		return next, nil
+	}
+	if err := sink.Ingress(ctx, in); err != nil {
+		if errors.Is(err, envelope.ErrValidation) {
+			// It can never be stored; retrying would stop the bot for good.
+			r.log.Error("telegram update refused as invalid; skipped", "update_id", head.ID, "err", err)
+			sink.Dropped(ctx, in, "invalid")
+			return next, nil
+		}
+		r.log.Debug("telegram update not stored", "update_id", head.ID, "err", err)
+		return 0, err
+	}
+	st.received(time.Now())
+	if queryID != "" {
+		r.answer(ctx, queryID)
+	}
+	return next, nil
+}
+
+// answer acknowledges a button tap, so the spinner on the person's button
+// stops. The tap is stored already; a failure only costs the spinner.
+func (r *receiver) answer(ctx context.Context, queryID string) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	if _, err := r.bot.AnswerCallbackQuery(ctx, &bot.AnswerCallbackQueryParams{CallbackQueryID: queryID}); err != nil {
+		r.log.Warn("telegram answerCallbackQuery failed", "err", r.scrub(err.Error()))
+	}
+}
+
+// pollFailed reports a failed getUpdates in the status (and the log, once per
+// episode) and says how long to wait.
+func (r *receiver) pollFailed(err error, st *status, retry, refused *backoff) time.Duration {
+	var tooMany *bot.TooManyRequestsError
+	switch {
+	case errors.Is(err, bot.ErrorConflict):
+		detail := "another client is polling this bot token (409 Conflict): stop it, or remove this integration's inbound"
+		if strings.Contains(strings.ToLower(err.Error()), "webhook") {
+			detail = "a webhook is set for this bot token (409 Conflict): delete it (deleteWebhook), or remove this integration's inbound"
+		}
+		st.problem(deliver.StateConflict, detail)
+		return refused.next()
+	case errors.Is(err, bot.ErrorUnauthorized):
+		st.problem(deliver.StateError, fmt.Sprintf("the bot token was rejected by Telegram (401 Unauthorized): check that token_env or token_file of integration %q holds the current token from @BotFather", r.id))
+		return refused.next()
+	case errors.Is(err, bot.ErrorNotFound):
+		st.problem(deliver.StateError, fmt.Sprintf("Telegram answered 404 Not Found to getUpdates: check that api_url %s is a Bot API server and that the token of integration %q is complete", r.apiURL, r.id))
+		return refused.next()
+	case errors.As(err, &tooMany):
+		st.problem(deliver.StateError, fmt.Sprintf("Telegram rate-limits getUpdates (429, retry_after %ds)", tooMany.RetryAfter))
+		return max(time.Duration(tooMany.RetryAfter)*time.Second, retry.next())
+	}
+	st.problem(deliver.StateError, fmt.Sprintf("Telegram getUpdates at %s failed (%s): Telegram or the network is unavailable; retrying", r.apiURL, err))
+	return retry.next()
+}
+
+// getUpdates asks for the updates from offset on, waiting up to the poll
+// timeout for one to arrive. Errors carry go-telegram/bot's sentinels
+// (bot.ErrorConflict, ...) and never the token.
+func (r *receiver) getUpdates(ctx context.Context, offset int64) ([]json.RawMessage, error) {
+	body, err := json.Marshal(map[string]any{
+		"offset":          offset,
+		"limit":           100,
+		"timeout":         int(r.timing.poll / time.Second),
+		"allowed_updates": allowedUpdates,
+	})
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.apiURL+"/bot"+r.token+"/getUpdates", bytes.NewReader(body))
+	if err != nil {
+		return nil, errors.New(r.scrub(err.Error()))
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := r.poller.Do(req)
+	if err != nil {
+		return nil, errors.New(r.scrub(err.Error()))
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer: %s", r.scrub(err.Error()))
+	}
+	var answer struct {
+		OK          bool              `json:"ok"`
+		Result      []json.RawMessage `json:"result"`
+		ErrorCode   int               `json:"error_code"`
+		Description string            `json:"description"`
+		Parameters  struct {
+			RetryAfter int `json:"retry_after"`
+		} `json:"parameters"`
+	}
+	if err := json.Unmarshal(data, &answer); err != nil {
+		return nil, fmt.Errorf("HTTP %d without a Bot API answer (%.100q)", resp.StatusCode, data)
+	}
+	if answer.OK {
+		return answer.Result, nil
+	}
+	desc := r.scrub(answer.Description)
+	// The same errors go-telegram/bot returns for its own calls.
+	switch answer.ErrorCode {
+	case http.StatusConflict:
+		return nil, fmt.Errorf("%w, %s", bot.ErrorConflict, desc)
+	case http.StatusUnauthorized:
+		return nil, fmt.Errorf("%w, %s", bot.ErrorUnauthorized, desc)
+	case http.StatusNotFound:
+		return nil, fmt.Errorf("%w, %s", bot.ErrorNotFound, desc)
+	case http.StatusForbidden:
+		return nil, fmt.Errorf("%w, %s", bot.ErrorForbidden, desc)
+	case http.StatusBadRequest:
+		return nil, fmt.Errorf("%w, %s", bot.ErrorBadRequest, desc)
+	case http.StatusTooManyRequests:
+		return nil, &bot.TooManyRequestsError{Message: fmt.Sprintf("%s, %s", bot.ErrorTooManyRequests, desc), RetryAfter: answer.Parameters.RetryAfter}
+	}
+	return nil, fmt.Errorf("%d %s", answer.ErrorCode, desc)
+}
+
+// status is the receiver's health as the sink last heard it. A change of
+// state or detail starts an episode, logged once; repeats are not logged.
+type status struct {
+	sink deliver.Sink
+	log  *slog.Logger
+
+	mu    sync.Mutex
+	cur   deliver.Status
+	dirty bool // LastInbound moved since the last report
+}
+
+// set reports state and detail if they changed, and reports whether they did.
+func (s *status) set(state, detail string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cur.State == state && s.cur.Detail == detail && !s.cur.UpdatedAt.IsZero() {
+		return false
+	}
+	was := s.cur.State
+	s.cur.State, s.cur.Detail = state, detail
+	s.reportLocked()
+	switch {
+	case state == deliver.StateRunning && (was == deliver.StateError || was == deliver.StateConflict):
+		s.log.Info("telegram polling recovered")
+	case state == deliver.StateStandby:
+		s.log.Info("telegram standing by", "detail", detail)
+	}
+	return true
+}
+
+// problem reports a failure; its first occurrence is logged as a warning,
+// repeats only at debug level.
+func (s *status) problem(state, detail string) {
+	level := slog.LevelDebug
+	if s.set(state, detail) {
+		level = slog.LevelWarn
+	}
+	s.log.Log(context.Background(), level, "telegram receiving failed", "state", state, "detail", detail)
+}
+
+// received notes a message's arrival; flush reports it.
+func (s *status) received(t time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cur.LastInbound = t.UTC()
+	s.dirty = true
+}
+
+func (s *status) flush() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.dirty {
+		s.reportLocked()
+	}
+}
+
+func (s *status) reportLocked() {
+	s.dirty = false
+	s.cur.UpdatedAt = time.Now().UTC()
+	s.sink.Status(s.cur)
+}
+
+// backoff doubles a wait from min up to max.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	return b.cur
+}
+
+func (b *backoff) reset() { b.cur = 0 }

@@ -1,0 +1,225 @@
+// Package web is the `web` channel: a small chat page, served by the
+// messenger, where a person talks with the butlers. It needs no account, so
+// it is the inbound channel a fresh `herald dev` can offer at once.
+//
+// A visitor is whoever holds the page's cookie: a random secret, HttpOnly and
+// SameSite=Strict. The visitor id that butlers, bindings and the audit log see
+// is a hash of it, so knowing an id does not let anyone read that visitor's
+// conversation.
+//
+// Conversations live in the JetStream stream HERALD_WEB, one subject per
+// visitor, herald.web.<integration>.<visitor>, kept seven days. The page
+// follows its subject over Server-Sent Events, so a reload or a reconnect
+// (Last-Event-ID) replays what it missed, a messenger restart loses nothing,
+// and with several messenger replicas whichever one holds the browser's
+// connection streams it.
+//
+// A send with no recipient goes to every visitor of the integration (subject
+// herald.web.<integration>.all). The page is the operator's own local chat,
+// bound to 127.0.0.1 by default, so a butler whose default channel is web
+// simply talks to whoever has the page open. Anyone who can reach the page
+// can chat and read those broadcasts: put it behind an authenticating proxy
+// before binding it anywhere else.
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/services/messenger/deliver"
+)
+
+// Limits and defaults.
+const (
+	// DefaultListen is where the page is served when the integration names
+	// no listen address.
+	DefaultListen = "127.0.0.1:8787"
+	// MaxText is the longest message a visitor may send, in bytes.
+	MaxText = 16 << 10
+	// Broadcast is the visitor part of the subject that every visitor of an
+	// integration follows: where a send without a recipient goes.
+	Broadcast = "all"
+)
+
+// Kinds of conversation entries.
+const (
+	kindVisitor  = "visitor"
+	kindButler   = "butler"
+	kindReaction = "reaction"
+)
+
+var (
+	// visitorPattern is a visitor id: 96 bits of a hash, in hex, so it is safe
+	// as a NATS subject token.
+	visitorPattern     = regexp.MustCompile(`^[0-9a-f]{24}$`)
+	integrationPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+)
+
+// The messenger uses one object both ways when a sender is also a receiver.
+var (
+	_ deliver.Sender   = (*Channel)(nil)
+	_ deliver.Receiver = (*Channel)(nil)
+)
+
+// Channel is one web integration: the sender that puts butler messages into
+// visitors' conversations, and the receiver that serves the page.
+type Channel struct {
+	id     string
+	listen string
+	log    *slog.Logger
+	store  store
+
+	mu        sync.Mutex
+	url       string
+	receiving bool
+}
+
+// New is the channel's deliver.Factory. The returned *Channel is also the
+// integration's deliver.Receiver. With env.JS nil, conversations are kept in
+// memory only (tests, or a messenger without a bus).
+func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
+	if !integrationPattern.MatchString(in.ID) {
+		return nil, fmt.Errorf("%w: web integration id %q must be lower-case letters, digits, _ or -", envelope.ErrValidation, in.ID)
+	}
+	log := env.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	log = log.With("channel", "web", "integration", in.ID)
+	listen := in.Listen
+	if listen == "" {
+		listen = DefaultListen
+	}
+	var st store = newMemStore()
+	if env.JS != nil {
+		st = &jsStore{js: env.JS, log: log}
+	}
+	return &Channel{id: in.ID, listen: listen, log: log, store: st}, nil
+}
+
+// URL is the address of the page once Receive is listening, else "".
+func (c *Channel) URL() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.url
+}
+
+// Deliver puts a butler's message (send, reply) or reaction (react) into a
+// visitor's conversation. The recipient is Recipient (a visitor id, with or
+// without "web:"), else for a reply the visitor of Thread or Sender, else
+// every visitor of the integration.
+func (c *Channel) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
+	if len(d.Done) > 0 {
+		return deliver.Receipt{MessageIDs: d.Done}, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return deliver.Receipt{}, fmt.Errorf("%w: %v", envelope.ErrTimeout, err)
+	}
+	e := entry{Butler: d.Butler, TS: time.Now().UTC().Format(time.RFC3339)}
+	var visitor string
+	switch d.Intent {
+	case envelope.IntentReact:
+		v, msg, ok := parseThread(d.Thread)
+		if !ok {
+			return deliver.Receipt{}, fmt.Errorf("%w: web react needs the request_context.source_thread_identity of a web message (\"<visitor>:<message id>\"), got %q", envelope.ErrValidation, d.Thread)
+		}
+		if d.Emoji == "" {
+			return deliver.Receipt{}, fmt.Errorf("%w: web react needs an emoji", envelope.ErrValidation)
+		}
+		visitor = v
+		e.ID, e.Kind, e.Target, e.Emoji = entryID("r", d.Key), kindReaction, msg, d.Emoji
+	case envelope.IntentSend, envelope.IntentReply, "":
+		if strings.TrimSpace(d.Message) == "" {
+			return deliver.Receipt{}, fmt.Errorf("%w: web needs a non-empty message", envelope.ErrValidation)
+		}
+		v, err := c.recipient(ctx, d)
+		if err != nil {
+			return deliver.Receipt{}, err
+		}
+		visitor = v
+		e.ID, e.Kind, e.Text = entryID("b", d.Key), kindButler, d.Message
+		e.Subject, e.Urgency, e.Actions = d.Subject, d.Urgency, d.Actions
+		if d.Intent == envelope.IntentReply {
+			if _, msg, ok := parseThread(d.Thread); ok {
+				e.ReplyTo = msg
+			}
+		}
+	default:
+		return deliver.Receipt{}, fmt.Errorf("%w: web cannot %q; use send, reply or react", envelope.ErrValidation, d.Intent)
+	}
+	// The id is derived from the idempotency key, so a retry after a crash
+	// between this store and the ledger is dropped by the stream's
+	// duplicate window instead of showing twice.
+	if err := c.store.put(ctx, Subject(c.id, visitor), "out:"+e.ID, e); err != nil {
+		return deliver.Receipt{}, err
+	}
+	if d.Sent != nil {
+		if err := d.Sent(e.ID); err != nil {
+			return deliver.Receipt{}, err
+		}
+	}
+	return deliver.Receipt{MessageIDs: []string{e.ID}}, nil
+}
+
+func (c *Channel) recipient(ctx context.Context, d deliver.Delivery) (string, error) {
+	if d.Recipient != "" {
+		v := strings.TrimPrefix(d.Recipient, "web:")
+		if !visitorPattern.MatchString(v) {
+			return "", fmt.Errorf("%w: web recipient %q is not a visitor id (24 hex digits: the user_id of the visitor's messages, also shown at the foot of the page); omit it to reach everyone with the page open", envelope.ErrValidation, d.Recipient)
+		}
+		ok, err := c.store.has(ctx, Subject(c.id, v))
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			return "", fmt.Errorf("%w: visitor %s has not written on web:%s in the last 7 days; reply to one of their messages, or omit the recipient to reach everyone with the page open", envelope.ErrNotFound, v, c.id)
+		}
+		return v, nil
+	}
+	if d.Intent == envelope.IntentReply {
+		if v, _, ok := parseThread(d.Thread); ok {
+			return v, nil
+		}
+		if v, ok := strings.CutPrefix(d.Sender, "web:"); ok && visitorPattern.MatchString(v) {
+			return v, nil
+		}
+	}
+	return Broadcast, nil
+}
+
+// Subject is where the conversation of one visitor (or Broadcast) of an
+// integration is kept.
+func Subject(integration, visitor string) string {
+	return subjectPrefix + integration + "." + visitor
+}
+
+// parseThread splits a web source_thread_identity, "<visitor>:<message id>".
+func parseThread(thread string) (visitor, msg string, ok bool) {
+	visitor, msg, ok = strings.Cut(thread, ":")
+	if !ok || !visitorPattern.MatchString(visitor) || !messageIDPattern.MatchString(msg) {
+		return "", "", false
+	}
+	return visitor, msg, true
+}
+
+// entryID is the stable id of the entry a delivery stores: derived from its
+// idempotency key, or random when there is none.
+func entryID(prefix, key string) string {
+	if key == "" {
+		var b [12]byte
+		_, _ = rand.Read(b[:])
+		return prefix + hex.EncodeToString(b[:])
+	}
+	sum := sha256.Sum256([]byte(key))
+	return prefix + hex.EncodeToString(sum[:12])
+}

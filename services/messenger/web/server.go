@@ -1,0 +1,434 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"mime"
+	"net"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/markdown"
+	"github.com/heraldhq/herald/services/messenger/deliver"
+)
+
+//go:embed static
+var staticFS embed.FS
+
+const (
+	cookieName = "herald_web"
+	// maxBody bounds a post: MaxText of text, even if every character is
+	// JSON-escaped, plus the other fields.
+	maxBody = 8*MaxText + 4<<10
+	// ping keeps idle event streams open through proxies and finds dead
+	// browsers.
+	ping = 20 * time.Second
+	// shutdownGrace is how long a stopping messenger lets posts finish.
+	shutdownGrace = 5 * time.Second
+	// contentSecurityPolicy allows nothing but the page's own files: no
+	// inline script, so even markup that slipped through could not run.
+	contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; " +
+		"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+
+var (
+	secretPattern    = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	uuidPattern      = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	messageIDPattern = regexp.MustCompile(`^[A-Za-z0-9-]{1,64}$`)
+	// callbackPattern is notify.v1's pattern for an action's data.
+	callbackPattern = regexp.MustCompile(`^[A-Za-z0-9_:.-]{1,64}$`)
+)
+
+// Receive serves the page on the integration's listen address until ctx is
+// done, then stops taking posts and lets those in flight finish.
+func (c *Channel) Receive(ctx context.Context, sink deliver.Sink) error {
+	c.mu.Lock()
+	if c.receiving {
+		c.mu.Unlock()
+		return fmt.Errorf("web:%s is already serving its page", c.id)
+	}
+	c.receiving = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.receiving, c.url = false, ""
+		c.mu.Unlock()
+	}()
+
+	ln, err := net.Listen("tcp", c.listen)
+	if err != nil {
+		err = fmt.Errorf("web chat cannot listen on %s: %w", c.listen, err)
+		sink.Status(c.status(deliver.StateError, err.Error()))
+		return err
+	}
+	url := pageURL(c.listen, ln.Addr())
+	c.mu.Lock()
+	c.url = url
+	c.mu.Unlock()
+
+	closing := make(chan struct{})
+	h := &handler{c: c, sink: sink, closing: closing, loopback: isLoopback(c.listen)}
+	srv := &http.Server{
+		Handler:           h.routes(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      30 * time.Second, // lifted for event streams
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(c.log.Handler(), slog.LevelWarn),
+	}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	c.log.Info("web chat listening", "url", url)
+	sink.Status(c.status(deliver.StateRunning, url))
+
+	select {
+	case err := <-served:
+		err = fmt.Errorf("web chat stopped serving %s: %w", url, err)
+		sink.Status(c.status(deliver.StateError, err.Error()))
+		return err
+	case <-ctx.Done():
+	}
+	close(closing) // event streams end; the pages reconnect to another replica or after the restart
+	stop, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	if err := srv.Shutdown(stop); err != nil {
+		c.log.Warn("web chat did not stop cleanly", "err", err)
+		_ = srv.Close()
+	}
+	<-served
+	return nil
+}
+
+func (c *Channel) status(state, detail string) deliver.Status {
+	return deliver.Status{Integration: c.id, Channel: "web", State: state, Detail: detail, UpdatedAt: time.Now().UTC()}
+}
+
+// pageURL is the address a person opens: the configured host, or loopback
+// when listening on every interface, with the port actually bound.
+func pageURL(listen string, addr net.Addr) string {
+	host, _, _ := net.SplitHostPort(listen)
+	_, port, _ := net.SplitHostPort(addr.String())
+	switch host {
+	case "", "0.0.0.0":
+		host = "127.0.0.1"
+	case "::":
+		host = "::1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/"
+}
+
+func isLoopback(listen string) bool {
+	host, _, _ := net.SplitHostPort(listen)
+	return loopbackHost(host)
+}
+
+func loopbackHost(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
+}
+
+// handler serves one Receive.
+type handler struct {
+	c        *Channel
+	sink     deliver.Sink
+	closing  chan struct{}
+	loopback bool
+}
+
+func (h *handler) routes() http.Handler {
+	static, _ := fs.Sub(staticFS, "static")
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", h.page)
+	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
+	mux.HandleFunc("GET /api/events", h.events)
+	mux.HandleFunc("POST /api/messages", h.post)
+	return h.guard(http.NewCrossOriginProtection().Handler(mux))
+}
+
+// guard sets the headers every answer carries and, when the page is bound to
+// loopback, refuses any other Host: a web site that rebinds its own name to
+// 127.0.0.1 must not be able to chat with the butlers.
+func (h *handler) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hdr := w.Header()
+		hdr.Set("Content-Security-Policy", contentSecurityPolicy)
+		hdr.Set("X-Content-Type-Options", "nosniff")
+		hdr.Set("X-Frame-Options", "DENY")
+		hdr.Set("Referrer-Policy", "no-referrer")
+		hdr.Set("Cross-Origin-Opener-Policy", "same-origin")
+		hdr.Set("Cross-Origin-Resource-Policy", "same-origin")
+		hdr.Set("Cache-Control", "no-cache")
+		if h.loopback {
+			host := r.Host
+			if hh, _, err := net.SplitHostPort(host); err == nil {
+				host = hh
+			}
+			if !loopbackHost(host) {
+				fail(w, http.StatusMisdirectedRequest, fmt.Sprintf("this chat answers only on localhost, not %q; open %s", r.Host, h.c.URL()))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (h *handler) page(w http.ResponseWriter, r *http.Request) {
+	h.visitor(w, r, true)
+	page, err := staticFS.ReadFile("static/index.html")
+	if err != nil {
+		fail(w, http.StatusInternalServerError, "page missing from the build")
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	http.ServeContent(w, r, "index.html", time.Time{}, bytes.NewReader(page))
+}
+
+// visitor returns the visitor id of the request's cookie; with issue, a
+// request without one gets a new cookie.
+func (h *handler) visitor(w http.ResponseWriter, r *http.Request, issue bool) (string, bool) {
+	if ck, err := r.Cookie(cookieName); err == nil && secretPattern.MatchString(ck.Value) {
+		return visitorID(ck.Value), true
+	}
+	if !issue {
+		return "", false
+	}
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	secret := hex.EncodeToString(b[:])
+	http.SetCookie(w, &http.Cookie{
+		Name: cookieName, Value: secret, Path: "/",
+		MaxAge:   400 * 24 * 60 * 60, // the most browsers keep
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+	})
+	return visitorID(secret), true
+}
+
+// visitorID is the public name of a cookie's secret.
+func visitorID(secret string) string {
+	sum := sha256.Sum256([]byte("herald web visitor\x00" + secret))
+	return hex.EncodeToString(sum[:12])
+}
+
+// post is what the page sends: a message the person typed, or the press of a
+// button under a butler's message (callback_data, reply_to).
+type post struct {
+	Text         string `json:"text"`
+	ClientID     string `json:"client_id"`
+	Name         string `json:"name,omitempty"`
+	CallbackData string `json:"callback_data,omitempty"`
+	ReplyTo      string `json:"reply_to,omitempty"`
+}
+
+// decodePost reads and checks one post; errors are sentences for the page.
+func decodePost(r io.Reader) (post, error) {
+	var p post
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return post{}, fmt.Errorf("the body is not a message: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return post{}, errors.New("the body holds more than one JSON object")
+	}
+	p.ClientID = strings.ToLower(p.ClientID)
+	p.Name = strings.TrimSpace(p.Name)
+	switch {
+	case strings.TrimSpace(p.Text) == "":
+		return post{}, errors.New("the message is empty")
+	case len(p.Text) > MaxText:
+		return post{}, fmt.Errorf("the message is %d bytes; the limit is %d", len(p.Text), MaxText)
+	case !utf8.ValidString(p.Text):
+		return post{}, errors.New("the message is not valid UTF-8")
+	case !uuidPattern.MatchString(p.ClientID):
+		return post{}, errors.New("client_id must be a UUID")
+	case utf8.RuneCountInString(p.Name) > 64 || strings.ContainsFunc(p.Name, unicode.IsControl) || !utf8.ValidString(p.Name):
+		return post{}, errors.New("the name must be at most 64 printable characters")
+	case p.CallbackData != "" && !callbackPattern.MatchString(p.CallbackData):
+		return post{}, errors.New("callback_data must be 1-64 of A-Z a-z 0-9 _ : . -")
+	case p.ReplyTo != "" && !messageIDPattern.MatchString(p.ReplyTo):
+		return post{}, errors.New("reply_to is not a message id")
+	}
+	return p, nil
+}
+
+// post turns what the person sent into an ingress and answers 202 once the
+// sink holds it durably; the page retries anything else but a refusal.
+func (h *handler) post(w http.ResponseWriter, r *http.Request) {
+	// A custom header cannot be sent cross-origin without a CORS preflight,
+	// which this server never grants.
+	if r.Header.Get("X-Herald") != "1" {
+		fail(w, http.StatusForbidden, "missing header X-Herald: 1 (the chat page sends it; it keeps other sites from posting)")
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		fail(w, http.StatusUnsupportedMediaType, "send the message as application/json")
+		return
+	}
+	visitor, ok := h.visitor(w, r, false)
+	if !ok {
+		fail(w, http.StatusForbidden, "no visitor cookie: reload the page")
+		return
+	}
+	p, err := decodePost(http.MaxBytesReader(w, r.Body, maxBody))
+	if err != nil {
+		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+			fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the message is too long; the limit is %d bytes", MaxText))
+			return
+		}
+		fail(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	in := h.c.ingress(visitor, p, time.Now())
+	if err := h.sink.Ingress(r.Context(), in); err != nil {
+		if envelope.ClassOf(err) == envelope.ErrValidation.Error() {
+			fail(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		h.c.log.Warn("web message not stored; the page retries", "request_id", in.RequestContext.RequestID, "err", err)
+		fail(w, http.StatusServiceUnavailable, "not sent: Herald cannot store messages right now")
+		return
+	}
+	// The butlers have it; now the visitor's other tabs and later reloads.
+	// A failure here loses only the echo, so it is logged, not retried.
+	// The echo is written even if the browser has gone meanwhile.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
+	defer cancel()
+	e := entry{ID: p.ClientID, Kind: kindVisitor, User: p.Name, Text: p.Text, ReplyTo: p.ReplyTo, TS: in.RequestContext.ReceivedAt}
+	if err := h.c.store.put(ctx, Subject(h.c.id, visitor), "in:"+visitor+":"+p.ClientID, e); err != nil {
+		h.c.log.Warn("web message sent but not kept in the conversation", "request_id", in.RequestContext.RequestID, "err", err)
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"id": p.ClientID, "request_id": in.RequestContext.RequestID})
+}
+
+// ingress is the envelope of one post. The page's client_id is the message
+// id, so a retried post has the same native_id and is deduplicated.
+func (c *Channel) ingress(visitor string, p post, now time.Time) *envelope.Ingress {
+	user := p.Name
+	if user == "" {
+		user = "visitor"
+	}
+	meta := map[string]string{
+		"chat_id":    visitor,
+		"chat_type":  "private",
+		"message_id": p.ClientID,
+		"user":       user,
+		"user_id":    visitor,
+		"ts":         strconv.FormatInt(now.Unix(), 10),
+	}
+	if p.CallbackData != "" {
+		meta["callback_data"] = p.CallbackData
+	}
+	if p.ReplyTo != "" {
+		meta["reply_to_message_id"] = p.ReplyTo
+	}
+	return envelope.NewIngress(c.id, "web", c.id, "web:"+visitor, visitor+":"+p.ClientID, p.Text,
+		"web:"+c.id+":"+visitor+":"+p.ClientID, meta)
+}
+
+// event is an entry as the page gets it: butler markdown rendered to safe
+// HTML here, never in the browser.
+type event struct {
+	entry
+	Seq  uint64 `json:"seq"`
+	HTML string `json:"html,omitempty"`
+}
+
+// events streams the visitor's conversation as Server-Sent Events: first
+// everything after Last-Event-ID (or ?after=), then each entry as it comes.
+func (h *handler) events(w http.ResponseWriter, r *http.Request) {
+	visitor, _ := h.visitor(w, r, true)
+	after, _ := strconv.ParseUint(r.Header.Get("Last-Event-ID"), 10, 64)
+	if after == 0 {
+		after, _ = strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
+	}
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go func() {
+		select {
+		case <-h.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	feed, err := h.c.store.follow(ctx, []string{Subject(h.c.id, visitor), Subject(h.c.id, Broadcast)}, after)
+	if err != nil {
+		h.c.log.Warn("web conversation unavailable", "err", err)
+		fail(w, http.StatusServiceUnavailable, "the conversation cannot be loaded right now; the page retries")
+		return
+	}
+	rc := http.NewResponseController(w)
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	hello, _ := json.Marshal(map[string]string{"visitor": visitor, "integration": h.c.id})
+	send := func(format string, a ...any) bool {
+		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		if _, err := fmt.Fprintf(w, format, a...); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	if !send("retry: 2000\nevent: hello\ndata: %s\n\n", hello) {
+		return
+	}
+	tick := time.NewTicker(ping)
+	defer tick.Stop()
+	for {
+		select {
+		case m, ok := <-feed:
+			if !ok {
+				return
+			}
+			ev := event{entry: m.entry, Seq: m.seq}
+			if ev.Kind == kindButler {
+				ev.HTML, ev.Text = markdown.HTML(ev.Text), ""
+			}
+			data, err := json.Marshal(ev)
+			if err != nil {
+				continue
+			}
+			if !send("id: %d\ndata: %s\n\n", m.seq, data) {
+				return
+			}
+		case <-tick.C:
+			if !send(": ping\n\n") {
+				return
+			}
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func fail(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, map[string]string{"error": msg})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,260 @@
+// Herald web chat. Plain script, no build step, nothing loaded from elsewhere.
+//
+// What the person types is shown with textContent only. Butler messages
+// arrive as HTML the server rendered from markdown with everything else
+// escaped; the page's Content-Security-Policy forbids inline script besides.
+'use strict';
+
+(() => {
+  const list = document.getElementById('messages');
+  const empty = document.getElementById('empty');
+  const form = document.getElementById('compose');
+  const text = document.getElementById('text');
+  const nameInput = document.getElementById('name');
+  const statusEl = document.getElementById('status');
+  const visitorEl = document.getElementById('visitor');
+  const hint = document.getElementById('hint');
+
+  const MAX_TEXT = 16384;
+  const OUTBOX = 'herald.outbox'; // posts not yet accepted, kept across reloads
+  const NAME = 'herald.name';
+
+  const nodes = new Map(); // message id -> its element
+  const seen = new Set(); // reaction ids already shown
+  const waiting = new Map(); // message id -> reactions that arrived before it
+  let lastSeq = 0;
+
+  const make = (tag, className, content) => {
+    const e = document.createElement(tag);
+    if (className) e.className = className;
+    if (content !== undefined) e.textContent = content;
+    return e;
+  };
+
+  const clock = (ts) => {
+    const d = ts ? new Date(ts) : new Date();
+    return Number.isNaN(d.getTime()) ? '' : d.toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+  };
+
+  // uuid is a version 4 UUID; crypto.randomUUID exists only on https or
+  // localhost, getRandomValues everywhere.
+  const uuid = () => {
+    const b = crypto.getRandomValues(new Uint8Array(16));
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    const h = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+    return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+  };
+
+  const setHint = (msg) => {
+    hint.textContent = msg || '';
+    hint.hidden = !msg;
+  };
+
+  // place adds a message at the end, but above messages still waiting to be
+  // sent, and keeps the view at the bottom if it was there.
+  const place = (node) => {
+    const stick = list.scrollHeight - list.scrollTop - list.clientHeight < 80;
+    const pending = node.dataset.pending ? null : list.querySelector('.msg[data-pending]');
+    list.insertBefore(node, pending);
+    empty.hidden = true;
+    if (stick) list.scrollTop = list.scrollHeight;
+  };
+
+  const STATES = { sending: 'sending…', retrying: 'not sent, retrying…', sent: '✓' };
+
+  const setState = (node, state, reason) => {
+    node.dataset.state = state;
+    if (state === 'sending' || state === 'retrying') node.dataset.pending = '1';
+    else delete node.dataset.pending;
+    node.querySelector('.state').textContent = state === 'failed' ? `not sent: ${reason}` : STATES[state];
+  };
+
+  const showVisitor = (m, state) => {
+    let node = nodes.get(m.id);
+    if (!node) {
+      node = make('article', 'msg visitor');
+      node.dataset.id = m.id;
+      node.append(make('div', 'body', m.text));
+      const meta = make('div', 'meta');
+      meta.append(make('time', '', clock(m.ts)), make('span', 'state'));
+      node.append(meta, make('div', 'reactions'));
+      nodes.set(m.id, node);
+      if (state !== 'sent') node.dataset.pending = '1';
+      place(node);
+      for (const r of waiting.get(m.id) || []) react(r);
+      waiting.delete(m.id);
+    }
+    setState(node, state);
+  };
+
+  const showButler = (m) => {
+    if (nodes.has(m.id)) return;
+    const node = make('article', m.urgency === 'high' ? 'msg butler urgent' : 'msg butler');
+    node.dataset.id = m.id;
+    node.append(make('div', 'who', m.butler || 'butler'));
+    const original = m.reply_to && nodes.get(m.reply_to);
+    if (original) node.append(make('div', 'quote', original.querySelector('.body').textContent));
+    if (m.subject) node.append(make('div', 'subject', m.subject));
+    const body = make('div', 'body');
+    // Rendered by the server (markdown.HTML): only formatting tags, every
+    // character of the butler's text escaped.
+    body.innerHTML = m.html || '';
+    for (const a of body.querySelectorAll('a')) {
+      a.target = '_blank';
+      a.rel = 'noopener noreferrer';
+    }
+    node.append(body);
+    if (m.actions && m.actions.length) {
+      const row = make('div', 'actions');
+      for (const action of m.actions) {
+        const button = make('button', 'action', action.label);
+        button.type = 'button';
+        button.addEventListener('click', () => {
+          for (const b of row.querySelectorAll('button')) b.disabled = true;
+          button.classList.add('chosen');
+          send(action.label, { callback_data: action.data, reply_to: m.id });
+        });
+        row.append(button);
+      }
+      node.append(row);
+    }
+    const meta = make('div', 'meta');
+    meta.append(make('time', '', clock(m.ts)));
+    node.append(meta);
+    nodes.set(m.id, node);
+    place(node);
+  };
+
+  const react = (m) => {
+    if (seen.has(m.id)) return;
+    const target = nodes.get(m.target);
+    if (!target) {
+      waiting.set(m.target, [...(waiting.get(m.target) || []), m]);
+      return;
+    }
+    seen.add(m.id);
+    const badge = make('span', 'reaction', m.emoji);
+    badge.title = m.butler || '';
+    (target.querySelector('.reactions') || target).append(badge);
+  };
+
+  const show = (m) => {
+    if (m.kind === 'visitor') showVisitor(m, 'sent');
+    else if (m.kind === 'butler') showButler(m);
+    else if (m.kind === 'reaction') react(m);
+  };
+
+  // Outbox: a post stays here until the server accepted it, so a reload or a
+  // closed laptop does not lose it. The server deduplicates by client_id.
+  const outbox = () => {
+    try {
+      return JSON.parse(localStorage.getItem(OUTBOX)) || [];
+    } catch {
+      return [];
+    }
+  };
+  const saveOutbox = (items) => localStorage.setItem(OUTBOX, JSON.stringify(items));
+  const done = (id) => saveOutbox(outbox().filter((i) => i.client_id !== id));
+
+  const deliver = async (item, attempt = 0) => {
+    let res = null;
+    try {
+      res = await fetch('/api/messages', {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', 'X-Herald': '1' },
+        credentials: 'same-origin',
+        body: JSON.stringify(item),
+      });
+    } catch {
+      // offline or the messenger is restarting: retry below
+    }
+    const node = nodes.get(item.client_id);
+    if (res && res.status === 202) {
+      done(item.client_id);
+      if (node) setState(node, 'sent');
+      return;
+    }
+    if (res && res.status < 500) {
+      // Refused: sending it again cannot help.
+      let reason = `error ${res.status}`;
+      try {
+        reason = (await res.json()).error || reason;
+      } catch {}
+      done(item.client_id);
+      if (node) setState(node, 'failed', reason);
+      return;
+    }
+    if (node) setState(node, 'retrying');
+    setTimeout(() => deliver(item, attempt + 1), Math.min(30000, 1000 * 2 ** attempt));
+  };
+
+  const send = (value, extra = {}) => {
+    const item = { client_id: uuid(), text: value, ...extra };
+    const name = nameInput.value.trim();
+    if (name) item.name = name;
+    saveOutbox([...outbox(), item]);
+    showVisitor({ id: item.client_id, text: value, ts: new Date().toISOString() }, 'sending');
+    deliver(item);
+  };
+
+  form.addEventListener('submit', (e) => {
+    e.preventDefault();
+    const value = text.value;
+    if (!value.trim()) return;
+    if (new TextEncoder().encode(value).length > MAX_TEXT) {
+      setHint(`That message is too long: at most ${MAX_TEXT / 1024} KiB.`);
+      return;
+    }
+    setHint('');
+    text.value = '';
+    send(value);
+    text.focus();
+  });
+
+  const plainEnter = (e) => e.key === 'Enter' && !e.shiftKey && !e.isComposing;
+  text.addEventListener('keydown', (e) => {
+    if (plainEnter(e)) {
+      e.preventDefault();
+      form.requestSubmit();
+    }
+  });
+  // Some input paths deliver Enter's character apart from its keydown.
+  text.addEventListener('keypress', (e) => {
+    if (plainEnter(e)) e.preventDefault();
+  });
+
+  nameInput.value = localStorage.getItem(NAME) || '';
+  nameInput.addEventListener('change', () => localStorage.setItem(NAME, nameInput.value.trim()));
+
+  const setStatus = (state, label) => {
+    statusEl.dataset.state = state;
+    statusEl.textContent = label;
+  };
+
+  // connect follows the conversation. The browser reconnects by itself with
+  // Last-Event-ID; if it gives up (the server answered with an error), a new
+  // stream starts after the last event seen.
+  const connect = () => {
+    const es = new EventSource(lastSeq ? `/api/events?after=${lastSeq}` : '/api/events');
+    es.addEventListener('hello', (e) => {
+      visitorEl.textContent = JSON.parse(e.data).visitor;
+    });
+    es.onopen = () => setStatus('live', 'connected');
+    es.onmessage = (e) => {
+      const m = JSON.parse(e.data);
+      if (m.seq > lastSeq) lastSeq = m.seq;
+      show(m);
+    };
+    es.onerror = () => {
+      setStatus('down', 'reconnecting…');
+      if (es.readyState === EventSource.CLOSED) setTimeout(connect, 3000);
+    };
+  };
+
+  connect();
+  for (const item of outbox()) {
+    showVisitor({ id: item.client_id, text: item.text }, 'sending');
+    deliver(item);
+  }
+})();
