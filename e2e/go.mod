@@ -9,6 +9,7 @@ replace (
 )
 
 require (
+	github.com/chromedp/chromedp v0.23.0
 	github.com/heraldhq/herald/pkg v0.0.0-00010101000000-000000000000
 	github.com/heraldhq/herald/services v0.0.0-00010101000000-000000000000
 	github.com/mark3labs/mcp-go v1.2.1
@@ -17,8 +18,10 @@ require (
 
 require (
 	github.com/antithesishq/antithesis-sdk-go v0.8.0-default-no-op // indirect
+	github.com/chromedp/cdproto v0.159.0 // indirect
 	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6 // indirect
 	github.com/emersion/go-smtp v0.25.1 // indirect
+	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-telegram/bot v1.19.0 // indirect
 	github.com/google/go-tpm v0.9.8 // indirect
 	github.com/google/jsonschema-go v0.4.2 // indirect

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,6 +28,7 @@ import (
 	"github.com/heraldhq/herald/pkg/route"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/messenger"
+	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/email/smtptest"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 	"github.com/heraldhq/herald/services/switchboard"
@@ -68,15 +70,31 @@ func newFleet(t *testing.T) *fleet {
 		"SMTP_URL":         f.smtp.URL(),
 	}
 	yaml := fmt.Sprintf(`
+default_butler: health
 butlers:
   - { name: health, default_channel: telegram }
   - { name: finance, default_channel: email }
 integrations:
-  - { id: tg_main, type: telegram, token_env: TG_TOKEN, default_chat: %q, grants: all }
-  - { id: mail, type: email, smtp_url_env: SMTP_URL, from: herald@example.com, default_to: me@example.com, ca_file: %q, grants: [health, finance] }
+  - id: tg_main
+    type: telegram
+    token_env: TG_TOKEN
+    default_chat: %q
+    grants: all
+    inbound: { dm_policy: pairing, allow_from: [%q], approvers: [%q] }
+  - id: mail
+    type: email
+    smtp_url_env: SMTP_URL
+    from: herald@example.com
+    default_to: me@example.com
+    ca_file: %q
+    grants: [health, finance]
+    inbound: { listen: 127.0.0.1:0, domains: [example.com], allow_from: [alice@example.com] }
+  - { id: web, type: web, listen: 127.0.0.1:0, grants: all, inbound: { allow_from: ["*"] } }
   - { id: audit_log, type: log, grants: all }
   - { id: tg_broken, type: telegram, token_env: UNSET_TOKEN_VARIABLE, default_chat: %q, grants: [health] }
-`, chatID, f.smtp.WriteCertFile(t), chatID)
+bindings:
+  - { integration: mail, butler: finance }
+`, chatID, chatID, chatID, f.smtp.WriteCertFile(t), chatID)
 	cfg, err := config.Parse([]byte(yaml))
 	if err != nil {
 		t.Fatal(err)
@@ -356,4 +374,114 @@ func (s *syncBuffer) records(match map[string]string) []map[string]any {
 // quiet is a logger for benchmarks: warnings and errors only.
 func quiet() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// statusDetail waits until integration id's receiver reports running, and
+// returns its detail (the web page's URL, the SMTP listener's address).
+func (f *fleet) statusDetail(id string) string {
+	f.t.Helper()
+	kv, err := f.js.KeyValue(context.Background(), bus.BucketStatus)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var st deliver.Status
+	eventually(f.t, 15*time.Second, func() bool {
+		e, err := kv.Get(context.Background(), id)
+		return err == nil && json.Unmarshal(e.Value(), &st) == nil && st.State == deliver.StateRunning
+	}, "the receiver of "+id)
+	return st.Detail
+}
+
+// channelClient is an MCP client with its GET stream open, recording the
+// notifications the butler pushes.
+type channelClient struct {
+	*client.Client
+	t    *testing.T
+	mu   sync.Mutex
+	got  []mcp.JSONRPCNotification
+	seen chan struct{}
+}
+
+// listen connects to the butler as Claude Code does, ready for channel
+// notifications.
+func (f *fleet) listen(name string) *channelClient {
+	f.t.Helper()
+	srv := httptest.NewServer(f.butler(name).Handler())
+	f.t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = f.butler(name).Run(ctx); close(done) }()
+	f.t.Cleanup(func() { cancel(); <-done })
+	c, err := client.NewStreamableHttpClient(srv.URL+butler.MCPPath, transport.WithContinuousListening())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	cc := &channelClient{Client: c, t: f.t, seen: make(chan struct{}, 1)}
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		cc.mu.Lock()
+		cc.got = append(cc.got, n)
+		cc.mu.Unlock()
+		select {
+		case cc.seen <- struct{}{}:
+		default:
+		}
+	})
+	if err := c.Start(context.Background()); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { _ = c.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = "2025-06-18"
+	init.Params.ClientInfo = mcp.Implementation{Name: "e2e", Version: "1"}
+	if _, err := c.Initialize(context.Background(), init); err != nil {
+		f.t.Fatal(err)
+	}
+	return cc
+}
+
+func (c *channelClient) notifications(method string) []map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []map[string]any
+	for _, n := range c.got {
+		if n.Method == method {
+			out = append(out, n.Params.AdditionalFields)
+		}
+	}
+	return out
+}
+
+// wait returns the first n notifications of method, waiting for them.
+func (c *channelClient) wait(method string, n int) []map[string]any {
+	c.t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		if got := c.notifications(method); len(got) >= n {
+			return got
+		}
+		select {
+		case <-c.seen:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			c.t.Fatalf("got %d %s notifications, want %d", len(c.notifications(method)), method, n)
+		}
+	}
+}
+
+// call calls a tool and returns the result.
+func (c *channelClient) call(tool string, args map[string]any) *mcp.CallToolResult {
+	c.t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	res, err := c.CallTool(context.Background(), req)
+	if err != nil {
+		c.t.Fatalf("%s: %v", tool, err)
+	}
+	return res
+}
+
+func meta(n map[string]any) map[string]any {
+	m, _ := n["meta"].(map[string]any)
+	return m
 }

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/chromedp/chromedp"
 	"github.com/chromedp/chromedp/kb"
@@ -15,20 +14,16 @@ import (
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/web/webtest"
 )
-
-const chromiumPath = "/usr/bin/chromium"
 
 // TestChatInChromium is the web flow of a person in a real headless browser:
 // type and send, see the butler's answer arrive live and rendered safely,
 // press a button, get a reaction, reload and find the conversation intact.
 func TestChatInChromium(t *testing.T) {
-	if _, err := os.Stat(chromiumPath); err != nil {
-		t.Skip("chromium not installed: apt-get install chromium")
-	}
 	_, js := bustest.RunServer(t).Connect()
 	ch, sk := serve(t, js, "home")
-	ctx := browser(t)
+	ctx := webtest.Browser(t)
 	console := watchConsole(ctx)
 	do := func(steps ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
@@ -167,29 +162,6 @@ type conversationState struct {
 
 // browser starts a headless Chromium with the flags that keep it off the
 // network on a closed machine, closed when the test ends.
-func browser(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := chromedp.NewExecAllocator(context.Background(),
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Flag("headless", true),
-		chromedp.Flag("no-sandbox", true),
-		chromedp.Flag("disable-gpu", true),
-		chromedp.Flag("disable-quic", true),
-		chromedp.Flag("no-first-run", true),
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(900, 900),
-	)
-	t.Cleanup(cancel) // runs before the user data dir is removed: it waits for the browser to exit
-	ctx, cancelTab := chromedp.NewContext(ctx)
-	t.Cleanup(cancelTab)
-	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)
-	t.Cleanup(cancelTimeout)
-	return ctx
-}
-
 // watchConsole collects the page's exceptions and error messages (a script
 // error, a Content-Security-Policy violation); the returned func lists them.
 func watchConsole(ctx context.Context) func() []chromedp.ConsoleMessage {
