@@ -117,7 +117,7 @@ func (b *Butler) MCPServer() *server.MCPServer { return b.mcp }
 // notifications reach a client on its GET stream.
 func (b *Butler) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle(MCPPath, server.NewStreamableHTTPServer(b.mcp, server.WithEndpointPath(MCPPath), server.WithHeartbeatInterval(25*time.Second)))
+	mux.Handle(MCPPath, b.channel.trackStreams(server.NewStreamableHTTPServer(b.mcp, server.WithEndpointPath(MCPPath), server.WithHeartbeatInterval(25*time.Second))))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	return mux
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
@@ -46,10 +47,11 @@ type channelSide struct {
 	status    jetstream.KeyValue
 	approvals *approval.Store
 
-	mu       sync.Mutex
-	sessions map[string]server.ClientSession // sessions that can receive pushes
-	wake     chan struct{}
-	pulling  sync.Mutex // one reader of the inbox at a time keeps the order
+	mu        sync.Mutex
+	sessions  map[string]server.ClientSession // registered sessions
+	listening map[string]int                  // open GET streams by HTTP session id
+	wake      chan struct{}
+	pulling   sync.Mutex // one reader of the inbox at a time keeps the order
 }
 
 func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*channelSide, error) {
@@ -77,7 +79,7 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 		return nil, err
 	}
 	return &channelSide{b: b, js: js, cons: cons, requests: requests, status: status, approvals: approvals,
-		sessions: map[string]server.ClientSession{}, wake: make(chan struct{}, 1)}, nil
+		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // hooks track which sessions can receive server-pushed notifications: stdio
@@ -106,17 +108,47 @@ func (c *channelSide) poke() {
 	}
 }
 
-// receivers are the sessions a notification can be pushed to now.
+// receivers are the sessions a notification can be pushed to now: stdio and
+// in-process sessions once initialized; streamable HTTP sessions only while
+// their GET stream is open, since a notification sent to one without it waits
+// in a buffer nobody reads and would be lost. A client without a GET stream
+// (or on protocol 2026-07-28's discovery handshake, which has none and carries
+// no custom notifications) takes its messages with the inbox tool.
 func (c *channelSide) receivers() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var ids []string
 	for id, s := range c.sessions {
-		if s.Initialized() {
+		_, overHTTP := s.(server.SessionWithStreamableHTTPConfig)
+		if s.Initialized() && (!overHTTP || c.listening[id] > 0) {
 			ids = append(ids, id)
 		}
 	}
 	return ids
+}
+
+// trackStreams wraps the streamable HTTP handler to know which sessions have
+// their GET stream open.
+func (c *channelSide) trackStreams(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get(server.HeaderKeySessionID)
+		if r.Method != http.MethodGet || id == "" {
+			h.ServeHTTP(w, r)
+			return
+		}
+		c.mu.Lock()
+		c.listening[id]++
+		c.mu.Unlock()
+		c.poke()
+		defer func() {
+			c.mu.Lock()
+			if c.listening[id]--; c.listening[id] <= 0 {
+				delete(c.listening, id)
+			}
+			c.mu.Unlock()
+		}()
+		h.ServeHTTP(w, r)
+	})
 }
 
 // run delivers the inbox to connected clients until ctx is done.
@@ -246,8 +278,8 @@ func (c *channelSide) pending(ctx context.Context, max int) ([]*inbound, error) 
 	c.pulling.Lock()
 	defer c.pulling.Unlock()
 	var out []*inbound
-	for len(out) < max {
-		msg, err := c.cons.Next(jetstream.FetchMaxWait(300 * time.Millisecond))
+	for wait := 2 * time.Second; len(out) < max; wait = 300 * time.Millisecond {
+		msg, err := c.cons.Next(jetstream.FetchMaxWait(wait))
 		if err != nil {
 			break
 		}

@@ -159,10 +159,10 @@ func TestWaitingMessagesArriveInOrderWhenAClientConnects(t *testing.T) {
 }
 
 func TestInboxToolForClientsWithoutNotifications(t *testing.T) {
-	b, js, _ := startButler(t)
+	_, js, url := startButler(t)
 	inboundRoute(t, js, "assistant", "first", 1)
 	inboundRoute(t, js, "assistant", "second", 2)
-	c, err := client.NewInProcessClient(b.MCPServer()) // no GET stream: cannot be pushed to
+	c, err := client.NewStreamableHttpClient(url) // no GET stream: cannot be pushed to
 	if err != nil {
 		t.Fatal(err)
 	}

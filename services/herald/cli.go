@@ -30,6 +30,7 @@ const usage = `herald — the messaging fabric of a fleet of AI butlers
 Usage:
   herald dev [--config FILE]           run NATS, switchboard, messenger and every butler in one process
   herald notify [flags] MESSAGE        send a notification through a butler's notify tool
+  herald pair [list|approve|revoke]    let in people who were sent a pairing code
   herald version
 
 Configuration: --config FILE, or HERALD_CONFIG; none runs the butler "assistant" with the log channel.
@@ -47,6 +48,8 @@ func Main(ctx context.Context, args []string, o IO) int {
 		err = runDev(ctx, args[1:], o)
 	case "notify":
 		err = runNotify(ctx, args[1:], o)
+	case "pair":
+		err = runPair(ctx, args[1:], o)
 	case "version":
 		fmt.Fprintln(o.Stdout, "herald", butler.Version)
 	case "help", "-h", "--help":

@@ -63,10 +63,15 @@ func Run(ctx context.Context, o Options) error {
 	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}, ledger: led}
 	routes := &bus.Worker{Stream: bus.StreamRoute, Durable: bus.ConsumerSwitchboard, Handle: s.route, GiveUp: s.reject, Concurrency: o.Concurrency, Log: log}
 	results := &bus.Worker{Stream: bus.StreamResult, Durable: bus.ConsumerResults, Handle: s.relay, Concurrency: o.Concurrency, Log: log}
+	ingress, err := s.ingressWorker(ctx, o.Concurrency)
+	if err != nil {
+		return err
+	}
 	log.Info("switchboard running", "butlers", len(o.Config.Butlers), "integrations", len(o.Config.Integrations))
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return routes.Run(ctx, js) })
 	g.Go(func() error { return results.Run(ctx, js) })
+	g.Go(func() error { return ingress.Run(ctx, js) })
 	return g.Wait()
 }
 

@@ -1,0 +1,158 @@
+package herald
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/services/switchboard"
+)
+
+const pairUsage = `Usage:
+  herald pair list [--config FILE]                              pending pairing codes and paired senders
+  herald pair approve [--config FILE] CODE                      let in the sender who was given CODE
+  herald pair revoke [--config FILE] --integration ID SENDER    unpair a sender
+`
+
+// runPair is `herald pair`: the operator's side of pairing. A stranger who
+// writes to an integration with dm_policy pairing is sent a code; only this
+// command, run by whoever can reach the fleet's NATS, lets them in.
+func runPair(ctx context.Context, args []string, o IO) error {
+	if len(args) == 0 {
+		fmt.Fprint(o.Stderr, pairUsage)
+		return flag.ErrHelp
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("herald pair "+sub, flag.ContinueOnError)
+	fs.SetOutput(o.Stderr)
+	fs.Usage = func() { fmt.Fprint(o.Stderr, pairUsage) }
+	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
+	integration := fs.String("integration", "", "the integration id (revoke)")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for NATS")
+	// Flags may come before or after the code: "approve K7P2QX --config f".
+	var pos []string
+	for rest := args[1:]; ; rest = fs.Args()[1:] {
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+	}
+	want := map[string]int{"list": 0, "approve": 1, "revoke": 1}
+	n, ok := want[sub]
+	if !ok || len(pos) != n || (sub == "revoke" && *integration == "") {
+		fs.Usage()
+		return flag.ErrHelp
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	p, closeBus, err := openPairing(ctx, *path, o)
+	if err != nil {
+		return err
+	}
+	defer closeBus()
+	switch sub {
+	case "list":
+		return listPairing(ctx, p, o.Stdout)
+	case "approve":
+		ps, err := p.Approve(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Stdout, "Paired %s on %s; their next message goes through.\n", ps.Sender, ps.Integration)
+	case "revoke":
+		if err := p.Revoke(ctx, *integration, pos[0]); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Stdout, "Unpaired %s on %s.\n", pos[0], *integration)
+	}
+	return nil
+}
+
+// openPairing connects to the fleet's NATS: nats.url (or NATS_URL), else the
+// embedded server of a running `herald dev` at nats.listen.
+func openPairing(ctx context.Context, path string, o IO) (*switchboard.Pairing, func(), error) {
+	cfg, err := LoadConfig(path, o.Getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	url := cfg.NATS.URL
+	if url == "" {
+		url = "nats://" + cfg.NATS.Listen
+	}
+	log := slog.New(slog.NewTextHandler(o.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	nc, err := bus.Connect(url, "herald-cli", cfg.NATS.CredsFile, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	closeBus := func() { nc.Close() }
+	// bus.Connect keeps trying in the background; a CLI wants an answer.
+	for !nc.IsConnected() {
+		select {
+		case <-ctx.Done():
+			closeBus()
+			return nil, nil, fmt.Errorf("cannot reach NATS at %s (is herald dev running? set nats.url or NATS_URL otherwise)", redactURL(url))
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		closeBus()
+		return nil, nil, err
+	}
+	p, err := switchboard.OpenPairing(ctx, js)
+	if err != nil {
+		closeBus()
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return nil, nil, fmt.Errorf("NATS at %s has no pairing bucket yet; start Herald once first", redactURL(url))
+		}
+		return nil, nil, err
+	}
+	return p, closeBus, nil
+}
+
+func listPairing(ctx context.Context, p *switchboard.Pairing, out io.Writer) error {
+	codes, err := p.Pending(ctx)
+	if err != nil {
+		return err
+	}
+	paired, err := p.Paired(ctx)
+	if err != nil {
+		return err
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	if len(codes) == 0 {
+		fmt.Fprintln(w, "No pending pairing codes.")
+	} else {
+		fmt.Fprintln(w, "CODE\tINTEGRATION\tSENDER\tCHAT\tEXPIRES")
+		for _, c := range codes {
+			left := strings.TrimSuffix(time.Until(c.Expires).Round(time.Minute).String(), "0s")
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s (in %s)\n", c.Code, c.Integration, c.Sender, dash(c.ChatID), c.Expires.Local().Format(time.DateTime), left)
+		}
+	}
+	if len(paired) > 0 {
+		fmt.Fprintln(w, "\nPAIRED\tINTEGRATION\tSENDER\tCHAT\tSINCE")
+		for _, ps := range paired {
+			fmt.Fprintf(w, "\t%s\t%s\t%s\t%s\n", ps.Integration, ps.Sender, dash(ps.ChatID), ps.Paired.Local().Format(time.DateTime))
+		}
+	}
+	return w.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

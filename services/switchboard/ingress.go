@@ -1,0 +1,268 @@
+package switchboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/approval"
+	"github.com/heraldhq/herald/pkg/audit"
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/schemas"
+)
+
+// KindDropped is the audit kind of an inbound message let go by the rate
+// limit, as opposed to refused by policy (audit.Rejected).
+const KindDropped = "dropped"
+
+// Reasons in audit records of inbound messages.
+const (
+	ReasonUnknownIntegration    = "unknown_integration"      // no such integration is configured
+	ReasonChannelMismatch       = "channel_mismatch"         // published on another channel type's subject
+	ReasonIntegrationDisabled   = "integration_disabled"     // the integration has disabled: true
+	ReasonInboundDisabled       = "inbound_disabled"         // the integration does not receive
+	ReasonDMDisabled            = "dm_disabled"              // dm_policy disabled, and this is a direct message
+	ReasonSenderNotAllowed      = "sender_not_allowed"       // dm_policy allowlist, sender not in it
+	ReasonGroupSenderNotAllowed = "group_sender_not_allowed" // a group message from a sender not let in
+	ReasonPairingCodeSent       = "pairing_code_sent"        // a stranger was sent a pairing code
+	ReasonPairingPending        = "pairing_pending"          // the stranger already holds a code
+	ReasonPairingLimit          = "pairing_limit"            // MaxPendingCodes are waiting; no code sent
+	ReasonRateLimited           = "rate_limited"             // over inbound.rate_limit (kind dropped)
+	ReasonVerdictNotApprover    = "verdict_not_approver"     // a verdict from someone not in approvers
+	ReasonVerdictNotDirect      = "verdict_not_direct"       // a verdict in a group chat
+	ReasonVerdictUnknownID      = "verdict_unknown_id"       // no open prompt has that id
+	ReasonVerdictExpired        = "verdict_expired"          // the prompt expired
+	ReasonVerdictUsed           = "verdict_used"             // the prompt was answered already
+	ReasonInvalidIngress        = "invalid_ingress"          // undecodable; dead-lettered
+	ReasonInboundFailed         = "inbound_failed"           // kept failing; dead-lettered
+
+	// Routed records.
+	ReasonInboundMessage    = "inbound_message"
+	ReasonPermissionVerdict = "permission_verdict"
+)
+
+// reasonClass is the error class each refusal is recorded with.
+var reasonClass = map[string]error{
+	ReasonUnknownIntegration: envelope.ErrNotFound,
+	ReasonChannelMismatch:    envelope.ErrValidation,
+	ReasonRateLimited:        envelope.ErrOverload,
+	ReasonVerdictUnknownID:   envelope.ErrNotFound,
+}
+
+// Meta keys the switchboard adds to an inbound message.
+const (
+	// MetaThread is the session id of the message's conversation.
+	MetaThread = "thread"
+	// MetaThreadKey is the channel's own name of the conversation (a chat id,
+	// "<chat_id>/<topic>" for a Telegram topic, an email thread's root
+	// Message-ID, ...), absent when it had none.
+	MetaThreadKey = "thread_key"
+	// MetaTruncated is how many characters were cut off the text.
+	MetaTruncated = "truncated_chars"
+	// Permission verdicts: the prompt answered, allow or deny, and the MCP
+	// session that asked.
+	MetaPermissionRequestID = "permission_request_id"
+	MetaPermissionBehavior  = "permission_behavior"
+	MetaPermissionSession   = "permission_session"
+)
+
+// inbound is the switchboard's inbound side. Messages people sent (ingress.v1
+// from the messenger) pass, in order:
+//
+//  1. the integration: configured, not disabled, inbound enabled;
+//  2. the sender: allowed, paired, or (dm_policy pairing, direct chats only)
+//     sent a pairing code;
+//  3. the integration's token bucket;
+//  4. permission verdicts ("yes abcde", a button), which are answered and
+//     relayed to the asking butler, never forwarded as chat;
+//  5. truncation to max_content_chars;
+//  6. the butler, by binding;
+//  7. the thread and its session (herald_sessions);
+//  8. route.v1 on herald.inbox.<butler>.
+//
+// Every refusal is audited with one of the Reason constants, acked, and not
+// retried; nothing of a refused message reaches a butler. Messages are
+// handled one at a time in the order they were delivered (see sequencer), so
+// a chat's messages reach its butler in the order they arrived.
+type inbound struct {
+	cfg       *config.Config
+	js        jetstream.JetStream
+	log       *slog.Logger
+	audit     *audit.Writer
+	pairing   *Pairing
+	approvals *approval.Store
+	sessions  *sessions
+	limits    limits
+	order     *sequencer
+}
+
+// orderGrace is how long a message waits for an earlier one that may have
+// gone to another replica.
+const orderGrace = 25 * time.Millisecond
+
+// ingressWorker is the consumer of HERALD_INGRESS.
+func (s *Switchboard) ingressWorker(ctx context.Context, concurrency int) (*bus.Worker, error) {
+	pairing, err := OpenPairing(ctx, s.js)
+	if err != nil {
+		return nil, err
+	}
+	approvals, err := approval.Open(ctx, s.js)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := openSessions(ctx, s.js)
+	if err != nil {
+		return nil, err
+	}
+	// The line starts after what this consumer delivered before.
+	next := uint64(1)
+	if c, err := s.js.Consumer(ctx, bus.StreamIngress, bus.ConsumerIngress); err == nil {
+		next = c.CachedInfo().Delivered.Consumer + 1
+	}
+	g := &inbound{cfg: s.cfg, js: s.js, log: s.log, audit: s.audit, pairing: pairing, approvals: approvals, sessions: sess, order: newSequencer(next, orderGrace)}
+	return &bus.Worker{Stream: bus.StreamIngress, Durable: bus.ConsumerIngress, Handle: g.handle, GiveUp: g.giveUp, Concurrency: concurrency, Log: s.log}, nil
+}
+
+// handle takes one inbound message through the steps above.
+func (g *inbound) handle(ctx context.Context, m jetstream.Msg) error {
+	if meta, err := m.Metadata(); err == nil {
+		if err := g.order.enter(ctx, meta.Sequence.Consumer); err != nil {
+			return err
+		}
+		defer g.order.leave()
+	}
+	in, err := envelope.DecodeIngress(m.Data())
+	if err != nil {
+		return err
+	}
+	typ := strings.TrimPrefix(m.Subject(), bus.IngressSubject(""))
+	it := g.cfg.Integration(in.IntegrationID)
+	channel := typ + ":" + in.IntegrationID
+	if reason := accepts(it, typ); reason != "" {
+		g.refuse(ctx, in, channel, audit.Rejected, reason)
+		return nil
+	}
+	reason, err := g.admit(ctx, it, in)
+	if err != nil {
+		return err
+	}
+	if reason != "" {
+		g.refuse(ctx, in, channel, audit.Rejected, reason)
+		return nil
+	}
+	if !g.limits.allow(it) {
+		g.refuse(ctx, in, channel, KindDropped, ReasonRateLimited)
+		return nil
+	}
+	if done, err := g.verdict(ctx, m, it, in); done || err != nil {
+		return err
+	}
+	return g.forward(ctx, it, in)
+}
+
+// accepts checks that the message's integration may receive at all.
+func accepts(it *config.Integration, typ string) string {
+	switch {
+	case it == nil:
+		return ReasonUnknownIntegration
+	case it.Type != typ:
+		return ReasonChannelMismatch
+	case it.Disabled:
+		return ReasonIntegrationDisabled
+	case !it.Inbound.Enabled:
+		return ReasonInboundDisabled
+	}
+	return ""
+}
+
+// forward routes a message to its butler, in its conversation's session.
+func (g *inbound) forward(ctx context.Context, it *config.Integration, in *envelope.Ingress) error {
+	meta := maps.Clone(in.Meta)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	var cut int
+	in.Content.Text, cut = truncate(in.Content.Text, g.cfg.MaxContentChars)
+	if cut > 0 {
+		meta[MetaTruncated] = strconv.Itoa(cut)
+	}
+	butler := butlerFor(g.cfg, it.ID, meta["chat_id"])
+	thread := threadOf(it.Type, meta)
+	sess, err := g.sessions.of(ctx, it.ID, thread, butler)
+	if err != nil {
+		return err
+	}
+	meta[MetaThread] = sess
+	if thread != "" {
+		meta[MetaThreadKey] = thread
+	}
+	in.Meta = meta
+	if err := g.publish(ctx, butler, in); err != nil {
+		return err
+	}
+	g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: it.Channel(), RequestID: in.RequestContext.RequestID, Reason: ReasonInboundMessage})
+	g.log.Debug("inbound routed", "butler", butler, "channel", it.Channel(), "request_id", in.RequestContext.RequestID)
+	return nil
+}
+
+// publish puts in on butler's inbox. Its Nats-Msg-Id is the provider's id,
+// so a message handled twice (a redelivery after a crash) is one message there.
+func (g *inbound) publish(ctx context.Context, butler string, in *envelope.Ingress) error {
+	r := envelope.NewInboundRoute(butler, in)
+	if err := envelope.Check(schemas.Route, r); err != nil {
+		return err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("%w: %v", envelope.ErrInternal, err)
+	}
+	if _, err := bus.Publish(ctx, g.js, bus.InboxSubject(butler), b, "inbox:"+in.NativeID, nil); err != nil {
+		return fmt.Errorf("%w: %v", envelope.ErrTargetUnavailable, err)
+	}
+	return nil
+}
+
+// refuse audits an inbound message turned away. The record names the
+// sender's channel and request, never the text.
+func (g *inbound) refuse(ctx context.Context, in *envelope.Ingress, channel, kind, reason string) {
+	class := envelope.ErrForbidden
+	if c, ok := reasonClass[reason]; ok {
+		class = c
+	}
+	g.audit.Write(ctx, audit.Record{Kind: kind, Channel: channel, RequestID: in.RequestContext.RequestID, Class: class.Error(), Reason: reason})
+	level := slog.LevelInfo
+	if kind == KindDropped {
+		level = slog.LevelDebug // a flood must not flood the log too
+	}
+	g.log.Log(ctx, level, "inbound refused", "reason", reason, "channel", channel, "sender", in.RequestContext.SourceSenderIdentity, "request_id", in.RequestContext.RequestID)
+}
+
+// giveUp audits an inbound message that can never be handled before the
+// worker dead-letters it.
+func (g *inbound) giveUp(ctx context.Context, m jetstream.Msg, cause error) {
+	// The envelope may be too broken to decode; take what can be read.
+	var head struct {
+		RequestContext struct {
+			RequestID string `json:"request_id"`
+		} `json:"request_context"`
+		IntegrationID string `json:"integration_id"`
+	}
+	_ = json.Unmarshal(m.Data(), &head)
+	rec := audit.Record{
+		Kind: audit.Rejected, Channel: strings.TrimPrefix(m.Subject(), bus.IngressSubject("")) + ":" + head.IntegrationID,
+		RequestID: head.RequestContext.RequestID, Class: envelope.ClassOf(cause), Reason: ReasonInvalidIngress,
+	}
+	if envelope.ClassOf(cause) != envelope.ErrValidation.Error() {
+		rec.Kind, rec.Reason = audit.Failed, ReasonInboundFailed
+	}
+	g.audit.Write(ctx, rec)
+}

@@ -1,0 +1,72 @@
+package switchboard
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+)
+
+func TestThreadOf(t *testing.T) {
+	tests := []struct {
+		name string
+		typ  string
+		meta map[string]string
+		want string
+	}{
+		{"telegram private chat", "telegram", map[string]string{"chat_id": "111", "message_id": "5"}, "111"},
+		{"telegram topic, qualified by its chat", "telegram", map[string]string{"chat_id": "-100123", "thread_id": "7"}, "-100123/7"},
+		{"email thread, by its root", "email", map[string]string{"chat_id": "me@example.com", "thread_id": "<root@example.com>", "to": "herald@example.com"}, "<root@example.com>"},
+		{"slack thread, qualified by its channel", "slack", map[string]string{"channel_id": "C1", "thread_ts": "1700000000.1"}, "C1/1700000000.1"},
+		{"a room", "webhook", map[string]string{"room_id": "r1", "to": "x"}, "r1"},
+		{"only an address", "email", map[string]string{"to": "herald@example.com"}, "herald@example.com"},
+		{"nothing: the integration's one conversation", "webhook", map[string]string{"user": "x"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := threadOf(tt.typ, tt.meta); got != tt.want {
+				t.Errorf("threadOf = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	tests := []struct {
+		name, text string
+		limit      int
+		want       string
+		cut        int
+	}{
+		{"short", "hello", 10, "hello", 0},
+		{"exactly the limit", "héllo", 5, "héllo", 0},
+		{"characters, not bytes", "ééééé", 3, "ééé\n[… truncated 2 characters]", 2},
+		{"no limit", "hello", 0, "hello", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, cut := truncate(tt.text, tt.limit)
+			if got != tt.want || cut != tt.cut {
+				t.Errorf("truncate = %q, %d; want %q, %d", got, cut, tt.want, tt.cut)
+			}
+		})
+	}
+}
+
+func TestKVToken(t *testing.T) {
+	valid := regexp.MustCompile(`^[-/_=a-zA-Z0-9]+$`)
+	ids := []string{"12345", "-100123", "me@example.com", "Me@Example.com", "web:abc", "<a.b@c>", "", "=", "a.b", "a/b", strings.Repeat("x", 300), strings.Repeat("x", 301), strings.Repeat("é", 200)}
+	seen := map[string]string{}
+	for _, id := range ids {
+		tok := kvToken(id)
+		if !valid.MatchString(tok) {
+			t.Errorf("kvToken(%q) = %q is not one KV key token", id, tok)
+		}
+		if other, dup := seen[tok]; dup {
+			t.Errorf("%q and %q share token %q", id, other, tok)
+		}
+		seen[tok] = id
+	}
+	if kvToken("12345") != "12345" {
+		t.Error("a plain id should stay readable")
+	}
+}

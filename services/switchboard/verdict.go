@@ -1,0 +1,89 @@
+package switchboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/approval"
+	"github.com/heraldhq/herald/pkg/audit"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+)
+
+// verdict handles in if it answers a permission prompt ("yes abcde", "n
+// abcde", or an Allow / Deny button): it reports done, and the message is
+// never forwarded as chat. Only an approver of the integration, in a direct
+// chat, can answer, and only a prompt that is open, unexpired and of a
+// butler that may use the integration; anything else changes nothing and is
+// audited. An accepted verdict goes to the asking butler's inbox as the
+// message with permission_* meta, for the session that asked.
+func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integration, in *envelope.Ingress) (bool, error) {
+	id, behavior, ok := approval.Parse(in.Content.Text, in.Meta["callback_data"])
+	if !ok {
+		return false, nil
+	}
+	channel := it.Channel()
+	switch {
+	case !listed(it, it.Inbound.Approvers, in):
+		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictNotApprover)
+		return true, nil
+	case !isDirect(in):
+		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictNotDirect)
+		return true, nil
+	}
+	req, err := g.approvals.Get(ctx, id)
+	switch {
+	case errors.Is(err, approval.ErrUnknown):
+		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictUnknownID)
+		return true, nil
+	case err != nil:
+		return true, fmt.Errorf("%w: reading permission request %s: %v", envelope.ErrTargetUnavailable, id, err)
+	case !it.Grants.Allows(req.Butler):
+		// This integration's approvers answer for the butlers that use it.
+		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictNotApprover)
+		return true, nil
+	}
+	sender := in.RequestContext.SourceSenderIdentity
+	req, err = g.approvals.Answer(ctx, id, behavior, sender)
+	switch {
+	case err == nil:
+	case errors.Is(err, approval.ErrUsed) && redelivered(m) && req != nil && req.AnsweredBy == sender && req.Verdict == behavior:
+		// This message's own answer, from a try that stopped before passing
+		// it on: pass it on now (the inbox drops it if it got there).
+	case errors.Is(err, approval.ErrUnknown):
+		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictUnknownID)
+		return true, nil
+	case errors.Is(err, approval.ErrExpired):
+		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictExpired)
+		return true, nil
+	case errors.Is(err, approval.ErrUsed):
+		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictUsed)
+		return true, nil
+	default:
+		return true, fmt.Errorf("%w: answering permission request %s: %v", envelope.ErrTargetUnavailable, id, err)
+	}
+	meta := maps.Clone(in.Meta)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	meta[MetaPermissionRequestID] = id
+	meta[MetaPermissionBehavior] = behavior
+	meta[MetaPermissionSession] = req.Session
+	in.Meta = meta
+	if err := g.publish(ctx, req.Butler, in); err != nil {
+		return true, err
+	}
+	g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: req.Butler, Channel: channel, RequestID: in.RequestContext.RequestID, Reason: ReasonPermissionVerdict})
+	g.log.Info("permission verdict", "butler", req.Butler, "permission_request_id", id, "behavior", behavior, "request_id", in.RequestContext.RequestID)
+	return true, nil
+}
+
+// redelivered reports whether m was handed out before.
+func redelivered(m jetstream.Msg) bool {
+	meta, err := m.Metadata()
+	return err == nil && meta.NumDelivered > 1
+}
