@@ -38,6 +38,15 @@ func TestTelegramRoundTrip(t *testing.T) {
 	f := newFleet(t)
 	f.start("switchboard", "messenger")
 	c := f.listen("health")
+	list := text(c.call("channel_list", nil))
+	for _, want := range []string{"telegram:tg_main (default), receives messages for you", "web:web, receives messages for you", "email:mail"} {
+		if !strings.Contains(list, want) {
+			t.Fatalf("channel_list does not say %q:\n%s", want, list)
+		}
+	}
+	if strings.Contains(list, "email:mail, receives") {
+		t.Fatalf("mail is bound to finance, not health:\n%s", list)
+	}
 
 	sent := f.tell(alice, "Did I take my pills today?")
 	n := c.wait(butler.MethodChannel, 1)[0]

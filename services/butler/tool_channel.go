@@ -5,13 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/schemas"
 	"github.com/heraldhq/herald/services/messenger/deliver"
@@ -105,12 +103,30 @@ func (b *Butler) channels() []channelInfo {
 		if in.Disabled || !in.Grants.Allows(b.name) {
 			continue
 		}
-		routed := in.Inbound.Enabled && (b.cfg.DefaultButler == b.name || slices.ContainsFunc(b.cfg.Bindings, func(bd config.Binding) bool {
-			return bd.Integration == in.ID && bd.Butler == b.name
-		}))
+		routed := in.Inbound.Enabled && b.receivesFrom(in.ID)
 		out = append(out, channelInfo{Channel: in.Channel(), Type: in.Type, Default: def != nil && def.ID == in.ID, Inbound: in.Inbound.Enabled, RoutedIn: routed})
 	}
 	return out
+}
+
+// receivesFrom reports whether any message of the integration can come to
+// this butler: a binding names it, or it is the default butler and no
+// chat-less binding (which takes every message, first match wins) names
+// another.
+func (b *Butler) receivesFrom(integration string) bool {
+	catchAll := false
+	for _, bd := range b.cfg.Bindings {
+		if bd.Integration != integration {
+			continue
+		}
+		if bd.Butler == b.name {
+			return true
+		}
+		if bd.Chat == "" {
+			catchAll = true
+		}
+	}
+	return !catchAll && b.cfg.DefaultButler == b.name
 }
 
 func (b *Butler) channelList(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {

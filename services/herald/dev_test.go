@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -43,6 +44,16 @@ func TestDevDefaultFleet(t *testing.T) {
 	if url == "" || !strings.Contains(out.String(), url) || !strings.Contains(out.String(), ep.NATS) {
 		t.Fatalf("endpoints not printed:\n%s", out.String())
 	}
+	// The web chat, the default that needs no account, is up and its URL printed.
+	page := ep.Web["web"]
+	if !strings.HasPrefix(page, "http://127.0.0.1:") || !strings.Contains(out.String(), "chat page "+page) {
+		t.Fatalf("web chat URL %q not printed:\n%s", page, out.String())
+	}
+	resp, err := http.Get(page)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %v %v", page, resp, err)
+	}
+	resp.Body.Close()
 
 	var answer bytes.Buffer
 	code := herald.Main(ctx, []string{"notify", "--url", url, "Hello from **Herald**"}, herald.IO{Getenv: func(string) string { return "" }, Stdout: &answer, Stderr: &answer})

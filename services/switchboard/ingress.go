@@ -20,10 +20,6 @@ import (
 	"github.com/heraldhq/herald/schemas"
 )
 
-// KindDropped is the audit kind of an inbound message let go by the rate
-// limit, as opposed to refused by policy (audit.Rejected).
-const KindDropped = "dropped"
-
 // Reasons in audit records of inbound messages.
 const (
 	ReasonUnknownIntegration    = "unknown_integration"      // no such integration is configured
@@ -160,7 +156,7 @@ func (g *inbound) handle(ctx context.Context, m jetstream.Msg) error {
 		return nil
 	}
 	if !g.limits.allow(it) {
-		g.refuse(ctx, in, channel, KindDropped, ReasonRateLimited)
+		g.refuse(ctx, in, channel, audit.Dropped, ReasonRateLimited)
 		return nil
 	}
 	if done, err := g.verdict(ctx, m, it, in); done || err != nil {
@@ -240,7 +236,7 @@ func (g *inbound) refuse(ctx context.Context, in *envelope.Ingress, channel, kin
 	}
 	g.audit.Write(ctx, audit.Record{Kind: kind, Channel: channel, RequestID: in.RequestContext.RequestID, Class: class.Error(), Reason: reason})
 	level := slog.LevelInfo
-	if kind == KindDropped {
+	if kind == audit.Dropped {
 		level = slog.LevelDebug // a flood must not flood the log too
 	}
 	g.log.Log(ctx, level, "inbound refused", "reason", reason, "channel", channel, "sender", in.RequestContext.SourceSenderIdentity, "request_id", in.RequestContext.RequestID)

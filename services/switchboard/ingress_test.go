@@ -430,7 +430,7 @@ func TestRateLimitDropsExcess(t *testing.T) {
 		switch {
 		case rec.Kind == audit.Routed:
 			routed++
-		case rec.Kind == switchboard.KindDropped && rec.Reason == switchboard.ReasonRateLimited && rec.Class == "overload_rejected":
+		case rec.Kind == audit.Dropped && rec.Reason == switchboard.ReasonRateLimited && rec.Class == "overload_rejected":
 			dropped++
 		default:
 			t.Errorf("unexpected record %+v", rec)
