@@ -152,6 +152,12 @@ func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints) {
 	first := cfg.Butlers[0]
 	fmt.Fprintf(w, "\nTry it:   bin/herald notify --butler %s \"Hello from Herald\"\n", first.Name)
 	fmt.Fprintf(w, "Claude:   claude mcp add --transport http %s %s\n", first.Name, ep.Butlers[first.Name])
+	for _, in := range cfg.Integrations {
+		if page := ep.Web[in.ID]; page != "" {
+			fmt.Fprintf(w, "Chat:     %s   (what you write there reaches the butler's model)\n", page)
+			break
+		}
+	}
 	fmt.Fprintf(w, "Stop:     Ctrl-C\n\n")
 }
 
