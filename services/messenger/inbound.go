@@ -27,8 +27,9 @@ type sink struct {
 	audit  *audit.Writer
 	m      *Messenger
 
-	mu   sync.Mutex
-	last deliver.Status
+	mu    sync.Mutex
+	last  deliver.Status
+	flush *time.Timer // a pending write of last_inbound
 }
 
 // Ingress stores one inbound message durably. A malformed one is audited and
@@ -49,13 +50,21 @@ func (s *sink) Ingress(ctx context.Context, in *envelope.Ingress) error {
 	if _, err := bus.Publish(ctx, s.js, bus.IngressSubject(s.in.Type), b, s.in.ID+":"+in.NativeID, nil); err != nil {
 		return fmt.Errorf("%w: %v", envelope.ErrTargetUnavailable, err)
 	}
+	// Last inbound is for people reading channel_status: written at most once
+	// a second (the last one of a burst included), not once per message.
 	s.mu.Lock()
 	s.last.LastInbound = time.Now().UTC()
-	st := s.last
-	s.mu.Unlock()
-	if st.State != "" {
-		s.Status(st)
+	if s.last.State != "" && s.flush == nil {
+		wait := max(0, time.Second-time.Since(s.last.UpdatedAt))
+		s.flush = time.AfterFunc(wait, func() {
+			s.mu.Lock()
+			st := s.last
+			s.flush = nil
+			s.mu.Unlock()
+			s.Status(st)
+		})
 	}
+	s.mu.Unlock()
 	return nil
 }
 

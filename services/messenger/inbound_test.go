@@ -84,12 +84,14 @@ func TestReceiversFeedTheIngressStream(t *testing.T) {
 		}
 	}
 	kv, _ := js.KeyValue(t.Context(), bus.BucketStatus)
-	e, err := kv.Get(t.Context(), "tg_in")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var st deliver.Status
-	_ = json.Unmarshal(e.Value(), &st)
+	deadline := time.Now().Add(5 * time.Second)
+	for st.LastInbound.IsZero() && time.Now().Before(deadline) {
+		if e, err := kv.Get(t.Context(), "tg_in"); err == nil {
+			_ = json.Unmarshal(e.Value(), &st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	if st.State != deliver.StateRunning || st.LastInbound.IsZero() || st.Channel != "telegram" {
 		t.Fatalf("status %+v", st)
 	}
