@@ -60,6 +60,12 @@ func (w *Worker) defaults() {
 	}
 }
 
+// minPull is the fewest messages a worker asks for at once. Pulling one at a
+// time (Concurrency 1) lets the client miss a pull under load and stall until
+// its heartbeat notices; a few more buffered cost nothing, and the handlers
+// still run Concurrency at a time, in delivery order.
+const minPull = 16
+
 // Run consumes until ctx is done, then stops taking messages, lets in-flight
 // ones finish within DrainTimeout, and hands back (Nak) whatever could not.
 func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
@@ -90,7 +96,7 @@ func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 			defer func() { <-sem; wg.Done() }()
 			w.handle(ctx, work, m)
 		}()
-	}, jetstream.PullMaxMessages(w.Concurrency), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
+	}, jetstream.PullMaxMessages(max(w.Concurrency, minPull)), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if !errors.Is(err, jetstream.ErrNoHeartbeat) {
 			w.Log.Debug("consume", "stream", w.Stream, "err", err)
 		}

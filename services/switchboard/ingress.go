@@ -8,7 +8,6 @@ import (
 	"maps"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -87,7 +86,7 @@ const (
 //
 // Every refusal is audited with one of the Reason constants, acked, and not
 // retried; nothing of a refused message reaches a butler. Messages are
-// handled one at a time in the order they were delivered (see sequencer), so
+// handled one at a time in the order they were delivered, so
 // a chat's messages reach its butler in the order they arrived.
 type inbound struct {
 	cfg       *config.Config
@@ -98,15 +97,10 @@ type inbound struct {
 	approvals *approval.Store
 	sessions  *sessions
 	limits    limits
-	order     *sequencer
 }
 
-// orderGrace is how long a message waits for an earlier one that may have
-// gone to another replica.
-const orderGrace = 25 * time.Millisecond
-
 // ingressWorker is the consumer of HERALD_INGRESS.
-func (s *Switchboard) ingressWorker(ctx context.Context, concurrency int) (*bus.Worker, error) {
+func (s *Switchboard) ingressWorker(ctx context.Context) (*bus.Worker, error) {
 	pairing, err := OpenPairing(ctx, s.js)
 	if err != nil {
 		return nil, err
@@ -119,23 +113,14 @@ func (s *Switchboard) ingressWorker(ctx context.Context, concurrency int) (*bus.
 	if err != nil {
 		return nil, err
 	}
-	// The line starts after what this consumer delivered before.
-	next := uint64(1)
-	if c, err := s.js.Consumer(ctx, bus.StreamIngress, bus.ConsumerIngress); err == nil {
-		next = c.CachedInfo().Delivered.Consumer + 1
-	}
-	g := &inbound{cfg: s.cfg, js: s.js, log: s.log, audit: s.audit, pairing: pairing, approvals: approvals, sessions: sess, order: newSequencer(next, orderGrace)}
-	return &bus.Worker{Stream: bus.StreamIngress, Durable: bus.ConsumerIngress, Handle: g.handle, GiveUp: g.giveUp, Concurrency: concurrency, Log: s.log}, nil
+	g := &inbound{cfg: s.cfg, js: s.js, log: s.log, audit: s.audit, pairing: pairing, approvals: approvals, sessions: sess}
+	// One at a time, in the order the messenger stored them: a chat's messages
+	// reach its butler in the order they were sent.
+	return &bus.Worker{Stream: bus.StreamIngress, Durable: bus.ConsumerIngress, Handle: g.handle, GiveUp: g.giveUp, Concurrency: 1, Log: s.log}, nil
 }
 
 // handle takes one inbound message through the steps above.
 func (g *inbound) handle(ctx context.Context, m jetstream.Msg) error {
-	if meta, err := m.Metadata(); err == nil {
-		if err := g.order.enter(ctx, meta.Sequence.Consumer); err != nil {
-			return err
-		}
-		defer g.order.leave()
-	}
 	in, err := envelope.DecodeIngress(m.Data())
 	if err != nil {
 		return err

@@ -63,7 +63,7 @@ func Run(ctx context.Context, o Options) error {
 	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}, ledger: led}
 	routes := &bus.Worker{Stream: bus.StreamRoute, Durable: bus.ConsumerSwitchboard, Handle: s.route, GiveUp: s.reject, Concurrency: o.Concurrency, Log: log}
 	results := &bus.Worker{Stream: bus.StreamResult, Durable: bus.ConsumerResults, Handle: s.relay, Concurrency: o.Concurrency, Log: log}
-	ingress, err := s.ingressWorker(ctx, o.Concurrency)
+	ingress, err := s.ingressWorker(ctx)
 	if err != nil {
 		return err
 	}
