@@ -121,6 +121,9 @@ func TestEmailRoundTrip(t *testing.T) {
 	if out.To[0] != "alice@example.com" || out.Header.Get("In-Reply-To") != "<q1@mail.example.com>" || !strings.Contains(out.Header.Get("References"), "<q1@mail.example.com>") {
 		t.Fatalf("reply to %v In-Reply-To %q References %q", out.To, out.Header.Get("In-Reply-To"), out.Header.Get("References"))
 	}
+	if got := out.Subject(); got != "[finance] Re: Invoice 42" {
+		t.Fatalf("reply subject %q", got)
+	}
 }
 
 // TestAutoReplyIsDropped: an auto-reply never reaches a butler, and the drop

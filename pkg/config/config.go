@@ -98,6 +98,10 @@ type Integration struct {
 
 	// Web and other listeners.
 	Listen string `yaml:"listen"`
+	// AllowedHosts are the Host names the web chat answers besides localhost
+	// and the address it is bound to (a name behind a reverse proxy); every
+	// other Host is refused, so no web site can rebind its name onto the chat.
+	AllowedHosts []string `yaml:"allowed_hosts"`
 
 	Inbound Inbound `yaml:"inbound"`
 }

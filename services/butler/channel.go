@@ -12,6 +12,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/approval"
@@ -168,12 +169,17 @@ func (c *channelSide) run(ctx context.Context) error {
 			c.push(ctx, msg)
 		}
 		c.pulling.Unlock()
-		if err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		if err != nil && !idle(err) && ctx.Err() == nil {
 			c.b.log.Warn("reading the inbox", "err", err)
 			time.Sleep(time.Second)
 		}
 	}
 	return nil
+}
+
+// idle reports whether err only means the inbox was empty for a while.
+func idle(err error) bool {
+	return errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // inbound is one message as the model sees it.

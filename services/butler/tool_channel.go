@@ -47,6 +47,9 @@ func (b *Butler) answer(ctx context.Context, requestID string, d envelope.Delive
 	}
 	typ, _, _ := strings.Cut(in.RequestContext.SourceChannel, ":")
 	d.Channel = typ + ":" + in.IntegrationID
+	if d.Intent == envelope.IntentReply {
+		d.Subject = replySubject(in)
+	}
 	rc := in.RequestContext
 	n := envelope.NewNotify(b.name, d, &rc)
 	if err := envelope.Check(schemas.Notify, n); err != nil {
@@ -57,6 +60,19 @@ func (b *Butler) answer(ctx context.Context, requestID string, d envelope.Delive
 
 func (b *Butler) reply(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	return b.answer(ctx, req.GetString("request_id", ""), envelope.Delivery{Intent: envelope.IntentReply, Message: req.GetString("message", "")}), nil
+}
+
+// replySubject is "Re: <subject>" for a message that had one (email), so a
+// reply reads as one in the person's mail client.
+func replySubject(in *envelope.Ingress) string {
+	subject := strings.TrimSpace(in.Meta["subject"])
+	if subject == "" {
+		return ""
+	}
+	if len(subject) >= 3 && strings.EqualFold(subject[:3], "re:") {
+		return subject
+	}
+	return "Re: " + subject
 }
 
 func (b *Butler) react(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {

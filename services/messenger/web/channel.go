@@ -76,8 +76,10 @@ var (
 type Channel struct {
 	id     string
 	listen string
-	log    *slog.Logger
-	store  store
+	// allowedHosts are Host names answered besides localhost and the bound address.
+	allowedHosts []string
+	log          *slog.Logger
+	store        store
 
 	mu        sync.Mutex
 	url       string
@@ -104,7 +106,7 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 	if env.JS != nil {
 		st = &jsStore{js: env.JS, log: log}
 	}
-	return &Channel{id: in.ID, listen: listen, log: log, store: st}, nil
+	return &Channel{id: in.ID, listen: listen, allowedHosts: in.AllowedHosts, log: log, store: st}, nil
 }
 
 // URL is the address of the page once Receive is listening, else "".

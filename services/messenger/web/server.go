@@ -83,7 +83,7 @@ func (c *Channel) Receive(ctx context.Context, sink deliver.Sink) error {
 	c.mu.Unlock()
 
 	closing := make(chan struct{})
-	h := &handler{c: c, sink: sink, closing: closing, loopback: isLoopback(c.listen)}
+	h := &handler{c: c, sink: sink, closing: closing, hosts: allowedHosts(c.listen, c.allowedHosts)}
 	srv := &http.Server{
 		Handler:           h.routes(),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -133,9 +133,18 @@ func pageURL(listen string, addr net.Addr) string {
 	return "http://" + net.JoinHostPort(host, port) + "/"
 }
 
-func isLoopback(listen string) bool {
-	host, _, _ := net.SplitHostPort(listen)
-	return loopbackHost(host)
+// allowedHosts are the Host names the page answers besides loopback ones:
+// the address it is bound to, unless that is every interface, and the
+// configured allowed_hosts.
+func allowedHosts(listen string, configured []string) map[string]bool {
+	hosts := map[string]bool{}
+	if host, _, err := net.SplitHostPort(listen); err == nil && host != "" && !net.ParseIP(host).IsUnspecified() {
+		hosts[strings.ToLower(host)] = true
+	}
+	for _, h := range configured {
+		hosts[strings.ToLower(strings.Trim(h, "[]"))] = true
+	}
+	return hosts
 }
 
 func loopbackHost(host string) bool {
@@ -148,10 +157,10 @@ func loopbackHost(host string) bool {
 
 // handler serves one Receive.
 type handler struct {
-	c        *Channel
-	sink     deliver.Sink
-	closing  chan struct{}
-	loopback bool
+	c       *Channel
+	sink    deliver.Sink
+	closing chan struct{}
+	hosts   map[string]bool // allowed besides loopback names
 }
 
 func (h *handler) routes() http.Handler {
@@ -164,9 +173,10 @@ func (h *handler) routes() http.Handler {
 	return h.guard(http.NewCrossOriginProtection().Handler(mux))
 }
 
-// guard sets the headers every answer carries and, when the page is bound to
-// loopback, refuses any other Host: a web site that rebinds its own name to
-// 127.0.0.1 must not be able to chat with the butlers.
+// guard sets the headers every answer carries and refuses every Host but
+// localhost, the bound address and allowed_hosts, wherever the page listens
+// (in a container it listens on every interface): a web site that rebinds its
+// own name to this machine must not be able to chat with the butlers.
 func (h *handler) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hdr := w.Header()
@@ -177,15 +187,14 @@ func (h *handler) guard(next http.Handler) http.Handler {
 		hdr.Set("Cross-Origin-Opener-Policy", "same-origin")
 		hdr.Set("Cross-Origin-Resource-Policy", "same-origin")
 		hdr.Set("Cache-Control", "no-cache")
-		if h.loopback {
-			host := r.Host
-			if hh, _, err := net.SplitHostPort(host); err == nil {
-				host = hh
-			}
-			if !loopbackHost(host) {
-				fail(w, http.StatusMisdirectedRequest, fmt.Sprintf("this chat answers only on localhost, not %q; open %s", r.Host, h.c.URL()))
-				return
-			}
+		host := r.Host
+		if hh, _, err := net.SplitHostPort(host); err == nil {
+			host = hh
+		}
+		host = strings.ToLower(strings.Trim(host, "[]"))
+		if !loopbackHost(host) && !h.hosts[host] {
+			fail(w, http.StatusMisdirectedRequest, fmt.Sprintf("this chat does not answer for %q; open %s, or add the name to the integration's allowed_hosts", r.Host, h.c.URL()))
+			return
 		}
 		next.ServeHTTP(w, r)
 	})

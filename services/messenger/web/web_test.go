@@ -152,7 +152,7 @@ func TestPostRefused(t *testing.T) {
 		{name: "no CSRF header", body: body(ok), edit: func(r *http.Request) { r.Header.Del("X-Herald") }, want: http.StatusForbidden, says: "X-Herald"},
 		{name: "from another site", body: body(ok), edit: func(r *http.Request) { r.Header.Set("Sec-Fetch-Site", "cross-site") }, want: http.StatusForbidden, says: "cross-origin"},
 		{name: "from another origin", body: body(ok), edit: func(r *http.Request) { r.Header.Set("Origin", "http://evil.example") }, want: http.StatusForbidden, says: "cross-origin"},
-		{name: "a rebound host name", body: body(ok), edit: func(r *http.Request) { r.Host = "evil.example" }, want: http.StatusMisdirectedRequest, says: "only on localhost"},
+		{name: "a rebound host name", body: body(ok), edit: func(r *http.Request) { r.Host = "evil.example" }, want: http.StatusMisdirectedRequest, says: "does not answer for"},
 		{name: "no visitor cookie", who: anonymous, body: body(ok), want: http.StatusForbidden, says: "reload the page"},
 	}
 	for _, tt := range tests {
@@ -484,5 +484,38 @@ func TestDeletedStreamIsMadeAgain(t *testing.T) {
 	}
 	if _, err := ch.Deliver(t.Context(), send); err != nil {
 		t.Fatalf("the retry did not make the stream again: %v", err)
+	}
+}
+
+// TestHostCheckedOnEveryInterface: bound to every interface (as in a
+// container), the page still answers only localhost and allowed_hosts, so a
+// web site that rebinds its name onto this machine gets nothing.
+func TestHostCheckedOnEveryInterface(t *testing.T) {
+	ch, err := web.New(config.Integration{ID: "web", Type: "web", Listen: "0.0.0.0:0", AllowedHosts: []string{"chat.example.org"}}, deliver.Env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ch.(*web.Channel)
+	sk := newSink()
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Receive(ctx, sk) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+	select {
+	case <-sk.status:
+	case <-time.After(wait):
+		t.Fatal("the web channel reported no status")
+	}
+	for host, want := range map[string]int{"evil.example": http.StatusMisdirectedRequest, "chat.example.org": http.StatusOK, "localhost": http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodGet, c.URL(), nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("Host %s: %d, want %d", host, resp.StatusCode, want)
+		}
 	}
 }
