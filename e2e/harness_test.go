@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -27,6 +26,7 @@ import (
 	"github.com/heraldhq/herald/pkg/ledger"
 	"github.com/heraldhq/herald/pkg/route"
 	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/butler/butlertest"
 	"github.com/heraldhq/herald/services/messenger"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/email/smtptest"
@@ -392,19 +392,9 @@ func (f *fleet) statusDetail(id string) string {
 	return st.Detail
 }
 
-// channelClient is an MCP client with its GET stream open, recording the
-// notifications the butler pushes.
-type channelClient struct {
-	*client.Client
-	t    *testing.T
-	mu   sync.Mutex
-	got  []mcp.JSONRPCNotification
-	seen chan struct{}
-}
-
 // listen connects to the butler as Claude Code does, ready for channel
-// notifications.
-func (f *fleet) listen(name string) *channelClient {
+// notifications, with the butler's background work running.
+func (f *fleet) listen(name string) *butlertest.Client {
 	f.t.Helper()
 	srv := httptest.NewServer(f.butler(name).Handler())
 	f.t.Cleanup(srv.Close)
@@ -412,73 +402,7 @@ func (f *fleet) listen(name string) *channelClient {
 	done := make(chan struct{})
 	go func() { _ = f.butler(name).Run(ctx); close(done) }()
 	f.t.Cleanup(func() { cancel(); <-done })
-	c, err := client.NewStreamableHttpClient(srv.URL+butler.MCPPath, transport.WithContinuousListening())
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	cc := &channelClient{Client: c, t: f.t, seen: make(chan struct{}, 1)}
-	c.OnNotification(func(n mcp.JSONRPCNotification) {
-		cc.mu.Lock()
-		cc.got = append(cc.got, n)
-		cc.mu.Unlock()
-		select {
-		case cc.seen <- struct{}{}:
-		default:
-		}
-	})
-	if err := c.Start(context.Background()); err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(func() { _ = c.Close() })
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = "2025-06-18"
-	init.Params.ClientInfo = mcp.Implementation{Name: "e2e", Version: "1"}
-	if _, err := c.Initialize(context.Background(), init); err != nil {
-		f.t.Fatal(err)
-	}
-	return cc
-}
-
-func (c *channelClient) notifications(method string) []map[string]any {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []map[string]any
-	for _, n := range c.got {
-		if n.Method == method {
-			out = append(out, n.Params.AdditionalFields)
-		}
-	}
-	return out
-}
-
-// wait returns the first n notifications of method, waiting for them.
-func (c *channelClient) wait(method string, n int) []map[string]any {
-	c.t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
-		if got := c.notifications(method); len(got) >= n {
-			return got
-		}
-		select {
-		case <-c.seen:
-		case <-time.After(50 * time.Millisecond):
-		case <-deadline:
-			c.t.Fatalf("got %d %s notifications, want %d", len(c.notifications(method)), method, n)
-		}
-	}
-}
-
-// call calls a tool and returns the result.
-func (c *channelClient) call(tool string, args map[string]any) *mcp.CallToolResult {
-	c.t.Helper()
-	req := mcp.CallToolRequest{}
-	req.Params.Name = tool
-	req.Params.Arguments = args
-	res, err := c.CallTool(context.Background(), req)
-	if err != nil {
-		c.t.Fatalf("%s: %v", tool, err)
-	}
-	return res
+	return butlertest.Connect(f.t, srv.URL+butler.MCPPath, "2025-06-18")
 }
 
 func meta(n map[string]any) map[string]any {

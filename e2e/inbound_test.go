@@ -38,7 +38,7 @@ func TestTelegramRoundTrip(t *testing.T) {
 	f := newFleet(t)
 	f.start("switchboard", "messenger")
 	c := f.listen("health")
-	list := text(c.call("channel_list", nil))
+	list := text(c.Call("channel_list", nil))
 	for _, want := range []string{"telegram:tg_main (default), receives messages for you", "web:web, receives messages for you", "email:mail"} {
 		if !strings.Contains(list, want) {
 			t.Fatalf("channel_list does not say %q:\n%s", want, list)
@@ -49,7 +49,7 @@ func TestTelegramRoundTrip(t *testing.T) {
 	}
 
 	sent := f.tell(alice, "Did I take my pills today?")
-	n := c.wait(butler.MethodChannel, 1)[0]
+	n := c.Wait(butler.MethodChannel, 1)[0]
 	m := meta(n)
 	if n["content"] != "Did I take my pills today?" || m["source"] != "telegram" || m["chat_id"] != chatID || m["user"] != "alice" ||
 		m["message_id"] != strconv.FormatInt(sent.MessageID, 10) || m["user_id"] != chatID || m["thread"] == "" {
@@ -57,7 +57,7 @@ func TestTelegramRoundTrip(t *testing.T) {
 	}
 	id, _ := m["request_id"].(string)
 
-	res := c.call("reply", map[string]any{"request_id": id, "message": "Yes, at **8:00**."})
+	res := c.Call("reply", map[string]any{"request_id": id, "message": "Yes, at **8:00**."})
 	if res.IsError {
 		t.Fatalf("reply: %v", text(res))
 	}
@@ -67,7 +67,7 @@ func TestTelegramRoundTrip(t *testing.T) {
 		t.Fatalf("reply went to chat %s replying to %+v with %q", r.Params["chat_id"], r.ReplyParameters, r.Params["text"])
 	}
 
-	if res := c.call("react", map[string]any{"request_id": id, "emoji": "👍"}); res.IsError {
+	if res := c.Call("react", map[string]any{"request_id": id, "emoji": "👍"}); res.IsError {
 		t.Fatalf("react: %v", text(res))
 	}
 	react := f.tg.WaitCalls(t, "setMessageReaction", 1, 10*time.Second)[0]
@@ -76,7 +76,7 @@ func TestTelegramRoundTrip(t *testing.T) {
 	}
 
 	// The model cannot aim reply at a chat it was not written from.
-	if res := c.call("reply", map[string]any{"request_id": envelope.NewRequestID(), "message": "spam"}); !res.IsError {
+	if res := c.Call("reply", map[string]any{"request_id": envelope.NewRequestID(), "message": "spam"}); !res.IsError {
 		t.Fatal("reply to a request_id the butler never received was sent")
 	}
 }
@@ -91,7 +91,7 @@ func TestWaitingMessagesArriveInOrder(t *testing.T) {
 	}
 	eventually(t, 15*time.Second, func() bool { return len(f.audit("routed")) >= 5 }, "the notes to be routed")
 	c := f.listen("health")
-	got := c.wait(butler.MethodChannel, 5)
+	got := c.Wait(butler.MethodChannel, 5)
 	for i, n := range got {
 		if n["content"] != fmt.Sprintf("note %d", i) {
 			t.Fatalf("notification %d is %q", i, n["content"])
@@ -109,11 +109,11 @@ func TestEmailRoundTrip(t *testing.T) {
 	if err := smtp.SendMail(addr, nil, "alice@example.com", []string{"herald@example.com"}, []byte(mail)); err != nil {
 		t.Fatal(err)
 	}
-	n := c.wait(butler.MethodChannel, 1)[0]
+	n := c.Wait(butler.MethodChannel, 1)[0]
 	if !strings.Contains(n["content"].(string), "Please pay invoice 42") || meta(n)["source"] != "email" || meta(n)["subject"] != "Invoice 42" {
 		t.Fatalf("notification %v", n)
 	}
-	res := c.call("reply", map[string]any{"request_id": meta(n)["request_id"], "message": "Paid."})
+	res := c.Call("reply", map[string]any{"request_id": meta(n)["request_id"], "message": "Paid."})
 	if res.IsError {
 		t.Fatalf("reply: %s", text(res))
 	}
@@ -140,7 +140,7 @@ func TestAutoReplyIsDropped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got := c.wait(butler.MethodChannel, 1)
+	got := c.Wait(butler.MethodChannel, 1)
 	if strings.Contains(got[0]["content"].(string), "away") {
 		t.Fatal("the auto-reply reached the butler")
 	}
@@ -183,7 +183,7 @@ func TestStrangerPairs(t *testing.T) {
 		t.Fatalf("herald pair approve: %s", out.String())
 	}
 	f.tell(bob, "it's Bob")
-	n := c.wait(butler.MethodChannel, 1)
+	n := c.Wait(butler.MethodChannel, 1)
 	if len(n) != 1 || n[0]["content"] != "it's Bob" {
 		t.Fatalf("after pairing the butler got %v; before it, nothing may arrive", n)
 	}
@@ -196,11 +196,11 @@ func TestSwitchboardRestartKeepsTheThread(t *testing.T) {
 	f.start("switchboard", "messenger")
 	c := f.listen("health")
 	f.tell(alice, "before")
-	before := meta(c.wait(butler.MethodChannel, 1)[0])["thread"]
+	before := meta(c.Wait(butler.MethodChannel, 1)[0])["thread"]
 	f.stop("switchboard")
 	f.start("switchboard")
 	f.tell(alice, "after")
-	after := meta(c.wait(butler.MethodChannel, 2)[1])["thread"]
+	after := meta(c.Wait(butler.MethodChannel, 2)[1])["thread"]
 	if before == nil || before != after {
 		t.Fatalf("thread before %v, after the restart %v", before, after)
 	}
@@ -214,7 +214,7 @@ func TestConflictShowsInChannelStatus(t *testing.T) {
 	f.start("switchboard", "messenger")
 	c := f.listen("health")
 	eventually(t, 20*time.Second, func() bool {
-		return strings.Contains(text(c.call("channel_status", nil)), "telegram:tg_main: conflict")
+		return strings.Contains(text(c.Call("channel_status", nil)), "telegram:tg_main: conflict")
 	}, "channel_status to show the conflict")
 }
 
@@ -237,7 +237,7 @@ func TestPermissionRelay(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	verdicts := func() []map[string]any { return c.notifications(butler.MethodPermission) }
+	verdicts := func() []map[string]any { return c.Notifications(butler.MethodPermission) }
 
 	ask("abcde")
 	var prompt telegramtest.Call
@@ -257,7 +257,7 @@ func TestPermissionRelay(t *testing.T) {
 	// A stranger's "yes" changes nothing.
 	f.tell(telegramtest.User{ID: 555, FirstName: "Mallory"}, "yes abcde")
 	f.tell(alice, "yes abcde")
-	got := c.wait(butler.MethodPermission, 1)
+	got := c.Wait(butler.MethodPermission, 1)
 	if got[0]["request_id"] != "abcde" || got[0]["behavior"] != "allow" {
 		t.Fatalf("verdict %v", got[0])
 	}
@@ -277,12 +277,12 @@ func TestPermissionRelay(t *testing.T) {
 		return false
 	}, "the second prompt")
 	f.tg.PressButton(f.tg.Token(), alice.ID, promptID, alice, "perm:deny:qwert")
-	got = c.wait(butler.MethodPermission, 2)
+	got = c.Wait(butler.MethodPermission, 2)
 	if len(verdicts()) != 2 || got[1]["request_id"] != "qwert" || got[1]["behavior"] != "deny" {
 		t.Fatalf("verdicts %v", verdicts())
 	}
 	// Verdicts are not chat.
-	for _, n := range c.notifications(butler.MethodChannel) {
+	for _, n := range c.Notifications(butler.MethodChannel) {
 		if strings.Contains(n["content"].(string), "abcde") || strings.Contains(n["content"].(string), "qwert") {
 			t.Fatalf("a verdict was forwarded as chat: %v", n)
 		}

@@ -30,11 +30,11 @@ func TestWebChatRoundTrip(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	n := c.wait(butler.MethodChannel, 1)[0]
+	n := c.Wait(butler.MethodChannel, 1)[0]
 	if n["content"] != "What is on my calendar?" || meta(n)["source"] != "web" {
 		t.Fatalf("notification %v", n)
 	}
-	if res := c.call("reply", map[string]any{"request_id": meta(n)["request_id"], "message": "A **dentist** at 15:00."}); res.IsError {
+	if res := c.Call("reply", map[string]any{"request_id": meta(n)["request_id"], "message": "A **dentist** at 15:00."}); res.IsError {
 		t.Fatalf("reply: %s", text(res))
 	}
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(`.msg.butler .body strong`)); err != nil {

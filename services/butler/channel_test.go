@@ -8,12 +8,10 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -22,73 +20,8 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/butler/butlertest"
 )
-
-// channelClient records the channel notifications an MCP client receives.
-type channelClient struct {
-	*client.Client
-	mu   sync.Mutex
-	got  []mcp.JSONRPCNotification
-	seen chan struct{}
-}
-
-func (c *channelClient) notifications(method string) []map[string]any {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []map[string]any
-	for _, n := range c.got {
-		if n.Method == method {
-			out = append(out, n.Params.AdditionalFields)
-		}
-	}
-	return out
-}
-
-func (c *channelClient) wait(t *testing.T, method string, n int) []map[string]any {
-	t.Helper()
-	deadline := time.After(15 * time.Second)
-	for {
-		if got := c.notifications(method); len(got) >= n {
-			return got
-		}
-		select {
-		case <-c.seen:
-		case <-deadline:
-			t.Fatalf("got %d %s notifications, want %d", len(c.notifications(method)), method, n)
-		}
-	}
-}
-
-// connect opens a streamable HTTP client with its GET stream, as Claude Code
-// does, speaking protocolVersion.
-func connect(t *testing.T, url, protocolVersion string) *channelClient {
-	t.Helper()
-	c, err := client.NewStreamableHttpClient(url, transport.WithContinuousListening())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cc := &channelClient{Client: c, seen: make(chan struct{}, 100)}
-	c.OnNotification(func(n mcp.JSONRPCNotification) {
-		cc.mu.Lock()
-		cc.got = append(cc.got, n)
-		cc.mu.Unlock()
-		select {
-		case cc.seen <- struct{}{}:
-		default:
-		}
-	})
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = protocolVersion
-	init.Params.ClientInfo = mcp.Implementation{Name: "test", Version: "1"}
-	if _, err := c.Initialize(t.Context(), init); err != nil {
-		t.Fatal(err)
-	}
-	return cc
-}
 
 func inboundRoute(t *testing.T, js jetstream.JetStream, butlerName, text string, n int) string {
 	t.Helper()
@@ -129,8 +62,8 @@ func TestWaitingMessagesArriveInOrderWhenAClientConnects(t *testing.T) {
 			for i := range 3 {
 				ids = append(ids, inboundRoute(t, js, "assistant", fmt.Sprintf("waiting %d", i), i))
 			}
-			c := connect(t, url, version)
-			got := c.wait(t, butler.MethodChannel, 3)
+			c := butlertest.Connect(t, url, version)
+			got := c.Wait(butler.MethodChannel, 3)
 			for i, n := range got[:3] {
 				meta, _ := n["meta"].(map[string]any)
 				if n["content"] != fmt.Sprintf("waiting %d", i) || meta["request_id"] != ids[i] {
@@ -151,7 +84,7 @@ func TestWaitingMessagesArriveInOrderWhenAClientConnects(t *testing.T) {
 			}
 			// And live, once connected.
 			inboundRoute(t, js, "assistant", "live", 9)
-			if got := c.wait(t, butler.MethodChannel, 4); got[3]["content"] != "live" {
+			if got := c.Wait(butler.MethodChannel, 4); got[3]["content"] != "live" {
 				t.Fatalf("live message: %v", got[3])
 			}
 		})

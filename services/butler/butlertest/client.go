@@ -1,0 +1,100 @@
+// Package butlertest connects to a butler as Claude Code does (streamable
+// HTTP with the GET stream open) and records what the butler pushes, like
+// httptest for MCP channels.
+package butlertest
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+// Client is a connected MCP client.
+type Client struct {
+	*client.Client
+	t    testing.TB
+	mu   sync.Mutex
+	got  []mcp.JSONRPCNotification
+	seen chan struct{}
+}
+
+// Connect opens a client on the butler's MCP endpoint url, speaking
+// protocolVersion, with its GET stream open for channel notifications. It is
+// closed when the test ends.
+func Connect(t testing.TB, url, protocolVersion string) *Client {
+	t.Helper()
+	c, err := client.NewStreamableHttpClient(url, transport.WithContinuousListening())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := &Client{Client: c, t: t, seen: make(chan struct{}, 1)}
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		cc.mu.Lock()
+		cc.got = append(cc.got, n)
+		cc.mu.Unlock()
+		select {
+		case cc.seen <- struct{}{}:
+		default:
+		}
+	})
+	if err := c.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = protocolVersion
+	init.Params.ClientInfo = mcp.Implementation{Name: "butlertest", Version: "1"}
+	if _, err := c.Initialize(context.Background(), init); err != nil {
+		t.Fatalf("initialize (%s): %v", protocolVersion, err)
+	}
+	return cc
+}
+
+// Notifications are the params of every notification of method received so
+// far, in order.
+func (c *Client) Notifications(method string) []map[string]any {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []map[string]any
+	for _, n := range c.got {
+		if n.Method == method {
+			out = append(out, n.Params.AdditionalFields)
+		}
+	}
+	return out
+}
+
+// Wait returns the notifications of method once there are at least n.
+func (c *Client) Wait(method string, n int) []map[string]any {
+	c.t.Helper()
+	deadline := time.After(20 * time.Second)
+	for {
+		if got := c.Notifications(method); len(got) >= n {
+			return got
+		}
+		select {
+		case <-c.seen:
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			c.t.Fatalf("got %d %s notifications, want %d", len(c.Notifications(method)), method, n)
+		}
+	}
+}
+
+// Call calls tool and returns its result; a protocol error fails the test.
+func (c *Client) Call(tool string, args map[string]any) *mcp.CallToolResult {
+	c.t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = tool
+	req.Params.Arguments = args
+	res, err := c.CallTool(context.Background(), req)
+	if err != nil {
+		c.t.Fatalf("%s: %v", tool, err)
+	}
+	return res
+}
