@@ -264,6 +264,7 @@ func (f *fleet) publishRaw(butler, requestID string, data []byte) *envelope.Rout
 	if err != nil {
 		f.t.Fatalf("no answer to a raw publish on %s: %v", bus.RouteSubject(butler), err)
 	}
+	_ = m.Respond(nil) // taken, as a butler confirms
 	var resp envelope.RouteResponse
 	if err := json.Unmarshal(m.Data, &resp); err != nil {
 		f.t.Fatal(err)

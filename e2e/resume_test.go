@@ -19,28 +19,13 @@ import (
 func TestInterruptedDeliveryResumes(t *testing.T) {
 	f := newFleet(t)
 	f.start("switchboard", "messenger")
-	var md strings.Builder
-	for i := 0; md.Len() < 9000; i++ {
-		fmt.Fprintf(&md, "Line %d of the weekly **summary**, long enough to need a few chunks.\n\n", i)
-	}
-	chunks := markdown.TelegramChunks(md.String(), 4096)
-	if len(chunks) < 3 {
-		t.Fatalf("%d chunks; the test needs at least 3", len(chunks))
-	}
-	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg_main", Message: md.String()}, nil))
+	md, chunks := longMessage(t)
+	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg_main", Message: md}, nil))
 	key := r.IdempotencyKey()
 
-	// What a crashed messenger leaves: in progress, first chunk sent, and no
-	// word from it for longer than ledger.StaleAfter.
-	rec := ledger.Record{Key: key, Butler: "health", Channel: "telegram:tg_main", DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending, MessageIDs: []string{"901"}, Attempts: 1, Owner: 1 << 40, UpdatedAt: time.Now().Add(-2 * ledger.StaleAfter)}
-	b, _ := json.Marshal(rec)
-	kv, err := f.js.KeyValue(t.Context(), bus.BucketDeliveries)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := kv.Put(t.Context(), "health."+key, b); err != nil {
-		t.Fatal(err)
-	}
+	// What a crashed messenger leaves: in progress, first chunk sent and
+	// recorded, no call in flight, and no word from it for longer than a lease.
+	f.putRecord(ledger.Record{Key: key, Butler: "health", Channel: "telegram:tg_main", DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending, MessageIDs: []string{"901"}, Attempts: 1, Attempt: "gone.1", UpdatedAt: time.Now().Add(-2 * ledger.LeaseTTL)})
 
 	resp, err := f.routeClient().Send(t.Context(), r)
 	if err != nil || resp.Status != "ok" {
@@ -55,8 +40,52 @@ func TestInterruptedDeliveryResumes(t *testing.T) {
 			t.Fatalf("call %d sent chunk %q..., want chunk %d", i, c.Params["text"][:40], i+1)
 		}
 	}
-	ids := resp.Result.NotifyResponse.Delivery.MessageIDs
-	if len(ids) != len(chunks) || ids[0] != "901" {
-		t.Fatalf("message ids %v: want the earlier chunk's id first, one per chunk", ids)
+	d := resp.Result.NotifyResponse.Delivery
+	if len(d.MessageIDs) != len(chunks) || d.MessageIDs[0] != "901" {
+		t.Fatalf("message ids %v: want the earlier chunk's id first, one per chunk", d.MessageIDs)
 	}
+	if d.Outcome != ledger.Confirmed {
+		t.Fatalf("outcome %q: nothing was in flight, so nothing is uncertain", d.Outcome)
+	}
+}
+
+// putRecord writes a delivery record as another (crashed) messenger left it.
+func (f *fleet) putRecord(rec ledger.Record) {
+	f.t.Helper()
+	b, _ := json.Marshal(rec)
+	kv, err := f.js.KeyValue(f.t.Context(), bus.BucketDeliveries)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if _, err := kv.Put(f.t.Context(), rec.Butler+"."+rec.Key, b); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// record reads a delivery record.
+func (f *fleet) record(butler, key string) *ledger.Record {
+	f.t.Helper()
+	led, err := ledger.Open(f.t.Context(), f.js)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	rec, err := led.Get(f.t.Context(), butler, key)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return rec
+}
+
+// longMessage is markdown of at least three Telegram chunks, and its chunks.
+func longMessage(t *testing.T) (string, []string) {
+	t.Helper()
+	var md strings.Builder
+	for i := 0; md.Len() < 9000; i++ {
+		fmt.Fprintf(&md, "Line %d of the weekly **summary**, long enough to need a few chunks.\n\n", i)
+	}
+	chunks := markdown.TelegramChunks(md.String(), 4096)
+	if len(chunks) < 3 {
+		t.Fatalf("%d chunks; the test needs at least 3", len(chunks))
+	}
+	return md.String(), chunks
 }

@@ -23,6 +23,9 @@ const (
 	Failed    = "failed"
 	// Dropped: an inbound message refused on arrival or at a gate.
 	Dropped = "dropped"
+	// Uncertain: a delivery whose attempt died while calling the provider,
+	// resent or skipped as the integration's on_uncertain says.
+	Uncertain = "uncertain"
 )
 
 // Record is one audit entry.

@@ -9,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,6 +45,8 @@ const (
 	// BucketRequests: inbound messages a butler handed to its model, by
 	// "<butler>.<request_id>", so reply and react can answer only those.
 	BucketRequests = "herald_requests"
+	// BucketLimits: providers' rate limits shared by messenger replicas.
+	BucketLimits = "herald_limits"
 
 	ConsumerSwitchboard = "switchboard"
 	ConsumerResults     = "switchboard_results"
@@ -201,6 +205,7 @@ func (t Topology) buckets() []jetstream.KeyValueConfig {
 		kv(BucketApprovals, "open permission prompts", 24*time.Hour),
 		kv(BucketStatus, "integration health", 0),
 		kv(BucketRequests, "inbound messages butlers may answer", 30*24*time.Hour),
+		kv(BucketLimits, "providers' rate limits and pauses, shared by messengers", time.Hour),
 	}
 }
 
@@ -212,23 +217,79 @@ func sameStream(have, want jetstream.StreamConfig) bool {
 		have.Discard == want.Discard && have.Description == want.Description
 }
 
+// DefaultWaitForNATS is how long Open waits for NATS and JetStream to answer
+// before a service gives up at start.
+const DefaultWaitForNATS = 2 * time.Minute
+
 // Open is how every service starts on the bus: a JetStream context on nc, with
-// the topology ensured.
-func Open(ctx context.Context, nc *nats.Conn, t Topology) (jetstream.JetStream, error) {
+// the topology ensured. It waits for NATS and JetStream to answer (a server
+// starting, a cluster electing its leaders), backing off and saying so with
+// the URL, and fails naming the URL only after wait (DefaultWaitForNATS if 0).
+func Open(ctx context.Context, nc *nats.Conn, t Topology, wait time.Duration, log *slog.Logger) (jetstream.JetStream, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	if wait <= 0 {
+		wait = DefaultWaitForNATS
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
 	}
-	if err := EnsureTopology(ctx, js, t); err != nil {
-		return nil, err
+	deadline := time.Now().Add(wait)
+	delay := 250 * time.Millisecond
+	for try := 1; ; try++ {
+		if nc.IsConnected() {
+			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err = EnsureTopology(tctx, js, t)
+			cancel()
+			if err == nil {
+				if try > 1 {
+					log.Info("NATS and JetStream are answering", "url", URL(nc))
+				}
+				return js, nil
+			}
+		} else {
+			err = fmt.Errorf("not connected (%s)", nc.Status())
+			if last := nc.LastError(); last != nil {
+				err = fmt.Errorf("not connected: %w", last)
+			}
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if time.Now().Add(delay).After(deadline) {
+			return nil, fmt.Errorf("NATS at %s did not answer with JetStream within %s: %w", URL(nc), wait, err)
+		}
+		log.Warn("waiting for NATS and JetStream", "url", URL(nc), "try", try, "retry_in", delay, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 5*time.Second)
 	}
-	return js, nil
+}
+
+// URL is where nc is connected, or else the servers it tries, without
+// passwords.
+func URL(nc *nats.Conn) string {
+	if u := nc.ConnectedUrlRedacted(); u != "" {
+		return u
+	}
+	var out []string
+	for _, s := range nc.Servers() {
+		if u, err := url.Parse(s); err == nil {
+			out = append(out, u.Redacted())
+		}
+	}
+	return strings.Join(out, ",")
 }
 
 // Publish sends data to a stream subject with Nats-Msg-Id = key, so a
 // re-publish inside DuplicateWindow is dropped by JetStream (ack.Duplicate).
 // The Herald-Idempotency-Key header carries key to the next hop.
-func Publish(ctx context.Context, js jetstream.JetStream, subject string, data []byte, key string, h nats.Header) (*jetstream.PubAck, error) {
+func Publish(ctx context.Context, js jetstream.JetStream, subject string, data []byte, key string, h nats.Header, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	m := &nats.Msg{Subject: subject, Data: data, Header: h}
 	if m.Header == nil {
 		m.Header = nats.Header{}
@@ -237,7 +298,7 @@ func Publish(ctx context.Context, js jetstream.JetStream, subject string, data [
 		m.Header.Set(nats.MsgIdHdr, key)
 		m.Header.Set(HeaderKey, key)
 	}
-	ack, err := js.PublishMsg(ctx, m)
+	ack, err := js.PublishMsg(ctx, m, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("publishing to %s: %w", subject, err)
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -17,9 +19,12 @@ import (
 
 // Worker runs one durable, explicitly acked consumer of a work-queue stream
 // with bounded concurrency. A handler's error decides what happens next:
-// retryable classes are tried again with backoff (or the provider's
-// retry-after), up to MaxDeliver; anything else, or the last try, goes to
-// GiveUp and then to the dead-letter stream, never silently away.
+// retryable classes are tried again, backing off exponentially with jitter
+// (or after the provider's retry-after), for as long as RetryFor from when the
+// message was stored; anything else, or a message past that horizon, goes to
+// GiveUp and then to the dead-letter stream, never silently away. A message
+// whose handler crashed (its process killed) comes back after AckWait and is
+// dead-lettered too once past the horizon, so nothing is left in the queue.
 type Worker struct {
 	Stream  string
 	Durable string
@@ -29,25 +34,42 @@ type Worker struct {
 	// answered with the error and the failure audited.
 	GiveUp func(ctx context.Context, m jetstream.Msg, err error)
 
-	Concurrency  int             // handlers at once; default 64
-	MaxDeliver   int             // tries in all; default 6
-	BackOff      []time.Duration // delay before try n+1; default 1s 2s 5s 15s 30s
-	AckWait      time.Duration   // redelivery after a crash; default 30s
-	DrainTimeout time.Duration   // how long in-flight work may finish at stop; default 10s
+	Concurrency int // handlers at once; default 64
+	// RetryFor is how long retryable failures are retried, counted from when
+	// the message was stored; default 24h (delivery.retry_for).
+	RetryFor time.Duration
+	// MinBackOff and MaxBackOff bound the delay before the next try, which
+	// doubles from MinBackOff on every try; defaults 1s and 5m.
+	MinBackOff, MaxBackOff time.Duration
+	// MaxDeliver, if set, also bounds the number of tries (tests); by default
+	// only RetryFor does.
+	MaxDeliver   int
+	AckWait      time.Duration // redelivery after a crash; default 30s
+	DrainTimeout time.Duration // how long in-flight work may finish at stop; default 10s
 	Log          *slog.Logger
 
 	js jetstream.JetStream
 }
 
+// DefaultRetryFor is how long a retryable failure is retried by default.
+const DefaultRetryFor = 24 * time.Hour
+
+// ErrHorizon is wrapped (with the last cause, where known) by the error a
+// message is given up with once its retry horizon has passed.
+var ErrHorizon = errors.New("retry horizon passed")
+
 func (w *Worker) defaults() {
 	if w.Concurrency <= 0 {
 		w.Concurrency = 64
 	}
-	if w.MaxDeliver <= 0 {
-		w.MaxDeliver = 6
+	if w.RetryFor <= 0 {
+		w.RetryFor = DefaultRetryFor
 	}
-	if w.BackOff == nil {
-		w.BackOff = []time.Duration{time.Second, 2 * time.Second, 5 * time.Second, 15 * time.Second, 30 * time.Second}
+	if w.MinBackOff <= 0 {
+		w.MinBackOff = time.Second
+	}
+	if w.MaxBackOff <= 0 {
+		w.MaxBackOff = 5 * time.Minute
 	}
 	if w.AckWait <= 0 {
 		w.AckWait = 30 * time.Second
@@ -58,6 +80,18 @@ func (w *Worker) defaults() {
 	if w.Log == nil {
 		w.Log = slog.Default()
 	}
+}
+
+// backOff is the delay before try n+1: MinBackOff doubled per try, capped at
+// MaxBackOff, with up to a quarter taken off at random so that deliveries
+// failing together do not come back together.
+func (w *Worker) backOff(tries uint64) time.Duration {
+	d := w.MinBackOff
+	for i := uint64(1); i < tries && d < w.MaxBackOff; i++ {
+		d *= 2
+	}
+	d = min(d, w.MaxBackOff)
+	return d - time.Duration(rand.Int64N(int64(d)/4+1))
 }
 
 // minPull is the fewest messages a worker asks for at once. Pulling one at a
@@ -75,7 +109,7 @@ func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 		Durable:       w.Durable,
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       w.AckWait,
-		MaxDeliver:    w.MaxDeliver,
+		MaxDeliver:    maxDeliver(w.MaxDeliver),
 		MaxAckPending: w.Concurrency * 4,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
@@ -118,7 +152,23 @@ func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 	return nil
 }
 
+// maxDeliver is the consumer's MaxDeliver: unlimited unless set, because
+// the retry horizon, not a count, ends retries (and a count reached by a crash
+// would leave the message in the work queue with nobody to dead-letter it).
+func maxDeliver(n int) int {
+	if n <= 0 {
+		return -1
+	}
+	return n
+}
+
 func (w *Worker) handle(runCtx, work context.Context, m jetstream.Msg) {
+	meta, merr := m.Metadata()
+	if merr == nil && meta.NumDelivered > 1 && time.Since(meta.Timestamp) > w.RetryFor+w.AckWait {
+		// Back after a crash (or a stop) past its horizon: do not try again.
+		w.giveUp(work, m, fmt.Errorf("%w: %w: tried since %s (retry_for %s), and the last try did not finish", envelope.ErrTimeout, ErrHorizon, meta.Timestamp.Format(time.RFC3339), w.RetryFor), meta.NumDelivered)
+		return
+	}
 	stop := make(chan struct{})
 	go func() {
 		t := time.NewTicker(w.AckWait / 3)
@@ -132,9 +182,21 @@ func (w *Worker) handle(runCtx, work context.Context, m jetstream.Msg) {
 			}
 		}
 	}()
-	err := w.Handle(work, m)
+	err := w.call(work, m)
 	close(stop)
 	w.settle(runCtx, work, m, err)
+}
+
+// call runs Handle, turning a panic into an internal error so one poisoned
+// message cannot take the whole service down with it.
+func (w *Worker) call(ctx context.Context, m jetstream.Msg) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			w.Log.Error("handler panicked", "stream", w.Stream, "subject", m.Subject(), "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("%w: the handler panicked: %v", envelope.ErrInternal, p)
+		}
+	}()
+	return w.Handle(ctx, m)
 }
 
 func (w *Worker) settle(runCtx, work context.Context, m jetstream.Msg, err error) {
@@ -144,30 +206,42 @@ func (w *Worker) settle(runCtx, work context.Context, m jetstream.Msg, err error
 		}
 		return
 	}
-	tries := uint64(1)
+	tries, stored := uint64(1), time.Now()
 	if meta, merr := m.Metadata(); merr == nil {
-		tries = meta.NumDelivered
+		tries, stored = meta.NumDelivered, meta.Timestamp
 	}
 	// Stopping: give the message back at once for another replica or the restart.
 	if runCtx.Err() != nil && (work.Err() != nil || errors.Is(err, context.Canceled)) {
 		_ = m.Nak()
 		return
 	}
-	if envelope.Retryable(err) && int(tries) < w.MaxDeliver {
-		delay := w.BackOff[min(int(tries)-1, len(w.BackOff)-1)]
+	left := w.RetryFor - time.Since(stored)
+	if envelope.Retryable(err) && left > 0 && (w.MaxDeliver <= 0 || int(tries) < w.MaxDeliver) {
+		delay := w.backOff(tries)
 		var ra *envelope.RetryAfterError
 		if errors.As(err, &ra) && ra.Wait > delay {
 			delay = ra.Wait
 		}
+		// The last try comes at the horizon, not before it.
+		delay = min(delay, left)
 		w.Log.Warn("will retry", "stream", w.Stream, "subject", m.Subject(), "try", tries, "delay", delay, "err", err)
 		_ = m.NakWithDelay(delay)
 		return
 	}
+	if envelope.Retryable(err) && left <= 0 {
+		err = fmt.Errorf("%w: retried for %s (retry_for): %w", ErrHorizon, w.RetryFor, err)
+	}
+	w.giveUp(work, m, err, tries)
+}
+
+// giveUp hands a message that will not be tried again to GiveUp and then to
+// the dead-letter stream.
+func (w *Worker) giveUp(ctx context.Context, m jetstream.Msg, err error, tries uint64) {
 	w.Log.Error("giving up; dead-lettered", "stream", w.Stream, "subject", m.Subject(), "tries", tries, "err", err)
 	if w.GiveUp != nil {
-		w.GiveUp(work, m, err)
+		w.GiveUp(ctx, m, err)
 	}
-	if derr := w.deadLetter(work, m, err, tries); derr != nil {
+	if derr := w.deadLetter(ctx, m, err, tries); derr != nil {
 		// Keep it in the stream rather than lose it; it will come back after AckWait.
 		w.Log.Error("dead-letter publish failed; leaving the message in place", "subject", m.Subject(), "err", derr)
 		_ = m.NakWithDelay(w.AckWait)

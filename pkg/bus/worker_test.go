@@ -52,7 +52,7 @@ func TestRetryableErrorsAreRetriedThenDeadLettered(t *testing.T) {
 	var tries atomic.Int32
 	var gaveUp atomic.Value
 	runWorker(t, js, &bus.Worker{
-		Stream: bus.StreamDeliver, Durable: "test", MaxDeliver: 3, BackOff: []time.Duration{10 * time.Millisecond},
+		Stream: bus.StreamDeliver, Durable: "test", MaxDeliver: 3, MinBackOff: 10 * time.Millisecond,
 		Handle: func(context.Context, jetstream.Msg) error {
 			tries.Add(1)
 			return fmt.Errorf("%w: provider down", envelope.ErrTargetUnavailable)
@@ -110,7 +110,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		first, second time.Time
 	)
 	runWorker(t, js, &bus.Worker{
-		Stream: bus.StreamDeliver, Durable: "test", BackOff: []time.Duration{time.Millisecond},
+		Stream: bus.StreamDeliver, Durable: "test", MinBackOff: time.Millisecond,
 		Handle: func(context.Context, jetstream.Msg) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -202,5 +202,108 @@ func TestEnsureTopologyUpdatesOnlyWhatChanged(t *testing.T) {
 	s, _ = js.Stream(t.Context(), bus.StreamRoute)
 	if got := s.CachedInfo(); got.Config.MaxAge != 7*24*time.Hour || !got.Created.Equal(before) {
 		t.Fatalf("stream max age %s created %s, want 7 days on the same stream", got.Config.MaxAge, got.Created)
+	}
+}
+
+// TestRetriesLastAsLongAsTheHorizon: a retryable failure is tried again and
+// again, backing off, until RetryFor has passed since the message was stored;
+// then it is given up with its cause and dead-lettered, not before.
+func TestRetriesLastAsLongAsTheHorizon(t *testing.T) {
+	srv := bustest.RunServer(t)
+	_, js := srv.Connect()
+	var tries atomic.Int32
+	var gaveUp atomic.Value
+	const horizon = 1500 * time.Millisecond
+	runWorker(t, js, &bus.Worker{
+		Stream: bus.StreamDeliver, Durable: "test", RetryFor: horizon, MinBackOff: 20 * time.Millisecond, MaxBackOff: 200 * time.Millisecond,
+		Handle: func(context.Context, jetstream.Msg) error {
+			tries.Add(1)
+			return fmt.Errorf("%w: provider down", envelope.ErrTargetUnavailable)
+		},
+		GiveUp: func(_ context.Context, _ jetstream.Msg, err error) { gaveUp.Store(err) },
+	})
+	published := time.Now()
+	if _, err := bus.Publish(t.Context(), js, bus.DeliverSubject("messenger"), []byte("x"), "k-horizon", nil); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeadLetter) == 1 }, "the dead letter")
+	if since := time.Since(published); since < horizon {
+		t.Fatalf("dead-lettered %s after publishing, before the %s horizon", since, horizon)
+	}
+	// Six tries was the old fixed limit; the horizon allows many more.
+	if n := tries.Load(); n <= 6 {
+		t.Fatalf("tried %d times within the horizon, want more than 6", n)
+	}
+	err, _ := gaveUp.Load().(error)
+	if !errors.Is(err, bus.ErrHorizon) || envelope.ClassOf(err) != "target_unavailable" {
+		t.Fatalf("GiveUp got %v (class %s), want the horizon with the provider's class", err, envelope.ClassOf(err))
+	}
+	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeliver) == 0 }, "the work queue to be empty")
+}
+
+// TestCrashedPastTheHorizonIsDeadLettered: a message whose handler never
+// finishes (its process dies on every try) is not left in the work queue once
+// its horizon has passed: the next delivery gives it up without trying.
+func TestCrashedPastTheHorizonIsDeadLettered(t *testing.T) {
+	srv := bustest.RunServer(t)
+	_, js := srv.Connect()
+	if _, err := bus.Publish(t.Context(), js, bus.DeliverSubject("messenger"), []byte("x"), "k-crash", nil); err != nil {
+		t.Fatal(err)
+	}
+	// A "crashed" consumer: takes the message and never acks it.
+	cons, err := js.CreateOrUpdateConsumer(t.Context(), bus.StreamDeliver, jetstream.ConsumerConfig{Durable: "test", AckPolicy: jetstream.AckExplicitPolicy, AckWait: 300 * time.Millisecond, MaxDeliver: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(400 * time.Millisecond) // past RetryFor+AckWait below
+	var handled atomic.Int32
+	var gaveUp atomic.Value
+	runWorker(t, js, &bus.Worker{
+		Stream: bus.StreamDeliver, Durable: "test", RetryFor: 50 * time.Millisecond, AckWait: 300 * time.Millisecond,
+		Handle: func(context.Context, jetstream.Msg) error { handled.Add(1); return nil },
+		GiveUp: func(_ context.Context, _ jetstream.Msg, err error) { gaveUp.Store(err) },
+	})
+	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeadLetter) == 1 }, "the dead letter")
+	if n := handled.Load(); n != 0 {
+		t.Fatalf("handled %d times past the horizon", n)
+	}
+	if err, _ := gaveUp.Load().(error); !errors.Is(err, bus.ErrHorizon) {
+		t.Fatalf("GiveUp got %v", err)
+	}
+	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeliver) == 0 }, "the work queue to be empty")
+}
+
+// TestPanicIsAFailureNotACrash: a handler that panics fails its message (dead
+// letter, internal_error) and the worker goes on with the next one.
+func TestPanicIsAFailureNotACrash(t *testing.T) {
+	srv := bustest.RunServer(t)
+	_, js := srv.Connect()
+	var ok atomic.Int32
+	runWorker(t, js, &bus.Worker{
+		Stream: bus.StreamDeliver, Durable: "test", Concurrency: 1,
+		Handle: func(_ context.Context, m jetstream.Msg) error {
+			if string(m.Data()) == "poison" {
+				panic("boom")
+			}
+			ok.Add(1)
+			return nil
+		},
+	})
+	for i, data := range []string{"poison", "fine"} {
+		if _, err := bus.Publish(t.Context(), js, bus.DeliverSubject("messenger"), []byte(data), fmt.Sprint("k-panic-", i), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeadLetter) == 1 && ok.Load() == 1 }, "the poison dead-lettered and the next message handled")
+	s, _ := js.Stream(t.Context(), bus.StreamDeadLetter)
+	m, err := s.GetLastMsgForSubject(t.Context(), bus.DeadSubject(bus.StreamDeliver, bus.DeliverSubject("messenger")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Header.Get(bus.HeaderErrorClass) != "internal_error" {
+		t.Fatalf("dead letter class %q", m.Header.Get(bus.HeaderErrorClass))
 	}
 }

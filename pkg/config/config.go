@@ -12,6 +12,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -49,7 +50,23 @@ type Config struct {
 	Butlers         []Butler      `yaml:"butlers"`
 	Integrations    []Integration `yaml:"integrations"`
 	Bindings        []Binding     `yaml:"bindings"`
+	Delivery        Delivery      `yaml:"delivery"`
 }
+
+// Delivery is how hard Herald tries.
+type Delivery struct {
+	// RetryFor is how long a delivery (and a route) that fails in a way a
+	// retry can fix is retried, from when it was queued; then the butler is
+	// told it failed. Default 24h, at most 7 days (how long queues keep
+	// messages).
+	RetryFor Duration `yaml:"retry_for"`
+}
+
+// DefaultRetryFor is delivery.retry_for's default; MaxRetryFor its bound.
+const (
+	DefaultRetryFor = 24 * time.Hour
+	MaxRetryFor     = 7 * 24 * time.Hour
+)
 
 // NATS says where the bus is. An empty URL means the embedded server of
 // `herald dev`.
@@ -63,6 +80,9 @@ type NATS struct {
 	StoreDir string `yaml:"store_dir"`
 	// Listen is host:port of the embedded server (port 0: any free port).
 	Listen string `yaml:"listen"`
+	// Wait is how long a service waits at start for NATS and JetStream to
+	// answer (a server starting, a cluster electing leaders); default 2m.
+	Wait Duration `yaml:"wait"`
 }
 
 // Butler is one agent of the fleet.
@@ -80,6 +100,14 @@ type Integration struct {
 	// Disabled integrations neither send nor receive.
 	Disabled bool   `yaml:"disabled"`
 	Grants   Grants `yaml:"grants"`
+	// OnUncertain is what a delivery does when an earlier attempt died while
+	// calling the provider, so that call's outcome is unknown: resend (the
+	// default; at least once, the human may see it twice) or skip (at most
+	// once, it may be missing). Either way it is audited and the butler told.
+	OnUncertain string `yaml:"on_uncertain"`
+	// RateLimitOut are the provider's sending limits, kept before the
+	// provider has to refuse (Telegram's by default).
+	RateLimitOut OutLimits `yaml:"rate_limit_out"`
 
 	// Telegram.
 	TokenEnv    string `yaml:"token_env"`
@@ -137,6 +165,60 @@ func (in *Inbound) UnmarshalYAML(n *yaml.Node) error {
 		return err
 	}
 	*in = Inbound(p)
+	return nil
+}
+
+// On_uncertain values.
+const (
+	OnUncertainResend = "resend"
+	OnUncertainSkip   = "skip"
+)
+
+// OutLimits are an integration's outbound limits, each written "N/unit"
+// ("1/s", "20/min", "30/s"; "off" for none). Unset ones take the channel's
+// defaults; Disabled turns them all off.
+type OutLimits struct {
+	PerChat  OutRate `yaml:"per_chat"`
+	PerGroup OutRate `yaml:"per_group"`
+	PerBot   OutRate `yaml:"per_bot"`
+	// Burst is how many messages a chat may get at once before per_chat applies.
+	Burst    int  `yaml:"burst"`
+	Disabled bool `yaml:"disabled"`
+}
+
+// OutRate is N messages per Per; Set says it was written (Off: "off").
+type OutRate struct {
+	N   int
+	Per time.Duration
+	Set bool
+}
+
+// UnmarshalYAML parses "N/s", "N/min", "N/h" or "N/<duration>", or "off".
+func (r *OutRate) UnmarshalYAML(n *yaml.Node) error {
+	v := strings.TrimSpace(n.Value)
+	if v == "off" || v == "0" {
+		*r = OutRate{Set: true}
+		return nil
+	}
+	num, unit, ok := strings.Cut(v, "/")
+	count, err := strconv.Atoi(strings.TrimSpace(num))
+	if !ok || err != nil || count < 0 {
+		return fmt.Errorf("line %d: %q is not a rate like 1/s, 20/min or 30/s", n.Line, v)
+	}
+	var per time.Duration
+	switch unit = strings.TrimSpace(unit); unit {
+	case "s", "sec", "second":
+		per = time.Second
+	case "min", "minute":
+		per = time.Minute
+	case "h", "hour":
+		per = time.Hour
+	default:
+		if per, err = time.ParseDuration(unit); err != nil || per <= 0 {
+			return fmt.Errorf("line %d: %q is not a rate like 1/s, 20/min or 30/s", n.Line, v)
+		}
+	}
+	*r = OutRate{N: count, Per: per, Set: true}
 	return nil
 }
 
@@ -272,6 +354,12 @@ func (c *Config) applyDefaults() {
 	if c.NATS.Replicas == 0 {
 		c.NATS.Replicas = 1
 	}
+	if c.NATS.Wait == 0 {
+		c.NATS.Wait = Duration(2 * time.Minute)
+	}
+	if c.Delivery.RetryFor == 0 {
+		c.Delivery.RetryFor = Duration(DefaultRetryFor)
+	}
 	// The log channel needs no account, so every fleet has one.
 	if !slices.ContainsFunc(c.Integrations, func(in Integration) bool { return in.Type == "log" }) {
 		c.Integrations = append(c.Integrations, Integration{ID: LogIntegrationID, Type: "log", Grants: Grants{All: true}})
@@ -293,6 +381,9 @@ func (c *Config) applyDefaults() {
 		}
 		if in.Inbound.DMPolicy == "" {
 			in.Inbound.DMPolicy = "allowlist"
+		}
+		if in.OnUncertain == "" {
+			in.OnUncertain = OnUncertainResend
 		}
 		if in.Type == "web" {
 			in.Inbound.Enabled = true
@@ -322,6 +413,12 @@ func (c *Config) Validate() error {
 	if c.NotifyTimeout < 0 {
 		add("notify_timeout must be positive")
 	}
+	if c.NATS.Wait < 0 {
+		add("nats.wait must be positive")
+	}
+	if rf := time.Duration(c.Delivery.RetryFor); rf < time.Second || rf > MaxRetryFor {
+		add("delivery.retry_for must be between 1s and %s (how long queues keep messages), not %s", MaxRetryFor, rf)
+	}
 	ids := map[string]bool{}
 	for i, in := range c.Integrations {
 		at := fmt.Sprintf("integrations[%d]", i)
@@ -347,6 +444,14 @@ func (c *Config) Validate() error {
 			if in.From == "" {
 				add("%s (email %s) needs from", at, in.ID)
 			}
+		}
+		switch in.OnUncertain {
+		case OnUncertainResend, OnUncertainSkip:
+		default:
+			add("%s.on_uncertain %q must be resend (at least once) or skip (at most once)", at, in.OnUncertain)
+		}
+		if in.RateLimitOut.Burst < 0 {
+			add("%s.rate_limit_out.burst must not be negative", at)
 		}
 		switch in.Inbound.DMPolicy {
 		case "pairing", "allowlist", "disabled":

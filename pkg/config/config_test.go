@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
 )
@@ -91,6 +92,10 @@ func TestInvalid(t *testing.T) {
 		{"bad dm policy", "integrations: [{id: t, type: telegram, inbound: {dm_policy: open}}]", "dm_policy"},
 		{"binding to nowhere", "bindings: [{integration: nope, butler: assistant}]", `integration "nope"`},
 		{"bad timeout", "notify_timeout: soon", "duration"},
+		{"bad on_uncertain", "integrations: [{id: t, type: telegram, on_uncertain: maybe}]", "on_uncertain"},
+		{"retry_for too short", "delivery: { retry_for: 10ms }", "delivery.retry_for"},
+		{"retry_for past the queues", "delivery: { retry_for: 200h }", "delivery.retry_for"},
+		{"bad outbound rate", "integrations: [{id: t, type: telegram, rate_limit_out: {per_chat: fast}}]", "1/s"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -184,5 +189,33 @@ integrations:
 		if got := c.Integration(id).Inbound.Enabled; got != want {
 			t.Errorf("%s inbound enabled = %v, want %v", id, got, want)
 		}
+	}
+}
+
+func TestReliabilityKeys(t *testing.T) {
+	c, err := config.Parse([]byte(`
+delivery: { retry_for: 20s }
+integrations:
+  - id: t
+    type: telegram
+    on_uncertain: skip
+    rate_limit_out: { per_chat: 2/s, per_group: off, per_bot: 10/1m, burst: 4 }
+  - { id: u, type: telegram }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := time.Duration(c.Delivery.RetryFor); got != 20*time.Second {
+		t.Errorf("retry_for %s", got)
+	}
+	in := c.Integration("t")
+	want := config.OutLimits{PerChat: config.OutRate{N: 2, Per: time.Second, Set: true}, PerGroup: config.OutRate{Set: true}, PerBot: config.OutRate{N: 10, Per: time.Minute, Set: true}, Burst: 4}
+	if in.OnUncertain != "skip" || in.RateLimitOut != want {
+		t.Errorf("on_uncertain %q, rate_limit_out %+v", in.OnUncertain, in.RateLimitOut)
+	}
+	// Defaults: resend, 24h, and limits left to the channel.
+	def, _ := config.Parse(nil)
+	if u := c.Integration("u"); u.OnUncertain != "resend" || u.RateLimitOut != (config.OutLimits{}) || time.Duration(def.Delivery.RetryFor) != 24*time.Hour {
+		t.Errorf("defaults: on_uncertain %q, rate_limit_out %+v, retry_for %s", u.OnUncertain, u.RateLimitOut, time.Duration(def.Delivery.RetryFor))
 	}
 }

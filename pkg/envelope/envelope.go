@@ -179,6 +179,10 @@ type DeliveryResult struct {
 	Channel    string   `json:"channel"`
 	DeliveryID string   `json:"delivery_id"`
 	MessageIDs []string `json:"message_ids,omitempty"`
+	// Outcome is confirmed, or uncertain when an attempt died while calling
+	// the provider (Note says what that means for this delivery).
+	Outcome string `json:"outcome,omitempty"`
+	Note    string `json:"note,omitempty"`
 }
 
 // RouteResponse is route_response.v1, the switchboard's answer to a route.

@@ -1,9 +1,11 @@
 package envelope_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -235,6 +237,12 @@ func TestErrorBodyFrom(t *testing.T) {
 		{errors.Join(errors.New("x"), envelope.ErrTargetUnavailable), "target_unavailable", true},
 		{&envelope.RetryAfterError{Wait: 1}, "overload_rejected", true},
 		{errors.New("boom"), "internal_error", false},
+		// The outermost wrap decides, whatever class the cause carries.
+		{fmt.Errorf("%w: publishing: %w", envelope.ErrTargetUnavailable, &envelope.ValidationError{}), "target_unavailable", true},
+		{fmt.Errorf("%w: bad field: %w", envelope.ErrValidation, envelope.ErrTargetUnavailable), "validation_error", false},
+		{fmt.Errorf("chunk 2 of 3: %w", fmt.Errorf("%w: telegram down: %w", envelope.ErrTargetUnavailable, context.DeadlineExceeded)), "target_unavailable", true},
+		{fmt.Errorf("waiting: %w", context.DeadlineExceeded), "timeout", true},
+		{fmt.Errorf("%w: relayed", &envelope.ErrorBody{Class: "forbidden", Message: "no"}), "forbidden", false},
 	}
 	for _, tt := range tests {
 		got := envelope.ErrorBodyFrom(tt.err)

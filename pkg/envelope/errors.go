@@ -58,18 +58,45 @@ func (e *ErrorBody) Is(target error) bool {
 	return target.Error() == e.Class && ClassOf(target) == e.Class
 }
 
-// ClassOf returns the wire class of err; anything unclassified is internal_error,
-// context deadlines are timeout.
+// ClassOf returns the wire class of err: the class of the outermost wrap, so
+// fmt.Errorf("%w: ...: %w", ErrTargetUnavailable, validationErr) is
+// target_unavailable whatever the cause says. Anything unclassified is
+// internal_error; a context deadline with no class around it is timeout.
 func ClassOf(err error) string {
-	for _, c := range classes {
-		if errors.Is(err, c.err) {
-			return c.err.Error()
-		}
+	if c := outermostClass(err); c != "" {
+		return c
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return ErrTimeout.Error()
 	}
 	return ErrInternal.Error()
+}
+
+// outermostClass walks err's tree in the order errors.Is does (depth first,
+// wrapping before wrapped, left to right) and returns the first class found.
+func outermostClass(err error) string {
+	if err == nil {
+		return ""
+	}
+	for _, c := range classes {
+		if err == c.err {
+			return c.err.Error()
+		}
+	}
+	if body, ok := err.(*ErrorBody); ok {
+		return body.Class
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return outermostClass(u.Unwrap())
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			if c := outermostClass(e); c != "" {
+				return c
+			}
+		}
+	}
+	return ""
 }
 
 // Retryable reports whether the class of err says a retry can help.

@@ -1,7 +1,13 @@
 // Package ledger is the herald_deliveries bucket: one record per idempotency
 // key saying whether a delivery is in progress, sent (with the provider's
-// message ids, chunk by chunk) or failed for good. A delivery recorded as sent
-// is answered from here and never sent again.
+// message ids, chunk by chunk), failed for good, or left uncertain. A delivery
+// recorded as sent is answered from here and never sent again.
+//
+// The record is also the claim on a delivery: an attempt writes it, with its
+// own token and Calling set, before every provider call (compare-and-set, so
+// two attempts can never both call), and keeps it fresh while it works. An
+// attempt that finds Calling set by an attempt that is gone knows that call's
+// outcome is uncertain: the provider may or may not have accepted it.
 package ledger
 
 import (
@@ -22,6 +28,18 @@ const (
 	Sending = "sending"
 	Sent    = "sent"
 	Failed  = "failed"
+	// Uncertain is final: an attempt died while calling the provider and the
+	// integration says on_uncertain: skip, so it is not sent again.
+	Uncertain = "uncertain"
+)
+
+// Outcomes of a delivery, as notify_response.v1 delivery.outcome says them.
+const (
+	// Confirmed: the provider accepted every chunk, once each as far as Herald knows.
+	Confirmed = "confirmed"
+	// OutcomeUncertain: an attempt died while calling the provider; the
+	// message may be missing (skipped) or there twice (sent again).
+	OutcomeUncertain = "uncertain"
 )
 
 // ErrConflict means another worker changed the record first.
@@ -37,30 +55,57 @@ type Record struct {
 	MessageIDs []string            `json:"message_ids,omitempty"`
 	Error      *envelope.ErrorBody `json:"error,omitempty"`
 	Attempts   int                 `json:"attempts"`
-	// Owner is the stream sequence of the delivery message working on the
-	// record while it is Sending: a redelivery of that message resumes it,
-	// any other message with the same key waits for it.
-	Owner     uint64    `json:"owner,omitempty"`
+	// Attempt is the token of the attempt holding the record while it is
+	// Sending, unique to one try in one process: no other attempt touches
+	// the record until it is stale.
+	Attempt string `json:"attempt,omitempty"`
+	// Calling says a provider call for the chunk after MessageIDs is, or was
+	// when its attempt stopped, in flight.
+	Calling bool `json:"calling,omitempty"`
+	// Outcome is Confirmed or OutcomeUncertain once the record is final
+	// (empty reads as Confirmed); Note says why it is uncertain.
+	Outcome   string    `json:"outcome,omitempty"`
+	Note      string    `json:"note,omitempty"`
 	UpdatedAt time.Time `json:"updated_at"`
 
 	rev uint64
 }
 
-// StaleAfter is how long a Sending record may go unwritten before another
-// message may take it over: longer than any single provider call, including
-// Telegram's longest retry_after wait.
-const StaleAfter = 3 * time.Minute
+// LeaseTTL is how long a Sending record may go unwritten before another
+// attempt may take it over. An attempt rewrites its record at least every
+// LeaseTTL/3 while it works, so only an attempt that is gone (its process
+// killed, or cut off from NATS for that long) loses its claim. It equals the
+// delivery consumer's ack wait: a crashed messenger's deliveries come back
+// after about that long and are taken over on arrival.
+const LeaseTTL = 30 * time.Second
 
-// Stale reports whether the record's owner has stopped working on it.
-func (r *Record) Stale() bool { return time.Since(r.UpdatedAt) > StaleAfter }
+// HeldBy reports whether an attempt other than attempt holds the record now,
+// with ttl as the lease (LeaseTTL if 0), and if so how long until it lapses.
+func (r *Record) HeldBy(attempt string, ttl time.Duration) (bool, time.Duration) {
+	if ttl <= 0 {
+		ttl = LeaseTTL
+	}
+	if r.Status != Sending || r.Attempt == "" || r.Attempt == attempt {
+		return false, 0
+	}
+	left := ttl - time.Since(r.UpdatedAt)
+	return left > 0, left
+}
 
 // Final reports whether the record answers every repeat of its notify.
-func (r *Record) Final() bool { return r.Status == Sent || r.Status == Failed }
+func (r *Record) Final() bool {
+	return r.Status == Sent || r.Status == Failed || r.Status == Uncertain
+}
 
 // Response is the notify_response the record answers with.
 func (r *Record) Response(requestID string) *envelope.NotifyResponse {
-	if r.Status == Sent {
-		return envelope.OK(requestID, envelope.DeliveryResult{Channel: r.Channel, DeliveryID: r.DeliveryID, MessageIDs: r.MessageIDs})
+	switch r.Status {
+	case Sent, Uncertain:
+		outcome := r.Outcome
+		if outcome == "" {
+			outcome = Confirmed
+		}
+		return envelope.OK(requestID, envelope.DeliveryResult{Channel: r.Channel, DeliveryID: r.DeliveryID, MessageIDs: r.MessageIDs, Outcome: outcome, Note: r.Note})
 	}
 	return envelope.Failed(requestID, r.Error)
 }
@@ -90,7 +135,7 @@ func (l *Ledger) Get(ctx context.Context, butler, key string) (*Record, error) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading ledger: %v", envelope.ErrTargetUnavailable, err)
+		return nil, fmt.Errorf("%w: reading ledger: %w", envelope.ErrTargetUnavailable, err)
 	}
 	return decode(e)
 }
@@ -98,7 +143,7 @@ func (l *Ledger) Get(ctx context.Context, butler, key string) (*Record, error) {
 func decode(e jetstream.KeyValueEntry) (*Record, error) {
 	var r Record
 	if err := json.Unmarshal(e.Value(), &r); err != nil {
-		return nil, fmt.Errorf("%w: ledger record %s: %v", envelope.ErrInternal, e.Key(), err)
+		return nil, fmt.Errorf("%w: ledger record %s: %w", envelope.ErrInternal, e.Key(), err)
 	}
 	r.rev = e.Revision()
 	return &r, nil
@@ -106,11 +151,34 @@ func decode(e jetstream.KeyValueEntry) (*Record, error) {
 
 // Save writes r: created if new, else updated only if nobody else wrote it
 // since it was read (ErrConflict otherwise).
-func (l *Ledger) Save(ctx context.Context, r *Record) error {
+func (l *Ledger) Save(ctx context.Context, r *Record) error { return l.SaveAs(ctx, r, "") }
+
+// SaveAs is Save by the attempt whose token is attempt. A write of its own
+// that was stored although its answer was lost (NATS went away mid-write)
+// looks like a conflict to the retry; SaveAs recognises its token in the
+// stored record and writes over it, so only another attempt's write is a
+// conflict.
+func (l *Ledger) SaveAs(ctx context.Context, r *Record, attempt string) error {
+	err := l.save(ctx, r)
+	if !errors.Is(err, ErrConflict) || attempt == "" {
+		return err
+	}
+	cur, gerr := l.Get(ctx, r.Butler, r.Key)
+	if gerr != nil {
+		return gerr
+	}
+	if cur == nil || cur.Attempt != attempt {
+		return err
+	}
+	r.rev = cur.rev
+	return l.save(ctx, r)
+}
+
+func (l *Ledger) save(ctx context.Context, r *Record) error {
 	r.UpdatedAt = time.Now().UTC()
 	b, err := json.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("%w: %v", envelope.ErrInternal, err)
+		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
 	var rev uint64
 	if r.rev == 0 {
@@ -122,7 +190,7 @@ func (l *Ledger) Save(ctx context.Context, r *Record) error {
 		return fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, ErrConflict)
 	}
 	if err != nil {
-		return fmt.Errorf("%w: writing ledger: %v", envelope.ErrTargetUnavailable, err)
+		return fmt.Errorf("%w: writing ledger: %w", envelope.ErrTargetUnavailable, err)
 	}
 	r.rev = rev
 	return nil
@@ -137,7 +205,7 @@ func isWrongSequence(err error) bool {
 func (l *Ledger) Wait(ctx context.Context, butler, key string) (*Record, error) {
 	w, err := l.kv.Watch(ctx, entryKey(butler, key))
 	if err != nil {
-		return nil, fmt.Errorf("%w: watching ledger: %v", envelope.ErrTargetUnavailable, err)
+		return nil, fmt.Errorf("%w: watching ledger: %w", envelope.ErrTargetUnavailable, err)
 	}
 	defer func() { _ = w.Stop() }()
 	for {

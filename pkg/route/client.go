@@ -1,7 +1,15 @@
 // Package route is how a butler hands a notify to the switchboard and waits
 // for the answer: publish route.v1 on herald.route.<butler> with its
-// idempotency key, listen on herald.reply.<butler>.<request_id>, and if
-// JetStream says the publish was a duplicate, answer from the delivery ledger.
+// idempotency key until JetStream has stored it, listen on
+// herald.reply.<butler>.<request_id>, and if JetStream says the publish was a
+// duplicate, answer from the delivery ledger.
+//
+// Every answer is true. Sent and failed come from the messenger's outcome.
+// ErrQueued means JetStream holds the route, or that a publish may have
+// reached it and is being re-published (same Nats-Msg-Id, so never twice)
+// until it is stored: either way it will be delivered, or the butler will be
+// told it failed. ErrNotAccepted means no publish can have reached JetStream:
+// nothing will be sent, and calling again is safe.
 package route
 
 import (
@@ -9,6 +17,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -19,9 +29,18 @@ import (
 	"github.com/heraldhq/herald/pkg/ledger"
 )
 
-// ErrQueued means JetStream holds the route but no answer came in time: it is
-// not lost, and will be delivered when the switchboard and messenger run.
-var ErrQueued = errors.New("queued")
+var (
+	// ErrQueued means the route will be delivered, or the butler told it
+	// failed, but no answer came in time.
+	ErrQueued = errors.New("queued")
+	// ErrNotAccepted means the bus never had the route; it is wrapped with
+	// envelope.ErrTargetUnavailable.
+	ErrNotAccepted = errors.New("not accepted")
+)
+
+// BackgroundFor bounds how long a route whose publish may have been stored is
+// re-published after its caller was answered "queued".
+const BackgroundFor = 10 * time.Minute
 
 // Client sends routes.
 type Client struct {
@@ -29,10 +48,14 @@ type Client struct {
 	JS      jetstream.JetStream
 	Ledger  *ledger.Ledger
 	Timeout time.Duration // default 30s
+	Log     *slog.Logger
+
+	wg sync.WaitGroup
 }
 
-// Send publishes r and waits for its route_response. Errors: ErrQueued (held,
-// no answer yet), or a classified error if the bus would not take it.
+// Send publishes r until JetStream stores it and waits for its
+// route_response. Errors: ErrQueued (will be delivered or reported, no
+// answer yet), or ErrNotAccepted wrapped in a class (nothing was sent).
 func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteResponse, error) {
 	timeout := c.Timeout
 	if timeout <= 0 {
@@ -43,40 +66,125 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 
 	data, err := json.Marshal(r)
 	if err != nil {
-		return nil, fmt.Errorf("%w: encoding route: %v", envelope.ErrInternal, err)
+		return nil, fmt.Errorf("%w: encoding route: %w", envelope.ErrInternal, err)
 	}
 	butler, id, key := r.Target.Butler, r.RequestContext.RequestID, r.IdempotencyKey()
 	replies := make(chan *nats.Msg, 1)
 	sub, err := c.NC.ChanSubscribe(bus.ReplySubject(butler, id), replies)
 	if err != nil {
-		return nil, fmt.Errorf("%w: NATS: %v", envelope.ErrTargetUnavailable, err)
+		return nil, fmt.Errorf("%w: %w: NATS: %w", envelope.ErrTargetUnavailable, ErrNotAccepted, err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 
-	ack, err := bus.Publish(ctx, c.JS, bus.RouteSubject(butler), data, key, nil)
+	ack, maybe, err := c.publish(ctx, bus.RouteSubject(butler), data, key)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the bus did not accept the notification (%v); retry when NATS is reachable", envelope.ErrTargetUnavailable, err)
+		if maybe {
+			// It may be stored, or go out later from the client's buffers:
+			// keep publishing it until it is, and say "queued", never "failed".
+			c.background(context.WithoutCancel(ctx), bus.RouteSubject(butler), data, key, id)
+			return nil, fmt.Errorf("%w: request_id %s (the bus did not confirm it yet: %w)", ErrQueued, id, err)
+		}
+		return nil, fmt.Errorf("%w: %w: the bus did not take the notification (%w); nothing was sent, so calling notify again is safe once NATS is reachable",
+			envelope.ErrTargetUnavailable, ErrNotAccepted, err)
 	}
 	// A duplicate is the same notify again: its answer is, or will be, in the
 	// ledger (or on the same reply subject, if it is the same route).
 	fromLedger := make(chan *ledger.Record, 1)
 	if ack.Duplicate && c.Ledger != nil {
-		go func() {
+		c.wg.Go(func() {
 			if rec, err := c.Ledger.Wait(ctx, butler, key); err == nil {
 				fromLedger <- rec
 			}
-		}()
+		})
 	}
 	select {
 	case m := <-replies:
+		// Tell the switchboard the answer arrived; without this it would
+		// also send the butler a notice, as to a caller that left.
+		_ = m.Respond(nil)
 		var resp envelope.RouteResponse
 		if err := json.Unmarshal(m.Data, &resp); err != nil {
-			return nil, fmt.Errorf("%w: undecodable answer: %v", envelope.ErrInternal, err)
+			return nil, fmt.Errorf("%w: undecodable answer: %w", envelope.ErrInternal, err)
 		}
 		return &resp, nil
 	case rec := <-fromLedger:
 		return envelope.Answer(r, rec.Response(id)), nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: request_id %s", ErrQueued, id)
+	}
+}
+
+// publish publishes until JetStream stores the message (or says it is a
+// duplicate of one it has) or ctx ends. maybe reports whether a publish that
+// failed may still have been stored, or may be sent later: a try that timed
+// out while connected. Tries are made only while connected, so nothing waits
+// in the client's reconnect buffer.
+func (c *Client) publish(ctx context.Context, subject string, data []byte, key string) (ack *jetstream.PubAck, maybe bool, err error) {
+	delay := 100 * time.Millisecond
+	for {
+		if c.NC.IsConnected() {
+			tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			// One request per try: the library's own retries on "no
+			// responders" would make a definite no look like a timeout.
+			ack, err = bus.Publish(tctx, c.JS, subject, data, key, nil, jetstream.WithRetryAttempts(0))
+			cancel()
+			if err == nil {
+				return ack, false, nil
+			}
+			if mayBeStored(err) {
+				maybe = true
+			}
+		} else if err == nil {
+			err = fmt.Errorf("NATS is not connected (%s)", c.NC.Status())
+		}
+		select {
+		case <-ctx.Done():
+			return nil, maybe, err
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, time.Second)
+	}
+}
+
+// mayBeStored reports whether a failed publish may have reached the stream:
+// anything but an answer that it was not (no stream, an API error, a closed
+// connection).
+func mayBeStored(err error) bool {
+	var apiErr *jetstream.APIError
+	switch {
+	case bus.IsNoResponders(err), errors.As(err, &apiErr),
+		errors.Is(err, nats.ErrConnectionClosed), errors.Is(err, nats.ErrConnectionDraining):
+		return false
+	}
+	return true
+}
+
+// background re-publishes a route its caller was told is queued, until it is
+// stored or BackgroundFor passes; Close waits for it.
+func (c *Client) background(ctx context.Context, subject string, data []byte, key, id string) {
+	log := c.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	c.wg.Go(func() {
+		ctx, cancel := context.WithTimeout(ctx, BackgroundFor)
+		defer cancel()
+		if _, _, err := c.publish(ctx, subject, data, key); err != nil {
+			log.Error("a notification answered as queued could not be handed to the bus", "request_id", id, "err", err)
+			return
+		}
+		log.Info("a queued notification is on the bus", "request_id", id)
+	})
+}
+
+// Close waits, until ctx ends, for routes still being re-published.
+func (c *Client) Close(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { c.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("routes still being handed to the bus: %w", ctx.Err())
 	}
 }

@@ -60,7 +60,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		log = slog.Default()
 	}
 	log = log.With("butler", o.Name)
-	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas})
+	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas}, time.Duration(o.Config.NATS.Wait), log)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +76,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		name:   o.Name,
 		cfg:    o.Config,
 		log:    log,
-		client: &route.Client{NC: o.NC, JS: js, Ledger: led, Timeout: timeout},
+		client: &route.Client{NC: o.NC, JS: js, Ledger: led, Timeout: timeout, Log: log},
 	}
 	if b.channel, err = newChannelSide(ctx, b, js); err != nil {
 		return nil, err
@@ -108,7 +108,28 @@ func instructions(name string) string {
 
 // Run does the butler's background work, delivering inbound messages to
 // connected clients, until ctx is done. ServeHTTP and ServeStdio run it.
-func (b *Butler) Run(ctx context.Context) error { return b.channel.run(ctx) }
+func (b *Butler) Run(ctx context.Context) error {
+	err := b.channel.run(ctx)
+	// Notifications answered "queued" may still be on their way to the bus.
+	wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if cerr := b.client.Close(wait); cerr != nil {
+		b.log.Error("stopping with notifications not yet on the bus", "err", cerr)
+	}
+	return err
+}
+
+// runInBackground runs Run until ctx ends; the channel closes when it has.
+func (b *Butler) runInBackground(ctx context.Context) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := b.Run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			b.log.Error("butler background work stopped", "err", err)
+		}
+	}()
+	return done
+}
 
 // MCPServer is the butler's MCP server, for in-process clients.
 func (b *Butler) MCPServer() *server.MCPServer { return b.mcp }
@@ -135,7 +156,10 @@ func (b *Butler) ServeHTTP(ctx context.Context, addr string, ready func(url stri
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
-	go func() { _ = b.Run(ctx) }()
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	ran := b.runInBackground(ctx)
+	defer func() { stop(); <-ran }()
 	select {
 	case err := <-errc:
 		return err
@@ -156,7 +180,9 @@ func (b *Butler) ServeHTTP(ctx context.Context, addr string, ready func(url stri
 // ServeStdio speaks MCP over in/out (for .mcp.json) until ctx is done or in
 // closes. Nothing else may write to out.
 func (b *Butler) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) error {
-	go func() { _ = b.Run(ctx) }()
+	ctx, stop := context.WithCancel(ctx)
+	ran := b.runInBackground(ctx)
+	defer func() { stop(); <-ran }()
 	s := server.NewStdioServer(b.mcp)
 	s.SetErrorLogger(slog.NewLogLogger(b.log.Handler(), slog.LevelError))
 	err := s.Listen(ctx, in, out)

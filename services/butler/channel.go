@@ -200,6 +200,10 @@ func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, er
 		c.verdict(in)
 		return nil, nil
 	}
+	if envelope.IsNotice(in) {
+		// Herald's word about a notify: nothing to reply to.
+		return view(in), nil
+	}
 	b, err := json.Marshal(in)
 	if err != nil {
 		return nil, err

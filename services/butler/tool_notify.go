@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/ledger"
 	"github.com/heraldhq/herald/pkg/route"
 	"github.com/heraldhq/herald/schemas"
 )
@@ -63,8 +64,8 @@ func (b *Butler) send(ctx context.Context, n *envelope.Notify) *mcp.CallToolResu
 		b.log.Warn("no answer in time; notification queued", "request_id", id)
 		queued := &envelope.RouteResponse{SchemaVersion: envelope.RouteResponseV1, RequestContext: envelope.RequestRef{RequestID: id}, Status: envelope.StatusAccepted}
 		return mcp.NewToolResultStructured(queued, fmt.Sprintf(
-			"Notification queued (request_id %s): Herald holds it durably but no delivery answer came within %s. "+
-				"It will be delivered once the switchboard and messenger are running; do not send it again.", id, b.client.Timeout))
+			"Notification queued (request_id %s): Herald has it but no delivery answer came within %s. "+
+				"It will be delivered once the pipeline is running, or you will get a delivery_failed notification naming this request_id; do not send it again.", id, b.client.Timeout))
 	case err != nil:
 		return toolError(err)
 	}
@@ -76,7 +77,19 @@ func (b *Butler) send(ctx context.Context, n *envelope.Notify) *mcp.CallToolResu
 		return toolError(body)
 	}
 	nr := resp.Result.NotifyResponse
-	return mcp.NewToolResultStructured(nr, fmt.Sprintf("Notification sent via %s (delivery_id %s)", nr.Delivery.Channel, nr.Delivery.DeliveryID))
+	return mcp.NewToolResultStructured(nr, sentText(nr.Delivery))
+}
+
+// sentText is the answer to a delivered notify; an uncertain outcome says
+// what is uncertain, so the model never believes more than Herald knows.
+func sentText(d *envelope.DeliveryResult) string {
+	if d.Outcome != ledger.OutcomeUncertain {
+		return fmt.Sprintf("Notification sent via %s (delivery_id %s)", d.Channel, d.DeliveryID)
+	}
+	if slices.Contains(d.MessageIDs, "") {
+		return fmt.Sprintf("Notification may not have been delivered via %s (delivery_id %s): %s. Ask the human, or send it again if it matters.", d.Channel, d.DeliveryID, d.Note)
+	}
+	return fmt.Sprintf("Notification sent via %s (delivery_id %s), possibly twice: %s.", d.Channel, d.DeliveryID, d.Note)
 }
 
 // buildNotify turns tool arguments into a validated notify.v1. It builds the

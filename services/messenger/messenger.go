@@ -10,8 +10,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -60,12 +62,19 @@ type Options struct {
 
 // Messenger delivers.
 type Messenger struct {
+	cfg      *config.Config
 	js       jetstream.JetStream
 	log      *slog.Logger
 	ledger   *ledger.Ledger
+	audit    *audit.Writer
 	senders  map[string]deliver.Sender // by integration id
 	broken   map[string]error          // integrations that could not be set up
 	instance string
+	leaseTTL time.Duration
+
+	mu       sync.Mutex
+	active   map[string]struct{} // idempotency keys being delivered in this process
+	attempts uint64
 }
 
 // Run delivers until ctx is done, then drains and closes its senders.
@@ -75,7 +84,7 @@ func Run(ctx context.Context, o Options) error {
 		log = slog.Default()
 	}
 	log = log.With("service", "messenger")
-	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas})
+	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas}, time.Duration(o.Config.NATS.Wait), log)
 	if err != nil {
 		return err
 	}
@@ -83,7 +92,9 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	m := &Messenger{js: js, log: log, ledger: led, senders: map[string]deliver.Sender{}, broken: map[string]error{}, instance: instanceName()}
+	m := &Messenger{cfg: o.Config, js: js, log: log, ledger: led, audit: &audit.Writer{JS: js, Log: log},
+		senders: map[string]deliver.Sender{}, broken: map[string]error{}, instance: instanceName(),
+		leaseTTL: ledger.LeaseTTL, active: map[string]struct{}{}}
 	getenv := o.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -140,7 +151,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	defer m.close()
-	aw := &audit.Writer{JS: js, Log: log}
+	aw := m.audit
 	var wg sync.WaitGroup
 	for id, r := range receivers {
 		in := o.Config.Integration(id)
@@ -151,7 +162,8 @@ func Run(ctx context.Context, o Options) error {
 		}()
 	}
 	defer wg.Wait()
-	w := &bus.Worker{Stream: bus.StreamDeliver, Durable: bus.ConsumerMessenger, Handle: m.deliver, GiveUp: m.giveUp, Concurrency: o.Concurrency, Log: log}
+	w := &bus.Worker{Stream: bus.StreamDeliver, Durable: bus.ConsumerMessenger, Handle: m.deliver, GiveUp: m.giveUp,
+		Concurrency: o.Concurrency, RetryFor: time.Duration(o.Config.Delivery.RetryFor), AckWait: ledger.LeaseTTL, Log: log}
 	log.Info("messenger running", "integrations", len(m.senders), "receivers", len(receivers), "unavailable", len(m.broken))
 	return w.Run(ctx, js)
 }
@@ -191,58 +203,89 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 		return fmt.Errorf("%w: integration %q is not configured in this messenger", envelope.ErrNotFound, n.Delivery.Channel)
 	}
 
-	var seq uint64
-	if meta, err := msg.Metadata(); err == nil {
-		seq = meta.Sequence.Stream
+	// One attempt per delivery in this process: a redelivery that arrives
+	// while the first is still working (NATS came back and handed it out
+	// again) waits for its outcome instead of racing it.
+	if !m.claimKey(key) {
+		return &envelope.RetryAfterError{Wait: time.Second, Err: fmt.Errorf("%w: delivery %s is in progress in this messenger", envelope.ErrTargetUnavailable, envelope.DeliveryID(key))}
 	}
+	defer m.releaseKey(key)
+
 	rec, err := m.ledger.Get(ctx, n.OriginButler, key)
 	if err != nil {
 		return err
 	}
-	switch {
-	case rec != nil && rec.Final():
+	if rec != nil && rec.Final() {
 		m.log.Info("already delivered; answering from the ledger", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "request_id", r.RequestContext.RequestID)
 		return m.answer(ctx, r, key, rec.Response(r.RequestContext.RequestID))
-	case rec == nil:
+	}
+	if rec == nil {
 		rec = &ledger.Record{Key: key, Butler: n.OriginButler, Channel: n.Delivery.Channel, DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending}
-	case rec.Owner != seq && !rec.Stale():
-		// The same notify, published again, while its first copy is still
-		// being delivered: answer once that one is done.
-		return fmt.Errorf("%w: delivery %s is in progress; this repeat will be answered from its record", envelope.ErrTargetUnavailable, rec.DeliveryID)
-	default:
-		// A previous attempt stopped part-way; resume after what it sent.
+	} else if held, left := rec.HeldBy("", m.leaseTTL); held {
+		// Another messenger is working on it (or was, until less than a
+		// lease ago): answer once it is done.
+		return &envelope.RetryAfterError{Wait: min(left, 2*time.Second), Err: fmt.Errorf("%w: delivery %s is in progress elsewhere; this copy will be answered from its record", envelope.ErrTargetUnavailable, rec.DeliveryID)}
+	}
+	var outcome, note string
+	if rec.Status == ledger.Sending && rec.Calling {
+		// The attempt before this one died while calling the provider.
+		outcome, note = m.uncertain(ctx, r, key, rec)
+	} else if len(rec.MessageIDs) > 0 {
 		m.log.Warn("resuming an interrupted delivery", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "chunks_sent", len(rec.MessageIDs))
 	}
-	rec.Owner = seq
-	rec.Attempts++
-	if err := m.ledger.Save(ctx, rec); err != nil {
-		return err
-	}
-
+	a := m.newAttempt(rec)
 	d := deliver.Delivery{
 		Key: key, Intent: n.Delivery.Intent, Butler: n.OriginButler,
 		Recipient: n.Delivery.Recipient, Subject: n.Delivery.Subject, Message: n.Delivery.Message,
 		Emoji: n.Delivery.Emoji, Urgency: n.Delivery.Urgency, Topic: n.Delivery.Topic, Actions: n.Delivery.Actions,
-		Done: rec.MessageIDs,
-		Sent: func(id string) error {
-			rec.MessageIDs = append(rec.MessageIDs, id)
-			return m.ledger.Save(ctx, rec)
-		},
+		Done:  slices.Clone(rec.MessageIDs),
+		Begin: func() error { return a.begin(ctx) },
+		Sent:  a.sent,
 	}
 	if rc := n.RequestContext; rc != nil {
 		d.Thread, d.Sender = rc.SourceThreadIdentity, rc.SourceSenderIdentity
 	}
 	receipt, err := sender.Deliver(ctx, d)
 	if err != nil {
+		a.abandon(ctx, err)
 		return err
 	}
-	rec.Status, rec.MessageIDs = ledger.Sent, receipt.MessageIDs
-	if err := m.ledger.Save(ctx, rec); err != nil {
-		// Sent but not recorded: say so loudly, the answer still goes out.
-		m.log.Error("delivered but the ledger was not updated", "delivery_id", rec.DeliveryID, "err", err)
+	if outcome == "" {
+		outcome = ledger.Confirmed
 	}
-	m.log.Info("delivered", "butler", n.OriginButler, "channel", n.Delivery.Channel, "intent", n.Delivery.Intent, "delivery_id", rec.DeliveryID, "chunks", len(receipt.MessageIDs), "request_id", r.RequestContext.RequestID)
+	a.rec.MessageIDs = receipt.MessageIDs
+	if err := a.finish(ctx, ledger.Sent, outcome, note); err != nil {
+		// Sent, and the ledger could not be told before this messenger
+		// stopped: the next attempt finds the call uncertain.
+		return err
+	}
+	m.log.Info("delivered", "butler", n.OriginButler, "channel", n.Delivery.Channel, "intent", n.Delivery.Intent, "delivery_id", rec.DeliveryID, "chunks", len(receipt.MessageIDs), "outcome", outcome, "request_id", r.RequestContext.RequestID)
 	return m.answer(ctx, r, key, rec.Response(r.RequestContext.RequestID))
+}
+
+// uncertain handles a delivery whose last attempt died while calling the
+// provider, as the integration's on_uncertain says: resend that part (at
+// least once) or skip it (at most once: it counts as done, with an empty id,
+// and the sender goes on after it). Either way it is audited, and the
+// outcome the butler gets says so.
+func (m *Messenger) uncertain(ctx context.Context, r *envelope.Route, key string, rec *ledger.Record) (outcome, note string) {
+	n := r.Notify()
+	_, id, _ := strings.Cut(n.Delivery.Channel, ":")
+	policy := config.OnUncertainResend
+	if in := m.cfg.Integration(id); in != nil && in.OnUncertain != "" {
+		policy = in.OnUncertain
+	}
+	chunk := len(rec.MessageIDs) + 1
+	if policy == config.OnUncertainSkip {
+		note = fmt.Sprintf("a messenger stopped while %s was taking part %d of this message and it was not sent again (on_uncertain: skip): the human may not have it", n.Delivery.Channel, chunk)
+		rec.MessageIDs = append(rec.MessageIDs, "")
+	} else {
+		note = fmt.Sprintf("a messenger stopped while %s was taking part %d of this message, so it was sent again (on_uncertain: resend): the human may have it twice", n.Delivery.Channel, chunk)
+	}
+	rec.Calling = false
+	m.audit.Write(ctx, audit.Record{Kind: audit.Uncertain, Butler: n.OriginButler, Channel: n.Delivery.Channel, Intent: n.Delivery.Intent, RequestID: r.RequestContext.RequestID, Key: key, DeliveryID: rec.DeliveryID, Reason: note})
+	m.log.Warn("uncertain delivery", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "on_uncertain", policy, "chunk", chunk, "request_id", r.RequestContext.RequestID)
+	return ledger.OutcomeUncertain, note
 }
 
 // giveUp answers a delivery that will not be tried again, and records a
@@ -257,21 +300,46 @@ func (m *Messenger) giveUp(ctx context.Context, msg jetstream.Msg, cause error) 
 	if key == "" {
 		key = r.IdempotencyKey()
 	}
-	// A permanent failure is the key's final answer, so a repeat of the same
-	// notify (which JetStream may drop as a duplicate before it gets here) is
+	// The failure is the key's final answer, so a repeat of the same notify
+	// (which JetStream may drop as a duplicate before it gets here) is
 	// answered the same way instead of waiting for an outcome that never comes.
-	if !envelope.Retryable(cause) {
-		if rec, err := m.ledger.Get(ctx, n.OriginButler, key); err == nil {
-			if rec == nil {
-				rec = &ledger.Record{Key: key, Butler: n.OriginButler, Channel: n.Delivery.Channel, DeliveryID: envelope.DeliveryID(key)}
-			}
-			rec.Status, rec.Error = ledger.Failed, envelope.ErrorBodyFrom(cause)
-			if err := m.ledger.Save(ctx, rec); err != nil {
-				m.log.Warn("recording failure", "delivery_id", rec.DeliveryID, "err", err)
-			}
+	// What went out before the failure is not hidden: a delivery with parts
+	// accepted, or whose last call's outcome is unknown, is uncertain.
+	rec, err := m.ledger.Get(ctx, n.OriginButler, key)
+	if err != nil {
+		m.log.Warn("reading the delivery record of a failed delivery", "request_id", r.RequestContext.RequestID, "err", err)
+	}
+	if rec != nil {
+		if held, _ := rec.HeldBy("", m.leaseTTL); rec.Final() || held {
+			m.log.Warn("giving up on a copy of a delivery that is done or in progress elsewhere", "delivery_id", rec.DeliveryID, "err", cause)
+			return
 		}
 	}
-	if err := m.answer(ctx, r, key, envelope.Failed(r.RequestContext.RequestID, cause)); err != nil {
+	if rec == nil {
+		rec = &ledger.Record{Key: key, Butler: n.OriginButler, Channel: n.Delivery.Channel, DeliveryID: envelope.DeliveryID(key)}
+	}
+	if err == nil {
+		sent := len(slices.DeleteFunc(slices.Clone(rec.MessageIDs), func(id string) bool { return id == "" }))
+		if sent > 0 || rec.Calling {
+			rec.Status, rec.Outcome = ledger.Uncertain, ledger.OutcomeUncertain
+			rec.Note = fmt.Sprintf("delivery failed part-way (%s): %d part(s) were accepted", envelope.ErrorBodyFrom(cause).Message, sent)
+			if rec.Calling {
+				rec.Note += ", and the outcome of the last call is unknown"
+			}
+		} else {
+			rec.Status, rec.Error = ledger.Failed, envelope.ErrorBodyFrom(cause)
+		}
+		rec.Calling, rec.Attempt = false, ""
+		if err := m.ledger.Save(ctx, rec); err != nil {
+			m.log.Warn("recording failure", "delivery_id", rec.DeliveryID, "err", err)
+		}
+	}
+	nr := envelope.Failed(r.RequestContext.RequestID, cause)
+	if rec.Status == ledger.Uncertain {
+		nr = rec.Response(r.RequestContext.RequestID)
+		m.audit.Write(ctx, audit.Record{Kind: audit.Uncertain, Butler: n.OriginButler, Channel: n.Delivery.Channel, Intent: n.Delivery.Intent, RequestID: r.RequestContext.RequestID, Key: key, DeliveryID: rec.DeliveryID, Reason: rec.Note})
+	}
+	if err := m.answer(ctx, r, key, nr); err != nil {
 		m.log.Error("answering a failed delivery", "request_id", r.RequestContext.RequestID, "err", err)
 	}
 }
@@ -280,7 +348,7 @@ func (m *Messenger) giveUp(ctx context.Context, msg jetstream.Msg, cause error) 
 func (m *Messenger) answer(ctx context.Context, r *envelope.Route, key string, nr *envelope.NotifyResponse) error {
 	b, err := json.Marshal(envelope.Answer(r, nr))
 	if err != nil {
-		return fmt.Errorf("%w: %v", envelope.ErrInternal, err)
+		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
 	h := nats.Header{}
 	h.Set(bus.HeaderChannel, r.Notify().Delivery.Channel)
@@ -288,7 +356,7 @@ func (m *Messenger) answer(ctx context.Context, r *envelope.Route, key string, n
 	id := r.RequestContext.RequestID
 	_, err = m.js.PublishMsg(ctx, &nats.Msg{Subject: bus.ResultSubject(r.Target.Butler, id), Data: b, Header: withMsgID(h, "result:"+id)})
 	if err != nil && !errors.Is(err, context.Canceled) {
-		return fmt.Errorf("%w: publishing result: %v", envelope.ErrTargetUnavailable, err)
+		return fmt.Errorf("%w: publishing result: %w", envelope.ErrTargetUnavailable, err)
 	}
 	return err
 }

@@ -52,7 +52,7 @@ func Run(ctx context.Context, o Options) error {
 		log = slog.Default()
 	}
 	log = log.With("service", "switchboard")
-	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas})
+	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas}, time.Duration(o.Config.NATS.Wait), log)
 	if err != nil {
 		return err
 	}
@@ -61,8 +61,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}, ledger: led}
-	routes := &bus.Worker{Stream: bus.StreamRoute, Durable: bus.ConsumerSwitchboard, Handle: s.route, GiveUp: s.reject, Concurrency: o.Concurrency, Log: log}
-	results := &bus.Worker{Stream: bus.StreamResult, Durable: bus.ConsumerResults, Handle: s.relay, Concurrency: o.Concurrency, Log: log}
+	retryFor := time.Duration(o.Config.Delivery.RetryFor)
+	routes := &bus.Worker{Stream: bus.StreamRoute, Durable: bus.ConsumerSwitchboard, Handle: s.route, GiveUp: s.reject, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
+	results := &bus.Worker{Stream: bus.StreamResult, Durable: bus.ConsumerResults, Handle: s.relay, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
 	ingress, err := s.ingressWorker(ctx)
 	if err != nil {
 		return err
@@ -103,11 +104,11 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 	n.Delivery.Channel = in.Channel()
 	data, err := json.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("%w: %v", envelope.ErrInternal, err)
+		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
 	ack, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, nil)
 	if err != nil {
-		return fmt.Errorf("%w: %v", envelope.ErrTargetUnavailable, err)
+		return fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)
 	}
 	if ack.Duplicate {
 		// The messenger has this delivery already: answer this copy from the
@@ -148,11 +149,11 @@ func (s *Switchboard) resolve(butler string, n *envelope.Notify) (*config.Integr
 	in, err := s.cfg.Resolve(butler, ch)
 	switch {
 	case errors.Is(err, config.ErrUnknownChannel):
-		return nil, fmt.Errorf("%w: channel %q: %v", envelope.ErrValidation, ch, err)
+		return nil, fmt.Errorf("%w: channel %q: %w", envelope.ErrValidation, ch, err)
 	case errors.Is(err, config.ErrNotGranted):
-		return nil, fmt.Errorf("%w: %v", envelope.ErrForbidden, err)
+		return nil, fmt.Errorf("%w: %w", envelope.ErrForbidden, err)
 	case err != nil:
-		return nil, fmt.Errorf("%w: %v", envelope.ErrNotFound, err)
+		return nil, fmt.Errorf("%w: %w", envelope.ErrNotFound, err)
 	}
 	return in, nil
 }
@@ -187,7 +188,9 @@ func (s *Switchboard) reject(ctx context.Context, m jetstream.Msg, cause error) 
 	if id == "" || strings.ContainsAny(id, ".*> ") {
 		return
 	}
-	s.answer(butler, id, envelope.Reject(id, cause))
+	if err := s.settle(ctx, butler, id, d.Channel, envelope.Reject(id, cause)); err != nil {
+		s.log.Error("a failed notify's butler could not be told", "butler", butler, "request_id", id, "err", err)
+	}
 }
 
 // relay passes a delivery outcome from the messenger to the waiting butler.
@@ -202,7 +205,7 @@ func (s *Switchboard) relay(ctx context.Context, m jetstream.Msg) error {
 	}
 	var resp envelope.RouteResponse
 	if err := json.Unmarshal(m.Data(), &resp); err != nil {
-		return fmt.Errorf("%w: %v", envelope.ErrValidation, err)
+		return fmt.Errorf("%w: %w", envelope.ErrValidation, err)
 	}
 	rec := audit.Record{Kind: audit.Delivered, Butler: butler, RequestID: id, Key: m.Headers().Get(bus.HeaderKey)}
 	if nr := resp.Result; nr != nil && nr.NotifyResponse != nil && nr.NotifyResponse.Delivery != nil {
@@ -213,19 +216,61 @@ func (s *Switchboard) relay(ctx context.Context, m jetstream.Msg) error {
 		rec.Channel = m.Headers().Get(bus.HeaderChannel)
 	}
 	s.audit.Write(ctx, rec)
-	s.answer(butler, id, &resp)
+	return s.settle(ctx, butler, id, m.Headers().Get(bus.HeaderChannel), &resp)
+}
+
+// settle gives the waiting butler its answer. When nobody waits any more (the
+// caller was told "queued", which promises delivery or word of failure) and
+// the outcome is a failure or uncertain, the butler gets that word as a
+// delivery notice on its inbox instead: a channel notification its model sees.
+func (s *Switchboard) settle(ctx context.Context, butler, id, channel string, resp *envelope.RouteResponse) error {
+	if s.answer(butler, id, resp) {
+		return nil
+	}
+	var nr *envelope.NotifyResponse
+	if resp.Result != nil {
+		nr = resp.Result.NotifyResponse
+	}
+	if nr == nil && resp.Error != nil {
+		nr = envelope.Failed(id, resp.Error)
+	}
+	if nr == nil || (nr.Error == nil && (nr.Delivery == nil || nr.Delivery.Outcome != ledger.OutcomeUncertain)) {
+		return nil // delivered: "queued" came true
+	}
+	if nr.Delivery != nil && nr.Delivery.Channel != "" {
+		channel = nr.Delivery.Channel
+	}
+	notice := envelope.NewDeliveryNotice(id, channel, nr)
+	b, err := json.Marshal(envelope.NewInboundRoute(butler, notice))
+	if err != nil {
+		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
+	}
+	if _, err := bus.Publish(ctx, s.js, bus.InboxSubject(butler), b, "notice:"+id, nil); err != nil {
+		return fmt.Errorf("%w: telling butler %s about request %s: %w", envelope.ErrTargetUnavailable, butler, id, err)
+	}
+	s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: channel, RequestID: id, Reason: notice.Meta[envelope.MetaKind]})
+	s.log.Info("butler told of a late outcome", "butler", butler, "request_id", id, "kind", notice.Meta[envelope.MetaKind])
 	return nil
 }
 
-// answer publishes a route_response on the caller's reply subject. Core NATS:
-// if nobody waits any more, the ledger still holds the outcome.
-func (s *Switchboard) answer(butler, id string, resp *envelope.RouteResponse) {
+// answerWait is how long the switchboard waits for a butler to confirm it
+// took an answer.
+const answerWait = 2 * time.Second
+
+// answer sends a route_response to the caller's reply subject (core NATS) and
+// reports whether the caller confirmed it: false means nobody is waiting any
+// more (the ledger still holds the outcome).
+func (s *Switchboard) answer(butler, id string, resp *envelope.RouteResponse) bool {
 	b, err := json.Marshal(resp)
 	if err != nil {
 		s.log.Error("encoding answer", "request_id", id, "err", err)
-		return
+		return false
 	}
-	if err := s.nc.Publish(bus.ReplySubject(butler, id), b); err != nil {
-		s.log.Warn("answer not sent", "butler", butler, "request_id", id, "err", err)
+	if _, err := s.nc.Request(bus.ReplySubject(butler, id), b, answerWait); err != nil {
+		if !errors.Is(err, nats.ErrNoResponders) {
+			s.log.Warn("answer not confirmed", "butler", butler, "request_id", id, "err", err)
+		}
+		return false
 	}
+	return true
 }

@@ -36,12 +36,25 @@ type Delivery struct {
 	// them; channels without buttons ignore them (the text says how to answer).
 	Actions []envelope.Action
 
-	// Done holds the provider ids of the chunks an earlier attempt already sent;
-	// a sender skips that many chunks, so a retry never sends one twice.
+	// Done holds the provider ids of the chunks an earlier attempt already
+	// sent (an empty id: a chunk skipped as uncertain); a sender skips that
+	// many chunks, so a retry never sends one twice.
 	Done []string
+	// Begin, if set, is called just before each provider call: it records
+	// that the call is in flight. If it fails the call must not be made;
+	// return its error.
+	Begin func() error
 	// Sent, if set, is called after each chunk is accepted by the provider, with
-	// its id, so that progress is recorded before the next chunk goes out.
+	// its id, so that progress is kept before the next chunk goes out.
 	Sent func(messageID string) error
+}
+
+// Calling is what a sender calls just before each provider call (Begin).
+func (d *Delivery) Calling() error {
+	if d.Begin == nil {
+		return nil
+	}
+	return d.Begin()
 }
 
 // Receipt is what the provider accepted: one id per chunk (including Done).

@@ -191,15 +191,16 @@ func (s *Sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 	if err != nil {
 		return deliver.Receipt{}, fmt.Errorf("%w: composing the mail: %v", envelope.ErrInternal, err)
 	}
+	if err := d.Calling(); err != nil {
+		return deliver.Receipt{}, err
+	}
 	if err := s.send(ctx, to.Address, m.data); err != nil {
 		return deliver.Receipt{}, err
 	}
 	s.log.DebugContext(ctx, "email sent", "channel", "email:"+s.id, "butler", d.Butler, "message_id", m.messageID)
 	if d.Sent != nil {
-		// The server has the mail; failing the delivery now would send it
-		// twice. The messenger records the receipt we return anyway.
 		if err := d.Sent(m.messageID); err != nil {
-			s.log.WarnContext(ctx, "recording a sent email failed", "channel", "email:"+s.id, "message_id", m.messageID, "err", err)
+			return deliver.Receipt{MessageIDs: []string{m.messageID}}, err
 		}
 	}
 	return deliver.Receipt{MessageIDs: []string{m.messageID}}, nil

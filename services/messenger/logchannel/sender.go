@@ -62,6 +62,9 @@ func (s *Sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 			attrs = append(attrs, slog.String(k, Escape(v)))
 		}
 	}
+	if err := d.Calling(); err != nil {
+		return deliver.Receipt{}, err
+	}
 	s.log.LogAttrs(ctx, level, "notification", attrs...)
 	if d.Sent != nil {
 		if err := d.Sent(id); err != nil {

@@ -225,6 +225,9 @@ func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, repl
 		if i == len(chunks)-1 && buttons != nil {
 			params.ReplyMarkup = buttons
 		}
+		if err := d.Calling(); err != nil {
+			return deliver.Receipt{MessageIDs: ids}, err
+		}
 		var msg *models.Message
 		err := s.call(ctx, "sendMessage", chat, func(ctx context.Context) (err error) {
 			msg, err = s.bot.SendMessage(ctx, params)
@@ -292,6 +295,9 @@ func (s *sender) react(ctx context.Context, d deliver.Delivery) (deliver.Receipt
 			Type:              models.ReactionTypeTypeEmoji,
 			ReactionTypeEmoji: &models.ReactionTypeEmoji{Type: models.ReactionTypeTypeEmoji, Emoji: emoji},
 		}},
+	}
+	if err := d.Calling(); err != nil {
+		return deliver.Receipt{}, err
 	}
 	err = s.call(ctx, "setMessageReaction", th.chat, func(ctx context.Context) error {
 		_, err := s.bot.SetMessageReaction(ctx, params)

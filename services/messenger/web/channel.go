@@ -162,6 +162,9 @@ func (c *Channel) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Rece
 	// The id is derived from the idempotency key, so a retry after a crash
 	// between this store and the ledger is dropped by the stream's
 	// duplicate window instead of showing twice.
+	if err := d.Calling(); err != nil {
+		return deliver.Receipt{}, err
+	}
 	if err := c.store.put(ctx, Subject(c.id, visitor), "out:"+e.ID, e); err != nil {
 		return deliver.Receipt{}, err
 	}

@@ -1,0 +1,261 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/bus/bustest"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/ledger"
+	"github.com/heraldhq/herald/pkg/route"
+	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
+)
+
+// inFlight is what a messenger killed mid-call leaves: the first chunk
+// recorded, the call for the second in flight, no word for over a lease.
+func inFlight(key string) ledger.Record {
+	return ledger.Record{Key: key, Butler: "health", Channel: "telegram:tg_main", DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending,
+		MessageIDs: []string{"901"}, Calling: true, Attempts: 1, Attempt: "killed.7", UpdatedAt: time.Now().Add(-2 * ledger.LeaseTTL)}
+}
+
+// TestUncertainCallIsResentAndSaid: with on_uncertain: resend (the default),
+// the chunk whose call was in flight when its messenger died is sent again,
+// and the answer and the audit log say it may have arrived twice.
+func TestUncertainCallIsResentAndSaid(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	md, chunks := longMessage(t)
+	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg_main", Message: md}, nil))
+	key := r.IdempotencyKey()
+	f.putRecord(inFlight(key))
+
+	resp, err := f.routeClient().Send(t.Context(), r)
+	if err != nil || resp.Status != "ok" {
+		t.Fatalf("send: %v %+v", err, resp)
+	}
+	calls := f.tg.Calls("sendMessage")
+	if len(calls) != len(chunks)-1 || calls[0].Params["text"] != chunks[1] {
+		t.Fatalf("%d calls, first %.40q: want chunk 2 again and the rest", len(calls), calls[0].Params["text"])
+	}
+	d := resp.Result.NotifyResponse.Delivery
+	if d.Outcome != ledger.OutcomeUncertain || !strings.Contains(d.Note, "twice") || len(d.MessageIDs) != len(chunks) {
+		t.Fatalf("delivery %+v: want outcome uncertain, a note saying it may be there twice, an id per chunk", d)
+	}
+	audits := f.audit("uncertain")
+	if len(audits) != 1 || audits[0]["request_id"] != r.RequestContext.RequestID || audits[0]["delivery_id"] != d.DeliveryID {
+		t.Fatalf("uncertain audit records %v", audits)
+	}
+}
+
+// TestUncertainCallIsSkipped: with on_uncertain: skip, that chunk is not sent
+// again (at most once), the rest are, and the outcome says it may be missing.
+func TestUncertainCallIsSkipped(t *testing.T) {
+	f := newFleet(t)
+	f.cfg.Integration("tg_main").OnUncertain = "skip"
+	f.start("switchboard", "messenger")
+	md, chunks := longMessage(t)
+	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg_main", Message: md}, nil))
+	f.putRecord(inFlight(r.IdempotencyKey()))
+
+	resp, err := f.routeClient().Send(t.Context(), r)
+	if err != nil || resp.Status != "ok" {
+		t.Fatalf("send: %v %+v", err, resp)
+	}
+	calls := f.tg.Calls("sendMessage")
+	if len(calls) != len(chunks)-2 {
+		t.Fatalf("%d calls, want %d: chunk 1 was done and chunk 2 is skipped", len(calls), len(chunks)-2)
+	}
+	for i, c := range calls {
+		if c.Params["text"] != chunks[i+2] {
+			t.Fatalf("call %d sent %.40q, want chunk %d", i, c.Params["text"], i+3)
+		}
+	}
+	d := resp.Result.NotifyResponse.Delivery
+	if d.Outcome != ledger.OutcomeUncertain || !strings.Contains(d.Note, "may not have it") || len(d.MessageIDs) != len(chunks) || d.MessageIDs[1] != "" {
+		t.Fatalf("delivery %+v: want outcome uncertain, a note saying it may be missing, no id for chunk 2", d)
+	}
+	if audits := f.audit("uncertain"); len(audits) != 1 {
+		t.Fatalf("uncertain audit records %v", audits)
+	}
+}
+
+// TestLedgerWriteFailingAfterAcceptIsRetriedAsAWrite: the provider accepted the
+// message and then the ledger refused writes for a while; the write is retried
+// until the ledger has it, and the message is not sent again.
+func TestLedgerWriteFailingAfterAcceptIsRetriedAsAWrite(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	stream := "KV_" + bus.BucketDeliveries
+	s, err := f.js.Stream(t.Context(), stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	healthy := s.CachedInfo().Config
+	var blocked atomic.Bool
+	unblocked := make(chan struct{})
+	f.tg.OnAccept("sendMessage", func(telegramtest.Call) {
+		if blocked.Swap(true) {
+			return
+		}
+		// The bucket's stream stops listening on its subjects: every ledger
+		// write fails (no responders) until it is put back.
+		deaf := healthy
+		deaf.Subjects = []string{"blocked.ledger.>"}
+		if _, err := f.js.UpdateStream(context.Background(), deaf); err != nil {
+			t.Errorf("blocking the ledger: %v", err)
+		}
+		go func() {
+			time.Sleep(1500 * time.Millisecond)
+			if _, err := f.js.UpdateStream(context.Background(), healthy); err != nil {
+				t.Errorf("unblocking the ledger: %v", err)
+			}
+			close(unblocked)
+		}()
+	})
+	res := f.notify("health", map[string]any{"message": "exactly once, whatever the ledger does"})
+	if res.IsError || !sentRE.MatchString(text(res)) {
+		t.Fatalf("answer %q", text(res))
+	}
+	if !blocked.Load() {
+		t.Fatal("the ledger was never blocked")
+	}
+	<-unblocked
+	if n := len(f.tg.Calls("sendMessage")); n != 1 {
+		t.Fatalf("sent %d times, want once", n)
+	}
+	nr := structured[envelope.NotifyResponse](t, res)
+	if nr.Delivery.Outcome != ledger.Confirmed {
+		t.Fatalf("outcome %q", nr.Delivery.Outcome)
+	}
+	if len(f.logs.records(map[string]string{"msg": "ledger write failed; retrying the write"})) == 0 {
+		t.Fatal("the failed ledger write was not retried as a write (no log line)")
+	}
+}
+
+// TestHeldDeliveryIsNotCalledTwice: while another attempt holds a delivery's
+// record (fresh, a call in flight), a second copy of it makes no call; it is
+// answered from the record once the holder finishes.
+func TestHeldDeliveryIsNotCalledTwice(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg_main", Message: "held elsewhere"}, nil))
+	key := r.IdempotencyKey()
+	held := ledger.Record{Key: key, Butler: "health", Channel: "telegram:tg_main", DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending, Calling: true, Attempt: "other-messenger.1", Attempts: 1, UpdatedAt: time.Now()}
+	f.putRecord(held)
+
+	answered := make(chan *envelope.RouteResponse, 1)
+	go func() {
+		resp, err := f.routeClient().Send(context.Background(), r)
+		if err != nil {
+			t.Errorf("send: %v", err)
+		}
+		answered <- resp
+	}()
+	time.Sleep(1500 * time.Millisecond) // the messenger has seen it by now, and waits
+	if n := len(f.tg.Calls("sendMessage")); n != 0 {
+		t.Fatalf("%d calls while another attempt holds the delivery", n)
+	}
+	// The other attempt finishes.
+	held.Status, held.Calling, held.Attempt, held.MessageIDs, held.UpdatedAt = ledger.Sent, false, "", []string{"4242"}, time.Now()
+	f.putRecord(held)
+	resp := <-answered
+	if resp == nil || resp.Status != "ok" || resp.Result.NotifyResponse.Delivery.MessageIDs[0] != "4242" {
+		t.Fatalf("answer %+v, want the holder's outcome", resp)
+	}
+	if n := len(f.tg.Calls("sendMessage")); n != 0 {
+		t.Fatalf("%d calls; the holder delivered it", n)
+	}
+}
+
+// TestRedeliveryWhileWorkingIsNotSentTwice: the same delivery handed out again
+// while its first attempt is still calling the provider (as after NATS comes
+// back and redelivers) waits in the messenger instead of calling too.
+func TestRedeliveryWhileWorkingIsNotSentTwice(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	f.tg.OnAccept("sendMessage", func(telegramtest.Call) { time.Sleep(time.Second) }) // a slow provider
+	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg_main", Message: "only once while slow"}, nil))
+	key := r.IdempotencyKey()
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two stream messages of one delivery: the stream's dedup sees two ids.
+	for i := range 2 {
+		h := nats.Header{}
+		h.Set(bus.HeaderKey, key)
+		h.Set(nats.MsgIdHdr, key+"-copy-"+string(rune('a'+i)))
+		if _, err := f.js.PublishMsg(t.Context(), &nats.Msg{Subject: bus.DeliverSubject("messenger"), Data: data, Header: h}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 20*time.Second, func() bool {
+		rec := f.record("health", key)
+		return rec != nil && rec.Final() && bustest.Msgs(t, f.js, bus.StreamDeliver) == 0
+	}, "both copies handled")
+	if n := len(f.tg.Calls("sendMessage")); n != 1 {
+		t.Fatalf("sent %d times, want once", n)
+	}
+}
+
+// TestLateFailureReachesTheButler: a notify answered "queued" that then fails
+// for good (Telegram down past delivery.retry_for) reaches the butler's model
+// as a delivery_failed channel notification naming its request_id, and is
+// audited; "queued" promised exactly that.
+func TestLateFailureReachesTheButler(t *testing.T) {
+	f := newFleet(t)
+	f.timeout = time.Second
+	f.cfg.Delivery.RetryFor = config.Duration(3 * time.Second)
+	f.start("switchboard", "messenger")
+	f.tg.FailUntil("sendMessage", time.Now().Add(time.Hour), 502, "Bad Gateway")
+	c := f.listen("health")
+	res := c.Call("notify", map[string]any{"message": "this one will not make it"})
+	if res.IsError || !strings.HasPrefix(text(res), "Notification queued") {
+		t.Fatalf("answer %q, want queued", text(res))
+	}
+	id := structured[envelope.RouteResponse](t, res).RequestContext.RequestID
+	n := c.Wait(butler.MethodChannel, 1)[0]
+	m := meta(n)
+	if m["kind"] != envelope.KindDeliveryFailed || m["request_id"] != id || m["channel"] != "telegram:tg_main" || !strings.Contains(m["reason"].(string), "Telegram") {
+		t.Fatalf("notification %v: want delivery_failed naming request %s, the channel and the reason", n, id)
+	}
+	if !strings.Contains(n["content"].(string), id) {
+		t.Fatalf("notification text %q does not name the request", n["content"])
+	}
+	failed := f.audit("failed")
+	if len(failed) == 0 || failed[len(failed)-1]["request_id"] != id {
+		t.Fatalf("failed audit records %v", failed)
+	}
+	// A reply to Herald's own notice is refused: it is not an inbound message.
+	if res := c.Call("reply", map[string]any{"request_id": id, "message": "ok"}); !res.IsError {
+		t.Fatalf("reply to a delivery notice accepted: %s", text(res))
+	}
+}
+
+// TestNotAcceptedIsSaidSo: with no JetStream to take it, notify answers that
+// nothing was sent (so calling again is safe), never "queued".
+func TestNotAcceptedIsSaidSo(t *testing.T) {
+	f := newFleet(t)
+	rc := f.routeClient()
+	rc.Timeout = 1500 * time.Millisecond
+	// The route stream is gone: publishes get "no responders", a definite no.
+	if err := f.js.DeleteStream(t.Context(), bus.StreamRoute); err != nil {
+		t.Fatal(err)
+	}
+	_, err := rc.Send(t.Context(), envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Message: "nowhere to go"}, nil)))
+	if err == nil || envelope.ClassOf(err) != "target_unavailable" || !strings.Contains(err.Error(), "nothing was sent") {
+		t.Fatalf("error %v, want target_unavailable saying nothing was sent", err)
+	}
+	if strings.Contains(err.Error(), route.ErrQueued.Error()+":") {
+		t.Fatalf("told queued: %v", err)
+	}
+}
