@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -257,5 +258,74 @@ func TestNotAcceptedIsSaidSo(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), route.ErrQueued.Error()+":") {
 		t.Fatalf("told queued: %v", err)
+	}
+}
+
+// TestTelegramLimitsAreKept: with Telegram's default limits, a burst to one
+// chat goes out three at once and then about one a second, before Telegram
+// has to refuse anything.
+func TestTelegramLimitsAreKept(t *testing.T) {
+	f := newFleet(t)
+	f.cfg.Integration("tg_main").RateLimitOut = config.OutLimits{} // the defaults
+	f.start("switchboard", "messenger")
+	rc := f.routeClient()
+	done := make(chan error, 6)
+	for i := range 6 {
+		go func() {
+			_, err := rc.Send(context.Background(), envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Message: fmt.Sprintf("limited %d", i)}, nil)))
+			done <- err
+		}()
+	}
+	for range 6 {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	calls := f.tg.Calls("sendMessage")
+	if len(calls) != 6 {
+		t.Fatalf("%d calls, want 6", len(calls))
+	}
+	for i := 3; i < len(calls); i++ {
+		// Lower bounds only: a slow machine can be later, never earlier.
+		if gap := calls[i].Arrived.Sub(calls[i-1].Arrived); gap < 900*time.Millisecond {
+			t.Fatalf("message %d came %s after the one before; past the burst of 3 the limit is 1/s per chat", i+1, gap)
+		}
+	}
+}
+
+// TestTelegram429PausesTheBot: a 429's retry_after holds back every message
+// to the bot, not only the one that got it.
+func TestTelegram429PausesTheBot(t *testing.T) {
+	f := newFleet(t)
+	f.cfg.Integration("tg_main").RateLimitOut = config.OutLimits{}
+	f.start("switchboard", "messenger")
+	f.tg.FailNext("sendMessage", 1, 429, "Too Many Requests: retry after 2", 2)
+	rc := f.routeClient()
+	first := make(chan error, 1)
+	go func() {
+		_, err := rc.Send(context.Background(), envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Message: "got the 429"}, nil)))
+		first <- err
+	}()
+	var refused telegramtest.Call
+	eventually(t, 10*time.Second, func() bool {
+		for _, c := range f.tg.Calls("sendMessage") {
+			if c.ErrorCode == 429 {
+				refused = c
+				return true
+			}
+		}
+		return false
+	}, "the 429")
+	// Another chat, inside the announced pause.
+	if _, err := rc.Send(t.Context(), envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Message: "another chat", Recipient: "777"}, nil))); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range f.tg.Calls("sendMessage") {
+		if c.Arrived.After(refused.Answered) && c.Arrived.Before(refused.Answered.Add(1900*time.Millisecond)) {
+			t.Fatalf("a message to chat %s arrived %s after a 429 that asked for 2s", c.Params["chat_id"], c.Arrived.Sub(refused.Answered))
+		}
 	}
 }

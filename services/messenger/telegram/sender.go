@@ -27,9 +27,11 @@ import (
 	"github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
 
+	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/markdown"
+	"github.com/heraldhq/herald/pkg/ratelimit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
@@ -57,6 +59,9 @@ type sender struct {
 	apiURL      string
 	defaultChat string
 	log         *slog.Logger
+	// limit keeps Telegram's sending limits across messenger replicas and
+	// spreads a 429's retry_after to every message to the bot; nil: none.
+	limit *ratelimit.Limiter
 }
 
 // New is the deliver.Factory of Telegram integrations. It resolves the token
@@ -102,6 +107,16 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 		apiURL:      apiURL,
 		defaultChat: strings.TrimSpace(in.DefaultChat),
 		log:         log.With("channel", "telegram:"+in.ID),
+	}
+	if lim, ok := limits(in.RateLimitOut); ok && env.JS != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		kv, err := env.JS.KeyValue(ctx, bus.BucketLimits)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("telegram integration %q: rate limits bucket: %w", in.ID, err)
+		}
+		botID, _, _ := strings.Cut(token, ":")
+		s.limit = ratelimit.New(kv, "telegram."+botID, lim)
 	}
 	s.bot, err = bot.New(token,
 		bot.WithServerURL(apiURL),
@@ -225,6 +240,9 @@ func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, repl
 		if i == len(chunks)-1 && buttons != nil {
 			params.ReplyMarkup = buttons
 		}
+		if err := s.wait(ctx, chat); err != nil {
+			return deliver.Receipt{MessageIDs: ids}, err
+		}
 		if err := d.Calling(); err != nil {
 			return deliver.Receipt{MessageIDs: ids}, err
 		}
@@ -296,6 +314,9 @@ func (s *sender) react(ctx context.Context, d deliver.Delivery) (deliver.Receipt
 			ReactionTypeEmoji: &models.ReactionTypeEmoji{Type: models.ReactionTypeTypeEmoji, Emoji: emoji},
 		}},
 	}
+	if err := s.wait(ctx, th.chat); err != nil {
+		return deliver.Receipt{}, err
+	}
 	if err := d.Calling(); err != nil {
 		return deliver.Receipt{}, err
 	}
@@ -350,11 +371,66 @@ func (s *sender) call(ctx context.Context, method, chat string, do func(ctx cont
 			return &envelope.RetryAfterError{Wait: wait, Err: fmt.Errorf("%w after waiting %s already; deliver later", cause, waited)}
 		}
 		s.log.Info("telegram rate limit; waiting before retrying", "method", method, "retry_after", wait, "waited", waited)
-		if err := sleep(ctx, wait); err != nil {
+		started := time.Now()
+		if err := s.pause(ctx, chat, time.Now().Add(wait)); err != nil {
 			return &envelope.RetryAfterError{Wait: wait, Err: fmt.Errorf("%w; stopped waiting: %w", cause, err)}
 		}
-		waited += wait
+		waited += max(wait, time.Since(started))
 	}
+}
+
+// wait takes the next slot Telegram's limits allow for a message to chat,
+// on every replica's reckoning; a limit this process must keep alone (the
+// bucket is unreachable) is logged, not a failure.
+func (s *sender) wait(ctx context.Context, chat string) error {
+	if s.limit == nil {
+		return nil
+	}
+	err := s.limit.Wait(ctx, chat, isGroup(chat))
+	switch {
+	case errors.Is(err, ratelimit.ErrNotShared):
+		s.log.Warn("rate limit kept by this messenger alone for now", "err", err)
+	case err != nil:
+		return fmt.Errorf("%w: waiting for Telegram's rate limit: %w", envelope.ErrTimeout, err)
+	}
+	return nil
+}
+
+// pause honours a 429: every message to the bot, on every replica, waits
+// until then; this one then takes the next slot.
+func (s *sender) pause(ctx context.Context, chat string, until time.Time) error {
+	if s.limit == nil {
+		return sleep(ctx, time.Until(until))
+	}
+	if err := s.limit.Pause(ctx, "", until); err != nil && !errors.Is(err, ratelimit.ErrNotShared) {
+		return err
+	}
+	return s.wait(ctx, chat)
+}
+
+// isGroup reports whether chat is a group, supergroup or channel: negative
+// ids and @channel names.
+func isGroup(chat string) bool { return strings.HasPrefix(chat, "-") || strings.HasPrefix(chat, "@") }
+
+// limits are an integration's rate_limit_out over Telegram's defaults; false
+// when they are turned off.
+func limits(o config.OutLimits) (ratelimit.Limits, bool) {
+	if o.Disabled {
+		return ratelimit.Limits{}, false
+	}
+	l := ratelimit.TelegramDefaults()
+	set := func(r *ratelimit.Rate, o config.OutRate) {
+		if o.Set {
+			r.N, r.Per = o.N, o.Per
+		}
+	}
+	set(&l.PerChat, o.PerChat)
+	set(&l.PerGroup, o.PerGroup)
+	set(&l.PerBot, o.PerBot)
+	if o.Burst > 0 {
+		l.PerChat.Burst = o.Burst
+	}
+	return l, true
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
