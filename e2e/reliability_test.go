@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -18,6 +19,7 @@ import (
 	"github.com/heraldhq/herald/pkg/ledger"
 	"github.com/heraldhq/herald/pkg/route"
 	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/herald"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
@@ -327,5 +329,73 @@ func TestTelegram429PausesTheBot(t *testing.T) {
 		if c.Arrived.After(refused.Answered) && c.Arrived.Before(refused.Answered.Add(1900*time.Millisecond)) {
 			t.Fatalf("a message to chat %s arrived %s after a 429 that asked for 2s", c.Params["chat_id"], c.Arrived.Sub(refused.Answered))
 		}
+	}
+}
+
+// herald runs the herald command against the fleet's NATS.
+func (f *fleet) herald(args ...string) (string, error) {
+	f.t.Helper()
+	var out, errs bytes.Buffer
+	env := func(k string) string {
+		if k == "NATS_URL" {
+			return f.bus.URL()
+		}
+		return ""
+	}
+	if code := herald.Main(f.t.Context(), args, herald.IO{Getenv: env, Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errs}); code != 0 {
+		return out.String(), fmt.Errorf("herald %s: exit %d: %s", strings.Join(args, " "), code, errs.String())
+	}
+	return out.String(), nil
+}
+
+// TestDeadLetterReplay: a delivery that failed for good is listed by
+// `herald dead ls` with its reason and, once the cause is fixed, delivered by
+// `herald dead replay`; replaying something that did get out sends nothing.
+func TestDeadLetterReplay(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	f.tg.FailChat(12345, 400, "Bad Request: chat not found")
+	res := f.notify("health", map[string]any{"message": "after the fix"})
+	if !res.IsError || !strings.Contains(text(res), "not_found") {
+		t.Fatalf("answer %q, want not_found", text(res))
+	}
+	eventually(t, 10*time.Second, func() bool { return bustest.Msgs(t, f.js, bus.StreamDeadLetter) == 1 }, "the dead letter")
+	ls, err := f.herald("dead", "ls")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ls, "herald.deliver.messenger") || !strings.Contains(ls, "not_found") || !strings.Contains(ls, "chat") {
+		t.Fatalf("herald dead ls:\n%s", ls)
+	}
+	dead, err := bus.DeadLetters(t.Context(), f.js)
+	if err != nil || len(dead) != 1 {
+		t.Fatalf("dead letters %v %v", dead, err)
+	}
+
+	f.tg.FailChat(12345, 0, "") // fixed
+	out, err := f.herald("dead", "replay", fmt.Sprint(dead[0].ID))
+	if err != nil || !strings.Contains(out, "Replayed") {
+		t.Fatalf("replay: %q %v", out, err)
+	}
+	eventually(t, 10*time.Second, func() bool { return countText(f.tg, "after the fix") == 1 }, "the replayed delivery")
+	if n := bustest.Msgs(t, f.js, bus.StreamDeadLetter); n != 0 {
+		t.Fatalf("%d dead letters left after the replay", n)
+	}
+
+	// The same dead letter again (as if an operator kept a copy): the ledger
+	// says it got out, so nothing is sent.
+	h := nats.Header{}
+	h.Set(bus.HeaderSubject, dead[0].Subject)
+	h.Set(bus.HeaderKey, dead[0].Key)
+	if _, err := f.js.PublishMsg(t.Context(), &nats.Msg{Subject: bus.DeadSubject(bus.StreamDeliver, dead[0].Subject), Data: dead[0].Data, Header: h}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.herald("dead", "replay", "--all"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, func() bool { return bustest.Msgs(t, f.js, bus.StreamDeliver) == 0 }, "the second replay handled")
+	time.Sleep(300 * time.Millisecond)
+	if n := countText(f.tg, "after the fix"); n != 1 {
+		t.Fatalf("delivered %d times after replaying what got out", n)
 	}
 }

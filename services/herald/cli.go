@@ -31,6 +31,7 @@ Usage:
   herald dev [--config FILE]           run NATS, switchboard, messenger and every butler in one process
   herald notify [flags] MESSAGE        send a notification through a butler's notify tool
   herald pair [list|approve|revoke]    let in people who were sent a pairing code
+  herald dead [ls|replay ID|--all]     messages Herald gave up on, and replaying them
   herald version
 
 Configuration: --config FILE, or HERALD_CONFIG; none runs the butler "assistant" with the log channel.
@@ -50,6 +51,8 @@ func Main(ctx context.Context, args []string, o IO) int {
 		err = runNotify(ctx, args[1:], o)
 	case "pair":
 		err = runPair(ctx, args[1:], o)
+	case "dead":
+		err = runDead(ctx, args[1:], o)
 	case "version":
 		fmt.Fprintln(o.Stdout, "herald", butler.Version)
 	case "help", "-h", "--help":

@@ -80,35 +80,44 @@ func runPair(ctx context.Context, args []string, o IO) error {
 	return nil
 }
 
-// openPairing connects to the fleet's NATS: nats.url (or NATS_URL), else the
-// embedded server of a running `herald dev` at nats.listen.
-func openPairing(ctx context.Context, path string, o IO) (*switchboard.Pairing, func(), error) {
+// connectCLI connects a command to the fleet's NATS: nats.url (or NATS_URL),
+// else the embedded server of a running `herald dev` at nats.listen.
+func connectCLI(ctx context.Context, path string, o IO) (js jetstream.JetStream, url string, closeBus func(), err error) {
 	cfg, err := LoadConfig(path, o.Getenv)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	url := cfg.NATS.URL
+	url = cfg.NATS.URL
 	if url == "" {
 		url = "nats://" + cfg.NATS.Listen
 	}
 	log := slog.New(slog.NewTextHandler(o.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	nc, err := bus.Connect(url, "herald-cli", cfg.NATS.CredsFile, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, "", nil, err
 	}
-	closeBus := func() { nc.Close() }
+	closeBus = func() { nc.Close() }
 	// bus.Connect keeps trying in the background; a CLI wants an answer.
 	for !nc.IsConnected() {
 		select {
 		case <-ctx.Done():
 			closeBus()
-			return nil, nil, fmt.Errorf("cannot reach NATS at %s (is herald dev running? set nats.url or NATS_URL otherwise)", redactURL(url))
+			return nil, "", nil, fmt.Errorf("cannot reach NATS at %s (is herald dev running? set nats.url or NATS_URL otherwise)", redactURL(url))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
-	js, err := jetstream.New(nc)
+	js, err = jetstream.New(nc)
 	if err != nil {
 		closeBus()
+		return nil, "", nil, err
+	}
+	return js, url, closeBus, nil
+}
+
+// openPairing opens the pairing registry on the fleet's NATS.
+func openPairing(ctx context.Context, path string, o IO) (*switchboard.Pairing, func(), error) {
+	js, url, closeBus, err := connectCLI(ctx, path, o)
+	if err != nil {
 		return nil, nil, err
 	}
 	p, err := switchboard.OpenPairing(ctx, js)

@@ -215,6 +215,12 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 	if err != nil {
 		return err
 	}
+	if rec != nil && rec.Status == ledger.Failed && msg.Headers().Get(bus.HeaderReplay) != "" {
+		// An operator replayed it: a failure is tried again (a delivery
+		// that got out is still answered from its record below).
+		m.log.Info("replayed; trying a failed delivery again", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "request_id", r.RequestContext.RequestID)
+		rec.Status, rec.Error = ledger.Sending, nil
+	}
 	if rec != nil && rec.Final() {
 		m.log.Info("already delivered; answering from the ledger", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "request_id", r.RequestContext.RequestID)
 		return m.answer(ctx, r, key, rec.Response(r.RequestContext.RequestID))

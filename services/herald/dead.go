@@ -1,0 +1,111 @@
+package herald
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
+)
+
+const deadUsage = `Usage:
+  herald dead ls [--config FILE]                  messages Herald gave up on, with why
+  herald dead replay [--config FILE] ID|--all     put them back on their queue
+`
+
+// runDead is `herald dead`: what the worker gave up on (a permanent error, or
+// retries past delivery.retry_for), and replaying it once the cause is fixed.
+// A replay keeps the idempotency key, so what did get out is not sent again.
+func runDead(ctx context.Context, args []string, o IO) error {
+	if len(args) == 0 {
+		fmt.Fprint(o.Stderr, deadUsage)
+		return flag.ErrHelp
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("herald dead "+sub, flag.ContinueOnError)
+	fs.SetOutput(o.Stderr)
+	fs.Usage = func() { fmt.Fprint(o.Stderr, deadUsage) }
+	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
+	all := fs.Bool("all", false, "replay every dead letter")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for NATS")
+	var pos []string
+	for rest := args[1:]; ; rest = fs.Args()[1:] {
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+	}
+	switch {
+	case sub == "ls" && len(pos) == 0 && !*all:
+	case sub == "replay" && (len(pos) == 1) != *all:
+	default:
+		fs.Usage()
+		return flag.ErrHelp
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	js, _, closeBus, err := connectCLI(ctx, *path, o)
+	if err != nil {
+		return err
+	}
+	defer closeBus()
+	dead, err := bus.DeadLetters(ctx, js)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("no dead-letter stream yet; start Herald once first")
+	}
+	if err != nil {
+		return err
+	}
+	if sub == "ls" {
+		return listDead(dead, o)
+	}
+	ids := make([]uint64, 0, len(dead))
+	if *all {
+		for _, d := range dead {
+			ids = append(ids, d.ID)
+		}
+	} else {
+		id, err := strconv.ParseUint(strings.TrimPrefix(pos[0], "#"), 10, 64)
+		if err != nil || id == 0 {
+			return fmt.Errorf("%q is not a dead letter ID; `herald dead ls` lists them", pos[0])
+		}
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		if err := bus.Replay(ctx, js, id); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Stdout, "Replayed %d.\n", id)
+	}
+	if len(ids) == 0 {
+		fmt.Fprintln(o.Stdout, "No dead letters.")
+	}
+	return nil
+}
+
+func listDead(dead []bus.DeadLetter, o IO) error {
+	if len(dead) == 0 {
+		fmt.Fprintln(o.Stdout, "No dead letters.")
+		return nil
+	}
+	w := tabwriter.NewWriter(o.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tWHEN\tFROM\tREQUEST\tTRIES\tCLASS\tWHY")
+	for _, d := range dead {
+		why := d.Error
+		if len(why) > 120 {
+			why = why[:117] + "..."
+		}
+		fmt.Fprintf(w, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", d.ID, d.Time.Local().Format(time.DateTime), d.Subject, dash(d.RequestID), d.Tries, dash(d.Class), why)
+	}
+	return w.Flush()
+}
