@@ -114,6 +114,9 @@ func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while starting: not a failure
+		}
 		return fmt.Errorf("consumer %s on %s: %w", w.Durable, w.Stream, err)
 	}
 	// In-flight work outlives ctx by up to DrainTimeout.

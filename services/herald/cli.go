@@ -181,7 +181,8 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 	if cfg.NATS.URL == "" {
 		return fmt.Errorf("%w: set nats.url or NATS_URL (only herald dev embeds NATS)", config.ErrInvalid)
 	}
-	log := slog.New(slog.NewJSONHandler(o.Stderr, nil)).With("service", service)
+	// switchboard.Run and messenger.Run name themselves in their log lines.
+	log := slog.New(slog.NewJSONHandler(o.Stderr, nil))
 	conn := service
 	if service == "butler" {
 		if *name == "" {
@@ -200,6 +201,7 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 	case "messenger":
 		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv})
 	case "butler":
+		log := log.With("service", "butler")
 		b, err := butler.New(ctx, butler.Options{Name: *name, Config: cfg, NC: nc, Log: log})
 		if err != nil {
 			return err
