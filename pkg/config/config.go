@@ -283,7 +283,7 @@ func Load(path string) (*Config, error) {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	c, err := Parse(b)
 	if err != nil {
@@ -299,7 +299,7 @@ func Parse(b []byte) (*Config, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: %v", ErrInvalid, err)
+		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {
@@ -601,7 +601,7 @@ func Secret(getenv Getenv, envName, file string) (string, error) {
 	if file != "" {
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return "", fmt.Errorf("%w: secret file: %v", ErrInvalid, err)
+			return "", fmt.Errorf("%w: secret file: %w", ErrInvalid, err)
 		}
 		return strings.TrimSpace(string(b)), nil
 	}

@@ -112,11 +112,13 @@ func Retryable(err error) bool {
 
 // ErrorBodyFrom is the wire form of err.
 func ErrorBodyFrom(err error) *ErrorBody {
+	class := ClassOf(err)
+	// A relayed body is the answer as it came, unless a wrap outside it
+	// says otherwise.
 	var body *ErrorBody
-	if errors.As(err, &body) {
+	if errors.As(err, &body) && body.Class == class {
 		return body
 	}
-	class := ClassOf(err)
 	// The class travels in its own field; the message need not repeat it.
 	return &ErrorBody{Class: class, Message: strings.TrimPrefix(err.Error(), class+": "), Retryable: Retryable(err)}
 }

@@ -103,7 +103,7 @@ func schemaFor(name string) (*jsonschema.Schema, error) {
 		}
 	})
 	if compileErr != nil {
-		return nil, fmt.Errorf("%w: compiling schemas: %v", ErrInternal, compileErr)
+		return nil, fmt.Errorf("%w: compiling schemas: %w", ErrInternal, compileErr)
 	}
 	s, ok := compiled[name]
 	if !ok {
@@ -128,7 +128,7 @@ func Validate(schema string, data []byte) error {
 	if err := s.Validate(doc); err != nil {
 		var ve *jsonschema.ValidationError
 		if !errors.As(err, &ve) {
-			return fmt.Errorf("%w: validating %s: %v", ErrInternal, schema, err)
+			return fmt.Errorf("%w: validating %s: %w", ErrInternal, schema, err)
 		}
 		fields = leaves(ve, nil)
 	}
@@ -275,7 +275,7 @@ func DecodeNotify(data []byte) (*Notify, error) {
 	}
 	var n Notify
 	if err := json.Unmarshal(data, &n); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrValidation, err)
+		return nil, fmt.Errorf("%w: %w", ErrValidation, err)
 	}
 	return &n, nil
 }
@@ -287,7 +287,7 @@ func DecodeRoute(data []byte) (*Route, error) {
 	}
 	var r Route
 	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrValidation, err)
+		return nil, fmt.Errorf("%w: %w", ErrValidation, err)
 	}
 	return &r, nil
 }
@@ -296,7 +296,7 @@ func DecodeRoute(data []byte) (*Route, error) {
 func Check(schema string, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInternal, err)
+		return fmt.Errorf("%w: %w", ErrInternal, err)
 	}
 	return Validate(schema, b)
 }
@@ -308,7 +308,7 @@ func DecodeIngress(data []byte) (*Ingress, error) {
 	}
 	var in Ingress
 	if err := json.Unmarshal(data, &in); err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrValidation, err)
+		return nil, fmt.Errorf("%w: %w", ErrValidation, err)
 	}
 	return &in, nil
 }

@@ -193,7 +193,7 @@ type inbound struct {
 func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, error) {
 	r, err := envelope.DecodeRoute(msg.Data())
 	if err != nil || r.Input.Context.Ingress == nil || r.Target.Butler != c.b.name {
-		return nil, fmt.Errorf("%w: not an inbound route for %s: %v", envelope.ErrValidation, c.b.name, err)
+		return nil, fmt.Errorf("%w: not an inbound route for %s: %w", envelope.ErrValidation, c.b.name, err)
 	}
 	in := r.Input.Context.Ingress
 	if id := in.Meta[metaPermissionID]; id != "" {
@@ -209,7 +209,7 @@ func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, er
 		return nil, err
 	}
 	if _, err := c.requests.Put(ctx, c.b.name+"."+in.RequestContext.RequestID, b); err != nil {
-		return nil, fmt.Errorf("%w: remembering request: %v", envelope.ErrTargetUnavailable, err)
+		return nil, fmt.Errorf("%w: remembering request: %w", envelope.ErrTargetUnavailable, err)
 	}
 	return view(in), nil
 }
@@ -320,11 +320,11 @@ func (c *channelSide) request(ctx context.Context, requestID string) (*envelope.
 		return nil, fmt.Errorf("%w: request_id %q is not one of your inbound messages; use the request_id from the message's meta", envelope.ErrNotFound, requestID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", envelope.ErrTargetUnavailable, err)
+		return nil, fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)
 	}
 	var in envelope.Ingress
 	if err := json.Unmarshal(e.Value(), &in); err != nil {
-		return nil, fmt.Errorf("%w: %v", envelope.ErrInternal, err)
+		return nil, fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
 	return &in, nil
 }

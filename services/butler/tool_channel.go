@@ -177,7 +177,7 @@ func (b *Butler) channelStatus(ctx context.Context, _ mcp.CallToolRequest) (*mcp
 			h.Receiver = &deliver.Status{}
 			_ = json.Unmarshal(e.Value(), h.Receiver)
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return toolError(fmt.Errorf("%w: reading status: %v", envelope.ErrTargetUnavailable, err)), nil
+			return toolError(fmt.Errorf("%w: reading status: %w", envelope.ErrTargetUnavailable, err)), nil
 		}
 		line := c.Channel + ": "
 		switch {

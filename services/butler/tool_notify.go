@@ -122,7 +122,7 @@ func (b *Butler) buildNotify(args map[string]any) (*envelope.Notify, error) {
 	}
 	data, err := json.Marshal(doc)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", envelope.ErrValidation, err)
+		return nil, fmt.Errorf("%w: %w", envelope.ErrValidation, err)
 	}
 	return envelope.DecodeNotify(data)
 }

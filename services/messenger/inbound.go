@@ -45,10 +45,10 @@ func (s *sink) Ingress(ctx context.Context, in *envelope.Ingress) error {
 	}
 	b, err := json.Marshal(in)
 	if err != nil {
-		return fmt.Errorf("%w: %v", envelope.ErrInternal, err)
+		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
 	if _, err := bus.Publish(ctx, s.js, bus.IngressSubject(s.in.Type), b, s.in.ID+":"+in.NativeID, nil); err != nil {
-		return fmt.Errorf("%w: %v", envelope.ErrTargetUnavailable, err)
+		return fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)
 	}
 	// Last inbound is for people reading channel_status: written at most once
 	// a second (the last one of a burst included), not once per message.

@@ -198,7 +198,7 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 	if sender == nil {
 		if err := m.broken[id]; err != nil {
 			// A configuration error: retrying will not fix it, an operator will.
-			return fmt.Errorf("%w: integration %q is configured but cannot be used (%v); fix it and restart the messenger, or use another channel", envelope.ErrNotFound, id, err)
+			return fmt.Errorf("%w: integration %q is configured but cannot be used (%w); fix it and restart the messenger, or use another channel", envelope.ErrNotFound, id, err)
 		}
 		return fmt.Errorf("%w: integration %q is not configured in this messenger", envelope.ErrNotFound, n.Delivery.Channel)
 	}

@@ -42,7 +42,7 @@ func (g *inbound) admit(ctx context.Context, it *config.Integration, in *envelop
 	sender := in.RequestContext.SourceSenderIdentity
 	paired, err := g.pairing.IsPaired(ctx, it.ID, sender)
 	if err != nil {
-		return "", fmt.Errorf("%w: checking pairing: %v", envelope.ErrTargetUnavailable, err)
+		return "", fmt.Errorf("%w: checking pairing: %w", envelope.ErrTargetUnavailable, err)
 	}
 	switch {
 	case paired:
@@ -59,7 +59,7 @@ func (g *inbound) admit(ctx context.Context, it *config.Integration, in *envelop
 	case errors.Is(err, ErrPairingFull):
 		return ReasonPairingLimit, nil
 	case err != nil:
-		return "", fmt.Errorf("%w: pairing: %v", envelope.ErrTargetUnavailable, err)
+		return "", fmt.Errorf("%w: pairing: %w", envelope.ErrTargetUnavailable, err)
 	}
 	if err := g.sendCode(ctx, it, in, code); err != nil {
 		return "", err
@@ -104,15 +104,15 @@ func (g *inbound) sendCode(ctx context.Context, it *config.Integration, in *enve
 	}, &rc)
 	r := envelope.NewRoute(n)
 	if err := envelope.Check(schemas.Route, r); err != nil {
-		return fmt.Errorf("%w: pairing notice: %v", envelope.ErrInternal, err)
+		return fmt.Errorf("%w: pairing notice: %w", envelope.ErrInternal, err)
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("%w: %v", envelope.ErrInternal, err)
+		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
 	key := r.IdempotencyKey()
 	if _, err := bus.Publish(ctx, g.js, bus.DeliverSubject("messenger"), b, key, nil); err != nil {
-		return fmt.Errorf("%w: %v", envelope.ErrTargetUnavailable, err)
+		return fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)
 	}
 	return nil
 }

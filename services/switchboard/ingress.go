@@ -204,10 +204,10 @@ func (g *inbound) publish(ctx context.Context, butler string, in *envelope.Ingre
 	}
 	b, err := json.Marshal(r)
 	if err != nil {
-		return fmt.Errorf("%w: %v", envelope.ErrInternal, err)
+		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
 	if _, err := bus.Publish(ctx, g.js, bus.InboxSubject(butler), b, "inbox:"+in.NativeID, nil); err != nil {
-		return fmt.Errorf("%w: %v", envelope.ErrTargetUnavailable, err)
+		return fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)
 	}
 	return nil
 }

@@ -76,12 +76,12 @@ func (s *sessions) of(ctx context.Context, integration, thread, butler string) (
 		if err == nil {
 			var v session
 			if err := json.Unmarshal(e.Value(), &v); err != nil || v.Session == "" {
-				return "", fmt.Errorf("%w: session %s is unreadable: %v", envelope.ErrInternal, key, err)
+				return "", fmt.Errorf("%w: session %s is unreadable: %w", envelope.ErrInternal, key, err)
 			}
 			return v.Session, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return "", fmt.Errorf("%w: reading session %s: %v", envelope.ErrTargetUnavailable, key, err)
+			return "", fmt.Errorf("%w: reading session %s: %w", envelope.ErrTargetUnavailable, key, err)
 		}
 		b, _ := json.Marshal(session{Session: envelope.NewRequestID(), Butler: butler, Created: time.Now().UTC()})
 		_, err = s.kv.Create(ctx, key, b)
@@ -91,7 +91,7 @@ func (s *sessions) of(ctx context.Context, integration, thread, butler string) (
 			return v.Session, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyExists) {
-			return "", fmt.Errorf("%w: creating session %s: %v", envelope.ErrTargetUnavailable, key, err)
+			return "", fmt.Errorf("%w: creating session %s: %w", envelope.ErrTargetUnavailable, key, err)
 		}
 	}
 	return "", fmt.Errorf("%w: session %s keeps changing", envelope.ErrTargetUnavailable, key)

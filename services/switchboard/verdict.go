@@ -41,7 +41,7 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictUnknownID)
 		return true, nil
 	case err != nil:
-		return true, fmt.Errorf("%w: reading permission request %s: %v", envelope.ErrTargetUnavailable, id, err)
+		return true, fmt.Errorf("%w: reading permission request %s: %w", envelope.ErrTargetUnavailable, id, err)
 	case !it.Grants.Allows(req.Butler):
 		// This integration's approvers answer for the butlers that use it.
 		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictNotApprover)
@@ -64,7 +64,7 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictUsed)
 		return true, nil
 	default:
-		return true, fmt.Errorf("%w: answering permission request %s: %v", envelope.ErrTargetUnavailable, id, err)
+		return true, fmt.Errorf("%w: answering permission request %s: %w", envelope.ErrTargetUnavailable, id, err)
 	}
 	meta := maps.Clone(in.Meta)
 	if meta == nil {

@@ -33,7 +33,7 @@ func (s *Sender) classify(stage, to string, err error) error {
 		if isTLSError(err) {
 			return s.tlsFailed(err)
 		}
-		return fmt.Errorf("%w: the session with SMTP server %s broke off at %s: %v; retry later", envelope.ErrTargetUnavailable, s.addr, stage, err)
+		return fmt.Errorf("%w: the session with SMTP server %s broke off at %s: %w; retry later", envelope.ErrTargetUnavailable, s.addr, stage, err)
 	}
 	reply := replyText(se)
 	policy := se.EnhancedCode[0] == 5 && se.EnhancedCode[1] == 7 // X.7.X: security or policy
@@ -92,13 +92,13 @@ func (s *Sender) dialFailed(ctx context.Context, err error) error {
 	if isTLSError(err) {
 		return s.tlsFailed(err)
 	}
-	return fmt.Errorf("%w: cannot connect to SMTP server %s: %v; check the host and port in the SMTP URL in %s and that the server is up; retry later", envelope.ErrTargetUnavailable, s.addr, err, s.secretName)
+	return fmt.Errorf("%w: cannot connect to SMTP server %s: %w; check the host and port in the SMTP URL in %s and that the server is up; retry later", envelope.ErrTargetUnavailable, s.addr, err, s.secretName)
 }
 
 // tlsFailed is a failed TLS handshake, most often a certificate the system
 // does not trust.
 func (s *Sender) tlsFailed(err error) error {
-	return fmt.Errorf("%w: TLS with SMTP server %s failed: %v; if the server's certificate comes from a private CA, name it in ca_file", envelope.ErrTargetUnavailable, s.addr, err)
+	return fmt.Errorf("%w: TLS with SMTP server %s failed: %w; if the server's certificate comes from a private CA, name it in ca_file", envelope.ErrTargetUnavailable, s.addr, err)
 }
 
 // ctxErr says that the delivery's context ended the session.

@@ -107,7 +107,7 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 	if in.CAFile != "" {
 		pem, err := os.ReadFile(in.CAFile)
 		if err != nil {
-			return nil, fmt.Errorf("%w: email integration %q: ca_file: %v", config.ErrInvalid, in.ID, err)
+			return nil, fmt.Errorf("%w: email integration %q: ca_file: %w", config.ErrInvalid, in.ID, err)
 		}
 		roots, err := x509.SystemCertPool()
 		if err != nil {
@@ -189,7 +189,7 @@ func (s *Sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 	}
 	m, err := compose(d, s.from, to, s.now())
 	if err != nil {
-		return deliver.Receipt{}, fmt.Errorf("%w: composing the mail: %v", envelope.ErrInternal, err)
+		return deliver.Receipt{}, fmt.Errorf("%w: composing the mail: %w", envelope.ErrInternal, err)
 	}
 	if err := d.Calling(); err != nil {
 		return deliver.Receipt{}, err

@@ -43,7 +43,7 @@ func (s *Sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 		return deliver.Receipt{MessageIDs: d.Done}, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return deliver.Receipt{}, fmt.Errorf("%w: %v", envelope.ErrTimeout, err)
+		return deliver.Receipt{}, fmt.Errorf("%w: %w", envelope.ErrTimeout, err)
 	}
 	level := slog.LevelInfo
 	if d.Urgency == "high" {

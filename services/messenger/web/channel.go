@@ -125,7 +125,7 @@ func (c *Channel) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Rece
 		return deliver.Receipt{MessageIDs: d.Done}, nil
 	}
 	if err := ctx.Err(); err != nil {
-		return deliver.Receipt{}, fmt.Errorf("%w: %v", envelope.ErrTimeout, err)
+		return deliver.Receipt{}, fmt.Errorf("%w: %w", envelope.ErrTimeout, err)
 	}
 	e := entry{Butler: d.Butler, TS: time.Now().UTC().Format(time.RFC3339)}
 	var visitor string

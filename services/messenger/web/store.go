@@ -124,7 +124,7 @@ func (s *jsStore) put(ctx context.Context, subject, dedupID string, e entry) err
 	}
 	data, err := json.Marshal(e)
 	if err != nil {
-		return fmt.Errorf("%w: %v", envelope.ErrInternal, err)
+		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
 	m := nats.NewMsg(subject)
 	m.Data = data
@@ -217,9 +217,9 @@ func (s *jsStore) follow(ctx context.Context, subjects []string, after uint64) (
 
 func unavailable(ctx context.Context, what string, err error) error {
 	if ctx.Err() != nil {
-		return fmt.Errorf("%w: %s: %v", envelope.ErrTimeout, what, err)
+		return fmt.Errorf("%w: %s: %w", envelope.ErrTimeout, what, err)
 	}
-	return fmt.Errorf("%w: %s: %v", envelope.ErrTargetUnavailable, what, err)
+	return fmt.Errorf("%w: %s: %w", envelope.ErrTargetUnavailable, what, err)
 }
 
 // memStore keeps conversations in memory: lost on restart, seen by this
@@ -243,7 +243,7 @@ func newMemStore() *memStore {
 
 func (s *memStore) put(ctx context.Context, subject, dedupID string, e entry) error {
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("%w: %v", envelope.ErrTimeout, err)
+		return fmt.Errorf("%w: %w", envelope.ErrTimeout, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
