@@ -85,12 +85,13 @@ func (a *attempt) sent(id string) error {
 	return nil
 }
 
-// finish writes the final record, retrying until the ledger has it or ctx
-// ends, and releases the record.
-func (a *attempt) finish(ctx context.Context, status, outcome, note string) error {
+// finish writes the final record with the provider's ids, retrying until the
+// ledger has it or ctx ends, and releases the record.
+func (a *attempt) finish(ctx context.Context, ids []string, status, outcome, note string) error {
 	a.halt()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.rec.MessageIDs = ids
 	a.rec.Status, a.rec.Calling, a.rec.Attempt = status, false, ""
 	if outcome != "" {
 		a.rec.Outcome, a.rec.Note = outcome, note

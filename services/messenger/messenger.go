@@ -259,8 +259,7 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 	if outcome == "" {
 		outcome = ledger.Confirmed
 	}
-	a.rec.MessageIDs = receipt.MessageIDs
-	if err := a.finish(ctx, ledger.Sent, outcome, note); err != nil {
+	if err := a.finish(ctx, receipt.MessageIDs, ledger.Sent, outcome, note); err != nil {
 		// Sent, and the ledger could not be told before this messenger
 		// stopped: the next attempt finds the call uncertain.
 		return err

@@ -10,8 +10,10 @@
 // Telegram's tags, balanced), the 4096-character limit after entity parsing,
 // the fixed set of reaction emoji, inline keyboards, and one long poll per bot
 // at a time (a second getUpdates ends the first with 409 Conflict). Every call
-// is recorded for assertions, and faults (429 with retry_after, 409, 5xx, any
-// error) can be injected.
+// is recorded for assertions, with when it arrived and when it was answered,
+// and faults (429 with retry_after, 409, 5xx, any error, an outage until a
+// time) can be injected; OnAccept runs a test's code at the moment a call was
+// accepted, before its answer leaves (a slow provider, a crash in between).
 //
 // Inbound traffic is queued for getUpdates with SendUserMessage (a person
 // writes to the bot), PressButton (a person taps an inline button) or
@@ -56,9 +58,14 @@ type Call struct {
 	ReplyMarkup *InlineKeyboardMarkup
 
 	// ErrorCode and Description are what the server answered; ErrorCode 0
-	// means {"ok":true}.
+	// means {"ok":true}. RetryAfter is the parameters.retry_after of a 429.
 	ErrorCode   int
 	Description string
+	RetryAfter  int
+	// Arrived is when the request reached the server, Answered when the
+	// server wrote its answer (after any OnAccept hook), zero while pending.
+	Arrived  time.Time
+	Answered time.Time
 	// Pending is true while the server has not answered yet: a getUpdates
 	// long poll in progress.
 	Pending bool
@@ -155,6 +162,8 @@ type Server struct {
 	calls    []Call
 	changed  chan struct{} // closed and replaced whenever a call is recorded
 	failures map[string][]failure
+	outages  map[string]outage // by lower-case method
+	onAccept map[string]func(Call)
 	chatErrs map[int64]failure
 	chats    map[int64]*chatState
 	names    map[string]int64 // @username -> chat id
@@ -190,6 +199,12 @@ type failure struct {
 	migrateTo   int64
 }
 
+// outage fails every call of a method until a time.
+type outage struct {
+	until time.Time
+	failure
+}
+
 // NewServer starts a fake Bot API server that knows one bot, Token(), and
 // closes it when the test ends.
 func NewServer(t testing.TB) *Server {
@@ -200,6 +215,8 @@ func NewServer(t testing.TB) *Server {
 		bots:     map[string]*botState{},
 		changed:  make(chan struct{}),
 		failures: map[string][]failure{},
+		outages:  map[string]outage{},
+		onAccept: map[string]func(Call){},
 		chatErrs: map[int64]failure{},
 		chats:    map[int64]*chatState{},
 		names:    map[string]int64{},
@@ -274,6 +291,39 @@ func (s *Server) FailNext(method string, n, code int, description string, retryA
 	for range n {
 		s.failures[key] = append(s.failures[key], failure{code: code, description: description, retryAfter: retryAfter})
 	}
+}
+
+// FailUntil makes every call of method (by any bot) fail with code and
+// description until the time until, as when Telegram is down for a while:
+// FailUntil("sendMessage", time.Now().Add(time.Minute), 502, "Bad Gateway").
+// Calls FailNext queued fail first. A zero until ends the outage.
+func (s *Server) FailUntil(method string, until time.Time, code int, description string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := strings.ToLower(method)
+	if until.IsZero() {
+		delete(s.outages, key)
+		return
+	}
+	s.outages[key] = outage{until: until, failure: failure{code: code, description: description}}
+}
+
+// OnAccept makes fn run each time the server accepted a call of method
+// (answering ok), after recording it and before writing the answer: the
+// client waits until fn returns, and the call's Answered time is after it.
+// Tests use it for a slow provider (fn sleeps) or to act at the moment a
+// provider has taken a message but the sender cannot know yet. fn runs
+// without the server's lock, so it may call the server; calls run it
+// concurrently. A nil fn removes the hook.
+func (s *Server) OnAccept(method string, fn func(Call)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	key := strings.ToLower(method)
+	if fn == nil {
+		delete(s.onAccept, key)
+		return
+	}
+	s.onAccept[key] = fn
 }
 
 // FailChat makes every call addressed to chatID fail with code and
@@ -524,12 +574,13 @@ func register(name string, unlocked bool, handle func(s *Server, req *request) (
 }
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
 	token, name, ok := splitPath(r.URL.Path)
 	if !ok {
 		writeError(w, &apiError{code: http.StatusNotFound, description: "Not Found"})
 		return
 	}
-	call := Call{Method: name, Token: token}
+	call := Call{Method: name, Token: token, Arrived: arrived}
 	if idText, _, ok := strings.Cut(token, ":"); ok {
 		call.BotID, _ = strconv.ParseInt(idText, 10, 64)
 	}
@@ -554,18 +605,22 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		err = s.injectedLocked(m.name, params)
 	}
 	if err != nil {
+		call.Answered = time.Now()
 		s.recordLocked(call, err)
 		s.mu.Unlock()
 		writeError(w, err)
 		return
 	}
 	req := &request{r: r, token: token, bot: bot, params: params, call: &call}
-	var result any
+	var (
+		result any
+		i      int
+	)
 	if m.unlocked {
 		// A long poll is visible while it waits, so that tests can tell a
 		// poller is listening.
 		call.Pending = true
-		i := s.recordLocked(call, nil)
+		i = s.recordLocked(call, nil)
 		s.mu.Unlock()
 		result, err = m.handle(s, req)
 		s.mu.Lock()
@@ -573,8 +628,17 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.updateLocked(i, call, err)
 	} else {
 		result, err = m.handle(s, req)
-		s.recordLocked(call, err)
+		i = s.recordLocked(call, err)
 	}
+	hook := s.onAccept[strings.ToLower(call.Method)]
+	if err == nil && hook != nil {
+		accepted := s.calls[i]
+		accepted.Params = maps.Clone(accepted.Params)
+		s.mu.Unlock()
+		hook(accepted)
+		s.mu.Lock()
+	}
+	s.calls[i].Answered = time.Now()
 	s.mu.Unlock()
 	if err != nil {
 		writeError(w, err)
@@ -606,6 +670,12 @@ func (s *Server) injectedLocked(method string, params map[string]string) error {
 		s.failures[key] = q[1:]
 		return &apiError{code: f.code, description: f.description, retryAfter: f.retryAfter}
 	}
+	if o, ok := s.outages[key]; ok {
+		if time.Now().Before(o.until) {
+			return &apiError{code: o.code, description: o.description}
+		}
+		delete(s.outages, key)
+	}
 	if chatText, ok := params["chat_id"]; ok {
 		if id, err := strconv.ParseInt(chatText, 10, 64); err == nil {
 			if f, ok := s.chatErrs[id]; ok {
@@ -631,7 +701,7 @@ func (s *Server) recordLocked(c Call, err error) int {
 func (s *Server) updateLocked(i int, c Call, err error) {
 	if err != nil {
 		ae := asAPIError(err)
-		c.ErrorCode, c.Description = ae.code, ae.description
+		c.ErrorCode, c.Description, c.RetryAfter = ae.code, ae.description, ae.retryAfter
 	}
 	s.calls[i] = c
 	close(s.changed)

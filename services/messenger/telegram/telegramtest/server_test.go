@@ -519,3 +519,103 @@ func TestConcurrentPollsConflict(t *testing.T) {
 		}
 	}
 }
+
+func TestFailUntil(t *testing.T) {
+	srv := telegramtest.NewServer(t)
+	b := newBot(t, srv, srv.Token())
+	srv.FailUntil("sendMessage", time.Now().Add(300*time.Millisecond), 502, "Bad Gateway")
+
+	for range 2 {
+		if _, err := b.SendMessage(t.Context(), &bot.SendMessageParams{ChatID: 42, Text: "x"}); err == nil || !strings.Contains(err.Error(), "502") {
+			t.Errorf("during the outage: err = %v, want 502", err)
+		}
+	}
+	if _, err := b.GetMe(t.Context()); err != nil {
+		t.Errorf("getMe during a sendMessage outage: %v, want it unaffected", err)
+	}
+	time.Sleep(350 * time.Millisecond)
+	if m, err := b.SendMessage(t.Context(), &bot.SendMessageParams{ChatID: 42, Text: "x"}); err != nil || m.ID != 1 {
+		t.Errorf("after the outage: %v, %v; want message 1", m, err)
+	}
+
+	// A zero time ends an outage early.
+	srv.FailUntil("sendMessage", time.Now().Add(time.Hour), 503, "Service Unavailable")
+	srv.FailUntil("sendMessage", time.Time{}, 0, "")
+	if _, err := b.SendMessage(t.Context(), &bot.SendMessageParams{ChatID: 42, Text: "y"}); err != nil {
+		t.Errorf("after ending the outage: %v", err)
+	}
+	calls := srv.Calls("sendMessage")
+	if len(calls) != 4 || calls[0].ErrorCode != 502 || calls[1].ErrorCode != 502 || !calls[2].OK() || !calls[3].OK() {
+		t.Errorf("recorded %d calls %+v, want 502 502 ok ok", len(calls), calls)
+	}
+}
+
+func TestCallTimesAndRetryAfter(t *testing.T) {
+	srv := telegramtest.NewServer(t)
+	b := newBot(t, srv, srv.Token())
+	srv.FailNext("sendMessage", 1, 429, "Too Many Requests: retry after 3", 3)
+	before := time.Now()
+	_, _ = b.SendMessage(t.Context(), &bot.SendMessageParams{ChatID: 42, Text: "x"})
+	if _, err := b.SendMessage(t.Context(), &bot.SendMessageParams{ChatID: 42, Text: "x"}); err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	calls := srv.Calls("sendMessage")
+	if len(calls) != 2 || calls[0].RetryAfter != 3 || calls[1].RetryAfter != 0 {
+		t.Fatalf("calls %+v, want a 429 with retry_after 3 then a success", calls)
+	}
+	for i, c := range calls {
+		if c.Arrived.Before(before) || c.Answered.Before(c.Arrived) || c.Answered.After(after) {
+			t.Errorf("call %d arrived %s, answered %s; want both between %s and %s, in that order", i, c.Arrived, c.Answered, before, after)
+		}
+	}
+	if !calls[1].Arrived.After(calls[0].Answered) {
+		t.Errorf("the second call arrived %s, before the first was answered %s", calls[1].Arrived, calls[0].Answered)
+	}
+}
+
+func TestOnAccept(t *testing.T) {
+	srv := telegramtest.NewServer(t)
+	b := newBot(t, srv, srv.Token())
+	const delay = 150 * time.Millisecond
+	seen := make(chan telegramtest.Call, 4)
+	srv.OnAccept("sendMessage", func(c telegramtest.Call) {
+		// The call is recorded, and the message kept, before the answer leaves.
+		if n := len(srv.Messages(42)); n != 1 {
+			t.Errorf("hook: the fake holds %d messages, want the accepted one", n)
+		}
+		seen <- c
+		time.Sleep(delay)
+	})
+	srv.FailNext("sendMessage", 1, 502, "Bad Gateway", 0)
+
+	if _, err := b.SendMessage(t.Context(), &bot.SendMessageParams{ChatID: 42, Text: "refused"}); err == nil {
+		t.Fatal("the injected 502 did not fail the call")
+	}
+	start := time.Now()
+	m, err := b.SendMessage(t.Context(), &bot.SendMessageParams{ChatID: 42, Text: "taken"})
+	if err != nil || m.ID != 1 {
+		t.Fatalf("send: %v, %v", m, err)
+	}
+	if took := time.Since(start); took < delay {
+		t.Errorf("answered after %s, want the hook's %s first", took, delay)
+	}
+	if len(seen) != 1 {
+		t.Fatalf("hook ran %d times, want once: only for the accepted call", len(seen))
+	}
+	if c := <-seen; c.Params["text"] != "taken" || c.Message == nil || c.Message.MessageID != 1 || !c.Answered.IsZero() {
+		t.Errorf("hook got %+v, want the accepted call with its message, not answered yet", c)
+	}
+	calls := srv.Calls("sendMessage")
+	if got := calls[1].Answered.Sub(calls[1].Arrived); got < delay {
+		t.Errorf("recorded answer %s after arrival, want at least the hook's %s", got, delay)
+	}
+
+	srv.OnAccept("sendMessage", nil)
+	if _, err := b.SendMessage(t.Context(), &bot.SendMessageParams{ChatID: 42, Text: "quick"}); err != nil {
+		t.Fatal(err)
+	}
+	if len(seen) != 0 {
+		t.Error("a removed hook still ran")
+	}
+}
