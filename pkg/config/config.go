@@ -91,6 +91,15 @@ type Butler struct {
 	DefaultChannel string `yaml:"default_channel"`
 	// MCPHTTP is host:port of its streamable HTTP MCP endpoint (served at /mcp).
 	MCPHTTP string `yaml:"mcp_http"`
+	// MCPTokenEnv or MCPTokenFile name a static bearer token every MCP HTTP
+	// request must carry (Authorization: Bearer <token>); tokens minted with
+	// `herald token mint` are accepted too. stdio needs none.
+	MCPTokenEnv  string `yaml:"mcp_token_env"`
+	MCPTokenFile string `yaml:"mcp_token_file"`
+	// AllowedHosts are the Host names the MCP endpoint answers besides
+	// localhost and the address it is bound to (a name behind a proxy, the
+	// compose service name); every other Host is refused.
+	AllowedHosts []string `yaml:"allowed_hosts"`
 }
 
 // Integration is one configured account of a channel type.
@@ -108,6 +117,10 @@ type Integration struct {
 	// RateLimitOut are the provider's sending limits, kept before the
 	// provider has to refuse (Telegram's by default).
 	RateLimitOut OutLimits `yaml:"rate_limit_out"`
+	// AllowTo lists where a butler may send through this integration: chat
+	// ids, email addresses, @domains, webhook names; "any" lifts the limit.
+	// Empty: the integration's default recipient and its inbound allow_from.
+	AllowTo []string `yaml:"allow_to"`
 
 	// Telegram.
 	TokenEnv    string `yaml:"token_env"`
@@ -154,6 +167,10 @@ type Inbound struct {
 	AuthEnv string `yaml:"auth_env"`
 	// MaxBytes bounds one inbound mail; default 10 MiB.
 	MaxBytes int64 `yaml:"max_bytes"`
+	// TrustedRelays are the authserv-ids (RFC 8601) of mail relays whose
+	// Authentication-Results header is trusted: a dmarc=pass there counts
+	// as an authenticated From, as a verified DKIM signature does.
+	TrustedRelays []string `yaml:"trusted_relays"`
 }
 
 // UnmarshalYAML turns inbound on when the block is present, unless it says
