@@ -47,6 +47,9 @@ const (
 	BucketRequests = "herald_requests"
 	// BucketLimits: providers' rate limits shared by messenger replicas.
 	BucketLimits = "herald_limits"
+	// BucketTokens: MCP bearer tokens minted for butlers, by
+	// "<butler>.<token id>" (only a hash of each secret is kept).
+	BucketTokens = "herald_tokens"
 
 	ConsumerSwitchboard = "switchboard"
 	ConsumerResults     = "switchboard_results"
@@ -206,6 +209,7 @@ func (t Topology) buckets() []jetstream.KeyValueConfig {
 		kv(BucketStatus, "integration health", 0),
 		kv(BucketRequests, "inbound messages butlers may answer", 30*24*time.Hour),
 		kv(BucketLimits, "providers' rate limits and pauses, shared by messengers", time.Hour),
+		kv(BucketTokens, "MCP bearer tokens minted for butlers (hashes only)", 0),
 	}
 }
 
