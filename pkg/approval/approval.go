@@ -2,14 +2,22 @@
 // (design §5) in the herald_approvals bucket. A butler opens one when its
 // model asks to run a tool; the switchboard closes it when an approver
 // answers. Each prompt is single use and expires.
+//
+// Keys are scoped: "<butler>.<id>" for a prompt, so NATS permissions let a
+// butler write only its own and read none; "sent.<integration>.<chat>.<id>"
+// records, when the switchboard passes a prompt on, which butler's prompt was
+// sent to which chat. A verdict counts only in a chat its prompt was sent to,
+// so a butler cannot phish an approver into answering another's prompt.
 package approval
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -41,8 +49,9 @@ var (
 // IDPattern is the shape of request ids clients generate: five letters, no "l".
 var IDPattern = regexp.MustCompile(`^[a-km-z]{5}$`)
 
-// VerdictPattern matches a typed verdict, "yes abcde" or "n abcde".
-var VerdictPattern = regexp.MustCompile(`(?i)^\s*(y|yes|n|no)\s+([a-km-z]{5})\s*$`)
+// VerdictPattern matches a typed verdict, "yes abcde" or "n abcde", in ASCII
+// only: (?i) would also fold ſ and K into the id, which then is no key.
+var VerdictPattern = regexp.MustCompile(`^[ \t\r\n]*([yY]|[yY][eE][sS]|[nN]|[nN][oO])[ \t]+([a-km-zA-KM-Z]{5})[ \t\r\n]*$`)
 
 // CallbackPattern matches the data of a verdict button, "perm:allow:abcde".
 var CallbackPattern = regexp.MustCompile(`^perm:(allow|deny):([a-km-z]{5})$`)
@@ -103,7 +112,17 @@ func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	return &Store{kv: kv, now: time.Now}, nil
 }
 
-// Create opens a prompt; its id must be new.
+// Key is the key of butler's prompt id.
+func Key(butler, id string) string { return butler + "." + id }
+
+// sentKey is the key recording that a prompt id went to chat on integration.
+// The chat is encoded, since chat ids (email addresses, negative numbers)
+// are not all key tokens.
+func sentKey(integration, chat, id string) string {
+	return "sent." + integration + "." + base64.RawURLEncoding.EncodeToString([]byte(strings.ToLower(chat))) + "." + id
+}
+
+// Create opens a prompt of r.Butler; its id must be new for that butler.
 func (s *Store) Create(ctx context.Context, r Request) error {
 	if !IDPattern.MatchString(r.ID) {
 		return fmt.Errorf("permission request id %q must be five letters a-z without l", r.ID)
@@ -112,7 +131,7 @@ func (s *Store) Create(ctx context.Context, r Request) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.kv.Create(ctx, r.ID, b); err != nil {
+	if _, err := s.kv.Create(ctx, Key(r.Butler, r.ID), b); err != nil {
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			return ErrExists
 		}
@@ -121,10 +140,30 @@ func (s *Store) Create(ctx context.Context, r Request) error {
 	return nil
 }
 
-// Answer closes the prompt id with behavior, once: a second answer, an
+// MarkSent records that butler's prompt id was sent to chat on integration,
+// so that a verdict from there counts.
+func (s *Store) MarkSent(ctx context.Context, butler, id, integration, chat string) error {
+	_, err := s.kv.Put(ctx, sentKey(integration, chat, id), []byte(butler))
+	return err
+}
+
+// SentTo returns the butler whose prompt id was sent to chat on
+// integration; ErrUnknown if none was.
+func (s *Store) SentTo(ctx context.Context, integration, chat, id string) (string, error) {
+	e, err := s.kv.Get(ctx, sentKey(integration, chat, id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", ErrUnknown
+	}
+	if err != nil {
+		return "", err
+	}
+	return string(e.Value()), nil
+}
+
+// Answer closes butler's prompt id with behavior, once: a second answer, an
 // expired prompt or an unknown id changes nothing and says why.
-func (s *Store) Answer(ctx context.Context, id, behavior, by string) (*Request, error) {
-	e, err := s.kv.Get(ctx, id)
+func (s *Store) Answer(ctx context.Context, butler, id, behavior, by string) (*Request, error) {
+	e, err := s.kv.Get(ctx, Key(butler, id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, ErrUnknown
 	}
@@ -147,15 +186,15 @@ func (s *Store) Answer(ctx context.Context, id, behavior, by string) (*Request, 
 		return nil, err
 	}
 	// Compare-and-set: of two answers racing, only one wins.
-	if _, err := s.kv.Update(ctx, id, b, e.Revision()); err != nil {
+	if _, err := s.kv.Update(ctx, Key(butler, id), b, e.Revision()); err != nil {
 		return &r, ErrUsed
 	}
 	return &r, nil
 }
 
-// Get returns the prompt id.
-func (s *Store) Get(ctx context.Context, id string) (*Request, error) {
-	e, err := s.kv.Get(ctx, id)
+// Get returns butler's prompt id.
+func (s *Store) Get(ctx context.Context, butler, id string) (*Request, error) {
+	e, err := s.kv.Get(ctx, Key(butler, id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, ErrUnknown
 	}

@@ -26,6 +26,12 @@ func TestParse(t *testing.T) {
 		{"", "perm:allow:abcde", "abcde", "allow", true},
 		{"", "perm:deny:abcde", "abcde", "deny", true},
 		{"", "perm:maybe:abcde", "", "", false},
+		// ASCII only: Unicode case folding would let ſ (U+017F) and K
+		// (U+212A, Kelvin) through as letters of an id.
+		{"yes ſſſſſ", "", "", "", false},
+		{"yes abcdeK", "", "", "", false},
+		{"Kes abcde", "", "", "", false},
+		{"yes abcde", "", "", "", false},
 	}
 	for _, tt := range tests {
 		id, behavior, ok := approval.Parse(tt.text, tt.data)
@@ -50,7 +56,7 @@ func TestSingleUseAndExpiry(t *testing.T) {
 	if err := s.Create(t.Context(), open); !errors.Is(err, approval.ErrExists) {
 		t.Fatalf("second create: %v", err)
 	}
-	if _, err := s.Answer(t.Context(), "zzzzz", "allow", "1"); !errors.Is(err, approval.ErrUnknown) {
+	if _, err := s.Answer(t.Context(), "health", "zzzzz", "allow", "1"); !errors.Is(err, approval.ErrUnknown) {
 		t.Fatalf("unknown id: %v", err)
 	}
 	// Two approvers answer at once: exactly one wins.
@@ -58,7 +64,7 @@ func TestSingleUseAndExpiry(t *testing.T) {
 	errs := make(chan error, 2)
 	for _, by := range []string{"1", "2"} {
 		wg.Add(1)
-		go func() { defer wg.Done(); _, err := s.Answer(t.Context(), "abcde", "allow", by); errs <- err }()
+		go func() { defer wg.Done(); _, err := s.Answer(t.Context(), "health", "abcde", "allow", by); errs <- err }()
 	}
 	wg.Wait()
 	close(errs)
@@ -78,7 +84,49 @@ func TestSingleUseAndExpiry(t *testing.T) {
 	if err := s.Create(t.Context(), expired); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Answer(t.Context(), "qwert", "allow", "1"); !errors.Is(err, approval.ErrExpired) {
+	if _, err := s.Answer(t.Context(), "health", "qwert", "allow", "1"); !errors.Is(err, approval.ErrExpired) {
 		t.Fatalf("expired: %v", err)
+	}
+}
+
+// TestScopedAndSent: prompts are per butler (the same id may be open for two
+// butlers, and answering one leaves the other), and a verdict's chat is found
+// only where the prompt was sent.
+func TestScopedAndSent(t *testing.T) {
+	srv := bustest.RunServer(t)
+	_, js := srv.Connect()
+	s, err := approval.Open(t.Context(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, b := range []string{"health", "finance"} {
+		if err := s.Create(t.Context(), approval.Request{ID: "abcde", Butler: b, CreatedAt: now, ExpiresAt: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.Answer(t.Context(), "finance", "abcde", "allow", "1"); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := s.Get(t.Context(), "health", "abcde"); err != nil || r.Verdict != "" {
+		t.Fatalf("health's prompt %+v %v: answering finance's must not touch it", r, err)
+	}
+	if err := s.MarkSent(t.Context(), "finance", "abcde", "tg_main", "12345"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.SentTo(t.Context(), "tg_main", "12345", "abcde"); err != nil || b != "finance" {
+		t.Fatalf("sent to 12345: %q %v", b, err)
+	}
+	for _, where := range [][2]string{{"tg_main", "999"}, {"tg_other", "12345"}} {
+		if _, err := s.SentTo(t.Context(), where[0], where[1], "abcde"); !errors.Is(err, approval.ErrUnknown) {
+			t.Fatalf("%v: %v, want unknown: it was never sent there", where, err)
+		}
+	}
+	// Chats that are no key tokens (email addresses) work too.
+	if err := s.MarkSent(t.Context(), "health", "qwert", "mail", "Alice@Example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := s.SentTo(t.Context(), "mail", "alice@example.com", "qwert"); err != nil || b != "health" {
+		t.Fatalf("sent to alice: %q %v", b, err)
 	}
 }

@@ -34,7 +34,7 @@ const (
 	ReasonRateLimited           = "rate_limited"             // over inbound.rate_limit (kind dropped)
 	ReasonVerdictNotApprover    = "verdict_not_approver"     // a verdict from someone not in approvers
 	ReasonVerdictNotDirect      = "verdict_not_direct"       // a verdict in a group chat
-	ReasonVerdictUnknownID      = "verdict_unknown_id"       // no open prompt has that id
+	ReasonVerdictUnknownID      = "verdict_unknown_id"       // no prompt with that id was sent to this chat
 	ReasonVerdictExpired        = "verdict_expired"          // the prompt expired
 	ReasonVerdictUsed           = "verdict_used"             // the prompt was answered already
 	ReasonInvalidIngress        = "invalid_ingress"          // undecodable; dead-lettered
@@ -105,15 +105,11 @@ func (s *Switchboard) ingressWorker(ctx context.Context) (*bus.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	approvals, err := approval.Open(ctx, s.js)
-	if err != nil {
-		return nil, err
-	}
 	sess, err := openSessions(ctx, s.js)
 	if err != nil {
 		return nil, err
 	}
-	g := &inbound{cfg: s.cfg, js: s.js, log: s.log, audit: s.audit, pairing: pairing, approvals: approvals, sessions: sess}
+	g := &inbound{cfg: s.cfg, js: s.js, log: s.log, audit: s.audit, pairing: pairing, approvals: s.approvals, sessions: sess}
 	// One at a time, in the order the messenger stored them: a chat's messages
 	// reach its butler in the order they were sent.
 	return &bus.Worker{Stream: bus.StreamIngress, Durable: bus.ConsumerIngress, Handle: g.handle, GiveUp: g.giveUp, Concurrency: 1, Log: s.log}, nil

@@ -552,6 +552,18 @@ func TestPermissionVerdicts(t *testing.T) {
 		if err := store.Create(t.Context(), r); err != nil {
 			t.Fatal(err)
 		}
+		// What the switchboard records when it passes a prompt on to approver 111.
+		if err := store.MarkSent(t.Context(), r.Butler, r.ID, "tg_main", "111"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// finance's prompt sent to someone else only: 111 cannot answer it.
+	elsewhere := approval.Request{ID: "vwxyz", Butler: "finance", Session: "sess-4", ToolName: "Write", CreatedAt: now, ExpiresAt: now.Add(approval.DefaultTTL)}
+	if err := store.Create(t.Context(), elsewhere); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.MarkSent(t.Context(), "finance", "vwxyz", "tg_main", "222"); err != nil {
+		t.Fatal(err)
 	}
 
 	allow := f.send(t, "telegram", telegram("tg_main", "111", "", "", "  YES abcde "))
@@ -571,7 +583,7 @@ func TestPermissionVerdicts(t *testing.T) {
 	if meta["thread"] != "" {
 		t.Errorf("the verdict went through as chat (thread %q)", meta["thread"])
 	}
-	if r, _ := store.Get(t.Context(), "abcde"); r.Verdict != approval.Allow || r.AnsweredBy != "111" {
+	if r, _ := store.Get(t.Context(), "health", "abcde"); r.Verdict != approval.Allow || r.AnsweredBy != "111" {
 		t.Errorf("prompt after the verdict: %+v", r)
 	}
 
@@ -588,16 +600,19 @@ func TestPermissionVerdicts(t *testing.T) {
 		{"the approver in a group", telegram("tg_main", "111", "-100777", "group", "yes fghij"), audit.Rejected, switchboard.ReasonVerdictNotDirect},
 		{"an expired prompt", telegram("tg_main", "111", "", "", "yes kmnop"), audit.Rejected, switchboard.ReasonVerdictExpired},
 		{"an unknown id", telegram("tg_main", "111", "", "", "yes qrstu"), audit.Rejected, switchboard.ReasonVerdictUnknownID},
+		{"a real prompt never sent to this approver (phishing)", telegram("tg_main", "111", "", "", "yes vwxyz"), audit.Rejected, switchboard.ReasonVerdictUnknownID},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			want(t, f.handled(t, f.send(t, "telegram", tt.in))[0], tt.kind, tt.reason)
 		})
 	}
-	if r, _ := store.Get(t.Context(), "fghij"); r.Verdict != "" {
-		t.Errorf("a refused verdict answered the prompt: %+v", r)
+	for _, id := range []string{"fghij", "vwxyz"} {
+		if r, _ := store.Get(t.Context(), "finance", id); r.Verdict != "" {
+			t.Errorf("a refused verdict answered the prompt: %+v", r)
+		}
 	}
-	if r, _ := store.Get(t.Context(), "abcde"); r.Verdict != approval.Allow {
+	if r, _ := store.Get(t.Context(), "health", "abcde"); r.Verdict != approval.Allow {
 		t.Errorf("a reused id changed the verdict: %+v", r)
 	}
 	if n := len(f.inbox(t, "health")) + len(f.inbox(t, "finance")); n != 1 {

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/heraldhq/herald/pkg/approval"
 	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
@@ -41,8 +42,9 @@ type Switchboard struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
 	log    *slog.Logger
-	audit  *audit.Writer
-	ledger *ledger.Ledger
+	audit     *audit.Writer
+	ledger    *ledger.Ledger
+	approvals *approval.Store
 }
 
 // Run routes until ctx is done, then drains.
@@ -60,7 +62,11 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}, ledger: led}
+	approvals, err := approval.Open(ctx, js)
+	if err != nil {
+		return err
+	}
+	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}, ledger: led, approvals: approvals}
 	retryFor := time.Duration(o.Config.Delivery.RetryFor)
 	routes := &bus.Worker{Stream: bus.StreamRoute, Durable: bus.ConsumerSwitchboard, Handle: s.route, GiveUp: s.reject, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
 	results := &bus.Worker{Stream: bus.StreamResult, Durable: bus.ConsumerResults, Handle: s.relay, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
@@ -102,6 +108,9 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 		return err
 	}
 	n.Delivery.Channel = in.Channel()
+	if err := s.prompts(ctx, butler, in, n); err != nil {
+		return err
+	}
 	data, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
@@ -117,6 +126,39 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 	}
 	s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: n.Delivery.Channel, Intent: n.Delivery.Intent, RequestID: r.RequestContext.RequestID, Key: key})
 	s.log.Debug("routed", "butler", butler, "channel", n.Delivery.Channel, "request_id", r.RequestContext.RequestID)
+	return nil
+}
+
+// prompts checks a notify that carries permission buttons ("perm:allow:<id>"):
+// each must be the butler's own open prompt, and the chat it goes to is
+// recorded, so that an approver's verdict there counts. A butler cannot put
+// buttons under a message that would answer another butler's prompt.
+func (s *Switchboard) prompts(ctx context.Context, butler string, in *config.Integration, n *envelope.Notify) error {
+	for _, a := range n.Delivery.Actions {
+		m := approval.CallbackPattern.FindStringSubmatch(a.Data)
+		if m == nil {
+			if strings.HasPrefix(a.Data, "perm:") {
+				return fmt.Errorf("%w: button data %q looks like a permission verdict but is not one", envelope.ErrForbidden, a.Data)
+			}
+			continue
+		}
+		req, err := s.approvals.Get(ctx, butler, m[2])
+		switch {
+		case errors.Is(err, approval.ErrUnknown):
+			return fmt.Errorf("%w: permission buttons may only answer this butler's own open prompt, and %s has none with id %s", envelope.ErrForbidden, butler, m[2])
+		case err != nil:
+			return fmt.Errorf("%w: reading permission request %s: %w", envelope.ErrTargetUnavailable, m[2], err)
+		case req.Verdict != "" || time.Now().After(req.ExpiresAt):
+			return fmt.Errorf("%w: permission request %s is answered or expired", envelope.ErrForbidden, m[2])
+		}
+		chat := n.Delivery.Recipient
+		if chat == "" {
+			return fmt.Errorf("%w: a permission prompt needs its approver as recipient", envelope.ErrValidation)
+		}
+		if err := s.approvals.MarkSent(ctx, butler, m[2], in.ID, strings.TrimPrefix(chat, "web:")); err != nil {
+			return fmt.Errorf("%w: recording permission prompt %s: %w", envelope.ErrTargetUnavailable, m[2], err)
+		}
+	}
 	return nil
 }
 

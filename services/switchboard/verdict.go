@@ -17,9 +17,10 @@ import (
 // verdict handles in if it answers a permission prompt ("yes abcde", "n
 // abcde", or an Allow / Deny button): it reports done, and the message is
 // never forwarded as chat. Only an approver of the integration, in a direct
-// chat, can answer, and only a prompt that is open, unexpired and of a
-// butler that may use the integration; anything else changes nothing and is
-// audited. An accepted verdict goes to the asking butler's inbox as the
+// chat, can answer, only a prompt that Herald sent to that chat (so a butler
+// cannot phish an approver with a look-alike), and only one that is open,
+// unexpired and of a butler that may use the integration; anything else
+// changes nothing and is audited. An accepted verdict goes to the asking butler's inbox as the
 // message with permission_* meta, for the session that asked.
 func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integration, in *envelope.Ingress) (bool, error) {
 	id, behavior, ok := approval.Parse(in.Content.Text, in.Meta["callback_data"])
@@ -35,20 +36,20 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictNotDirect)
 		return true, nil
 	}
-	req, err := g.approvals.Get(ctx, id)
+	butler, err := g.approvals.SentTo(ctx, it.ID, recipientOf(it, in), id)
 	switch {
 	case errors.Is(err, approval.ErrUnknown):
 		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictUnknownID)
 		return true, nil
 	case err != nil:
 		return true, fmt.Errorf("%w: reading permission request %s: %w", envelope.ErrTargetUnavailable, id, err)
-	case !it.Grants.Allows(req.Butler):
+	case !it.Grants.Allows(butler):
 		// This integration's approvers answer for the butlers that use it.
 		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictNotApprover)
 		return true, nil
 	}
 	sender := in.RequestContext.SourceSenderIdentity
-	req, err = g.approvals.Answer(ctx, id, behavior, sender)
+	req, err := g.approvals.Answer(ctx, butler, id, behavior, sender)
 	switch {
 	case err == nil:
 	case errors.Is(err, approval.ErrUsed) && redelivered(m) && req != nil && req.AnsweredBy == sender && req.Verdict == behavior:
