@@ -38,10 +38,10 @@ type Options struct {
 
 // Switchboard routes.
 type Switchboard struct {
-	cfg    *config.Config
-	nc     *nats.Conn
-	js     jetstream.JetStream
-	log    *slog.Logger
+	cfg       *config.Config
+	nc        *nats.Conn
+	js        jetstream.JetStream
+	log       *slog.Logger
 	audit     *audit.Writer
 	ledger    *ledger.Ledger
 	approvals *approval.Store
