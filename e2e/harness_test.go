@@ -240,6 +240,24 @@ func callNotify(t *testing.T, c *client.Client, args map[string]any) *mcp.CallTo
 	return res
 }
 
+// given records an inbound message as routed to butler, as the switchboard
+// does when it passes one on, and returns its request_context as the model
+// is given it: replies and reactions may answer only such messages.
+func (f *fleet) given(butler, integration, channel, endpoint, sender, thread string) map[string]any {
+	f.t.Helper()
+	in := envelope.NewIngress(integration, channel, endpoint, sender, thread, "a message", "given:"+envelope.NewRequestID(), nil)
+	kv, err := f.js.KeyValue(f.t.Context(), bus.BucketRequests)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	if err := switchboard.RecordRouted(f.t.Context(), kv, butler, in); err != nil {
+		f.t.Fatal(err)
+	}
+	rc := in.RequestContext
+	return map[string]any{"request_id": rc.RequestID, "source_channel": rc.SourceChannel, "source_endpoint_identity": rc.SourceEndpointIdentity,
+		"source_sender_identity": rc.SourceSenderIdentity, "source_thread_identity": rc.SourceThreadIdentity}
+}
+
 // routeClient is what a butler uses under its tool, for tests that publish
 // routes directly.
 func (f *fleet) routeClient() *route.Client {

@@ -103,7 +103,7 @@ func TestNotifyLog(t *testing.T) {
 func TestReplyAndReactTelegram(t *testing.T) {
 	f := newFleet(t)
 	f.start("switchboard", "messenger")
-	rc := map[string]any{"request_id": envelope.NewRequestID(), "source_channel": "telegram", "source_endpoint_identity": "tg_main", "source_sender_identity": chatID, "source_thread_identity": chatID + ":77"}
+	rc := f.given("health", "tg_main", "telegram", "tg_main", chatID, chatID+":77")
 	c := f.mcp("health", "")
 
 	res := callNotify(t, c, map[string]any{"intent": "reply", "message": "On it.", "request_context": rc})
@@ -130,7 +130,7 @@ func TestReplyAndReactTelegram(t *testing.T) {
 func TestReplyEmailThreads(t *testing.T) {
 	f := newFleet(t)
 	f.start("switchboard", "messenger")
-	rc := map[string]any{"request_id": envelope.NewRequestID(), "source_channel": "email", "source_endpoint_identity": "herald@example.com", "source_sender_identity": "alice@example.com", "source_thread_identity": "<q1@mail.example.com>"}
+	rc := f.given("finance", "mail", "email", "herald@example.com", "alice@example.com", "<q1@mail.example.com>")
 	res := f.notify("finance", map[string]any{"intent": "reply", "message": "Paid on Monday.", "request_context": rc})
 	if res.IsError {
 		t.Fatalf("reply: %s", text(res))
@@ -340,7 +340,7 @@ func TestSameNotifyThreeTimes(t *testing.T) {
 
 	t.Run("the same reply twice from the tool", func(t *testing.T) {
 		c := f.mcp("health", "")
-		rcx := map[string]any{"request_id": envelope.NewRequestID(), "source_channel": "telegram", "source_endpoint_identity": "tg_main", "source_sender_identity": chatID, "source_thread_identity": chatID + ":9"}
+		rcx := f.given("health", "tg_main", "telegram", "tg_main", chatID, chatID+":9")
 		a := callNotify(t, c, map[string]any{"intent": "reply", "message": "noted", "request_context": rcx})
 		b := callNotify(t, c, map[string]any{"intent": "reply", "message": "noted", "request_context": rcx})
 		other := callNotify(t, c, map[string]any{"intent": "reply", "message": "noted, thanks", "request_context": rcx})
@@ -454,6 +454,7 @@ func TestTelegram429IsWaitedOut(t *testing.T) {
 // succeed is answered with its class and moved aside, not retried forever.
 func TestPermanentFailureIsAnsweredAndDeadLettered(t *testing.T) {
 	f := newFleet(t)
+	f.cfg.Integration("tg_main").AllowTo = []string{"any"} // a chat no one listed
 	f.start("switchboard", "messenger")
 	f.tg.FailChat(424242, 400, "Bad Request: chat not found")
 	res := f.notify("health", map[string]any{"message": "hello?", "recipient": "424242"})

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/mail"
 	"net/url"
 	"os"
 	"regexp"
@@ -575,6 +576,46 @@ func (c *Config) Resolve(butler, channel string) (*Integration, error) {
 		return nil, fmt.Errorf("%w: no enabled integration %q is configured", ErrNoIntegration, channel)
 	}
 	return nil, fmt.Errorf("%w: no enabled %s integration is configured", ErrNoIntegration, typ)
+}
+
+// AllowAnyRecipient in allow_to lets a butler send anywhere the integration reaches.
+const AllowAnyRecipient = "any"
+
+// AllowsRecipient reports whether a send may go to recipient through the
+// integration: an entry of allow_to ("any" for all; an email entry "@domain"
+// for a whole domain), or, with no allow_to, the integration's default
+// recipient, its inbound allow_from (unless that is "*") and approvers. An
+// empty recipient is the default one. Email addresses compare in any case.
+func (in *Integration) AllowsRecipient(recipient string) bool {
+	r := strings.TrimSpace(recipient)
+	if a, err := mail.ParseAddress(r); err == nil && in.Type == "email" {
+		r = a.Address
+	}
+	if r == "" || in.Type == "log" || in.Type == "web" {
+		return true // the default; the log has no recipients; web visitors are the page's own
+	}
+	allowed := in.AllowTo
+	if len(allowed) == 0 {
+		allowed = append([]string{in.DefaultChat, in.DefaultTo}, in.Inbound.Approvers...)
+		for _, a := range in.Inbound.AllowFrom {
+			if a != AllowAnyone {
+				allowed = append(allowed, a)
+			}
+		}
+	}
+	for _, a := range allowed {
+		a = strings.TrimSpace(a)
+		switch {
+		case a == "":
+		case a == AllowAnyRecipient, a == r:
+			return true
+		case in.Type == "email" && strings.EqualFold(a, r):
+			return true
+		case in.Type == "email" && strings.HasPrefix(a, "@") && strings.HasSuffix(strings.ToLower(r), strings.ToLower(a)):
+			return true
+		}
+	}
+	return false
 }
 
 // Channel is the fully qualified channel name of an integration, "type:id".

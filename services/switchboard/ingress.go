@@ -95,6 +95,7 @@ type inbound struct {
 	audit     *audit.Writer
 	pairing   *Pairing
 	approvals *approval.Store
+	requests  jetstream.KeyValue
 	sessions  *sessions
 	limits    limits
 }
@@ -109,7 +110,7 @@ func (s *Switchboard) ingressWorker(ctx context.Context) (*bus.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &inbound{cfg: s.cfg, js: s.js, log: s.log, audit: s.audit, pairing: pairing, approvals: s.approvals, sessions: sess}
+	g := &inbound{cfg: s.cfg, js: s.js, log: s.log, audit: s.audit, pairing: pairing, approvals: s.approvals, requests: s.requests, sessions: sess}
 	// One at a time, in the order the messenger stored them: a chat's messages
 	// reach its butler in the order they were sent.
 	return &bus.Worker{Stream: bus.StreamIngress, Durable: bus.ConsumerIngress, Handle: g.handle, GiveUp: g.giveUp, Concurrency: 1, Log: s.log}, nil
@@ -183,6 +184,9 @@ func (g *inbound) forward(ctx context.Context, it *config.Integration, in *envel
 		meta[MetaThreadKey] = thread
 	}
 	in.Meta = meta
+	if err := RecordRouted(ctx, g.requests, butler, in); err != nil {
+		return err
+	}
 	if err := g.publish(ctx, butler, in); err != nil {
 		return err
 	}

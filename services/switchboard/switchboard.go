@@ -45,6 +45,7 @@ type Switchboard struct {
 	audit     *audit.Writer
 	ledger    *ledger.Ledger
 	approvals *approval.Store
+	requests  jetstream.KeyValue // routed inbound messages (requests.go)
 }
 
 // Run routes until ctx is done, then drains.
@@ -66,7 +67,11 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}, ledger: led, approvals: approvals}
+	requests, err := openRequests(ctx, js)
+	if err != nil {
+		return err
+	}
+	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}, ledger: led, approvals: approvals, requests: requests}
 	retryFor := time.Duration(o.Config.Delivery.RetryFor)
 	routes := &bus.Worker{Stream: bus.StreamRoute, Durable: bus.ConsumerSwitchboard, Handle: s.route, GiveUp: s.reject, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
 	results := &bus.Worker{Stream: bus.StreamResult, Durable: bus.ConsumerResults, Handle: s.relay, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
@@ -108,6 +113,13 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 		return err
 	}
 	n.Delivery.Channel = in.Channel()
+	if n.Delivery.Intent == envelope.IntentSend || n.Delivery.Intent == "" {
+		if !in.AllowsRecipient(n.Delivery.Recipient) {
+			return fmt.Errorf("%w: %s may not send to %q through %s; allowed are its default recipient, its inbound allow_from and approvers, and allow_to", envelope.ErrForbidden, butler, n.Delivery.Recipient, in.Channel())
+		}
+	} else if err := s.inReplyTo(ctx, butler, in, n); err != nil {
+		return err
+	}
 	if err := s.prompts(ctx, butler, in, n); err != nil {
 		return err
 	}

@@ -1,0 +1,99 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/envelope"
+)
+
+// TestReplyOnlyToRealMessages: notify with intent reply or react is accepted
+// only for an inbound message routed to this butler, with its lineage as
+// given; an invented request_context, another butler's message, or a real one
+// with its thread changed is forbidden, and nothing is sent.
+func TestReplyOnlyToRealMessages(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	c := f.mcp("health", "")
+	real := f.given("health", "tg_main", "telegram", "tg_main", chatID, chatID+":77")
+	finances := f.given("finance", "tg_main", "telegram", "tg_main", chatID, chatID+":78")
+	with := func(rc map[string]any, k, v string) map[string]any {
+		out := map[string]any{}
+		for kk, vv := range rc {
+			out[kk] = vv
+		}
+		out[k] = v
+		return out
+	}
+	tests := []struct {
+		name string
+		args map[string]any
+	}{
+		{"invented request_context", map[string]any{"intent": "reply", "message": "hi", "request_context": with(real, "request_id", envelope.NewRequestID())}},
+		{"another butler's message", map[string]any{"intent": "reply", "message": "hi", "request_context": finances}},
+		{"a real message, threaded elsewhere", map[string]any{"intent": "reply", "message": "hi", "request_context": with(real, "source_thread_identity", "999:1")}},
+		{"a real message, another sender", map[string]any{"intent": "react", "emoji": "👍", "request_context": with(real, "source_sender_identity", "999")}},
+		{"a real message, through another integration", map[string]any{"intent": "reply", "channel": "email:mail", "message": "hi", "request_context": real}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res := callNotify(t, c, tt.args)
+			if !res.IsError || !strings.Contains(text(res), "forbidden") {
+				t.Fatalf("answer %q, want forbidden", text(res))
+			}
+		})
+	}
+	if n := len(f.tg.Calls("sendMessage")) + len(f.tg.Calls("setMessageReaction")) + len(f.smtp.Messages()); n != 0 {
+		t.Fatalf("%d messages sent for refused replies", n)
+	}
+	// The real one, as given, goes.
+	if res := callNotify(t, c, map[string]any{"intent": "reply", "message": "On it.", "request_context": real}); res.IsError {
+		t.Fatalf("reply to a real message: %s", text(res))
+	}
+}
+
+// TestSendOnlyToAllowedRecipients: a send to a recipient outside the
+// integration's allow_to (by default: its default recipient, inbound
+// allow_from and approvers) is forbidden and audited; allow_to widens it.
+func TestSendOnlyToAllowedRecipients(t *testing.T) {
+	f := newFleet(t)
+	f.cfg.Integration("mail").AllowTo = []string{"@example.com", "bob@partner.org"}
+	f.start("switchboard", "messenger")
+	for _, tt := range []struct {
+		butler, channel, recipient string
+		allowed                    bool
+	}{
+		{"health", "telegram", "", true},       // the default chat
+		{"health", "telegram", chatID, true},   // allow_from
+		{"health", "telegram", "66666", false}, // a stranger
+		{"finance", "email", "Carol@Example.com", true},
+		{"finance", "email", "bob@partner.org", true},
+		{"finance", "email", "exfil@attacker.net", false},
+	} {
+		args := map[string]any{"channel": tt.channel, "message": "the owner's data"}
+		if tt.recipient != "" {
+			args["recipient"] = tt.recipient
+		}
+		res := f.notify(tt.butler, args)
+		if got := !res.IsError; got != tt.allowed {
+			t.Errorf("%s to %q: answer %q, want allowed=%v", tt.channel, tt.recipient, text(res), tt.allowed)
+		}
+		if !tt.allowed && !strings.Contains(text(res), "forbidden") {
+			t.Errorf("%s to %q: answer %q, want forbidden", tt.channel, tt.recipient, text(res))
+		}
+	}
+	for _, m := range f.smtp.Messages() {
+		for _, to := range m.To {
+			if strings.Contains(to, "attacker") {
+				t.Fatalf("mail went to %s", to)
+			}
+		}
+	}
+	for _, c := range f.tg.Calls("sendMessage") {
+		if c.Params["chat_id"] == "66666" {
+			t.Fatal("a message went to a stranger's chat")
+		}
+	}
+	eventually(t, 5*time.Second, func() bool { return len(f.audit("rejected")) >= 2 }, "the refusals audited")
+}
