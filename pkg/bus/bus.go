@@ -184,9 +184,12 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 		}
 	}
 	for _, want := range t.buckets() {
-		_, err := js.KeyValue(ctx, want.Bucket)
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
+		s, err := js.Stream(ctx, "KV_"+want.Bucket)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
 			_, err = js.CreateKeyValue(ctx, want)
+		case err == nil && kvTampered(want.Bucket, s.CachedInfo().Config):
+			_, err = js.CreateOrUpdateKeyValue(ctx, want)
 		}
 		if err != nil {
 			return fmt.Errorf("bucket %s: %w", want.Bucket, err)
@@ -213,12 +216,34 @@ func (t Topology) buckets() []jetstream.KeyValueConfig {
 	}
 }
 
-// sameStream compares the settings Herald chooses; the server fills in the rest.
+// sameStream compares the settings Herald chooses, and every setting that
+// could send a stream's messages elsewhere or change what it keeps (sources,
+// mirror, republish, subject transform, limits, sealing): a stream someone
+// changed to leak or drop messages is repaired, not trusted.
 func sameStream(have, want jetstream.StreamConfig) bool {
 	return slices.Equal(have.Subjects, want.Subjects) && have.Retention == want.Retention &&
 		have.Storage == want.Storage && have.Replicas == want.Replicas &&
 		have.Duplicates == want.Duplicates && have.MaxAge == want.MaxAge &&
-		have.Discard == want.Discard && have.Description == want.Description
+		have.Discard == want.Discard && have.Description == want.Description &&
+		len(have.Sources) == 0 && have.Mirror == nil && have.RePublish == nil && have.SubjectTransform == nil &&
+		unlimited(have.MaxMsgs) == unlimited(want.MaxMsgs) && unlimited(have.MaxBytes) == unlimited(want.MaxBytes) &&
+		unlimited(have.MaxMsgsPerSubject) == unlimited(want.MaxMsgsPerSubject) && unlimited(int64(have.MaxMsgSize)) == unlimited(int64(want.MaxMsgSize)) &&
+		!have.Sealed && have.DenyDelete == want.DenyDelete && have.DenyPurge == want.DenyPurge
+}
+
+// unlimited folds the server's -1 and an unset 0 into one "no limit".
+func unlimited(v int64) int64 {
+	if v <= 0 {
+		return -1
+	}
+	return v
+}
+
+// kvTampered reports whether a bucket's stream was changed to send its keys
+// elsewhere or take in other subjects.
+func kvTampered(bucket string, have jetstream.StreamConfig) bool {
+	return len(have.Sources) > 0 || have.Mirror != nil || have.RePublish != nil || have.SubjectTransform != nil ||
+		!slices.Equal(have.Subjects, []string{"$KV." + bucket + ".>"})
 }
 
 // DefaultWaitForNATS is how long Open waits for NATS and JetStream to answer

@@ -307,3 +307,46 @@ func TestPanicIsAFailureNotACrash(t *testing.T) {
 		t.Fatalf("dead letter class %q", m.Header.Get(bus.HeaderErrorClass))
 	}
 }
+
+// TestEnsureTopologyRepairsTampering: a stream or bucket changed to copy its
+// messages elsewhere (republish, sources) is put back, as the security issue's
+// attacker left HERALD_INBOX and the buckets.
+func TestEnsureTopologyRepairsTampering(t *testing.T) {
+	srv := bustest.RunServer(t)
+	_, js := srv.Connect()
+	ctx := t.Context()
+	inbox, _ := js.Stream(ctx, bus.StreamInbox)
+	cfg := inbox.CachedInfo().Config
+	cfg.RePublish = &jetstream.RePublish{Source: "herald.inbox.>", Destination: "herald.reply.health.leak.>"}
+	if _, err := js.UpdateStream(ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	kv, _ := js.Stream(ctx, "KV_"+bus.BucketApprovals)
+	kcfg := kv.CachedInfo().Config
+	kcfg.RePublish = &jetstream.RePublish{Source: ">", Destination: "herald.reply.health.keys.>"}
+	if _, err := js.UpdateStream(ctx, kcfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "LEAK", Subjects: []string{"leak.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	audit, _ := js.Stream(ctx, bus.StreamAudit)
+	acfg := audit.CachedInfo().Config
+	acfg.Sources = []*jetstream.StreamSource{{Name: "LEAK"}}
+	if _, err := js.UpdateStream(ctx, acfg); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := bus.EnsureTopology(ctx, js, bus.Topology{Replicas: 1}); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{bus.StreamInbox, "KV_" + bus.BucketApprovals, bus.StreamAudit} {
+		s, err := js.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c := s.CachedInfo().Config; c.RePublish != nil || len(c.Sources) > 0 {
+			t.Errorf("%s still republishes %+v or sources %v", name, c.RePublish, c.Sources)
+		}
+	}
+}
