@@ -42,7 +42,12 @@ const unknownSender = "unknown@herald.invalid"
 // native_id (JetStream dedups a retried mail on it) and the thread identity
 // a reply's In-Reply-To names; thread_id is the root of the conversation, so
 // every mail of one email thread lands in one Herald thread.
-func newIngress(integrationID string, m *inbound, raw []byte, mailFrom string, rcpts []string, now time.Time) *envelope.Ingress {
+//
+// The sender is the From address (else MAIL FROM) as it is only when auth
+// says it is authenticated; otherwise UnverifiedPrefix goes before it in
+// source_sender_identity and user_id, so no allowlist lets it in. chat_id
+// is the bare address in both cases: it is where an answer goes.
+func newIngress(integrationID string, m *inbound, raw []byte, mailFrom string, rcpts []string, now time.Time, auth senderAuth) *envelope.Ingress {
 	id := m.messageID
 	if id == "" {
 		// No Message-ID: the same bytes, retried, still get the same id.
@@ -54,6 +59,10 @@ func newIngress(integrationID string, m *inbound, raw []byte, mailFrom string, r
 		sender = strings.ToLower(mailFrom)
 	}
 	sender = identity(sender, unknownSender)
+	who := sender
+	if !auth.ok {
+		who = identity(UnverifiedPrefix+sender, UnverifiedPrefix+unknownSender)
+	}
 	endpoint := unknownSender
 	if len(rcpts) > 0 {
 		endpoint = identity(rcpts[0], unknownSender)
@@ -86,8 +95,11 @@ func newIngress(integrationID string, m *inbound, raw []byte, mailFrom string, r
 	}
 	set("from", from)
 	set("user", user)
-	set("user_id", sender)
+	set("user_id", who)
 	set("chat_id", sender) // the correspondent is the "chat", as in a Telegram DM
+	authenticated, how := auth.meta()
+	set(MetaSenderAuthenticated, authenticated)
+	set(MetaSenderAuth, how)
 	set("chat_type", "private")
 	set("envelope_from", strings.ToLower(mailFrom))
 	set("to", joinLimited(rcpts, ", "))
@@ -105,7 +117,7 @@ func newIngress(integrationID string, m *inbound, raw []byte, mailFrom string, r
 		text = limit(text, maxTextChars-utf8.RuneCountInString(truncated)) + truncated
 	}
 
-	in := envelope.NewIngress(integrationID, channelType, endpoint, sender, id, text, id, meta)
+	in := envelope.NewIngress(integrationID, channelType, endpoint, who, id, text, id, meta)
 	for i, a := range m.attachments {
 		if i == maxAttachments {
 			set("attachments_omitted", strconv.Itoa(len(m.attachments)-maxAttachments))

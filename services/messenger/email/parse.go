@@ -60,6 +60,15 @@ type inbound struct {
 	loop string
 	// report is set for a multipart/report: a bounce or a read receipt.
 	report bool
+	// fromUnique is set when the mail has exactly one From header naming
+	// exactly one address that parses by RFC 5322: only then can a DKIM
+	// signature or a relay's DMARC verdict speak for fromAddr. (With two
+	// From headers, a signature covers the last one while readers show the
+	// first.)
+	fromUnique bool
+	// authResults are the Authentication-Results header values (RFC 8601),
+	// topmost first: the first is the one the last relay added.
+	authResults []string
 }
 
 // attachment is a part of a mail that is not its body text. Index is its
@@ -103,6 +112,8 @@ func parseMail(raw []byte) (*inbound, error) {
 	if from := addressList(prefix(h.Get("From"), maxHeaderScan)); len(from) > 0 {
 		m.fromAddr, m.fromName = from[0].Address, clean(from[0].Name)
 	}
+	m.fromUnique = uniqueFrom(h)
+	m.authResults = h[textproto.CanonicalMIMEHeaderKey("Authentication-Results")]
 	if d, err := mail.ParseDate(h.Get("Date")); err == nil {
 		m.date = d
 	}
@@ -115,6 +126,18 @@ func parseMail(raw []byte) (*inbound, error) {
 	m.text = w.bodyText()
 	m.attachments = w.attachments
 	return m, nil
+}
+
+// uniqueFrom reports whether h has one From header with one address in
+// it, parsed strictly (no loose fallback as addressList has).
+func uniqueFrom(h mail.Header) bool {
+	from := h[textproto.CanonicalMIMEHeaderKey("From")]
+	if len(from) != 1 || len(from[0]) > maxHeaderScan {
+		return false
+	}
+	p := mail.AddressParser{WordDecoder: wordDecoder}
+	list, err := p.ParseList(from[0])
+	return err == nil && len(list) == 1 && list[0].Address != "" && len(list[0].Address) <= maxAddressLen
 }
 
 // loopReason says whether h marks a mail that no one should answer: the

@@ -1,9 +1,12 @@
 package email
 
 import (
+	"context"
 	"encoding/json"
+	"net"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,13 +32,28 @@ func FuzzParseMail(f *testing.F) {
 	f.Add([]byte("In-Reply-To: <x@y>\r\nReferences: <r@y> <x@y>\r\nAuto-Submitted: auto-replied\r\nPrecedence: bulk\r\nList-Id: <l>\r\n\r\n> quote\r\n"))
 	f.Add([]byte("From: \xff\xfe@\x00\r\nTo: <>,,;\r\nDate: yesterday\r\nMessage-ID: \x01<\x02>\r\n\r\n\x1b[31mred\r\n"))
 	f.Add([]byte("Subject: x\r\n\r\nSure.\r\n\r\nOn Mon, Ann <a@b> wrote:\r\n> old\r\n"))
+	f.Add([]byte("Authentication-Results: mx.example.net; dmarc=pass header.from=example.org\r\n" +
+		"DKIM-Signature: v=1; a=rsa-sha256; d=example.org; s=s1; h=from; bh=AAAA; b=AAAA\r\nFrom: ann@example.org\r\n\r\nhi\r\n"))
+	f.Add([]byte("Authentication-Results: mx.example.net 2; dmarc=pass\r\nDKIM-Signature: v=1; d=; l=1; x=1\r\n" +
+		"From: ann@example.org\r\nFrom: bob@example.org\r\n\r\n"))
+	// No key is ever found: the fuzzer exercises the parsing, not DNS.
+	r := &Receiver{trusted: map[string]bool{"mx.example.net": true}, lookupTXT: func(_ context.Context, name string) ([]string, error) {
+		return nil, &net.DNSError{Err: "no such host", Name: name, IsNotFound: true}
+	}}
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		m, err := parseMail(raw)
 		if err != nil {
 			return // a header that does not parse is refused with 554
 		}
 		_ = dropReason(m, "sender@example.org")
-		in := newIngress("mail", m, raw, "Sender@Example.org", []string{"herald@example.com"}, time.Unix(1136214245, 0))
+		auth := r.authenticate(t.Context(), m, raw)
+		in := newIngress("mail", m, raw, "Sender@Example.org", []string{"herald@example.com"}, time.Unix(1136214245, 0), auth)
+		if want := strconv.FormatBool(auth.ok); in.Meta[MetaSenderAuthenticated] != want {
+			t.Fatalf("meta %s = %q, want %q", MetaSenderAuthenticated, in.Meta[MetaSenderAuthenticated], want)
+		}
+		if !auth.ok && !strings.HasPrefix(in.RequestContext.SourceSenderIdentity, UnverifiedPrefix) {
+			t.Fatalf("unauthenticated sender identity %q lacks %q", in.RequestContext.SourceSenderIdentity, UnverifiedPrefix)
+		}
 		for k := range in.Meta {
 			if !metaKey.MatchString(k) {
 				t.Fatalf("meta key %q is not letters, digits and underscore", k)

@@ -79,6 +79,11 @@ type Receiver struct {
 	instance   string
 	log        *slog.Logger
 	now        func() time.Time
+	// trusted are the authserv-ids of inbound.trusted_relays, lower-cased.
+	trusted map[string]bool
+	// lookupTXT fetches DKIM keys: the system's resolver unless a test
+	// gives its own (WithLookupTXT).
+	lookupTXT LookupTXT
 
 	mu          sync.Mutex // serialises status reports
 	lastInbound time.Time
@@ -88,10 +93,32 @@ type Receiver struct {
 
 var _ deliver.ReceiverFactory = NewReceiver
 
+// A ReceiverOption changes what a receiver depends on outside its
+// configuration (see NewReceiverFactory).
+type ReceiverOption func(*Receiver)
+
+// WithLookupTXT makes receivers fetch DKIM keys (TXT records at
+// <selector>._domainkey.<domain>) with lookup instead of the system's DNS
+// resolver: tests serve the keys they made.
+func WithLookupTXT(lookup LookupTXT) ReceiverOption {
+	return func(r *Receiver) { r.lookupTXT = lookup }
+}
+
+// NewReceiverFactory is NewReceiver with options.
+func NewReceiverFactory(opts ...ReceiverOption) deliver.ReceiverFactory {
+	return func(in config.Integration, env deliver.Env) (deliver.Receiver, error) {
+		return newReceiver(in, env, opts)
+	}
+}
+
 // NewReceiver builds the SMTP listener of an email integration from its
 // inbound block: nil, nil when the integration takes no inbound mail.
 // Errors wrap config.ErrInvalid and never contain the AUTH password.
 func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, error) {
+	return newReceiver(in, env, nil)
+}
+
+func newReceiver(in config.Integration, env deliver.Env, opts []ReceiverOption) (deliver.Receiver, error) {
 	if !in.Inbound.Enabled || in.Disabled {
 		return nil, nil
 	}
@@ -111,13 +138,15 @@ func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, erro
 		return nil, invalid("inbound.listen is empty; set it to the host:port to take mail on, like 127.0.0.1:2525 or 0.0.0.0:25")
 	}
 	r := &Receiver{
-		id:       in.ID,
-		addr:     strings.TrimSpace(ib.Listen),
-		domains:  map[string]bool{},
-		maxBytes: ib.MaxBytes,
-		instance: env.Instance,
-		log:      log.With("channel", channelType+":"+in.ID),
-		now:      time.Now,
+		id:        in.ID,
+		addr:      strings.TrimSpace(ib.Listen),
+		domains:   map[string]bool{},
+		maxBytes:  ib.MaxBytes,
+		instance:  env.Instance,
+		log:       log.With("channel", channelType+":"+in.ID),
+		now:       time.Now,
+		trusted:   map[string]bool{},
+		lookupTXT: net.DefaultResolver.LookupTXT,
 	}
 	if r.maxBytes <= 0 {
 		r.maxBytes = defaultMaxBytes
@@ -169,7 +198,36 @@ func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, erro
 		}
 		r.user, r.pass = user, pass
 	}
+
+	for _, id := range ib.TrustedRelays {
+		id = strings.ToLower(strings.TrimSpace(id))
+		if id == "" || strings.ContainsAny(id, " \t;()\"=") {
+			return nil, invalid("inbound.trusted_relays entry %q is not an authserv-id: name the relay as it names itself in the first word of its Authentication-Results header, like mx.example.com", id)
+		}
+		r.trusted[id] = true
+	}
+	if len(r.trusted) > 0 && r.user == "" && !loopback(r.addr) {
+		// Whoever reaches the listener without passing the relay can write
+		// the relay's header themselves.
+		r.log.Warn("inbound.trusted_relays is set but the listener takes mail from anyone who can reach it; set auth_env so only the relay can deliver, or keep the port reachable from the relay alone", "addr", r.addr)
+	}
+	for _, o := range opts {
+		o(r)
+	}
 	return r, nil
+}
+
+// loopback reports whether addr (host:port) listens on loopback only.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func addressOf(a *mail.Address, err error) string {
@@ -322,13 +380,27 @@ func (r *Receiver) accept(ctx context.Context, sink deliver.Sink, raw []byte, ma
 		r.log.InfoContext(ctx, "inbound mail refused", "reason", reasonMalformed, "err", err)
 		return errMalformed
 	}
-	in := newIngress(r.id, m, raw, mailFrom, rcpts, r.now())
 	if reason := dropReason(m, mailFrom); reason != "" {
 		// Accepted and discarded: a refusal would make the sender bounce,
 		// and a bounce to an auto-responder is the loop this prevents.
+		in := newIngress(r.id, m, raw, mailFrom, rcpts, r.now(), senderAuth{how: authNotChecked})
 		sink.Dropped(ctx, withoutContent(in), reason)
 		r.log.InfoContext(ctx, "inbound mail dropped", "reason", reason, "message_id", in.NativeID)
 		return nil
+	}
+	auth := r.authenticate(ctx, m, raw)
+	in := newIngress(r.id, m, raw, mailFrom, rcpts, r.now(), auth)
+	switch {
+	case auth.retry:
+		r.log.WarnContext(ctx, "inbound mail sender could not be checked just now; answered 451 so the sender retries",
+			"sender_auth", auth.how, "by", auth.by, "detail", auth.detail, "message_id", in.NativeID)
+		return errTryLater
+	case !auth.ok:
+		// The switchboard audits what it does with the stranger under this
+		// request_id; this says why they are one. No content is logged.
+		r.log.InfoContext(ctx, "inbound mail sender not authenticated; it reaches the switchboard as "+UnverifiedPrefix+"<address>",
+			"sender_auth", auth.how, "from", in.Meta["chat_id"], "by", auth.by, "detail", auth.detail,
+			"message_id", in.NativeID, "request_id", in.RequestContext.RequestID)
 	}
 	if err := sink.Ingress(ctx, in); err != nil {
 		r.log.WarnContext(ctx, "inbound mail not stored; answered 451 so the sender retries", "message_id", in.NativeID, "err", err)

@@ -211,7 +211,10 @@ func (s *Sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 func (s *Sender) recipient(d deliver.Delivery) (*mail.Address, error) {
 	raw, what := d.Recipient, "recipient"
 	if raw == "" && d.Intent == "reply" && d.Sender != "" {
-		raw, what = d.Sender, "the sender of the message replied to (request_context.source_sender_identity)"
+		// A reply to a sender whose From was not authenticated (let in by
+		// allow_from "*" or pairing) goes to the address the mail named,
+		// as any mail client's reply would.
+		raw, what = strings.TrimPrefix(d.Sender, UnverifiedPrefix), "the sender of the message replied to (request_context.source_sender_identity)"
 	}
 	if raw == "" {
 		if s.defaultTo == nil {

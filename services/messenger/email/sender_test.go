@@ -209,6 +209,7 @@ func TestRecipient(t *testing.T) {
 	}{
 		{"recipient wins", deliver.Delivery{Intent: "reply", Recipient: "bob@example.com", Sender: "alice@example.com"}, "me@example.com", "bob@example.com"},
 		{"reply goes to the sender", deliver.Delivery{Intent: "reply", Sender: "alice@example.com"}, "me@example.com", "alice@example.com"},
+		{"reply to an unauthenticated sender goes to the From address", deliver.Delivery{Intent: "reply", Sender: "unverified:alice@example.com"}, "me@example.com", "alice@example.com"},
 		{"send ignores the sender", deliver.Delivery{Intent: "send", Sender: "alice@example.com"}, "me@example.com", "me@example.com"},
 		{"default_to", deliver.Delivery{Intent: "send"}, "me@example.com", "me@example.com"},
 		{"reply without sender falls back", deliver.Delivery{Intent: "reply"}, "me@example.com", "me@example.com"},
