@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -25,6 +26,7 @@ import (
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
 	"github.com/heraldhq/herald/pkg/route"
+	"github.com/heraldhq/herald/pkg/token"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/butler/butlertest"
 	"github.com/heraldhq/herald/services/messenger"
@@ -90,7 +92,8 @@ integrations:
     default_to: me@example.com
     ca_file: %q
     grants: [health, finance]
-    inbound: { listen: 127.0.0.1:0, domains: [example.com], allow_from: [alice@example.com] }
+    # The tests' mail comes "through" mx.example.com, whose verdict is trusted.
+    inbound: { listen: 127.0.0.1:0, domains: [example.com], allow_from: [alice@example.com], trusted_relays: [mx.example.com] }
   - { id: web, type: web, listen: 127.0.0.1:0, grants: all, inbound: { allow_from: ["*"] } }
   - { id: audit_log, type: log, grants: all }
   - { id: tg_broken, type: telegram, token_env: UNSET_TOKEN_VARIABLE, default_chat: %q, grants: [health] }
@@ -103,12 +106,22 @@ bindings:
 	}
 	cfg.ApplyEnv(f.getenv)
 	cfg.NATS.URL = f.bus.URL()
+	// Every MCP HTTP request needs a bearer token: the butlers take this one.
+	f.env["HERALD_E2E_MCP_TOKEN"] = token.NewStatic()
+	for i := range cfg.Butlers {
+		cfg.Butlers[i].MCPTokenEnv = "HERALD_E2E_MCP_TOKEN"
+	}
 	f.cfg = cfg
 	t.Cleanup(f.stopAll)
 	return f
 }
 
 func (f *fleet) getenv(k string) string { return f.env[k] }
+
+// bearer is the Authorization header of the fleet's MCP clients.
+func (f *fleet) bearer() transport.StreamableHTTPCOption {
+	return transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + f.env["HERALD_E2E_MCP_TOKEN"]})
+}
 
 func (f *fleet) logger() *slog.Logger {
 	return slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -183,7 +196,7 @@ func (f *fleet) butler(name string) *butler.Butler {
 	if b := f.butlers[name]; b != nil {
 		return b
 	}
-	b, err := butler.New(context.Background(), butler.Options{Name: name, Config: f.cfg, NC: f.nc, Log: f.logger(), Timeout: f.timeout})
+	b, err := butler.New(context.Background(), butler.Options{Name: name, Config: f.cfg, NC: f.nc, Log: f.logger(), Timeout: f.timeout, Getenv: f.getenv})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -197,7 +210,7 @@ func (f *fleet) mcp(name, protocolVersion string) *client.Client {
 	f.t.Helper()
 	srv := httptest.NewServer(f.butler(name).Handler())
 	f.t.Cleanup(srv.Close)
-	c, err := client.NewStreamableHttpClient(srv.URL + butler.MCPPath)
+	c, err := client.NewStreamableHttpClient(srv.URL+butler.MCPPath, f.bearer())
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -423,7 +436,7 @@ func (f *fleet) listen(name string) *butlertest.Client {
 	done := make(chan struct{})
 	go func() { _ = f.butler(name).Run(ctx); close(done) }()
 	f.t.Cleanup(func() { cancel(); <-done })
-	return butlertest.Connect(f.t, srv.URL+butler.MCPPath, "2025-06-18")
+	return butlertest.Connect(f.t, srv.URL+butler.MCPPath, "2025-06-18", f.bearer())
 }
 
 func meta(n map[string]any) map[string]any {

@@ -105,7 +105,7 @@ func TestEmailRoundTrip(t *testing.T) {
 	f.start("switchboard", "messenger")
 	c := f.listen("finance")
 	addr := regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+`).FindString(f.statusDetail("mail"))
-	mail := "From: Alice <alice@example.com>\r\nTo: herald@example.com\r\nSubject: Invoice 42\r\nMessage-ID: <q1@mail.example.com>\r\nDate: Sun, 22 Nov 2026 10:00:00 +0000\r\n\r\nPlease pay invoice 42 today.\r\n"
+	mail := "Authentication-Results: mx.example.com; dmarc=pass header.from=example.com\r\nFrom: Alice <alice@example.com>\r\nTo: herald@example.com\r\nSubject: Invoice 42\r\nMessage-ID: <q1@mail.example.com>\r\nDate: Sun, 22 Nov 2026 10:00:00 +0000\r\n\r\nPlease pay invoice 42 today.\r\n"
 	if err := smtp.SendMail(addr, nil, "alice@example.com", []string{"herald@example.com"}, []byte(mail)); err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestAutoReplyIsDropped(t *testing.T) {
 	c := f.listen("finance")
 	addr := regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+`).FindString(f.statusDetail("mail"))
 	auto := "From: alice@example.com\r\nTo: herald@example.com\r\nSubject: Out of office\r\nMessage-ID: <ooo@mail.example.com>\r\nAuto-Submitted: auto-replied\r\n\r\nI am away.\r\n"
-	human := "From: alice@example.com\r\nTo: herald@example.com\r\nSubject: Back\r\nMessage-ID: <back@mail.example.com>\r\n\r\nI am back.\r\n"
+	human := "Authentication-Results: mx.example.com; dmarc=pass header.from=example.com\r\nFrom: alice@example.com\r\nTo: herald@example.com\r\nSubject: Back\r\nMessage-ID: <back@mail.example.com>\r\n\r\nI am back.\r\n"
 	for _, m := range []string{auto, human} {
 		if err := smtp.SendMail(addr, nil, "alice@example.com", []string{"herald@example.com"}, []byte(m)); err != nil {
 			t.Fatal(err)
