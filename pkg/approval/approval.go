@@ -99,9 +99,13 @@ type Request struct {
 
 // Store reads and writes prompts.
 type Store struct {
-	kv  jetstream.KeyValue
+	kv  bus.KV
 	now func() time.Time
 }
+
+// New is a store over kv: the bucket, or a butler's bus.DirectKV of its own
+// keys (a butler only creates prompts).
+func New(kv bus.KV) *Store { return &Store{kv: kv, now: time.Now} }
 
 // Open binds to the bucket (bus.EnsureTopology creates it).
 func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {

@@ -112,8 +112,11 @@ func (r *Record) Response(requestID string) *envelope.NotifyResponse {
 
 // Ledger reads and writes records.
 type Ledger struct {
-	kv jetstream.KeyValue
+	kv bus.KV
 }
+
+// New is a ledger over kv: the bucket, or a butler's bus.DirectKV of it.
+func New(kv bus.KV) *Ledger { return &Ledger{kv: kv} }
 
 // Open binds to the bucket (bus.EnsureTopology creates it).
 func Open(ctx context.Context, js jetstream.JetStream) (*Ledger, error) {
@@ -201,9 +204,14 @@ func isWrongSequence(err error) bool {
 	return errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence
 }
 
-// Wait blocks until the record of key is final, or ctx ends.
+// Wait blocks until the record of key is final, or ctx ends: a watch where
+// the bucket allows one, else a read every pollEvery.
 func (l *Ledger) Wait(ctx context.Context, butler, key string) (*Record, error) {
-	w, err := l.kv.Watch(ctx, entryKey(butler, key))
+	kv, ok := l.kv.(jetstream.KeyValue)
+	if !ok {
+		return l.poll(ctx, butler, key)
+	}
+	w, err := kv.Watch(ctx, entryKey(butler, key))
 	if err != nil {
 		return nil, fmt.Errorf("%w: watching ledger: %w", envelope.ErrTargetUnavailable, err)
 	}
@@ -226,6 +234,24 @@ func (l *Ledger) Wait(ctx context.Context, butler, key string) (*Record, error) 
 			if r.Final() {
 				return r, nil
 			}
+		}
+	}
+}
+
+// pollEvery is how often Wait reads a record it cannot watch.
+const pollEvery = 250 * time.Millisecond
+
+func (l *Ledger) poll(ctx context.Context, butler, key string) (*Record, error) {
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	for {
+		if r, err := l.Get(ctx, butler, key); err == nil && r != nil && r.Final() {
+			return r, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
 		}
 	}
 }

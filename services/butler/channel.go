@@ -44,8 +44,8 @@ type channelSide struct {
 	b         *Butler
 	js        jetstream.JetStream
 	cons      jetstream.Consumer
-	requests  jetstream.KeyValue
-	status    jetstream.KeyValue
+	requests  bus.KV
+	status    bus.KV
 	approvals *approval.Store
 
 	mu        sync.Mutex
@@ -67,18 +67,11 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 	if err != nil {
 		return nil, fmt.Errorf("inbox of %s: %w", b.name, err)
 	}
-	requests, err := js.KeyValue(ctx, bus.BucketRequests)
-	if err != nil {
-		return nil, err
-	}
-	status, err := js.KeyValue(ctx, bus.BucketStatus)
-	if err != nil {
-		return nil, err
-	}
-	approvals, err := approval.Open(ctx, js)
-	if err != nil {
-		return nil, err
-	}
+	// Keys are read and written by their subjects only: a butler may not
+	// bind the buckets (that would let it list every butler's keys).
+	requests := bus.NewDirectKV(js, bus.BucketRequests)
+	status := bus.NewDirectKV(js, bus.BucketStatus)
+	approvals := approval.New(bus.NewDirectKV(js, bus.BucketApprovals))
 	return &channelSide{b: b, js: js, cons: cons, requests: requests, status: status, approvals: approvals,
 		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, wake: make(chan struct{}, 1)}, nil
 }
