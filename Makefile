@@ -41,3 +41,12 @@ fuzz:
 
 clean:
 	rm -rf bin .herald
+
+## chaos: the fault scenarios with the real binaries as processes, against a
+## nats-server built from its Go module (never downloaded); SCENARIO=name runs one
+SCENARIO ?=
+.PHONY: chaos
+chaos:
+	$(GO) build -o bin/ ./services/cmd/...
+	cd e2e && $(GO) build -o ../bin/nats-server github.com/nats-io/nats-server/v2
+	cd e2e && HERALD_BIN=$(CURDIR)/bin $(GO) test -tags chaos -count=1 -timeout 15m -v $(if $(SCENARIO),-run 'TestChaos/$(SCENARIO)') ./chaos/

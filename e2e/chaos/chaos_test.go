@@ -1,0 +1,390 @@
+//go:build chaos
+
+// Package chaos is the fault-injection harness of `make chaos` (design §9):
+// Herald's real binaries (switchboard, messenger, butler) run as separate
+// processes against real nats-server processes (one server, or a 3-node
+// cluster) on loopback, with the Telegram Bot API faked in this process.
+// Each scenario sends distinct notifies through the butler's MCP notify tool
+// from 16 concurrent sessions, injects one fault — kill -9 of a process, a
+// 429 storm, a Telegram outage, a ledger write cut off after Telegram took
+// the message — and then checks every notify's fate against what the butler
+// was told: nothing lost, nothing sent twice (beyond what a messenger crash
+// must allow, and audits), and no answer the outcome contradicts.
+//
+// Run it with `make chaos`. HERALD_BIN names the directory of the binaries
+// (switchboard, messenger, butler, nats-server); CHAOS_LEGACY_CONFIG=1 leaves
+// out herald.yaml keys that older services refuse.
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+
+	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
+)
+
+// providerLatency is how long the fake takes to answer a message Telegram
+// accepted: the window in which a crash leaves a send's outcome unknown.
+const providerLatency = 20 * time.Millisecond
+
+// scenario is one fault and the load it is injected into.
+type scenario struct {
+	name  string
+	fault string // one line, for the table
+	// notifies to send; cluster runs three servers with replicas 3.
+	notifies int
+	cluster  bool
+	// onUncertain and retryFor go into herald.yaml.
+	onUncertain string
+	retryFor    time.Duration
+	// messengerCrash allows up to two duplicates, each audited uncertain.
+	messengerCrash bool
+	// setup runs before the load (hooks on the fake); inject runs alongside
+	// it; check adds the scenario's own goals after the tally.
+	setup  func(f *fleet)
+	inject func(f *fleet, l *load) error
+	check  func(f *fleet, l *load)
+	// settleWithin bounds the wait for late outcomes after the load.
+	settleWithin time.Duration
+}
+
+func scenarios() []*scenario {
+	return []*scenario{
+		{
+			name: "messenger-kill", fault: "messenger kill -9 mid-burst, restarted", notifies: 1000, messengerCrash: true,
+			inject: killAndRestart("messenger", 300, time.Second),
+		},
+		{
+			name: "messenger-kill-skip", fault: "the same with on_uncertain: skip", notifies: 1000, messengerCrash: true, onUncertain: "skip",
+			inject: killAndRestart("messenger", 300, time.Second),
+		},
+		{
+			name: "switchboard-kill", fault: "switchboard kill -9 mid-burst, restarted", notifies: 400,
+			inject: killAndRestart("switchboard", 120, time.Second),
+		},
+		{
+			name: "nats-kill", fault: "nats-server kill -9 mid-burst, restarted on its store after 3 s", notifies: 400,
+			inject: killAndRestart("nats-1", 120, 3*time.Second),
+		},
+		{
+			name: "cluster-leader-kill", fault: "3-node cluster: the streams' leader kill -9 mid-burst, back after 3 s", notifies: 300, cluster: true,
+			inject: killLeader(90, 3*time.Second),
+		},
+		{
+			name: "telegram-429-storm", fault: "50 sendMessage answered 429 retry_after 2", notifies: 200,
+			inject: storm429(30, 50, 2), check: checkRetryAfter, settleWithin: 150 * time.Second,
+		},
+		{
+			name: "telegram-5xx-outage", fault: "Telegram 502 for 30 s, retry_for 15 s", notifies: 200, retryFor: 15 * time.Second,
+			setup: outage5xx(30 * time.Second), settleWithin: 120 * time.Second,
+		},
+		{
+			name: "ledger-write-fails", fault: "NATS stopped 8 s the moment Telegram accepted message #50", notifies: 200,
+			setup: pauseNATSOnAccept(50, 8*time.Second), check: checkHeld,
+		},
+	}
+}
+
+// TestChaos runs every scenario, each on a fresh NATS and fresh processes,
+// and prints one table of all of them.
+func TestChaos(t *testing.T) {
+	root, err := os.MkdirTemp("", "herald-chaos-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("work directory (stores, herald.yaml, logs): %s", root)
+	var rows []*result
+	t.Cleanup(func() {
+		printTable(os.Stdout, rows, legacyConfig())
+		if t.Failed() {
+			t.Logf("logs kept in %s", root)
+			return
+		}
+		_ = os.RemoveAll(root)
+	})
+	for _, sc := range scenarios() {
+		if sc.onUncertain == "" {
+			sc.onUncertain = "resend"
+		}
+		if sc.retryFor == 0 {
+			sc.retryFor = 3 * time.Minute
+		}
+		if sc.settleWithin == 0 {
+			sc.settleWithin = 90 * time.Second
+		}
+		res := &result{name: sc.name, fault: sc.fault}
+		t.Run(sc.name, func(t *testing.T) {
+			rows = append(rows, res)
+			run(t, sc, res, root)
+		})
+	}
+}
+
+// run is one scenario: start, load with the fault, settle, tally, check.
+func run(t *testing.T, sc *scenario, res *result, root string) {
+	f := newFleet(t, sc, res, root)
+	f.tg.OnAccept("sendMessage", func(telegramtest.Call) { time.Sleep(providerLatency) })
+	f.startServices()
+	if sc.setup != nil {
+		sc.setup(f)
+	}
+
+	l := newLoad(sc.name, sc.notifies)
+	var clients []*client.Client
+	for range sessions {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		c, err := l.connect(ctx, f.mcp, f.mcpToken)
+		cancel()
+		if err != nil {
+			f.fatalf("MCP session: %v", err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		clients = append(clients, c)
+	}
+
+	loadStart := time.Now()
+	injected := make(chan error, 1)
+	go func() {
+		if sc.inject == nil {
+			injected <- nil
+			return
+		}
+		injected <- sc.inject(f, l)
+	}()
+	// At most this long issuing notifies; the rest are not sent.
+	l.run(clients, loadStart.Add(3*time.Minute))
+	f.note("load: %d notifies answered in %s", l.done.Load(), time.Since(loadStart).Round(100*time.Millisecond))
+	if err := <-injected; err != nil {
+		res.violate("the fault was not injected as designed: %v", err)
+	}
+	f.settle(l, sc.settleWithin)
+	f.note("%s", res.settled)
+	f.tally(l)
+	f.writeCalls()
+	if sc.check != nil {
+		sc.check(f, l)
+	}
+
+	t.Logf("%s: notifies %d, delivered %d, duplicates %d, missing %d, answers sent %d / queued %d / error %d / uncertain %d, reports failed %d / uncertain %d, audit uncertain %d, contradicted %d",
+		sc.name, res.notifies, res.delivered, res.duplicates, res.missing,
+		res.answers[answerSent], res.answers[answerQueued], res.answers[answerError], res.uncertain,
+		res.failedRep, res.uncertRep, res.auditUnc, res.contradict)
+	violations, _ := res.failures()
+	for _, v := range violations {
+		t.Errorf("GOAL NOT MET: %s", v)
+	}
+}
+
+// waitAccepted waits until the fake has accepted n messages, or within.
+func (f *fleet) waitAccepted(n int, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for f.accepted() < n {
+		if time.Now().After(deadline) {
+			return fmt.Errorf("only %d messages accepted within %s, wanted %d before the fault", f.accepted(), within, n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// process is a service or NATS node by name ("messenger", "nats-1").
+func (f *fleet) process(name string) *proc {
+	if p := f.svc[name]; p != nil {
+		return p
+	}
+	for _, n := range f.nodes {
+		if n.name == name {
+			return n.proc
+		}
+	}
+	return nil
+}
+
+// killAndRestart kills a process with SIGKILL once after messages were
+// accepted, and starts it again, same config and store, down seconds later.
+func killAndRestart(name string, after int, down time.Duration) func(*fleet, *load) error {
+	return func(f *fleet, _ *load) error {
+		if err := f.waitAccepted(after, 60*time.Second); err != nil {
+			return err
+		}
+		p := f.process(name)
+		if err := f.kill9(p); err != nil {
+			return err
+		}
+		time.Sleep(down)
+		if err := f.restart(p); err != nil {
+			return err
+		}
+		f.note("%s restarted at %d accepted", name, f.accepted())
+		return nil
+	}
+}
+
+// killLeader kills the server leading most of the streams that matter
+// (HERALD_DELIVER's leader on a tie), and brings it back.
+func killLeader(after int, down time.Duration) func(*fleet, *load) error {
+	return func(f *fleet, _ *load) error {
+		if err := f.waitAccepted(after, 60*time.Second); err != nil {
+			return err
+		}
+		streams := []string{streamDeliver, streamRoute, streamLedger}
+		leaders, err := f.leaders(streams...)
+		if err != nil {
+			return err
+		}
+		votes := map[string]int{}
+		for _, s := range streams {
+			votes[leaders[s]]++
+		}
+		target := leaders[streamDeliver]
+		for name, v := range votes {
+			if v > votes[target] {
+				target = name
+			}
+		}
+		var node *natsNode
+		for _, n := range f.nodes {
+			if n.serverName == target {
+				node = n
+			}
+		}
+		if node == nil {
+			return fmt.Errorf("leader %q is not a server of this cluster", target)
+		}
+		f.note("leaders: %s %s, %s %s, %s %s; killing %s (%s)", streamDeliver, leaders[streamDeliver], streamRoute, leaders[streamRoute], streamLedger, leaders[streamLedger], target, node.name)
+		if err := f.kill9(node.proc); err != nil {
+			return err
+		}
+		time.Sleep(down)
+		if err := node.start(20 * time.Second); err != nil {
+			return err
+		}
+		f.note("%s restarted at %d accepted", node.name, f.accepted())
+		if after, err := f.leaders(streams...); err == nil {
+			f.note("leaders after the restart: %v", after)
+		}
+		return nil
+	}
+}
+
+// storm429 answers the next n sendMessage calls with 429 retry_after once
+// after messages were accepted.
+func storm429(after, n, retryAfter int) func(*fleet, *load) error {
+	return func(f *fleet, _ *load) error {
+		if err := f.waitAccepted(after, 60*time.Second); err != nil {
+			return err
+		}
+		f.tg.FailNext("sendMessage", n, 429, fmt.Sprintf("Too Many Requests: retry after %d", retryAfter), retryAfter)
+		f.note("429 storm armed at %d accepted", f.accepted())
+		return nil
+	}
+}
+
+// inFlightGrace is how soon after a 429 was answered a call may still arrive
+// without breaking its retry_after: on loopback, a request sent before the
+// sender could have read the 429 arrives within milliseconds, while the next
+// send of a 30/s pacer that ignored it comes 33 ms later.
+const inFlightGrace = 25 * time.Millisecond
+
+// checkRetryAfter: no sendMessage to the bot arrived inside a retry_after
+// window a 429 announced.
+func checkRetryAfter(f *fleet, _ *load) {
+	calls := f.tg.Calls("sendMessage")
+	var windows []telegramtest.Call
+	for _, c := range calls {
+		if c.ErrorCode == 429 && c.RetryAfter > 0 {
+			windows = append(windows, c)
+		}
+	}
+	var inside []string
+	excused := 0
+	for _, c := range calls {
+		for _, w := range windows {
+			end := w.Answered.Add(time.Duration(w.RetryAfter) * time.Second)
+			if c.Token != w.Token || !c.Arrived.After(w.Answered) || !c.Arrived.Before(end) {
+				continue
+			}
+			if c.Arrived.Sub(w.Answered) <= inFlightGrace {
+				excused++
+			} else {
+				inside = append(inside, fmt.Sprintf("a call %s after a 429 that said retry_after %d", c.Arrived.Sub(w.Answered).Round(time.Millisecond), w.RetryAfter))
+			}
+			break
+		}
+	}
+	storm := time.Duration(0)
+	if len(windows) > 0 {
+		storm = windows[len(windows)-1].Answered.Sub(windows[0].Answered)
+	}
+	f.note("429 answers: %d over %s; sendMessage calls inside an announced retry_after: %d (plus %d within %s of the 429, already on their way)", len(windows), storm.Round(100*time.Millisecond), len(inside), excused, inFlightGrace)
+	if len(windows) == 0 {
+		f.res.violate("the storm produced no 429 answers; the scenario proved nothing")
+	}
+	if len(inside) > 0 {
+		f.res.violate("%d sendMessage calls arrived inside a retry_after the bot was given (want 0): %s", len(inside), strings.Join(examples(inside, 5), "; "))
+	}
+}
+
+// outage5xx makes Telegram answer 502 to every sendMessage for d from the
+// start of the load.
+func outage5xx(d time.Duration) func(*fleet) {
+	return func(f *fleet) {
+		until := time.Now().Add(d)
+		f.tg.FailUntil("sendMessage", until, 502, "Bad Gateway")
+		f.note("Telegram answers 502 until %s", until.Format("15:04:05"))
+	}
+}
+
+// pauseNATSOnAccept stops every NATS server (SIGSTOP) the moment the fake
+// accepts its nth message, before the sender hears of it, so the messenger's
+// ledger write after the send cannot succeed; SIGCONT after hold.
+func pauseNATSOnAccept(nth int, hold time.Duration) func(*fleet) {
+	return func(f *fleet) {
+		var count atomic.Int64
+		f.heldTag.Store("")
+		f.tg.OnAccept("sendMessage", func(c telegramtest.Call) {
+			time.Sleep(providerLatency)
+			if count.Add(1) != int64(nth) {
+				return
+			}
+			f.heldTag.Store(c.Params["text"])
+			if err := f.pauseNATS(true); err != nil {
+				f.res.violate("SIGSTOP nats-server: %v", err)
+				return
+			}
+			f.note("message %d (%q) accepted; nats-server stopped for %s", nth, c.Params["text"], hold)
+			time.AfterFunc(hold, func() {
+				if err := f.pauseNATS(false); err != nil {
+					f.res.violate("SIGCONT nats-server: %v", err)
+				}
+			})
+		})
+	}
+}
+
+// checkHeld: the message accepted while NATS stopped was delivered exactly once.
+func checkHeld(f *fleet, l *load) {
+	tag, _ := f.heldTag.Load().(string)
+	if tag == "" {
+		f.res.violate("the fault never fired: fewer messages accepted than the trigger needs")
+		return
+	}
+	i := l.index(tag)
+	copies := 0
+	for _, c := range f.tg.Calls("sendMessage") {
+		if c.OK() && l.index(c.Params["text"]) == i {
+			copies++
+		}
+	}
+	f.note("the message accepted while NATS was stopped (#%04d) is at Telegram %d time(s); answer: %s", i, copies, firstLine(l.answers[i].text))
+	if copies != 1 {
+		f.res.violate("#%04d, accepted while the ledger could not be written, reached Telegram %d times (want exactly 1)", i, copies)
+	}
+}

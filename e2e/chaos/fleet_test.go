@@ -1,0 +1,411 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
+)
+
+// Names the harness relies on: streams and buckets of design §4, and the
+// butler every scenario sends through.
+const (
+	butlerName     = "health"
+	chatID         = "12345"
+	streamRoute    = "HERALD_ROUTE"
+	streamDeliver  = "HERALD_DELIVER"
+	streamAudit    = "HERALD_AUDIT"
+	streamLedger   = "KV_herald_deliveries"
+	notifyTimeout  = 5 * time.Second
+	serviceStartup = 30 * time.Second
+)
+
+// natsNode is one nats-server process: a file store of its own, random
+// loopback ports kept across restarts, and routes to its peers in a cluster.
+type natsNode struct {
+	*proc
+	serverName  string
+	port        int
+	clusterPort int
+	store       string
+}
+
+func (n *natsNode) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
+
+// fleet is one scenario's Herald: NATS, switchboard, messenger and butler as
+// separate processes, the Telegram fake in this process, and a NATS
+// connection of the harness's own for stream info and the audit log.
+type fleet struct {
+	t     *testing.T
+	sc    *scenario
+	dir   string
+	nodes []*natsNode
+	tg    *telegramtest.Server
+	cfg   string // herald.yaml
+	mcp   string // the butler's MCP endpoint
+	// mcpAddr is where the butler listens (mcp_http).
+	mcpAddr string
+	// mcpToken is the butler's static bearer token (mcp_token_env).
+	mcpToken string
+	svc      map[string]*proc
+	// heldTag is the message accepted while NATS was stopped (ledger-write-fails).
+	heldTag atomic.Value
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	res     *result
+}
+
+// newFleet starts NATS (one server, or three in a cluster) and the Telegram
+// fake and writes herald.yaml; startServices starts the rest.
+func newFleet(t *testing.T, sc *scenario, res *result, root string) *fleet {
+	t.Helper()
+	dir := filepath.Join(root, sc.name)
+	if err := os.MkdirAll(filepath.Join(dir, "logs"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := &fleet{t: t, sc: sc, dir: dir, svc: map[string]*proc{}, res: res, mcpToken: rand.Text()}
+	f.tg = telegramtest.NewServer(t)
+	// Registered after the fake's, so it runs first: the processes die
+	// before the fake closes under them.
+	t.Cleanup(f.cleanup)
+
+	size := 1
+	if sc.cluster {
+		size = 3
+	}
+	for i := range size {
+		f.nodes = append(f.nodes, f.newNode(i+1))
+	}
+	f.writeNodeConfigs()
+	for _, n := range f.nodes {
+		if err := n.start(20 * time.Second); err != nil {
+			f.fatalf("%v", err)
+		}
+	}
+	nc, err := nats.Connect(f.natsURL(), nats.Name("chaos-harness"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(200*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		f.fatalf("harness connection: %v", err)
+	}
+	f.nc = nc
+	if f.js, err = jetstream.New(nc); err != nil {
+		f.fatalf("%v", err)
+	}
+	f.waitJetStream(30 * time.Second)
+	f.writeConfig()
+	return f
+}
+
+func (f *fleet) newNode(i int) *natsNode {
+	port, err := freePort()
+	if err != nil {
+		f.fatalf("%v", err)
+	}
+	cport := 0
+	if f.sc.cluster {
+		if cport, err = freePort(); err != nil {
+			f.fatalf("%v", err)
+		}
+	}
+	name := fmt.Sprintf("nats-%d", i)
+	n := &natsNode{serverName: fmt.Sprintf("n%d", i), port: port, clusterPort: cport, store: filepath.Join(f.dir, name)}
+	n.proc = &proc{
+		name: name, path: f.binary("nats-server"), args: []string{"-c", filepath.Join(f.dir, name+".conf")},
+		logDir: filepath.Join(f.dir, "logs"), ready: "Server is ready",
+	}
+	return n
+}
+
+// writeNodeConfigs writes each server's configuration: JetStream on a file
+// store in the fleet's directory, loopback only, and in a cluster routes to
+// every peer.
+func (f *fleet) writeNodeConfigs() {
+	for _, n := range f.nodes {
+		var b strings.Builder
+		fmt.Fprintf(&b, "server_name: %q\nlisten: \"127.0.0.1:%d\"\n", n.serverName, n.port)
+		fmt.Fprintf(&b, "jetstream { store_dir: %q }\n", n.store)
+		if f.sc.cluster {
+			var routes []string
+			for _, peer := range f.nodes {
+				if peer != n {
+					routes = append(routes, fmt.Sprintf("%q", fmt.Sprintf("nats-route://127.0.0.1:%d", peer.clusterPort)))
+				}
+			}
+			fmt.Fprintf(&b, "cluster {\n  name: \"chaos\"\n  listen: \"127.0.0.1:%d\"\n  routes: [%s]\n}\n", n.clusterPort, strings.Join(routes, ", "))
+		}
+		if err := os.WriteFile(filepath.Join(f.dir, n.name+".conf"), []byte(b.String()), 0o644); err != nil {
+			f.fatalf("%v", err)
+		}
+	}
+}
+
+// natsURL lists every server, comma-separated, as NATS_URL takes it.
+func (f *fleet) natsURL() string {
+	var urls []string
+	for _, n := range f.nodes {
+		urls = append(urls, n.url())
+	}
+	return strings.Join(urls, ",")
+}
+
+// waitJetStream waits until JetStream answers (a cluster has elected its
+// meta leader).
+func (f *fleet) waitJetStream(within time.Duration) {
+	f.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := f.js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.fatalf("JetStream not available after %s: %v", within, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// writeConfig writes herald.yaml. Horizons are shortened so a scenario takes
+// seconds: notify_timeout, delivery.retry_for, and rate_limit_out lifting
+// Telegram's 1/s per-chat limit (per bot stays Telegram's 30/s) so one chat
+// can take a burst; the butler wants a bearer token (mcp_token_env).
+// CHAOS_LEGACY_CONFIG=1 leaves out the keys of the reliability and security
+// work (delivery, on_uncertain, rate_limit_out, mcp_token_env), for code
+// that does not know them yet.
+func (f *fleet) writeConfig() {
+	port, err := freePort()
+	if err != nil {
+		f.fatalf("%v", err)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	f.mcpAddr, f.mcp = addr, "http://"+addr+"/mcp"
+	replicas := len(f.nodes)
+	var b strings.Builder
+	fmt.Fprintf(&b, "nats: { replicas: %d }\n", replicas)
+	fmt.Fprintf(&b, "default_butler: %s\n", butlerName)
+	fmt.Fprintf(&b, "notify_timeout: %s\n", notifyTimeout)
+	if !legacyConfig() {
+		fmt.Fprintf(&b, "delivery: { retry_for: %s }\n", f.sc.retryFor)
+	}
+	fmt.Fprintf(&b, "butlers:\n  - { name: %s, default_channel: telegram, mcp_http: %q", butlerName, addr)
+	if !legacyConfig() {
+		b.WriteString(", mcp_token_env: CHAOS_MCP_TOKEN")
+	}
+	b.WriteString(" }\n")
+	b.WriteString("integrations:\n  - id: tg_main\n    type: telegram\n    token_env: TG_TOKEN\n")
+	fmt.Fprintf(&b, "    default_chat: %q\n    grants: all\n", chatID)
+	if !legacyConfig() {
+		fmt.Fprintf(&b, "    on_uncertain: %s\n", f.sc.onUncertain)
+		b.WriteString("    rate_limit_out: { per_chat: 30/s, per_bot: 30/s }\n")
+	}
+	f.cfg = filepath.Join(f.dir, "herald.yaml")
+	if err := os.WriteFile(f.cfg, []byte(b.String()), 0o644); err != nil {
+		f.fatalf("%v", err)
+	}
+}
+
+// legacyConfig: CHAOS_LEGACY_CONFIG=1 drops the keys the services may not
+// know yet (and the butler's bearer token, mcp_token_env).
+func legacyConfig() bool { return os.Getenv("CHAOS_LEGACY_CONFIG") == "1" }
+
+// binary is the path of a binary in HERALD_BIN (default ../../bin).
+func (f *fleet) binary(name string) string {
+	dir := os.Getenv("HERALD_BIN")
+	if dir == "" {
+		dir = filepath.Join("..", "..", "bin")
+	}
+	p, err := filepath.Abs(filepath.Join(dir, name))
+	if err != nil {
+		f.fatalf("%v", err)
+	}
+	if _, err := os.Stat(p); err != nil {
+		f.fatalf("%s: %v; build the binaries first (make chaos does), or set HERALD_BIN", p, err)
+	}
+	return p
+}
+
+// startServices starts switchboard, messenger and the butler, each as its
+// own process, and waits until the butler serves MCP.
+func (f *fleet) startServices() {
+	f.t.Helper()
+	for _, s := range []struct{ name, ready string }{
+		{"switchboard", "switchboard running"},
+		{"messenger", "messenger running"},
+		{"butler", "MCP endpoint"},
+	} {
+		httpPort, err := freePort()
+		if err != nil {
+			f.fatalf("%v", err)
+		}
+		args := []string{"--config", f.cfg}
+		if s.name == "butler" {
+			args = append(args, "--name", butlerName)
+		}
+		p := &proc{
+			name: s.name, path: f.binary(s.name), args: args, logDir: filepath.Join(f.dir, "logs"), ready: s.ready,
+			env: []string{
+				"HERALD_CONFIG=" + f.cfg,
+				"NATS_URL=" + f.natsURL(),
+				"TELEGRAM_API_URL=" + f.tg.URL(),
+				"TG_TOKEN=" + f.tg.Token(),
+				"CHAOS_MCP_TOKEN=" + f.mcpToken,
+				// Each service's own health listener, where the binary has one.
+				fmt.Sprintf("HERALD_HTTP_LISTEN=127.0.0.1:%d", httpPort),
+			},
+		}
+		f.svc[s.name] = p
+		if err := f.restart(p); err != nil {
+			f.fatalf("%v", err)
+		}
+	}
+	if err := waitTCP(f.mcpAddr, 10*time.Second); err != nil {
+		f.fatalf("butler: %v", err)
+	}
+}
+
+// restart starts p (again); a process that runs but did not log its ready
+// line in time is noted and used anyway.
+func (f *fleet) restart(p *proc) error {
+	err := p.start(serviceStartup)
+	if errors.Is(err, errNotReady) {
+		f.note("%v", err)
+		return nil
+	}
+	return err
+}
+
+// kill9 kills a service or NATS node with SIGKILL.
+func (f *fleet) kill9(p *proc) error {
+	if err := p.kill9(); err != nil {
+		return err
+	}
+	f.note("kill -9 %s at %d accepted", p.name, f.accepted())
+	return nil
+}
+
+// leaders returns the server name leading each stream.
+func (f *fleet) leaders(streams ...string) (map[string]string, error) {
+	out := map[string]string{}
+	for _, name := range streams {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		s, err := f.js.Stream(ctx, name) // $JS.API.STREAM.INFO.<name>
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("stream info %s: %w", name, err)
+		}
+		info := s.CachedInfo()
+		if info.Cluster == nil || info.Cluster.Leader == "" {
+			return nil, fmt.Errorf("stream %s has no leader now", name)
+		}
+		out[name] = info.Cluster.Leader
+	}
+	return out, nil
+}
+
+// workPending is how many messages wait in work-queue streams (a route, a
+// delivery, a result not yet acked); ok is false if NATS did not say.
+func (f *fleet) workPending() (n uint64, ok bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	l := f.js.ListStreams(ctx)
+	for info := range l.Info() {
+		if info.Config.Retention == jetstream.WorkQueuePolicy {
+			n += info.State.Msgs
+		}
+	}
+	return n, l.Err() == nil
+}
+
+// stopNATS is SIGSTOP (or SIGCONT) of every NATS server.
+func (f *fleet) pauseNATS(pause bool) error {
+	sig := syscall.SIGCONT
+	if pause {
+		sig = syscall.SIGSTOP
+	}
+	for _, n := range f.nodes {
+		if err := n.signal(sig); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// cleanup kills every process: services first, then NATS.
+func (f *fleet) cleanup() {
+	for _, p := range f.svc {
+		p.cleanup()
+	}
+	if f.nc != nil {
+		f.nc.Close()
+	}
+	for _, n := range f.nodes {
+		n.cleanup()
+	}
+	if f.t.Failed() {
+		f.t.Logf("logs of %s: %s", f.sc.name, filepath.Join(f.dir, "logs"))
+	}
+}
+
+// note logs something that happened, as evidence for the scenario's numbers.
+func (f *fleet) note(format string, a ...any) {
+	f.t.Logf(format, a...)
+}
+
+// fatalf ends the scenario: it could not run as designed.
+func (f *fleet) fatalf(format string, a ...any) {
+	f.t.Helper()
+	msg := fmt.Sprintf(format, a...)
+	f.res.setAborted(msg)
+	f.t.Fatal(msg)
+}
+
+// writeCalls writes every call the fake received to telegram-calls.tsv in
+// the scenario's directory: the timeline behind the scenario's numbers.
+func (f *fleet) writeCalls() {
+	calls := f.tg.Calls("")
+	if len(calls) == 0 {
+		return
+	}
+	var b strings.Builder
+	b.WriteString("arrived_ms\tanswered_ms\tmethod\tcode\tretry_after\tchat_id\ttext\n")
+	t0 := calls[0].Arrived
+	ms := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", float64(t.Sub(t0).Microseconds())/1000)
+	}
+	for _, c := range calls {
+		fmt.Fprintf(&b, "%s\t%s\t%s\t%d\t%d\t%s\t%s\n", ms(c.Arrived), ms(c.Answered), c.Method, c.ErrorCode, c.RetryAfter, c.Params["chat_id"], firstLine(c.Params["text"]))
+	}
+	if err := os.WriteFile(filepath.Join(f.dir, "telegram-calls.tsv"), []byte(b.String()), 0o644); err != nil {
+		f.t.Log(err)
+	}
+}
+
+// accepted is how many sendMessage calls the fake has accepted so far.
+func (f *fleet) accepted() int {
+	n := 0
+	for _, c := range f.tg.Calls("sendMessage") {
+		if c.OK() {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,252 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+)
+
+const (
+	// sessions is how many MCP clients send at once, as a fleet of models would.
+	sessions        = 16
+	protocolVersion = "2025-06-18"
+	channelMethod   = "notifications/claude/channel"
+)
+
+// Kinds of tool answers.
+const (
+	answerSent   = "sent"
+	answerQueued = "queued"
+	answerError  = "error"
+	// answerNone: the MCP call itself failed; Herald answered nothing.
+	answerNone = "none"
+	// answerOther: an answer the harness cannot read.
+	answerOther = "other"
+)
+
+// answer is what the notify tool said about one notify.
+type answer struct {
+	kind       string
+	class      string // error.class of an error answer
+	uncertain  bool   // delivery.outcome == "uncertain"
+	requestID  string
+	deliveryID string
+	text       string
+}
+
+// report is a channel notification telling the butler the late outcome of a
+// notify: meta.kind delivery_failed or delivery_uncertain.
+type report struct {
+	kind      string
+	requestID string
+	channel   string
+	reason    string
+	content   string
+}
+
+// reportKinds are the notifications that tell a butler a notify's fate.
+var reportKinds = map[string]bool{"delivery_failed": true, "delivery_uncertain": true}
+
+// load is the traffic of one scenario: distinct notifies, each tagged so the
+// fake's messages can be matched back, sent through the butler's real MCP
+// tool by concurrent sessions, and every outcome notification they receive.
+type load struct {
+	scenario string
+	answers  []answer
+	issued   atomic.Int64 // notifies handed to a session
+	done     atomic.Int64 // notifies answered (or failed at the MCP level)
+
+	mu      sync.Mutex
+	reports []report
+	seen    map[string]bool // kind + request_id, as every session gets a copy
+	changed atomic.Int64    // bumped by every new report
+}
+
+func newLoad(scenario string, n int) *load {
+	return &load{scenario: scenario, answers: make([]answer, n), seen: map[string]bool{}}
+}
+
+// tag is notify i's message, unique across the run.
+func (l *load) tag(i int) string { return fmt.Sprintf("chaos %s #%04d", l.scenario, i) }
+
+var tagPattern = regexp.MustCompile(`chaos (\S+) #(\d{4,})`)
+
+// index finds the notify a text carries, or -1.
+func (l *load) index(text string) int {
+	for _, m := range tagPattern.FindAllStringSubmatch(text, -1) {
+		if m[1] != l.scenario {
+			continue
+		}
+		if i, err := strconv.Atoi(m[2]); err == nil && i < len(l.answers) {
+			return i
+		}
+	}
+	return -1
+}
+
+// connect opens one MCP session with the GET stream open, as Claude Code
+// does, recording outcome notifications.
+func (l *load) connect(ctx context.Context, url, token string) (*client.Client, error) {
+	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	c, err := client.NewStreamableHttpClient(url, transport.WithContinuousListening(), transport.WithHTTPLogger(quiet),
+		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
+	if err != nil {
+		return nil, err
+	}
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method != channelMethod {
+			return
+		}
+		meta, _ := n.Params.AdditionalFields["meta"].(map[string]any)
+		kind, _ := meta["kind"].(string)
+		if !reportKinds[kind] {
+			return
+		}
+		r := report{kind: kind, requestID: str(meta["request_id"]), channel: str(meta["channel"]), reason: str(meta["reason"]), content: str(n.Params.AdditionalFields["content"])}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		key := r.kind + " " + r.requestID + " " + r.content
+		if !l.seen[key] {
+			l.seen[key] = true
+			l.reports = append(l.reports, r)
+			l.changed.Add(1)
+		}
+	})
+	// The GET stream lives as long as the session, not as long as ctx: it
+	// ends with Close.
+	if err := c.Start(context.Background()); err != nil {
+		return nil, fmt.Errorf("starting MCP session: %w", err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = protocolVersion
+	init.Params.ClientInfo = mcp.Implementation{Name: "herald-chaos", Version: "1"}
+	res, err := c.Initialize(ctx, init)
+	if err != nil {
+		_ = c.Close()
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	if res.ProtocolVersion != protocolVersion {
+		_ = c.Close()
+		return nil, fmt.Errorf("negotiated protocol %s, want %s", res.ProtocolVersion, protocolVersion)
+	}
+	return c, nil
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
+
+// run sends every notify through the sessions, sessions at a time, until all
+// are answered or stopAt passes (then the rest are not sent at all).
+func (l *load) run(clients []*client.Client, stopAt time.Time) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for _, c := range clients {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= len(l.answers) || time.Now().After(stopAt) {
+					return
+				}
+				l.issued.Add(1)
+				l.answers[i] = call(c, l.tag(i))
+				l.done.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+}
+
+// call is one notify through the tool. The butler answers within its
+// notify_timeout; the bound here only keeps a hung call from hanging the run.
+func call(c *client.Client, msg string) answer {
+	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout+25*time.Second)
+	defer cancel()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "notify"
+	req.Params.Arguments = map[string]any{"message": msg}
+	res, err := c.CallTool(ctx, req)
+	if err != nil {
+		return answer{kind: answerNone, text: err.Error()}
+	}
+	return classify(res)
+}
+
+// classify reads a tool answer: its kind from the text, the rest from the
+// structured content (notify_response.v1 for sent, route_response.v1 for
+// queued, {status, error} for errors).
+func classify(res *mcp.CallToolResult) answer {
+	var parts []string
+	for _, c := range res.Content {
+		if t, ok := c.(mcp.TextContent); ok {
+			parts = append(parts, t.Text)
+		}
+	}
+	a := answer{text: strings.Join(parts, "\n")}
+	switch {
+	case res.IsError:
+		a.kind = answerError
+	case strings.HasPrefix(a.text, "Notification sent"):
+		a.kind = answerSent
+	case strings.HasPrefix(a.text, "Notification queued"):
+		a.kind = answerQueued
+	default:
+		a.kind = answerOther
+	}
+	var sc struct {
+		RequestContext struct {
+			RequestID string `json:"request_id"`
+		} `json:"request_context"`
+		Delivery *delivery `json:"delivery"`
+		Result   *struct {
+			NotifyResponse *struct {
+				Delivery *delivery `json:"delivery"`
+			} `json:"notify_response"`
+		} `json:"result"`
+		Error *struct {
+			Class string `json:"class"`
+		} `json:"error"`
+	}
+	if b, err := json.Marshal(res.StructuredContent); err == nil {
+		_ = json.Unmarshal(b, &sc)
+	}
+	a.requestID = sc.RequestContext.RequestID
+	d := sc.Delivery
+	if d == nil && sc.Result != nil && sc.Result.NotifyResponse != nil {
+		d = sc.Result.NotifyResponse.Delivery
+	}
+	if d != nil {
+		a.deliveryID, a.uncertain = d.DeliveryID, d.Outcome == "uncertain"
+	}
+	if sc.Error != nil {
+		a.class = sc.Error.Class
+	}
+	return a
+}
+
+type delivery struct {
+	DeliveryID string `json:"delivery_id"`
+	Outcome    string `json:"outcome"`
+}
+
+// reportsSoFar is a copy of the outcome notifications received.
+func (l *load) reportsSoFar() []report {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]report(nil), l.reports...)
+}

@@ -1,0 +1,209 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// proc is one OS process of the fleet (nats-server, switchboard, messenger,
+// butler), started again with the same arguments after a kill. Each start
+// writes its stdout and stderr to its own file, <name>.<n>.log.
+type proc struct {
+	name   string
+	path   string
+	args   []string
+	env    []string
+	logDir string
+	// ready is a line fragment the process logs once it serves.
+	ready string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	done    chan struct{} // closed when the current start has exited
+	stopped bool          // SIGSTOP sent, no SIGCONT yet
+	starts  int
+	logs    []string
+}
+
+// start runs the process and waits until it logs p.ready (or exits).
+func (p *proc) start(readyWithin time.Duration) error {
+	p.mu.Lock()
+	if p.done != nil && !isClosed(p.done) {
+		p.mu.Unlock()
+		return fmt.Errorf("%s is already running", p.name)
+	}
+	p.starts++
+	logPath := filepath.Join(p.logDir, fmt.Sprintf("%s.%d.log", p.name, p.starts))
+	f, err := os.Create(logPath)
+	if err != nil {
+		p.mu.Unlock()
+		return err
+	}
+	cmd := exec.Command(p.path, p.args...)
+	cmd.Env = append(os.Environ(), p.env...)
+	cmd.Stdout, cmd.Stderr = f, f
+	err = cmd.Start()
+	_ = f.Close() // the child holds its own descriptor
+	if err != nil {
+		p.mu.Unlock()
+		return fmt.Errorf("starting %s: %w", p.name, err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	p.cmd, p.done, p.stopped = cmd, done, false
+	p.logs = append(p.logs, logPath)
+	p.mu.Unlock()
+	return p.waitReady(readyWithin)
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitReady waits until the current start's log has p.ready. A process that
+// is alive but quiet past the deadline is reported, not killed: a log line
+// may have been reworded.
+func (p *proc) waitReady(within time.Duration) error {
+	p.mu.Lock()
+	done, logPath := p.done, p.logs[len(p.logs)-1]
+	p.mu.Unlock()
+	deadline := time.Now().Add(within)
+	for {
+		b, _ := os.ReadFile(logPath)
+		if p.ready == "" || bytes.Contains(b, []byte(p.ready)) {
+			return nil
+		}
+		select {
+		case <-done:
+			return fmt.Errorf("%s exited at start:\n%s\n(log: %s)", p.name, tail(logPath, 8), logPath)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w: %s did not log %q within %s (log: %s)", errNotReady, p.name, p.ready, within, logPath)
+		}
+	}
+}
+
+// errNotReady: the process runs but did not say it is ready.
+var errNotReady = errors.New("not ready")
+
+// signal sends sig to the running process.
+func (p *proc) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil || isClosed(p.done) {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	switch sig {
+	case syscall.SIGSTOP:
+		p.stopped = true
+	case syscall.SIGCONT:
+		p.stopped = false
+	}
+	return p.cmd.Process.Signal(sig)
+}
+
+// kill9 is kill -9: SIGKILL, and wait until the process is gone.
+func (p *proc) kill9() error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil || isClosed(done) {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		return err
+	}
+	select {
+	case <-done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("%s did not die within 10s of SIGKILL", p.name)
+	}
+}
+
+// running reports whether the current start is alive.
+func (p *proc) running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd != nil && !isClosed(p.done)
+}
+
+// cleanup kills the process if it runs (continuing it first if stopped).
+func (p *proc) cleanup() {
+	p.mu.Lock()
+	cmd, done, stopped := p.cmd, p.done, p.stopped
+	p.mu.Unlock()
+	if cmd == nil || isClosed(done) {
+		return
+	}
+	if stopped {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
+}
+
+// logFiles are the log files of every start so far.
+func (p *proc) logFiles() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.logs...)
+}
+
+// tail is the last n lines of a file.
+func tail(path string, n int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// freePort is a TCP port on 127.0.0.1 that nothing listens on now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitTCP waits until addr accepts connections.
+func waitTCP(addr string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not listening after %s: %w", addr, within, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

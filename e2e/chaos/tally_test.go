@@ -1,0 +1,397 @@
+//go:build chaos
+
+package chaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// result is one scenario's row of the table, and the evidence behind it.
+type result struct {
+	name     string
+	fault    string
+	notifies int // tool calls made
+
+	delivered  int // distinct notifies at the fake
+	duplicates int // extra copies at the fake
+	missing    int // neither delivered nor reported to the butler
+	answers    map[string]int
+	uncertain  int // answers with delivery.outcome uncertain
+	failedRep  int // delivery_failed notifications matched to a notify
+	uncertRep  int // delivery_uncertain notifications matched to a notify
+	contradict int
+	auditUnc   int // audit records of kind uncertain
+	settled    string
+
+	// Set from the fault's goroutines and the fake's hooks too.
+	mu         sync.Mutex
+	violations []string
+	aborted    string
+}
+
+func (r *result) setAborted(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.aborted == "" {
+		r.aborted = msg
+	}
+}
+
+func (r *result) violate(format string, a ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.violations = append(r.violations, fmt.Sprintf(format, a...))
+}
+
+// fate is what became of one notify.
+type fate struct {
+	copies    int // accepted by the fake
+	failedRep bool
+	uncertRep bool
+	audited   bool // an audit record of kind uncertain names it
+}
+
+// outcome matches the fake's messages, the outcome notifications and the
+// audit records back to the notifies.
+type outcome struct {
+	fates     []fate
+	unmatched []string // reports and audit records naming no notify of the run
+	auditUnc  int
+}
+
+func (f *fleet) outcome(l *load, audit []map[string]any) outcome {
+	o := outcome{fates: make([]fate, len(l.answers))}
+	for _, c := range f.tg.Calls("sendMessage") {
+		if c.OK() {
+			if i := l.index(c.Params["text"]); i >= 0 {
+				o.fates[i].copies++
+			}
+		}
+	}
+	byRequest, byDelivery := map[string]int{}, map[string]int{}
+	for i, a := range l.answers {
+		if a.requestID != "" {
+			byRequest[a.requestID] = i
+		}
+		if a.deliveryID != "" {
+			byDelivery[a.deliveryID] = i
+		}
+	}
+	for _, r := range l.reportsSoFar() {
+		i, ok := byRequest[r.requestID]
+		if !ok {
+			i = l.index(r.content)
+			ok = i >= 0
+		}
+		if !ok {
+			o.unmatched = append(o.unmatched, fmt.Sprintf("%s notification for request_id %q matches no notify (%s)", r.kind, r.requestID, r.reason))
+			continue
+		}
+		switch r.kind {
+		case "delivery_failed":
+			o.fates[i].failedRep = true
+		case "delivery_uncertain":
+			o.fates[i].uncertRep = true
+		}
+	}
+	for _, rec := range audit {
+		if rec["kind"] != "uncertain" {
+			continue
+		}
+		o.auditUnc++
+		i, ok := byRequest[str(rec["request_id"])]
+		if !ok {
+			i, ok = byDelivery[str(rec["delivery_id"])]
+		}
+		if !ok {
+			o.unmatched = append(o.unmatched, fmt.Sprintf("audit uncertain record (request_id %q, delivery_id %q) matches no answered notify", str(rec["request_id"]), str(rec["delivery_id"])))
+			continue
+		}
+		o.fates[i].audited = true
+	}
+	return o
+}
+
+// told reports whether the butler was told notify i's fate: an error
+// answer, an uncertain outcome, or a delivery_failed / delivery_uncertain
+// notification.
+func told(a answer, ft fate) bool {
+	return a.kind == answerError || a.uncertain || ft.failedRep || ft.uncertRep
+}
+
+// unsettled is how many of the notifies sent have no known fate yet.
+func unsettled(l *load, o outcome) int {
+	n := 0
+	for i := range int(l.issued.Load()) {
+		if o.fates[i].copies == 0 && !told(l.answers[i], o.fates[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+// settle waits until every notify is delivered or reported failed, the work
+// queues are empty and the fake has been quiet a moment (so late duplicates
+// show); or until nothing has moved for a while; or until within.
+func (f *fleet) settle(l *load, within time.Duration) {
+	start := time.Now()
+	deadline := start.Add(within)
+	var lastSig string
+	lastChange := time.Now()
+	for {
+		calls := len(f.tg.Calls(""))
+		o := f.outcome(l, nil)
+		open := unsettled(l, o)
+		pending, known := f.workPending()
+		sig := fmt.Sprintf("%d/%d/%d/%v", calls, l.changed.Load(), pending, known)
+		if sig != lastSig {
+			lastSig, lastChange = sig, time.Now()
+		}
+		quiet := time.Since(lastChange)
+		empty := known && pending == 0
+		switch {
+		case open == 0 && empty && quiet >= 2*time.Second:
+			f.res.settled = fmt.Sprintf("settled in %s", time.Since(start).Round(time.Second))
+			return
+		case quiet >= 20*time.Second && (open == 0 || empty):
+			f.res.settled = fmt.Sprintf("quiet after %s: %d unsettled, %d in work queues", time.Since(start).Round(time.Second), open, pending)
+			return
+		case time.Now().After(deadline):
+			f.res.settled = fmt.Sprintf("gave up after %s: %d unsettled, %d in work queues", within, open, pending)
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// auditRecords reads every record of HERALD_AUDIT on herald.audit.<kind>.>.
+func (f *fleet) auditRecords(kind string) ([]map[string]any, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cons, err := f.js.OrderedConsumer(ctx, streamAudit, jetstream.OrderedConsumerConfig{FilterSubjects: []string{"herald.audit." + kind + ".>"}})
+	if err != nil {
+		return nil, err
+	}
+	info, err := cons.Info(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []map[string]any
+	for range info.NumPending {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			return out, err
+		}
+		var rec map[string]any
+		_ = json.Unmarshal(m.Data(), &rec)
+		out = append(out, rec)
+	}
+	return out, nil
+}
+
+// tally fills the scenario's row and checks the goals every scenario shares.
+func (f *fleet) tally(l *load) {
+	res, sc := f.res, f.sc
+	audit, err := f.auditRecords("uncertain")
+	if err != nil {
+		f.note("reading the audit log: %v", err)
+	}
+	o := f.outcome(l, audit)
+	res.notifies = int(l.issued.Load())
+	res.answers = map[string]int{}
+	res.auditUnc = o.auditUnc
+	var missing, contradicted, duplicated []string
+	for i := range res.notifies {
+		a, ft := l.answers[i], o.fates[i]
+		res.answers[a.kind]++
+		if a.uncertain {
+			res.uncertain++
+		}
+		if ft.failedRep {
+			res.failedRep++
+		}
+		if ft.uncertRep {
+			res.uncertRep++
+		}
+		if ft.copies > 0 {
+			res.delivered++
+		}
+		if ft.copies > 1 {
+			res.duplicates += ft.copies - 1
+			duplicated = append(duplicated, fmt.Sprintf("#%04d %d copies, answer %s%s, audited uncertain: %v", i, ft.copies, a.kind, uncertainMark(a), ft.audited))
+		}
+		if ft.copies == 0 && !told(a, ft) {
+			missing = append(missing, fmt.Sprintf("#%04d answered %s (request_id %s), never delivered, never reported", i, a.kind, a.requestID))
+		}
+		switch {
+		case a.kind == answerSent && !a.uncertain && ft.copies == 0:
+			contradicted = append(contradicted, fmt.Sprintf("#%04d told sent (delivery_id %s) but never delivered", i, a.deliveryID))
+		case a.kind == answerError && ft.copies > 0:
+			contradicted = append(contradicted, fmt.Sprintf("#%04d told error (%s) but delivered %d time(s): %s", i, a.class, ft.copies, firstLine(a.text)))
+		case a.kind == answerQueued && ft.copies == 0 && !told(a, ft):
+			contradicted = append(contradicted, fmt.Sprintf("#%04d told queued (request_id %s) but neither delivered nor reported failed", i, a.requestID))
+		case ft.failedRep && ft.copies > 0:
+			contradicted = append(contradicted, fmt.Sprintf("#%04d reported delivery_failed but delivered %d time(s)", i, ft.copies))
+		}
+	}
+	res.missing, res.contradict = len(missing), len(contradicted)
+	f.noteAnswers(l)
+	for _, u := range examples(o.unmatched, 5) {
+		f.note("%s", u)
+	}
+
+	if len(missing) > 0 {
+		res.violate("%d lost (want 0): %s", len(missing), strings.Join(examples(missing, 5), "; "))
+	}
+	if len(contradicted) > 0 {
+		res.violate("%d contradicted answers (want 0): %s", len(contradicted), strings.Join(examples(contradicted, 5), "; "))
+	}
+	switch {
+	case sc.messengerCrash && sc.onUncertain == "resend":
+		if res.duplicates > 2 {
+			res.violate("%d duplicates after a messenger kill -9 (want at most 2): %s", res.duplicates, strings.Join(examples(duplicated, 5), "; "))
+		}
+		var unaudited []string
+		for i := range res.notifies {
+			if o.fates[i].copies > 1 && !o.fates[i].audited {
+				unaudited = append(unaudited, fmt.Sprintf("#%04d", i))
+			}
+		}
+		if len(unaudited) > 0 {
+			res.violate("%d duplicated notifies have no audit record of kind uncertain: %s", len(unaudited), strings.Join(examples(unaudited, 10), ", "))
+		}
+	case res.duplicates > 0:
+		res.violate("%d duplicates (want 0): %s", res.duplicates, strings.Join(examples(duplicated, 5), "; "))
+	}
+	if sc.onUncertain == "skip" {
+		var untold []string
+		for i := range res.notifies {
+			a, ft := l.answers[i], o.fates[i]
+			if ft.audited && !a.uncertain && !ft.uncertRep && !ft.failedRep {
+				untold = append(untold, fmt.Sprintf("#%04d (answer %s)", i, a.kind))
+			}
+		}
+		if len(untold) > 0 {
+			res.violate("%d notifies skipped as uncertain (audited) but their butler was not told (no uncertain outcome, no delivery_uncertain/delivery_failed notification): %s", len(untold), strings.Join(examples(untold, 10), ", "))
+		}
+	}
+}
+
+func uncertainMark(a answer) string {
+	if a.uncertain {
+		return " (uncertain)"
+	}
+	return ""
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	if len(s) > 160 {
+		s = s[:160] + "…"
+	}
+	return s
+}
+
+// noteAnswers notes every kind of answer but a plain sent, by class, with
+// an example text: the evidence for what the butler was told.
+func (f *fleet) noteAnswers(l *load) {
+	type group struct {
+		n       int
+		example string
+	}
+	groups := map[string]*group{}
+	var order []string
+	for _, a := range l.answers[:l.issued.Load()] {
+		if a.kind == answerSent && !a.uncertain {
+			continue
+		}
+		key := a.kind
+		switch {
+		case a.class != "":
+			key += " (" + a.class + ")"
+		case a.uncertain:
+			key += " (uncertain)"
+		}
+		g := groups[key]
+		if g == nil {
+			g = &group{example: firstLine(a.text)}
+			groups[key] = g
+			order = append(order, key)
+		}
+		g.n++
+	}
+	for _, key := range order {
+		f.note("answers %s: %d, e.g. %q", key, groups[key].n, groups[key].example)
+	}
+}
+
+// examples is the first n items, and how many more there are.
+func examples(items []string, n int) []string {
+	if len(items) <= n {
+		return items
+	}
+	return append(items[:n:n], fmt.Sprintf("and %d more", len(items)-n))
+}
+
+// failures are the row's violated goals, and why it aborted if it did.
+func (r *result) failures() (violations []string, aborted string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.violations...), r.aborted
+}
+
+// printTable writes the markdown table of every scenario run, then each
+// violated goal, for docs/reliability.md.
+func printTable(w io.Writer, rows []*result, legacy bool) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| scenario | fault | notifies | delivered | duplicates | missing | sent | queued | error | uncertain | no answer | failed reports | uncertain reports | audit uncertain | contradicted | goals |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+	for _, r := range rows {
+		violations, aborted := r.failures()
+		if aborted != "" && r.answers == nil {
+			fmt.Fprintf(w, "| %s | %s | – | – | – | – | – | – | – | – | – | – | – | – | – | did not run: %s |\n", r.name, r.fault, firstLine(aborted))
+			continue
+		}
+		goals := "met"
+		if n := len(violations) + boolInt(aborted != ""); n > 0 {
+			goals = fmt.Sprintf("**FAILED** (%d)", n)
+		}
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n",
+			r.name, r.fault, r.notifies, r.delivered, r.duplicates, r.missing,
+			r.answers[answerSent], r.answers[answerQueued], r.answers[answerError], r.uncertain, r.answers[answerNone]+r.answers[answerOther],
+			r.failedRep, r.uncertRep, r.auditUnc, r.contradict, goals)
+	}
+	fmt.Fprintln(w)
+	if legacy {
+		fmt.Fprintln(w, "Config: CHAOS_LEGACY_CONFIG=1, so delivery.retry_for, on_uncertain, rate_limit_out and mcp_token_env were left out of herald.yaml.")
+	}
+	for _, r := range rows {
+		violations, aborted := r.failures()
+		if len(violations) == 0 && aborted == "" {
+			continue
+		}
+		fmt.Fprintf(w, "- %s:\n", r.name)
+		if aborted != "" {
+			fmt.Fprintf(w, "  - aborted: %s\n", aborted)
+		}
+		for _, v := range violations {
+			fmt.Fprintf(w, "  - %s\n", v)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
