@@ -14,6 +14,15 @@
 // and with several messenger replicas whichever one holds the browser's
 // connection streams it.
 //
+// Open pages cost the bus nothing each: one ordered consumer per integration
+// and process follows every conversation and fans the entries out in memory
+// to the pages of their visitor, each through a small buffer. A page that
+// falls behind is dropped, never waited for; it reconnects and catches up.
+// The replay on connecting reads through a consumer made for that read and
+// deleted after it, a few at a time. An event stream needs the page's
+// cookie, and a visitor (4) and a client address (32) may hold only so many
+// streams at once; past that the answer is 429 with Retry-After.
+//
 // A send with no recipient goes to every visitor of the integration (subject
 // herald.web.<integration>.all). The page is the operator's own local chat,
 // bound to 127.0.0.1 by default, so a butler whose default channel is web
@@ -80,6 +89,7 @@ type Channel struct {
 	allowedHosts []string
 	log          *slog.Logger
 	store        store
+	timeouts     serverTimeouts
 
 	mu        sync.Mutex
 	url       string
@@ -106,7 +116,7 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 	if env.JS != nil {
 		st = &jsStore{js: env.JS, log: log}
 	}
-	return &Channel{id: in.ID, listen: listen, allowedHosts: in.AllowedHosts, log: log, store: st}, nil
+	return &Channel{id: in.ID, listen: listen, allowedHosts: in.AllowedHosts, log: log, store: st, timeouts: defaultTimeouts}, nil
 }
 
 // URL is the address of the page once Receive is listening, else "".

@@ -24,7 +24,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/heraldhq/herald/pkg/envelope"
-	"github.com/heraldhq/herald/pkg/markdown"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
@@ -39,6 +38,13 @@ const (
 	// ping keeps idle event streams open through proxies and finds dead
 	// browsers.
 	ping = 20 * time.Second
+	// readyWait is how long a stream waits for the fan-out to follow the
+	// conversations (at start, or after the bus came back) before it is
+	// answered 503 and the page retries.
+	readyWait = 10 * time.Second
+	// maxHeaderBytes is plenty for the page's cookie among others that
+	// localhost may carry, and a sixteenth of the server's default.
+	maxHeaderBytes = 64 << 10
 	// shutdownGrace is how long a stopping messenger lets posts finish.
 	shutdownGrace = 5 * time.Second
 	// contentSecurityPolicy allows nothing but the page's own files: no
@@ -46,6 +52,21 @@ const (
 	contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; " +
 		"connect-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
 )
+
+// serverTimeouts bound how long a slow or silent client holds a connection.
+// The read timeout covers reading a request (net/http clears the deadline once
+// it is read); an event stream, meant to stay open, replaces the server's
+// write timeout with a deadline of write on each of its writes.
+type serverTimeouts struct {
+	readHeader, read, write, idle time.Duration
+}
+
+var defaultTimeouts = serverTimeouts{
+	readHeader: 10 * time.Second,
+	read:       30 * time.Second,
+	write:      30 * time.Second,
+	idle:       2 * time.Minute,
+}
 
 var (
 	secretPattern    = regexp.MustCompile(`^[0-9a-f]{64}$`)
@@ -82,14 +103,31 @@ func (c *Channel) Receive(ctx context.Context, sink deliver.Sink) error {
 	c.url = url
 	c.mu.Unlock()
 
+	// One follower of the conversations for every page this process serves.
+	fan := newFanout(c.log)
+	fanCtx, stopFan := context.WithCancel(context.WithoutCancel(ctx))
+	fanDone := make(chan struct{})
+	go func() {
+		defer close(fanDone)
+		fan.run(fanCtx, c.store, c.id)
+	}()
+	defer func() {
+		stopFan()
+		<-fanDone
+	}()
+
 	closing := make(chan struct{})
-	h := &handler{c: c, sink: sink, closing: closing, hosts: allowedHosts(c.listen, c.allowedHosts)}
+	h := &handler{
+		c: c, sink: sink, closing: closing, hosts: allowedHosts(c.listen, c.allowedHosts),
+		fan: fan, streams: newStreamCounts(), reads: make(chan struct{}, maxHistoryReads),
+	}
 	srv := &http.Server{
 		Handler:           h.routes(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30 * time.Second, // lifted for event streams
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: c.timeouts.readHeader,
+		ReadTimeout:       c.timeouts.read,
+		WriteTimeout:      c.timeouts.write, // per write for event streams
+		IdleTimeout:       c.timeouts.idle,
+		MaxHeaderBytes:    maxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(c.log.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
@@ -161,6 +199,9 @@ type handler struct {
 	sink    deliver.Sink
 	closing chan struct{}
 	hosts   map[string]bool // allowed besides loopback names
+	fan     *fanout
+	streams *streamCounts
+	reads   chan struct{} // a slot per history read in flight
 }
 
 func (h *handler) routes() http.Handler {
@@ -196,6 +237,9 @@ func (h *handler) guard(next http.Handler) http.Handler {
 			fail(w, http.StatusMisdirectedRequest, fmt.Sprintf("this chat does not answer for %q; open %s, or add the name to the integration's allowed_hosts", r.Host, h.c.URL()))
 			return
 		}
+		// No route takes more than a post; a handler reading past this gets
+		// a *http.MaxBytesError and answers 413.
+		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		next.ServeHTTP(w, r)
 	})
 }
@@ -362,10 +406,26 @@ type event struct {
 	HTML string `json:"html,omitempty"`
 }
 
+// errGone ends a history read whose page has gone.
+var errGone = errors.New("the page has gone")
+
 // events streams the visitor's conversation as Server-Sent Events: first
 // everything after Last-Event-ID (or ?after=), then each entry as it comes.
+// A request without the page's cookie is refused and creates nothing; so is
+// one over the open streams allowed to its visitor or its address.
 func (h *handler) events(w http.ResponseWriter, r *http.Request) {
-	visitor, _ := h.visitor(w, r, true)
+	visitor, ok := h.visitor(w, r, false)
+	if !ok {
+		fail(w, http.StatusForbidden, "no visitor cookie: reload the page")
+		return
+	}
+	release, refused := h.streams.open(clientAddress(r), visitor)
+	if refused != "" {
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfter))
+		fail(w, http.StatusTooManyRequests, refused)
+		return
+	}
+	defer release()
 	after, _ := strconv.ParseUint(r.Header.Get("Last-Event-ID"), 10, 64)
 	if after == 0 {
 		after, _ = strconv.ParseUint(r.URL.Query().Get("after"), 10, 64)
@@ -379,48 +439,87 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 		case <-ctx.Done():
 		}
 	}()
-	feed, err := h.c.store.follow(ctx, []string{Subject(h.c.id, visitor), Subject(h.c.id, Broadcast)}, after)
+
+	// Listen before reading the history, so nothing stored in between is
+	// missed; what both bring is sent once (by sequence).
+	waitCtx, cancelWait := context.WithTimeout(ctx, readyWait)
+	l, err := h.fan.subscribe(waitCtx, visitor)
+	cancelWait()
 	if err != nil {
-		h.c.log.Warn("web conversation unavailable", "err", err)
-		fail(w, http.StatusServiceUnavailable, "the conversation cannot be loaded right now; the page retries")
+		if ctx.Err() == nil {
+			h.c.log.Warn("web chat not following its conversations yet; a page is told to retry")
+			fail(w, http.StatusServiceUnavailable, "the conversation cannot be loaded right now; the page retries")
+		}
 		return
 	}
+	defer h.fan.unsubscribe(l)
+
 	rc := http.NewResponseController(w)
-	hdr := w.Header()
-	hdr.Set("Content-Type", "text/event-stream")
-	hdr.Set("Cache-Control", "no-store")
-	hdr.Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	hello, _ := json.Marshal(map[string]string{"visitor": visitor, "integration": h.c.id})
+	// The server's write timeout bounds a whole response, and a stream is
+	// meant to stay open: each write gets a deadline of its own instead, so
+	// a page that stops reading still lets go of its connection. (The read
+	// deadline needs no lifting: net/http clears it once the request is read.)
 	send := func(format string, a ...any) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(30 * time.Second))
+		_ = rc.SetWriteDeadline(time.Now().Add(h.c.timeouts.write))
 		if _, err := fmt.Fprintf(w, format, a...); err != nil {
 			return false
 		}
 		return rc.Flush() == nil
 	}
-	if !send("retry: 2000\nevent: hello\ndata: %s\n\n", hello) {
+	started := false
+	start := func() bool {
+		started = true
+		hdr := w.Header()
+		hdr.Set("Content-Type", "text/event-stream")
+		hdr.Set("Cache-Control", "no-store")
+		hdr.Set("X-Accel-Buffering", "no")
+		w.WriteHeader(http.StatusOK)
+		hello, _ := json.Marshal(map[string]string{"visitor": visitor, "integration": h.c.id})
+		return send("retry: 2000\nevent: hello\ndata: %s\n\n", hello)
+	}
+	last := after
+	err = h.history(ctx, visitor, after, func(s stored) error {
+		if !started && !start() {
+			return errGone
+		}
+		fr, err := render(s)
+		if err != nil {
+			return nil
+		}
+		if !send("id: %d\ndata: %s\n\n", fr.seq, fr.data) {
+			return errGone
+		}
+		last = fr.seq
+		return nil
+	})
+	switch {
+	case errors.Is(err, errGone) || ctx.Err() != nil:
+		return
+	case err != nil:
+		h.c.log.Warn("web conversation unavailable", "err", err)
+		if !started {
+			fail(w, http.StatusServiceUnavailable, "the conversation cannot be loaded right now; the page retries")
+		}
+		return // a started page reconnects from its last event
+	}
+	if !started && !start() {
 		return
 	}
+
 	tick := time.NewTicker(ping)
 	defer tick.Stop()
 	for {
 		select {
-		case m, ok := <-feed:
-			if !ok {
+		case fr := <-l.events:
+			if fr.seq <= last {
+				continue // already sent from the history
+			}
+			if !send("id: %d\ndata: %s\n\n", fr.seq, fr.data) {
 				return
 			}
-			ev := event{entry: m.entry, Seq: m.seq}
-			if ev.Kind == kindButler {
-				ev.HTML, ev.Text = markdown.HTML(ev.Text), ""
-			}
-			data, err := json.Marshal(ev)
-			if err != nil {
-				continue
-			}
-			if !send("id: %d\ndata: %s\n\n", m.seq, data) {
-				return
-			}
+			last = fr.seq
+		case <-l.gone:
+			return // fell behind, or the feed restarted: the page reconnects and catches up
 		case <-tick.C:
 			if !send(": ping\n\n") {
 				return
@@ -429,6 +528,18 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+}
+
+// history sends the visitor's conversation after sequence after, with at
+// most maxHistoryReads reads in flight for the whole page.
+func (h *handler) history(ctx context.Context, visitor string, after uint64, each func(stored) error) error {
+	select {
+	case h.reads <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-h.reads }()
+	return h.c.store.history(ctx, []string{Subject(h.c.id, visitor), Subject(h.c.id, Broadcast)}, after, each)
 }
 
 func fail(w http.ResponseWriter, code int, msg string) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -25,6 +26,15 @@ const (
 	Retention = 7 * 24 * time.Hour
 	// maxPerSubject bounds one visitor's history, and so a page load's replay.
 	maxPerSubject = 1000
+	// historyBatch is how many entries a history read asks for at once:
+	// with butler messages up to 64 KiB, at most 4 MiB held per read.
+	historyBatch = 64
+	// historyIdle is when the server drops a history reader its messenger
+	// crashed before deleting.
+	historyIdle = 30 * time.Second
+	// tailResets is how often the fan-out's ordered consumer is made again
+	// after a failure before the tail gives up and starts over.
+	tailResets = 5
 )
 
 // entry is one thing in a conversation, as stored: what the visitor wrote, a
@@ -47,10 +57,12 @@ type entry struct {
 	TS     string `json:"ts"`
 }
 
-// stored is an entry with its position in the store, the page's event id.
+// stored is an entry with its position in the store, the page's event id,
+// and the subject it is kept under.
 type stored struct {
-	seq   uint64
-	entry entry
+	seq     uint64
+	subject string
+	entry   entry
 }
 
 // store keeps conversations: JetStream in production, memory without a bus.
@@ -59,10 +71,14 @@ type store interface {
 	put(ctx context.Context, subject, dedupID string, e entry) error
 	// has reports whether subject holds anything.
 	has(ctx context.Context, subject string) (bool, error)
-	// follow sends every entry of subjects after sequence after, then each
-	// new one, until ctx is done; the channel closes then, or when the store
-	// fails (the page reconnects from its last event).
-	follow(ctx context.Context, subjects []string, after uint64) (<-chan stored, error)
+	// history calls each with every entry of subjects after sequence after,
+	// in order, as far as the store holds them when it is called; an error
+	// from each stops it and is returned.
+	history(ctx context.Context, subjects []string, after uint64, each func(stored) error) error
+	// tail sends every entry of the integration's conversations stored from
+	// the call on, in order, until ctx is done; the channel closes then, or
+	// when the store fails.
+	tail(ctx context.Context, integration string) (<-chan stored, error)
 }
 
 // jsStore keeps conversations in HERALD_WEB, which it creates on first use.
@@ -72,6 +88,9 @@ type jsStore struct {
 
 	mu     sync.Mutex
 	stream jetstream.Stream
+	// lost is closed when the stream turns out to be gone, so that a tail on
+	// the old one starts over on the stream made again.
+	lost chan struct{}
 }
 
 func streamConfig(replicas int) jetstream.StreamConfig {
@@ -141,7 +160,21 @@ func (s *jsStore) put(ctx context.Context, subject, dedupID string, e entry) err
 func (s *jsStore) forget() {
 	s.mu.Lock()
 	s.stream = nil
+	if s.lost != nil {
+		close(s.lost)
+		s.lost = nil
+	}
 	s.mu.Unlock()
+}
+
+// lostSignal is closed when the stream known now is found gone.
+func (s *jsStore) lostSignal() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lost == nil {
+		s.lost = make(chan struct{})
+	}
+	return s.lost
 }
 
 func (s *jsStore) has(ctx context.Context, subject string) (bool, error) {
@@ -159,40 +192,130 @@ func (s *jsStore) has(ctx context.Context, subject string) (bool, error) {
 	return true, nil
 }
 
-func (s *jsStore) follow(ctx context.Context, subjects []string, after uint64) (<-chan stored, error) {
+// history reads through a consumer made for this one read and deleted after
+// it: a page that opens or reconnects leaves nothing behind on the server, and
+// the reads in flight at once are bounded by the caller.
+func (s *jsStore) history(ctx context.Context, subjects []string, after uint64, each func(stored) error) error {
 	if _, err := s.ensure(ctx); err != nil {
-		return nil, err
+		return err
 	}
-	cfg := jetstream.OrderedConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		FilterSubjects: subjects,
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
-		// Ordered consumers are not deleted when the page goes away; the
-		// server drops them once they are idle this long.
-		InactiveThreshold: time.Minute,
+		AckPolicy:      jetstream.AckNonePolicy,
+		MemoryStorage:  true,
+		Replicas:       1,
+		// Deleted below; one left behind by a crash goes once idle this long.
+		InactiveThreshold: historyIdle,
 	}
 	if after > 0 {
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, after+1
 	}
-	cons, err := s.js.OrderedConsumer(ctx, StreamName, cfg)
+	cons, err := s.js.CreateConsumer(ctx, StreamName, cfg)
 	if err != nil {
-		return nil, unavailable(ctx, "following a web conversation", err)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			s.forget()
+		}
+		return unavailable(ctx, "reading a web conversation", err)
+	}
+	info := cons.CachedInfo()
+	defer func() {
+		// Even when the page has gone: the consumer must not outlive the read.
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := s.js.DeleteConsumer(dctx, StreamName, info.Name); err != nil && !errors.Is(err, jetstream.ErrConsumerNotFound) {
+			s.log.Debug("web history reader not deleted; the server drops it when idle", "err", err)
+		}
+	}()
+	// What was pending when the consumer was made is the history; what is
+	// stored later reaches the page through the fan-out.
+	for left := info.NumPending; left > 0; {
+		batch, err := cons.FetchNoWait(int(min(left, historyBatch)))
+		if err != nil {
+			return unavailable(ctx, "reading a web conversation", err)
+		}
+		got := 0
+		for m := range batch.Messages() {
+			got++
+			left--
+			meta, err := m.Metadata()
+			if err != nil {
+				continue
+			}
+			if meta.NumPending == 0 {
+				left = 0 // some of what was pending has expired meanwhile
+			}
+			var e entry
+			if err := json.Unmarshal(m.Data(), &e); err != nil {
+				s.log.Warn("undecodable web chat entry skipped", "subject", m.Subject(), "seq", meta.Sequence.Stream, "err", err)
+				continue
+			}
+			if err := each(stored{seq: meta.Sequence.Stream, subject: m.Subject(), entry: e}); err != nil {
+				return err
+			}
+		}
+		if err := batch.Error(); err != nil {
+			return unavailable(ctx, "reading a web conversation", err)
+		}
+		if got == 0 {
+			break // the rest expired before it was read
+		}
+	}
+	return nil
+}
+
+// tail follows the integration's subjects with one ordered consumer, starting
+// after the last message stored now. It starts at a sequence rather than at
+// "new": if the consumer is made again before its first message, it resumes
+// from there instead of skipping what came meanwhile.
+func (s *jsStore) tail(ctx context.Context, integration string) (<-chan stored, error) {
+	st, err := s.ensure(ctx)
+	if err != nil {
+		return nil, err
+	}
+	lost := s.lostSignal()
+	info, err := st.Info(ctx)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			s.forget()
+		}
+		return nil, unavailable(ctx, "following the web chat stream "+StreamName, err)
+	}
+	cons, err := s.js.OrderedConsumer(ctx, StreamName, jetstream.OrderedConsumerConfig{
+		FilterSubjects:    []string{subjectPrefix + integration + ".>"},
+		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:       info.State.LastSeq + 1,
+		InactiveThreshold: time.Minute, // a crashed messenger's consumer goes after this
+		// Give up after a few failed attempts to make the consumer again,
+		// so an outage ends the tail (the pages reconnect and catch up)
+		// instead of blocking where ctx cannot reach.
+		MaxResetAttempts: tailResets,
+	})
+	if err != nil {
+		return nil, unavailable(ctx, "following the web chat stream "+StreamName, err)
 	}
 	it, err := cons.Messages()
 	if err != nil {
-		return nil, unavailable(ctx, "following a web conversation", err)
+		return nil, unavailable(ctx, "following the web chat stream "+StreamName, err)
 	}
+	stopped := make(chan struct{})
 	go func() {
-		<-ctx.Done()
+		select {
+		case <-ctx.Done():
+		case <-lost:
+		case <-stopped:
+		}
 		it.Stop()
 	}()
 	out := make(chan stored)
 	go func() {
 		defer close(out)
+		defer close(stopped)
 		for {
 			m, err := it.Next()
 			if err != nil {
 				if ctx.Err() == nil {
-					s.log.Warn("web conversation feed stopped; the page will reconnect", "err", err)
+					s.log.Warn("web chat feed stopped; open pages reconnect", "err", err)
 				}
 				return
 			}
@@ -206,7 +329,7 @@ func (s *jsStore) follow(ctx context.Context, subjects []string, after uint64) (
 				continue
 			}
 			select {
-			case out <- stored{seq: meta.Sequence.Stream, entry: e}:
+			case out <- stored{seq: meta.Sequence.Stream, subject: m.Subject(), entry: e}:
 			case <-ctx.Done():
 				return
 			}
@@ -233,7 +356,7 @@ type memStore struct {
 }
 
 type memEntry struct {
-	subject, dedupID string
+	dedupID string
 	stored
 }
 
@@ -252,7 +375,7 @@ func (s *memStore) put(ctx context.Context, subject, dedupID string, e entry) er
 	}
 	s.seen[dedupID] = true
 	s.seq++
-	s.log = append(s.log, memEntry{subject: subject, dedupID: dedupID, stored: stored{seq: s.seq, entry: e}})
+	s.log = append(s.log, memEntry{dedupID: dedupID, stored: stored{seq: s.seq, subject: subject, entry: e}})
 	// Bound the whole log rather than each subject: this store is for tests
 	// and a messenger without a bus, not for many visitors.
 	if n := len(s.log) - 20*maxPerSubject; n > 0 {
@@ -272,7 +395,31 @@ func (s *memStore) has(_ context.Context, subject string) (bool, error) {
 	return slices.ContainsFunc(s.log, func(m memEntry) bool { return m.subject == subject }), nil
 }
 
-func (s *memStore) follow(ctx context.Context, subjects []string, after uint64) (<-chan stored, error) {
+func (s *memStore) history(ctx context.Context, subjects []string, after uint64, each func(stored) error) error {
+	s.mu.Lock()
+	var batch []stored
+	for _, m := range s.log {
+		if m.seq > after && slices.Contains(subjects, m.subject) {
+			batch = append(batch, m.stored)
+		}
+	}
+	s.mu.Unlock()
+	for _, m := range batch {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("%w: %w", envelope.ErrTimeout, err)
+		}
+		if err := each(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *memStore) tail(ctx context.Context, integration string) (<-chan stored, error) {
+	prefix := subjectPrefix + integration + "."
+	s.mu.Lock()
+	after := s.seq
+	s.mu.Unlock()
 	out := make(chan stored)
 	go func() {
 		defer close(out)
@@ -280,7 +427,7 @@ func (s *memStore) follow(ctx context.Context, subjects []string, after uint64) 
 			s.mu.Lock()
 			var batch []stored
 			for _, m := range s.log {
-				if m.seq > after && slices.Contains(subjects, m.subject) {
+				if m.seq > after && strings.HasPrefix(m.subject, prefix) {
 					batch = append(batch, m.stored)
 				}
 			}

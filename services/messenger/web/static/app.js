@@ -233,14 +233,19 @@
   };
 
   // connect follows the conversation. The browser reconnects by itself with
-  // Last-Event-ID; if it gives up (the server answered with an error), a new
-  // stream starts after the last event seen.
+  // Last-Event-ID; if it gives up (the server answered with an error: too
+  // many tabs open, the messenger restarting), a new stream starts after the
+  // last event seen, waiting longer after each refusal.
+  let pause = 2000;
   const connect = () => {
     const es = new EventSource(lastSeq ? `/api/events?after=${lastSeq}` : '/api/events');
     es.addEventListener('hello', (e) => {
       visitorEl.textContent = JSON.parse(e.data).visitor;
     });
-    es.onopen = () => setStatus('live', 'connected');
+    es.onopen = () => {
+      pause = 2000;
+      setStatus('live', 'connected');
+    };
     es.onmessage = (e) => {
       const m = JSON.parse(e.data);
       if (m.seq > lastSeq) lastSeq = m.seq;
@@ -248,7 +253,10 @@
     };
     es.onerror = () => {
       setStatus('down', 'reconnecting…');
-      if (es.readyState === EventSource.CLOSED) setTimeout(connect, 3000);
+      if (es.readyState === EventSource.CLOSED) {
+        setTimeout(connect, pause / 2 + Math.random() * (pause / 2));
+        pause = Math.min(pause * 2, 30000);
+      }
     };
   };
 
