@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -21,6 +22,7 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/ledger"
 	"github.com/heraldhq/herald/pkg/route"
+	"github.com/heraldhq/herald/pkg/token"
 )
 
 // Version is reported to MCP clients.
@@ -38,6 +40,8 @@ type Options struct {
 	// Timeout is how long notify waits for the delivery's answer before saying
 	// it is queued; 0 takes the config's notify_timeout (default 30s).
 	Timeout time.Duration
+	// Getenv resolves the butler's mcp_token_env; nil is os.Getenv.
+	Getenv config.Getenv
 }
 
 // Butler is one agent's MCP server.
@@ -48,6 +52,7 @@ type Butler struct {
 	client  *route.Client
 	mcp     *server.MCPServer
 	channel *channelSide
+	access  *access
 }
 
 // New connects a butler to the bus and builds its MCP server.
@@ -81,6 +86,11 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 	if b.channel, err = newChannelSide(ctx, b, js); err != nil {
 		return nil, err
 	}
+	getenv := o.Getenv
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	b.access = newAccess(o.Name, o.Config.Butler(o.Name), getenv, token.NewVerifier(bus.NewDirectKV(js, bus.BucketTokens), o.Name, TokenCacheFor), log)
 	b.mcp = server.NewMCPServer("herald-butler-"+o.Name, Version,
 		server.WithToolCapabilities(false),
 		server.WithRecovery(),
@@ -135,10 +145,22 @@ func (b *Butler) runInBackground(ctx context.Context) <-chan struct{} {
 func (b *Butler) MCPServer() *server.MCPServer { return b.mcp }
 
 // Handler serves the streamable HTTP transport at /mcp. Server-pushed
-// notifications reach a client on its GET stream.
-func (b *Butler) Handler() http.Handler {
+// notifications reach a client on its GET stream. Every request to /mcp needs
+// a bearer token (the butler's static one or one minted for it), a loopback
+// or allowed_hosts Host, no foreign Origin, and a body of at most
+// MaxRequestBody; /healthz is open and says nothing else.
+func (b *Butler) Handler() http.Handler { return b.handler("") }
+
+func (b *Butler) handler(bound string) http.Handler {
+	mcpHTTP := server.NewStreamableHTTPServer(b.mcp,
+		server.WithEndpointPath(MCPPath),
+		server.WithHeartbeatInterval(25*time.Second),
+		// The guard checks Host wherever the butler listens, allowed_hosts
+		// included; the library's own check knows only loopback names.
+		server.WithDisableLocalhostProtection(true),
+	)
 	mux := http.NewServeMux()
-	mux.Handle(MCPPath, b.channel.trackStreams(server.NewStreamableHTTPServer(b.mcp, server.WithEndpointPath(MCPPath), server.WithHeartbeatInterval(25*time.Second))))
+	mux.Handle(MCPPath, b.access.guard(bound, b.channel.trackStreams(mcpHTTP)))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
 	return mux
 }
@@ -146,11 +168,14 @@ func (b *Butler) Handler() http.Handler {
 // ServeHTTP serves MCP over streamable HTTP on addr until ctx is done. ready,
 // if set, gets the endpoint URL once the listener is open.
 func (b *Butler) ServeHTTP(ctx context.Context, addr string, ready func(url string)) error {
+	if err := b.access.staticErr; err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("butler %s: listening on %s: %w", b.name, addr, err)
 	}
-	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	srv := b.httpServer(addr)
 	if ready != nil {
 		ready("http://" + ln.Addr().String() + MCPPath)
 	}
@@ -175,6 +200,18 @@ func (b *Butler) ServeHTTP(ctx context.Context, addr string, ready func(url stri
 		return err
 	}
 	return nil
+}
+
+// httpServer is the server ServeHTTP runs on addr.
+func (b *Butler) httpServer(addr string) *http.Server {
+	return &http.Server{
+		Handler:           b.handler(addr),
+		ReadHeaderTimeout: readHeaderTimeout,
+		ReadTimeout:       readTimeout,
+		IdleTimeout:       idleTimeout,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(b.log.Handler(), slog.LevelWarn),
+	}
 }
 
 // ServeStdio speaks MCP over in/out (for .mcp.json) until ctx is done or in

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/token"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/butler/butlertest"
 )
@@ -37,11 +39,17 @@ func inboundRoute(t *testing.T, js jetstream.JetStream, butlerName, text string,
 	return in.RequestContext.RequestID
 }
 
-func startButler(t *testing.T) (*butler.Butler, jetstream.JetStream, string) {
+// startButler serves a butler over HTTP and returns its /mcp URL and the
+// transport option with its bearer token.
+func startButler(t *testing.T) (*butler.Butler, jetstream.JetStream, string, transport.StreamableHTTPCOption) {
 	t.Helper()
 	srv := bustest.RunServer(t)
 	nc, js := srv.Connect()
-	b, err := butler.New(t.Context(), butler.Options{Name: "assistant", Config: config.Default(), NC: nc, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Timeout: time.Second})
+	cfg := config.Default()
+	cfg.Butlers[0].MCPTokenEnv = "ASSISTANT_MCP_TOKEN"
+	tok := token.NewStatic()
+	getenv := func(string) string { return tok }
+	b, err := butler.New(t.Context(), butler.Options{Name: "assistant", Config: cfg, NC: nc, Getenv: getenv, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,18 +59,18 @@ func startButler(t *testing.T) (*butler.Butler, jetstream.JetStream, string) {
 	t.Cleanup(func() { cancel(); <-done })
 	hs := httptest.NewServer(b.Handler())
 	t.Cleanup(hs.Close)
-	return b, js, hs.URL + butler.MCPPath
+	return b, js, hs.URL + butler.MCPPath, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok})
 }
 
 func TestWaitingMessagesArriveInOrderWhenAClientConnects(t *testing.T) {
 	for _, version := range []string{"2025-06-18", "2025-11-25", mcp.LATEST_PROTOCOL_VERSION} {
 		t.Run(version, func(t *testing.T) {
-			_, js, url := startButler(t)
+			_, js, url, auth := startButler(t)
 			var ids []string
 			for i := range 3 {
 				ids = append(ids, inboundRoute(t, js, "assistant", fmt.Sprintf("waiting %d", i), i))
 			}
-			c := butlertest.Connect(t, url, version)
+			c := butlertest.Connect(t, url, version, auth)
 			got := c.Wait(butler.MethodChannel, 3)
 			for i, n := range got[:3] {
 				meta, _ := n["meta"].(map[string]any)
@@ -92,10 +100,10 @@ func TestWaitingMessagesArriveInOrderWhenAClientConnects(t *testing.T) {
 }
 
 func TestInboxToolForClientsWithoutNotifications(t *testing.T) {
-	_, js, url := startButler(t)
+	_, js, url, auth := startButler(t)
 	inboundRoute(t, js, "assistant", "first", 1)
 	inboundRoute(t, js, "assistant", "second", 2)
-	c, err := client.NewStreamableHttpClient(url) // no GET stream: cannot be pushed to
+	c, err := client.NewStreamableHttpClient(url, auth) // no GET stream: cannot be pushed to
 	if err != nil {
 		t.Fatal(err)
 	}

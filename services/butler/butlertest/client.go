@@ -24,11 +24,12 @@ type Client struct {
 }
 
 // Connect opens a client on the butler's MCP endpoint url, speaking
-// protocolVersion, with its GET stream open for channel notifications. It is
-// closed when the test ends.
-func Connect(t testing.TB, url, protocolVersion string) *Client {
+// protocolVersion, with its GET stream open for channel notifications. opts
+// add to the transport's (the butler's bearer token:
+// transport.WithHTTPHeaders). It is closed when the test ends.
+func Connect(t testing.TB, url, protocolVersion string, opts ...transport.StreamableHTTPCOption) *Client {
 	t.Helper()
-	c, err := client.NewStreamableHttpClient(url, transport.WithContinuousListening())
+	c, err := client.NewStreamableHttpClient(url, append([]transport.StreamableHTTPCOption{transport.WithContinuousListening()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,226 @@
+package butler
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/token"
+)
+
+// MaxRequestBody bounds one MCP request body; a larger one is answered 413
+// before it is read (the MCP library would otherwise hold all of it).
+const MaxRequestBody = 1 << 20
+
+// TokenCacheFor is how long a butler trusts its lookup of a minted token: a
+// revoked token stops working within this time, an open GET stream ends too.
+const TokenCacheFor = 3 * time.Second
+
+// Timeouts of the butler's HTTP server. ReadTimeout bounds reading a request
+// (headers and body); net/http lifts it once the body is read, so a notify
+// waiting for its delivery and the long-lived GET stream are not cut. There is
+// no WriteTimeout for the same reason: it would end them.
+const (
+	readHeaderTimeout = 10 * time.Second
+	readTimeout       = 30 * time.Second
+	idleTimeout       = 2 * time.Minute
+)
+
+// access decides who may talk to the butler over HTTP: requests for one of
+// its host names, from no foreign web page, with a bearer token that is the
+// butler's static token or a live token minted for it.
+type access struct {
+	butler string
+	log    *slog.Logger
+	// static is the butler's mcp_token_env / mcp_token_file token, "" if none.
+	static string
+	// staticErr says why a configured static token could not be read;
+	// ServeHTTP refuses to start with it.
+	staticErr error
+	minted    *token.Verifier
+	// hosts are the allowed Host names besides loopback ones (lower case).
+	hosts map[string]bool
+}
+
+func newAccess(name string, bc *config.Butler, getenv config.Getenv, minted *token.Verifier, log *slog.Logger) *access {
+	a := &access{butler: name, log: log, minted: minted, hosts: map[string]bool{}}
+	for _, h := range bc.AllowedHosts {
+		a.hosts[normalHost(h)] = true
+	}
+	if bc.MCPTokenEnv != "" || bc.MCPTokenFile != "" {
+		tok, err := config.Secret(getenv, bc.MCPTokenEnv, bc.MCPTokenFile)
+		switch {
+		case err != nil:
+			a.staticErr = fmt.Errorf("butler %s: its static MCP token (mcp_token_env / mcp_token_file): %w", name, err)
+		case len(tok) < minStaticToken:
+			a.staticErr = fmt.Errorf("%w: butler %s: its static MCP token is %d characters; use at least %d random ones (e.g. openssl rand -hex 32)", config.ErrInvalid, name, len(tok), minStaticToken)
+		default:
+			a.static = tok
+		}
+	}
+	return a
+}
+
+// minStaticToken is the shortest static token taken: anything a person
+// would type is guessable.
+const minStaticToken = 16
+
+// guard wraps the MCP endpoint. bound is the address the server listens on
+// ("" for a handler mounted elsewhere): its host is allowed too, unless it is
+// every interface (0.0.0.0, ::), where only loopback names and allowed_hosts
+// are.
+func (a *access) guard(bound string, next http.Handler) http.Handler {
+	hosts := a.hosts
+	if host, _, err := net.SplitHostPort(bound); err == nil && host != "" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+			hosts = map[string]bool{normalHost(host): true}
+			for h := range a.hosts {
+				hosts[h] = true
+			}
+		}
+	}
+	allowed := func(host string) bool {
+		host = normalHost(host)
+		return loopbackHost(host) || hosts[host]
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// A web page that rebinds its own name to this address must not reach
+		// the butler, wherever it listens.
+		if !allowed(r.Host) {
+			http.Error(w, fmt.Sprintf("this butler does not answer for %q; use its address, or add the name to the butler's allowed_hosts", r.Host), http.StatusMisdirectedRequest)
+			return
+		}
+		// MCP clients are programs; a browser sends Origin, and a page of
+		// another site must not drive the model's tools.
+		if origin, ok := r.Header["Origin"]; ok {
+			if u, err := url.Parse(strings.Join(origin, "")); err != nil || u.Host == "" || !allowed(u.Host) {
+				http.Error(w, "cross-origin requests are refused", http.StatusForbidden)
+				return
+			}
+		}
+		rec, ok := a.authorize(w, r)
+		if !ok {
+			return
+		}
+		if r.ContentLength > MaxRequestBody {
+			http.Error(w, fmt.Sprintf("request body over %d bytes", MaxRequestBody), http.StatusRequestEntityTooLarge)
+			return
+		}
+		if r.Body != nil && r.Body != http.NoBody {
+			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBody))
+			if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
+				http.Error(w, fmt.Sprintf("request body over %d bytes", MaxRequestBody), http.StatusRequestEntityTooLarge)
+				return
+			}
+			if err != nil {
+				http.Error(w, "reading the request body failed", http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+		if r.Method == http.MethodGet && rec.ID != "" {
+			a.serveWhileValid(w, r, next)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// authorize checks the bearer token. It answers 401 (or 503 when minted
+// tokens cannot be looked up) and returns false when the request may not go
+// on; the record is that of a minted token, zero for the static one.
+func (a *access) authorize(w http.ResponseWriter, r *http.Request) (token.Record, bool) {
+	tok, ok := bearer(r)
+	if !ok {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
+		http.Error(w, "send Authorization: Bearer <token>", http.StatusUnauthorized)
+		return token.Record{}, false
+	}
+	if a.static != "" && token.Equal(tok, a.static) {
+		return token.Record{}, true
+	}
+	rec, err := a.minted.Verify(r.Context(), tok)
+	switch {
+	case err == nil:
+		return rec, true
+	case errors.Is(err, token.ErrUnknown), errors.Is(err, token.ErrExpired):
+		attrs := []any{"reason", err.Error(), "remote", r.RemoteAddr}
+		// The id is not secret, and tells the operator which token it was.
+		if id, ok := token.ParseID(tok); ok {
+			attrs = append(attrs, "token_id", id)
+		}
+		a.log.Warn("refused an MCP request with an invalid token", attrs...)
+		w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
+		http.Error(w, "invalid token", http.StatusUnauthorized)
+	default:
+		a.log.Error("cannot check MCP tokens", "err", err)
+		w.Header().Set("Retry-After", "5")
+		http.Error(w, "cannot check tokens now; try again", http.StatusServiceUnavailable)
+	}
+	return token.Record{}, false
+}
+
+// serveWhileValid serves a GET stream authorized by a minted token and ends
+// it once the token is revoked or expires, so a revoked client stops
+// receiving the human's messages too.
+func (a *access) serveWhileValid(w http.ResponseWriter, r *http.Request, next http.Handler) {
+	tok, _ := bearer(r)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	checked := make(chan struct{})
+	go func() {
+		defer close(checked)
+		t := time.NewTicker(TokenCacheFor)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			_, err := a.minted.VerifyNow(ctx, tok)
+			if errors.Is(err, token.ErrUnknown) || errors.Is(err, token.ErrExpired) {
+				cancel()
+				return
+			}
+		}
+	}()
+	next.ServeHTTP(w, r.WithContext(ctx))
+	cancel()
+	<-checked
+}
+
+func bearer(r *http.Request) (string, bool) {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	tok = strings.TrimSpace(tok)
+	if !ok || !strings.EqualFold(scheme, "Bearer") || tok == "" {
+		return "", false
+	}
+	return tok, true
+}
+
+// normalHost is a Host header's (or a configured name's) host: no port, no
+// brackets, lower case, no trailing dot.
+func normalHost(host string) string {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	return strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+}
+
+func loopbackHost(host string) bool {
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
