@@ -32,6 +32,7 @@ Usage:
   herald notify [flags] MESSAGE        send a notification through a butler's notify tool
   herald pair [list|approve|revoke]    let in people who were sent a pairing code
   herald dead [ls|replay ID|--all]     messages Herald gave up on, and replaying them
+  herald token [mint|revoke|ls]        bearer tokens for the butlers' MCP endpoints
   herald version
 
 Configuration: --config FILE, or HERALD_CONFIG; none runs the butler "assistant" with the log channel.
@@ -53,6 +54,8 @@ func Main(ctx context.Context, args []string, o IO) int {
 		err = runPair(ctx, args[1:], o)
 	case "dead":
 		err = runDead(ctx, args[1:], o)
+	case "token":
+		err = runToken(ctx, args[1:], o)
 	case "version":
 		fmt.Fprintln(o.Stdout, "herald", butler.Version)
 	case "help", "-h", "--help":
@@ -130,18 +133,26 @@ func runNotify(ctx context.Context, args []string, o IO) error {
 		return err
 	}
 	a.Message = strings.Join(fs.Args(), " ")
-	if a.URL == "" {
-		cfg, err := LoadConfig(*path, o.Getenv)
-		if err != nil {
-			return err
-		}
-		b := &cfg.Butlers[0]
+	// The config names the butler's endpoint and where its token is; with
+	// --url it is needed for the token only.
+	cfg, err := LoadConfig(*path, o.Getenv)
+	if err != nil && a.URL == "" {
+		return err
+	}
+	var b *config.Butler
+	if err == nil {
+		b = &cfg.Butlers[0]
 		if *name != "" {
-			if b = cfg.Butler(*name); b == nil {
+			if b = cfg.Butler(*name); b == nil && a.URL == "" {
 				return fmt.Errorf("no butler %q in the configuration", *name)
 			}
 		}
+	}
+	if a.URL == "" {
 		a.URL = "http://" + b.MCPHTTP + butler.MCPPath
+	}
+	if a.Token, err = notifyToken(cfg, b, o.Getenv); err != nil {
+		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()

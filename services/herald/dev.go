@@ -73,9 +73,13 @@ func Dev(ctx context.Context, o DevOptions) error {
 	}
 	defer nc.Close()
 
+	bearers, err := devTokens(cfg)
+	if err != nil {
+		return err
+	}
 	butlers := make([]*butler.Butler, len(cfg.Butlers))
 	for i, bc := range cfg.Butlers {
-		if butlers[i], err = butler.New(ctx, butler.Options{Name: bc.Name, Config: cfg, NC: nc, Log: log}); err != nil {
+		if butlers[i], err = butler.New(ctx, butler.Options{Name: bc.Name, Config: cfg, NC: nc, Log: log, Getenv: o.Getenv}); err != nil {
 			return err
 		}
 	}
@@ -97,7 +101,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 				if pending--; pending == 0 {
 					go func() {
 						webPages(ctx, nc, cfg, started, ep.Web)
-						printEndpoints(o.Out, cfg, ep)
+						printEndpoints(o.Out, cfg, ep, bearers)
 						if o.Ready != nil {
 							o.Ready(ep)
 						}
@@ -107,6 +111,32 @@ func Dev(ctx context.Context, o DevOptions) error {
 		})
 	}
 	return g.Wait()
+}
+
+// devTokens gives every butler without a static MCP token one, kept in
+// DevTokenFile (created on the first start, reused after), and returns what
+// the banner shows as each butler's bearer token: the token itself for those,
+// a shell expression reading it for tokens the configuration names.
+func devTokens(cfg *config.Config) (map[string]string, error) {
+	show := map[string]string{}
+	for i := range cfg.Butlers {
+		bc := &cfg.Butlers[i]
+		switch {
+		case bc.MCPTokenEnv != "":
+			show[bc.Name] = "$" + bc.MCPTokenEnv
+		case bc.MCPTokenFile != "":
+			show[bc.Name] = "$(cat " + bc.MCPTokenFile + ")"
+		default:
+			path := DevTokenFile(cfg, bc.Name)
+			tok, err := devToken(path)
+			if err != nil {
+				return nil, fmt.Errorf("butler %s: %w", bc.Name, err)
+			}
+			bc.MCPTokenFile = path
+			show[bc.Name] = tok
+		}
+	}
+	return show, nil
 }
 
 func splitListen(listen string) (string, int, error) {
@@ -124,7 +154,10 @@ func splitListen(listen string) (string, int, error) {
 	return host, port, nil
 }
 
-func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints) {
+// printEndpoints prints the banner. It is the one place a token created for
+// herald dev is shown (stdout, never the log): the Claude lines are meant to
+// be copied whole.
+func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints, bearers map[string]string) {
 	if w == nil {
 		return
 	}
@@ -151,7 +184,9 @@ func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints) {
 	}
 	first := cfg.Butlers[0]
 	fmt.Fprintf(w, "\nTry it:   bin/herald notify --butler %s \"Hello from Herald\"\n", first.Name)
-	fmt.Fprintf(w, "Claude:   claude mcp add --transport http %s %s\n", first.Name, ep.Butlers[first.Name])
+	for _, b := range cfg.Butlers {
+		fmt.Fprintf(w, "Claude:   claude mcp add --transport http %s %s --header \"Authorization: Bearer %s\"\n", b.Name, ep.Butlers[b.Name], bearers[b.Name])
+	}
 	for _, in := range cfg.Integrations {
 		if page := ep.Web[in.ID]; page != "" {
 			fmt.Fprintf(w, "Chat:     %s   (what you write there reaches the butler's model)\n", page)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/heraldhq/herald/services/butler"
@@ -28,12 +29,18 @@ type NotifyArgs struct {
 	Urgency        string
 	Recipient      string
 	Message        string
+	// Token is the bearer token the butler's MCP endpoint needs.
+	Token string
 }
 
 // Notify calls the notify tool of the butler at a.URL, exactly as a model
 // would, and writes the tool's answer to out.
 func Notify(ctx context.Context, a NotifyArgs, out io.Writer) error {
-	c, err := client.NewStreamableHttpClient(a.URL)
+	var opts []transport.StreamableHTTPCOption
+	if a.Token != "" {
+		opts = append(opts, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + a.Token}))
+	}
+	c, err := client.NewStreamableHttpClient(a.URL, opts...)
 	if err != nil {
 		return err
 	}
@@ -45,6 +52,9 @@ func Notify(ctx context.Context, a NotifyArgs, out io.Writer) error {
 	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
 	init.Params.ClientInfo = mcp.Implementation{Name: "herald-cli", Version: butler.Version}
 	if _, err := c.Initialize(ctx, init); err != nil {
+		if _, refused := errors.AsType[*transport.AuthorizationRequiredError](err); refused {
+			return fmt.Errorf("the butler at %s refused the request: %s", a.URL, noTokenHint(a.Token))
+		}
 		return fmt.Errorf("connecting to the butler at %s: %w (is herald dev running?)", a.URL, err)
 	}
 	args := map[string]any{}
@@ -78,4 +88,13 @@ func Notify(ctx context.Context, a NotifyArgs, out io.Writer) error {
 		return ErrNotifyFailed
 	}
 	return nil
+}
+
+// noTokenHint says where herald notify looks for a token, never what it sent.
+func noTokenHint(sent string) string {
+	where := "set " + EnvMCPToken + " (a token from herald token mint), give the butler mcp_token_env or mcp_token_file in the config herald notify reads, or run herald notify where herald dev keeps its tokens (.herald/tokens)"
+	if sent == "" {
+		return "it needs a bearer token and none was found; " + where
+	}
+	return "the token sent is not valid (revoked, expired, or another butler's); " + where
 }

@@ -1,0 +1,210 @@
+package herald
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/token"
+	"github.com/heraldhq/herald/services/butler"
+)
+
+const tokenUsage = `Usage:
+  herald token mint [--config FILE] --butler NAME [--ttl D]   a new bearer token for a butler's MCP endpoint, printed once
+  herald token revoke [--config FILE] ID                      stop a token working (ID as mint printed it)
+  herald token ls [--config FILE] [--butler NAME]             the tokens in force (ids, never the tokens)
+`
+
+// runToken is `herald token`: bearer tokens for the butlers' MCP endpoints,
+// kept (as hashes) in the fleet's herald_tokens bucket. Whoever can reach the
+// fleet's NATS with the operator's rights can mint them.
+func runToken(ctx context.Context, args []string, o IO) error {
+	if len(args) == 0 {
+		fmt.Fprint(o.Stderr, tokenUsage)
+		return flag.ErrHelp
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("herald token "+sub, flag.ContinueOnError)
+	fs.SetOutput(o.Stderr)
+	fs.Usage = func() { fmt.Fprint(o.Stderr, tokenUsage) }
+	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS and the butlers")
+	name := fs.String("butler", "", "the butler the token is for (mint), or whose tokens to list (ls)")
+	ttl := fs.Duration("ttl", 0, "how long the token works, e.g. 720h (default: until revoked)")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for NATS")
+	// Flags may come before or after the id: "revoke 0a1b... --config f".
+	var pos []string
+	for rest := args[1:]; ; rest = fs.Args()[1:] {
+		if err := fs.Parse(rest); err != nil {
+			return err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		pos = append(pos, fs.Arg(0))
+	}
+	want := map[string]int{"mint": 0, "revoke": 1, "ls": 0}
+	n, ok := want[sub]
+	if !ok || len(pos) != n || (sub == "mint" && *name == "") {
+		fs.Usage()
+		return flag.ErrHelp
+	}
+	if *ttl < 0 {
+		return fmt.Errorf("--ttl %s is negative", *ttl)
+	}
+	cfg, err := LoadConfig(*path, o.Getenv)
+	if err != nil {
+		return err
+	}
+	if sub == "mint" && cfg.Butler(*name) == nil {
+		return fmt.Errorf("no butler %q in the configuration", *name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	js, url, closeBus, err := connectCLI(ctx, *path, o)
+	if err != nil {
+		return err
+	}
+	defer closeBus()
+	store, err := token.Open(ctx, js)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return fmt.Errorf("NATS at %s has no %s bucket yet; start Herald once first (or run herald setup)", redactURL(url), "herald_tokens")
+	}
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "mint":
+		tok, rec, err := store.Mint(ctx, *name, *ttl)
+		if err != nil {
+			return err
+		}
+		// stdout gets the token alone, so TOKEN=$(herald token mint ...) works;
+		// it is shown this once and kept nowhere.
+		fmt.Fprintln(o.Stdout, tok)
+		fmt.Fprintf(o.Stderr, "Token %s for butler %s, %s. Send it as Authorization: Bearer <token>; revoke it with: herald token revoke %s\n",
+			rec.ID, rec.Butler, expiry(rec), rec.ID)
+	case "revoke":
+		rec, err := store.Revoke(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Stdout, "Revoked token %s of butler %s; it stops working within %s.\n", rec.ID, rec.Butler, butler.TokenCacheFor)
+	case "ls":
+		recs, err := store.List(ctx, *name)
+		if err != nil {
+			return err
+		}
+		return listTokens(o.Stdout, recs)
+	}
+	return nil
+}
+
+func expiry(rec token.Record) string {
+	if rec.Expires.IsZero() {
+		return "good until revoked"
+	}
+	return "expires " + rec.Expires.Local().Format(time.DateTime)
+}
+
+func listTokens(out io.Writer, recs []token.Record) error {
+	if len(recs) == 0 {
+		fmt.Fprintln(out, "No minted tokens.")
+		return nil
+	}
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tBUTLER\tCREATED\tEXPIRES")
+	now := time.Now()
+	for _, r := range recs {
+		exp := "never"
+		if !r.Expires.IsZero() {
+			exp = r.Expires.Local().Format(time.DateTime)
+			if r.Expired(now) {
+				exp += " (expired)"
+			}
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.ID, r.Butler, r.Created.Local().Format(time.DateTime), exp)
+	}
+	return w.Flush()
+}
+
+// DevTokenFile is where `herald dev` keeps the token of a butler that has no
+// mcp_token_env or mcp_token_file: next to the embedded NATS data
+// (.herald/tokens/<butler>.token by default), where `herald notify` finds it.
+func DevTokenFile(cfg *config.Config, butlerName string) string {
+	return filepath.Join(filepath.Dir(cfg.NATS.StoreDir), "tokens", butlerName+".token")
+}
+
+// devToken returns the token in path, creating it (0600, in a 0700
+// directory) on first use.
+func devToken(path string) (string, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", fmt.Errorf("keeping MCP tokens: %w", err)
+	}
+	// The directory holds secrets; a wider one from elsewhere is narrowed.
+	if err := os.Chmod(filepath.Dir(path), 0o700); err != nil {
+		return "", fmt.Errorf("keeping MCP tokens: %w", err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return "", fmt.Errorf("reading the MCP token: %w", err)
+		}
+		tok := strings.TrimSpace(string(b))
+		if tok == "" {
+			return "", fmt.Errorf("the MCP token file %s is empty; delete it and start again for a new one", path)
+		}
+		return tok, os.Chmod(path, 0o600)
+	}
+	if err != nil {
+		return "", fmt.Errorf("keeping MCP tokens: %w", err)
+	}
+	tok := token.NewStatic()
+	if _, err := io.WriteString(f, tok+"\n"); err != nil {
+		_ = f.Close()
+		return "", fmt.Errorf("writing %s: %w", path, err)
+	}
+	return tok, f.Close()
+}
+
+// EnvMCPToken, when set, is the token `herald notify` sends (a minted one,
+// say), instead of the butler's configured or herald dev's token.
+const EnvMCPToken = "HERALD_MCP_TOKEN"
+
+// notifyToken finds the token `herald notify` sends to butler b, without a
+// flag: HERALD_MCP_TOKEN, else the butler's mcp_token_env / mcp_token_file,
+// else the token `herald dev` keeps for it. "" when there is none.
+func notifyToken(cfg *config.Config, b *config.Butler, getenv config.Getenv) (string, error) {
+	if tok := strings.TrimSpace(getenv(EnvMCPToken)); tok != "" {
+		return tok, nil
+	}
+	if cfg == nil || b == nil {
+		return "", nil
+	}
+	if b.MCPTokenEnv != "" || b.MCPTokenFile != "" {
+		tok, err := config.Secret(getenv, b.MCPTokenEnv, b.MCPTokenFile)
+		if err != nil {
+			return "", fmt.Errorf("butler %s's MCP token: %w", b.Name, err)
+		}
+		return tok, nil
+	}
+	tok, err := os.ReadFile(DevTokenFile(cfg, b.Name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("butler %s's MCP token: %w", b.Name, err)
+	}
+	return strings.TrimSpace(string(tok)), nil
+}
