@@ -134,9 +134,47 @@ func Connect(url, name, credsFile string, log *slog.Logger) (*nats.Conn, error) 
 	return nc, nil
 }
 
-// Topology is what EnsureTopology creates.
+// Topology is what EnsureTopology creates: every stream and bucket, or with
+// Uses only those a service works with.
 type Topology struct {
 	Replicas int
+	// Uses, if set, limits the topology to one service's streams and
+	// buckets: what it checks at start (and may create, where NATS lets it).
+	Uses *Uses
+	// Repair updates what differs from Herald's settings (herald setup);
+	// without it a service only logs the difference.
+	Repair bool
+	Log    *slog.Logger
+}
+
+// Uses are the streams and buckets one service works with.
+type Uses struct {
+	Streams []string
+	Buckets []string
+}
+
+// What each service works with; natsauth lets each see only these. A butler
+// uses none by name: it touches only its own subjects and consumer.
+var (
+	SwitchboardUses = Uses{
+		Streams: []string{StreamRoute, StreamDeliver, StreamResult, StreamIngress, StreamInbox, StreamAudit, StreamDeadLetter},
+		Buckets: []string{BucketDeliveries, BucketSessions, BucketPairing, BucketApprovals, BucketRequests},
+	}
+	MessengerUses = Uses{
+		Streams: []string{StreamDeliver, StreamResult, StreamIngress, StreamAudit, StreamDeadLetter},
+		Buckets: []string{BucketDeliveries, BucketLeases, BucketChannelState, BucketStatus, BucketLimits},
+	}
+	ButlerUses = Uses{}
+)
+
+func (t Topology) uses(kind, name string) bool {
+	if t.Uses == nil {
+		return true
+	}
+	if kind == "stream" {
+		return slices.Contains(t.Uses.Streams, name)
+	}
+	return slices.Contains(t.Uses.Buckets, name)
 }
 
 func (t Topology) streams() []jetstream.StreamConfig {
@@ -166,36 +204,81 @@ func (t Topology) streams() []jetstream.StreamConfig {
 	}
 }
 
-// EnsureTopology creates every stream and bucket that is missing and updates
-// one only if its settings differ. Every service calls it at start, so any one
-// of them can come up first; an unchanged topology costs only lookups (a
-// needless update would also race consumer creation inside nats-server).
+// EnsureTopology creates every stream and bucket of t that is missing and,
+// with t.Repair, puts back one whose settings differ (herald setup). A
+// service calls it for what it uses: under the permissions of `herald
+// nats-auth` it may only look, so a missing stream is an error that says to
+// run herald setup, and a changed one is logged. An unchanged topology costs
+// only lookups (a needless update would also race consumer creation inside
+// nats-server).
 func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) error {
+	log := t.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	drift := func(kind, name string) error {
+		if !t.Repair {
+			log.Error(kind+" differs from Herald's settings (was it changed by hand, or to leak messages?); run herald setup to repair it", kind, name)
+			return nil
+		}
+		log.Warn("repairing "+kind, kind, name)
+		return errRepair
+	}
 	for _, want := range t.streams() {
+		if !t.uses("stream", want.Name) {
+			continue
+		}
 		s, err := js.Stream(ctx, want.Name)
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			_, err = js.CreateStream(ctx, want)
 		case err == nil && !sameStream(s.CachedInfo().Config, want):
-			_, err = js.UpdateStream(ctx, want)
+			if err = drift("stream", want.Name); err != nil {
+				_, err = js.UpdateStream(ctx, want)
+			}
 		}
 		if err != nil {
-			return fmt.Errorf("stream %s: %w", want.Name, err)
+			return fmt.Errorf("stream %s: %w", want.Name, setupHint(js, err))
 		}
 	}
 	for _, want := range t.buckets() {
+		if !t.uses("bucket", want.Bucket) {
+			continue
+		}
 		s, err := js.Stream(ctx, "KV_"+want.Bucket)
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			_, err = js.CreateKeyValue(ctx, want)
 		case err == nil && kvTampered(want.Bucket, s.CachedInfo().Config):
-			_, err = js.CreateOrUpdateKeyValue(ctx, want)
+			if err = drift("bucket", want.Bucket); err != nil {
+				_, err = js.CreateOrUpdateKeyValue(ctx, want)
+			}
 		}
 		if err != nil {
-			return fmt.Errorf("bucket %s: %w", want.Bucket, err)
+			return fmt.Errorf("bucket %s: %w", want.Bucket, setupHint(js, err))
 		}
 	}
 	return nil
+}
+
+// errRepair says a repair is due; it never leaves EnsureTopology.
+var errRepair = errors.New("repair")
+
+// ErrNoPermission: NATS refused a request for lack of permission.
+var ErrNoPermission = errors.New("not permitted")
+
+// setupHint explains a refusal to create: the service's NATS user may not,
+// and the operator's herald setup must.
+func setupHint(js jetstream.JetStream, err error) error {
+	// A refused request is told on the connection, and times out.
+	if isPermission(err) || isPermission(js.Conn().LastError()) {
+		return fmt.Errorf("%w (%w): NATS lets only the setup user create or change streams; run `herald setup` with its credentials first", ErrNoPermission, err)
+	}
+	return err
+}
+
+func isPermission(err error) bool {
+	return err != nil && strings.Contains(strings.ToLower(err.Error()), "permissions violation")
 }
 
 func (t Topology) buckets() []jetstream.KeyValueConfig {
@@ -272,6 +355,9 @@ func Open(ctx context.Context, nc *nats.Conn, t Topology, wait time.Duration, lo
 			tctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 			err = EnsureTopology(tctx, js, t)
 			cancel()
+			if errors.Is(err, ErrNoPermission) {
+				return nil, err
+			}
 			if err == nil {
 				if try > 1 {
 					log.Info("NATS and JetStream are answering", "url", URL(nc))

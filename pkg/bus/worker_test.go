@@ -187,7 +187,7 @@ func TestEnsureTopologyUpdatesOnlyWhatChanged(t *testing.T) {
 	_, js := srv.Connect()
 	s, _ := js.Stream(t.Context(), bus.StreamRoute)
 	before := s.CachedInfo().Created
-	if err := bus.EnsureTopology(t.Context(), js, bus.Topology{Replicas: 1}); err != nil {
+	if err := bus.EnsureTopology(t.Context(), js, bus.Topology{Replicas: 1, Repair: true}); err != nil {
 		t.Fatal(err)
 	}
 	// A stream changed by hand is put back to Herald's settings.
@@ -196,7 +196,7 @@ func TestEnsureTopologyUpdatesOnlyWhatChanged(t *testing.T) {
 	if _, err := js.UpdateStream(t.Context(), cfg); err != nil {
 		t.Fatal(err)
 	}
-	if err := bus.EnsureTopology(t.Context(), js, bus.Topology{Replicas: 1}); err != nil {
+	if err := bus.EnsureTopology(t.Context(), js, bus.Topology{Replicas: 1, Repair: true}); err != nil {
 		t.Fatal(err)
 	}
 	s, _ = js.Stream(t.Context(), bus.StreamRoute)
@@ -337,7 +337,14 @@ func TestEnsureTopologyRepairsTampering(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	if err := bus.EnsureTopology(ctx, js, bus.Topology{Replicas: 1}); err != nil {
+	// A service only checks: it says so and changes nothing.
+	if err := bus.EnsureTopology(ctx, js, bus.Topology{Replicas: 1, Uses: &bus.SwitchboardUses}); err != nil {
+		t.Fatal(err)
+	}
+	if s, _ := js.Stream(ctx, bus.StreamInbox); s.CachedInfo().Config.RePublish == nil {
+		t.Fatal("a service's check changed a stream; only herald setup repairs")
+	}
+	if err := bus.EnsureTopology(ctx, js, bus.Topology{Replicas: 1, Repair: true}); err != nil {
 		t.Fatal(err)
 	}
 	for _, name := range []string{bus.StreamInbox, "KV_" + bus.BucketApprovals, bus.StreamAudit} {

@@ -172,16 +172,41 @@ func New(kv jetstream.KeyValue, scope string, l Limits) *Limiter {
 // ErrNotShared if the bucket could not be reached, after waiting on the
 // local copy (see the package doc): the message may be sent.
 func (l *Limiter) Wait(ctx context.Context, chat string, group bool) error {
-	at, err := l.reserve(ctx, chat, group)
-	if err != nil && !errors.Is(err, ErrNotShared) {
-		return err
-	}
-	if d := at.Sub(l.now()); d > 0 {
-		if err := l.sleep(ctx, d); err != nil {
+	for {
+		at, err := l.reserve(ctx, chat, group)
+		if err != nil && !errors.Is(err, ErrNotShared) {
+			return err
+		}
+		if d := at.Sub(l.now()); d > 0 {
+			if err := l.sleep(ctx, d); err != nil {
+				return err
+			}
+		}
+		// A pause announced while this call slept (a 429 to another
+		// message, on any replica) holds it too: it takes a new turn after.
+		until, perr := l.pausedUntil(ctx, chat)
+		if perr != nil || !until.After(l.now()) {
 			return err
 		}
 	}
-	return err
+}
+
+// pausedUntil is the end of the pause that holds chat now, as the bucket
+// says (or the local copy, if the bucket cannot be reached).
+func (l *Limiter) pausedUntil(ctx context.Context, chat string) (time.Time, error) {
+	if err := l.take(ctx); err != nil {
+		return time.Time{}, err
+	}
+	defer l.give()
+	var until time.Time
+	err := l.update(ctx, !l.now().Before(l.offlineUntil), func(s *state, _ time.Time) bool {
+		until = later(s.Pause, s.Chats[chat].Pause)
+		return false
+	})
+	if errors.Is(err, ErrNotShared) {
+		err = nil
+	}
+	return until, err
 }
 
 // Pause records that the provider asked to wait until until (a 429's

@@ -55,6 +55,7 @@ func (c *clock) Sleep(ctx context.Context, d time.Duration) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.slept = append(c.slept, d)
+	c.now = c.now.Add(d) // time passes while one sleeps
 	return nil
 }
 
@@ -473,8 +474,8 @@ func TestBucketUnreachable(t *testing.T) {
 		if !errors.Is(err, wantErr) || (wantErr == nil && err != nil) {
 			t.Fatalf("Wait(%q) = %v, want %v", chat, err, wantErr)
 		}
-		slept := slices.Concat([]time.Duration{0}, c.Slept())
-		if got := c.Now().Add(slept[len(slept)-1]); !got.Equal(t0.Add(wantSleep)) {
+		// The fake clock moves on while Wait sleeps: now is when it woke.
+		if got := c.Now(); !got.Equal(t0.Add(wantSleep)) {
 			t.Fatalf("Wait(%q) slept until %v, want %v (from t0)", chat, got.Sub(t0), wantSleep)
 		}
 	}
@@ -500,7 +501,7 @@ func TestBucketUnreachable(t *testing.T) {
 	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, History: 1}); err != nil {
 		t.Fatal(err)
 	}
-	c.Advance(6 * time.Second)
+	// The outage window (5 s from the failure at 2 s) is over by now.
 	wait("a", nil, 10*time.Second)
 	// Another replica sees the pause kept during the outage.
 	b := newLimiter(openBucket(t, s, name), ratelimit.Limits{}, c)
@@ -609,5 +610,37 @@ func TestKey(t *testing.T) {
 				t.Errorf("the bucket refuses key %q: %v", got, err)
 			}
 		})
+	}
+}
+
+// A Wait that took its turn before a 429 was announced, and wakes inside the
+// pause, waits the pause out too: no message goes inside a retry_after the
+// account was given, whichever replica heard it.
+func TestPauseDuringAWait(t *testing.T) {
+	s := bustest.RunServer(t)
+	_, js := s.Connect()
+	name, kv := newBucket(t, js)
+	c := newClock()
+	a := newLimiter(kv, ratelimit.Limits{PerChat: ratelimit.Rate{N: 1, Per: time.Second}}, c)
+	b := newLimiter(openBucket(t, s, name), ratelimit.Limits{}, c)
+	if _, err := ratelimit.Reserve(a, t.Context(), "42", false); err != nil { // now's turn is taken
+		t.Fatal(err)
+	}
+	paused := false
+	ratelimit.SetClock(a, c.Now, func(ctx context.Context, d time.Duration) error {
+		if !paused {
+			paused = true
+			// While a sleeps to its turn at 1 s, b hears a 429: pause to 5 s.
+			if err := b.Pause(ctx, "", t0.Add(5*time.Second)); err != nil {
+				return err
+			}
+		}
+		return c.Sleep(ctx, d)
+	})
+	if err := a.Wait(t.Context(), "42", false); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Now().Sub(t0); got < 5*time.Second {
+		t.Fatalf("the message went at %s, inside the pause that ends at 5s", got)
 	}
 }

@@ -84,7 +84,7 @@ func Run(ctx context.Context, o Options) error {
 		log = slog.Default()
 	}
 	log = log.With("service", "messenger")
-	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas}, time.Duration(o.Config.NATS.Wait), log)
+	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas, Uses: &bus.MessengerUses, Log: log}, time.Duration(o.Config.NATS.Wait), log)
 	if err != nil {
 		return err
 	}

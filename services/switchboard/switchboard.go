@@ -55,7 +55,7 @@ func Run(ctx context.Context, o Options) error {
 		log = slog.Default()
 	}
 	log = log.With("service", "switchboard")
-	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas}, time.Duration(o.Config.NATS.Wait), log)
+	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas, Uses: &bus.SwitchboardUses, Log: log}, time.Duration(o.Config.NATS.Wait), log)
 	if err != nil {
 		return err
 	}
