@@ -65,14 +65,15 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		log = slog.Default()
 	}
 	log = log.With("butler", o.Name)
-	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas}, time.Duration(o.Config.NATS.Wait), log)
+	// A butler checks no stream by name: its NATS user may not look at
+	// streams (that would let it list every butler's keys). It waits for NATS,
+	// then for its inbox (newChannelSide), and reads its ledger records by
+	// subject.
+	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas, Uses: &bus.ButlerUses, Log: log}, time.Duration(o.Config.NATS.Wait), log)
 	if err != nil {
 		return nil, err
 	}
-	led, err := ledger.Open(ctx, js)
-	if err != nil {
-		return nil, err
-	}
+	led := ledger.New(bus.NewDirectKV(js, bus.BucketDeliveries))
 	timeout := o.Timeout
 	if timeout <= 0 {
 		timeout = time.Duration(o.Config.NotifyTimeout)

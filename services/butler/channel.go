@@ -56,14 +56,34 @@ type channelSide struct {
 }
 
 func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*channelSide, error) {
-	cons, err := js.CreateOrUpdateConsumer(ctx, bus.StreamInbox, jetstream.ConsumerConfig{
+	cfg := jetstream.ConsumerConfig{
 		Durable:       bus.ConsumerInbox(b.name),
 		FilterSubject: bus.InboxSubject(b.name),
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       30 * time.Second,
 		// One at a time: messages reach the model in the order people sent them.
 		MaxAckPending: 1,
-	})
+	}
+	// The inbox stream is made by herald setup (or herald dev, or a switchboard
+	// allowed to): wait for it as for NATS itself.
+	wait := time.Duration(b.cfg.NATS.Wait)
+	if wait <= 0 {
+		wait = bus.DefaultWaitForNATS
+	}
+	deadline := time.Now().Add(wait)
+	cons, err := js.CreateOrUpdateConsumer(ctx, bus.StreamInbox, cfg)
+	for delay := 250 * time.Millisecond; errors.Is(err, jetstream.ErrStreamNotFound) && time.Now().Add(delay).Before(deadline); delay = min(delay*2, 5*time.Second) {
+		b.log.Warn("waiting for the inbox stream; run herald setup if it never comes", "stream", bus.StreamInbox, "retry_in", delay)
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(delay):
+		}
+		cons, err = js.CreateOrUpdateConsumer(ctx, bus.StreamInbox, cfg)
+	}
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		err = fmt.Errorf("%w: run `herald setup` to create Herald's streams", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("inbox of %s: %w", b.name, err)
 	}

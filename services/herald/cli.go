@@ -32,6 +32,8 @@ Usage:
   herald notify [flags] MESSAGE        send a notification through a butler's notify tool
   herald pair [list|approve|revoke]    let in people who were sent a pairing code
   herald dead [ls|replay ID|--all]     messages Herald gave up on, and replaying them
+  herald setup [--config FILE]         create and repair streams and buckets (privileged NATS user)
+  herald nats-auth [--config FILE]     print the NATS server authorization: one least-privilege user per service and butler
   herald token [mint|revoke|ls]        bearer tokens for the butlers' MCP endpoints
   herald version
 
@@ -54,6 +56,10 @@ func Main(ctx context.Context, args []string, o IO) int {
 		err = runPair(ctx, args[1:], o)
 	case "dead":
 		err = runDead(ctx, args[1:], o)
+	case "setup":
+		err = runSetup(ctx, args[1:], o)
+	case "nats-auth":
+		err = runNATSAuth(ctx, args[1:], o)
 	case "token":
 		err = runToken(ctx, args[1:], o)
 	case "version":

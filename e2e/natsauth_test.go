@@ -1,0 +1,263 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/ledger"
+	"github.com/heraldhq/herald/pkg/natsauth"
+	"github.com/heraldhq/herald/pkg/route"
+	"github.com/heraldhq/herald/services/messenger"
+	"github.com/heraldhq/herald/services/switchboard"
+)
+
+// secureNATS is a real nats-server running the authorization `herald
+// nats-auth` prints for cfg, with each user's password in the environment.
+type secureNATS struct {
+	t   *testing.T
+	url string
+	pw  map[string]string
+}
+
+func runSecureNATS(t *testing.T, cfg *config.Config) *secureNATS {
+	t.Helper()
+	dir := t.TempDir()
+	base := fmt.Sprintf("listen: 127.0.0.1:-1\njetstream { store_dir: %q }\n", filepath.Join(dir, "js"))
+	if err := os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "nats-secure.conf")
+	if err := os.WriteFile(path, natsauth.Render(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := &secureNATS{t: t, pw: map[string]string{}}
+	for _, u := range natsauth.Users(cfg) {
+		s.pw[u.Name] = "pw-" + strings.ReplaceAll(u.Name, "-", "")
+		t.Setenv(u.PasswordEnv, s.pw[u.Name])
+	}
+	opts, err := server.ProcessConfigFile(path)
+	if err != nil {
+		t.Fatalf("the generated configuration does not load: %v", err)
+	}
+	opts.NoSigs, opts.NoLog = true, true
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	s.url = srv.ClientURL()
+	return s
+}
+
+// conn connects as user with the connection name its process uses, and
+// collects what the server refuses it.
+func (s *secureNATS) conn(user, name string) (*nats.Conn, jetstream.JetStream, *refusals) {
+	s.t.Helper()
+	r := &refusals{}
+	nc, err := nats.Connect(s.url, nats.UserInfo(user, s.pw[user]), nats.Name(name), nats.CustomInboxPrefix("_INBOX."+name),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { r.add(err) }))
+	if err != nil {
+		s.t.Fatalf("connecting as %s: %v", user, err)
+	}
+	s.t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return nc, js, r
+}
+
+type refusals struct {
+	mu   sync.Mutex
+	errs []string
+}
+
+func (r *refusals) add(err error) {
+	r.mu.Lock()
+	r.errs = append(r.errs, err.Error())
+	r.mu.Unlock()
+}
+
+// of waits briefly for the server's refusal of subject.
+func (r *refusals) of(subject string) bool {
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		r.mu.Lock()
+		for _, e := range r.errs {
+			if strings.Contains(strings.ToLower(e), "permissions violation") && strings.Contains(e, `"`+subject+`"`) {
+				r.mu.Unlock()
+				return true
+			}
+		}
+		r.mu.Unlock()
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// TestLeastPrivilegeOnNATS runs the fleet on a real nats-server with the
+// generated permissions: the services do their work, and butler health, with
+// only its own credentials, tries every attack of the security issue. Each is
+// refused by the server.
+func TestLeastPrivilegeOnNATS(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+butlers:
+  - { name: health }
+  - { name: finance }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := runSecureNATS(t, cfg)
+	ctx := t.Context()
+
+	// Only the setup user makes the topology.
+	_, adminJS, _ := s.conn("setup", natsauth.ConnCLI)
+	if err := bus.EnsureTopology(ctx, adminJS, bus.Topology{Replicas: 1, Repair: true}); err != nil {
+		t.Fatalf("herald setup as the setup user: %v", err)
+	}
+
+	// The services work under their users.
+	sbNC, _, _ := s.conn("switchboard", natsauth.ConnSwitchboard)
+	mNC, _, _ := s.conn("messenger", natsauth.ConnMessenger)
+	run := func(name string, f func(ctx context.Context) error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- f(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
+	run("switchboard", func(ctx context.Context) error {
+		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: sbNC, Log: quiet()})
+	})
+	run("messenger", func(ctx context.Context) error {
+		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: mNC, Log: quiet(), Getenv: func(string) string { return "" }})
+	})
+	hNC, hJS, refused := s.conn("butler-health", natsauth.ConnButler("health"))
+	led := ledger.New(bus.NewDirectKV(hJS, bus.BucketDeliveries))
+	rc := &route.Client{NC: hNC, JS: hJS, Ledger: led, Timeout: 20 * time.Second}
+	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "log", Message: "hello under least privilege"}, nil))
+	resp, err := rc.Send(ctx, r)
+	if err != nil || resp.Status != "ok" {
+		t.Fatalf("health's notify under its own permissions: %v %+v", err, resp)
+	}
+	if rec, err := led.Get(ctx, "health", r.IdempotencyKey()); err != nil || rec == nil || !rec.Final() {
+		t.Fatalf("health reads its own ledger record by subject: %+v %v", rec, err)
+	}
+
+	// The attacks, as health.
+	try := func(name, subject string, do func() error) {
+		t.Helper()
+		err := do()
+		if !refused.of(subject) {
+			t.Errorf("%s: not refused by the server (err %v)", name, err)
+		}
+	}
+	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 500*time.Millisecond) }
+	req := func(subject string, body any) func() error {
+		return func() error {
+			c, cancel := short()
+			defer cancel()
+			b, _ := json.Marshal(body)
+			_, err := hNC.RequestWithContext(c, subject, b)
+			return err
+		}
+	}
+	pub := func(subject string) func() error {
+		return func() error {
+			if err := hNC.Publish(subject, []byte("forged")); err != nil {
+				return err
+			}
+			return hNC.Flush()
+		}
+	}
+	try("a stream that sources every bucket onto its reply subject", "$JS.API.STREAM.CREATE.LEAK",
+		req("$JS.API.STREAM.CREATE.LEAK", jetstream.StreamConfig{Name: "LEAK", Subjects: []string{"herald.reply.health.leak.>"},
+			Sources: []*jetstream.StreamSource{{Name: "KV_herald_approvals"}, {Name: "KV_herald_pairing"}, {Name: bus.StreamAudit}}}))
+	try("a republish added to HERALD_INBOX", "$JS.API.STREAM.UPDATE."+bus.StreamInbox,
+		req("$JS.API.STREAM.UPDATE."+bus.StreamInbox, jetstream.StreamConfig{Name: bus.StreamInbox, Subjects: []string{"herald.inbox.>"},
+			RePublish: &jetstream.RePublish{Source: "herald.inbox.>", Destination: "herald.reply.health.leak.>"}}))
+	try("STREAM.INFO with a subjects filter, listing the approvals' keys", "$JS.API.STREAM.INFO.KV_herald_approvals",
+		req("$JS.API.STREAM.INFO.KV_herald_approvals", map[string]any{"subjects_filter": ">"}))
+	try("deleting a stream", "$JS.API.STREAM.DELETE."+bus.StreamAudit, req("$JS.API.STREAM.DELETE."+bus.StreamAudit, nil))
+	for _, k := range []struct{ bucket, key string }{
+		{bus.BucketDeliveries, "finance.x"}, {bus.BucketRequests, "finance.x"}, {bus.BucketRequests, "routed.health.x"},
+		{bus.BucketApprovals, "finance.abcde"}, {bus.BucketApprovals, "health.abcde"}, {bus.BucketSessions, "x"},
+		{bus.BucketPairing, "x"}, {bus.BucketTokens, "finance.x"},
+	} {
+		subject := "$JS.API.DIRECT.GET.KV_" + k.bucket + ".$KV." + k.bucket + "." + k.key
+		try("reading "+k.bucket+" "+k.key, subject, req(subject, nil))
+	}
+	for _, subject := range []string{
+		"$KV." + bus.BucketApprovals + ".finance.abcde", // writing another butler's prompt
+		"$KV." + bus.BucketRequests + ".finance.x",
+		"$KV." + bus.BucketRequests + ".routed.health.x", // forging a routed message to reply to
+		"$KV." + bus.BucketDeliveries + ".health.x",      // writing its own ledger
+		bus.RouteSubject("finance"),                      // speaking as finance
+		bus.DeliverSubject("messenger"), bus.IngressSubject("telegram"), bus.InboxSubject("finance"),
+		bus.ResultSubject("finance", "x"), bus.AuditSubject("routed", "telegram"), "herald.dead.x",
+	} {
+		try("publishing to "+subject, subject, pub(subject))
+	}
+	finInbox := "$JS.API.CONSUMER.CREATE." + bus.StreamInbox + "." + bus.ConsumerInbox("finance") + "." + bus.InboxSubject("finance")
+	try("consuming finance's inbox", finInbox, req(finInbox, nil))
+	try("pulling from finance's inbox", "$JS.API.CONSUMER.MSG.NEXT."+bus.StreamInbox+"."+bus.ConsumerInbox("finance"),
+		req("$JS.API.CONSUMER.MSG.NEXT."+bus.StreamInbox+"."+bus.ConsumerInbox("finance"), map[string]any{"batch": 1}))
+	mine := "$JS.API.CONSUMER.CREATE." + bus.StreamInbox + "." + bus.ConsumerInbox("health") + "." + bus.InboxSubject("finance")
+	try("its own consumer name on finance's subject", mine, req(mine, nil))
+	// Its own consumer subject with a body filtering finance: the server
+	// itself refuses a body that disagrees with the subject.
+	c, cancel := short()
+	_, err = hJS.CreateOrUpdateConsumer(c, bus.StreamInbox, jetstream.ConsumerConfig{Durable: bus.ConsumerInbox("health"), FilterSubject: bus.InboxSubject("finance")})
+	cancel()
+	if err == nil {
+		t.Error("health's consumer filtered on finance's inbox was created")
+	}
+	sub, err := hNC.SubscribeSync(bus.ReplySubject("finance", ">"))
+	if err == nil {
+		_ = hNC.Flush()
+		if !refused.of(bus.ReplySubject("finance", ">")) {
+			t.Error("subscribing to finance's replies: not refused")
+		}
+		_ = sub.Unsubscribe()
+	}
+
+	// A control: what health may do is not refused, so the checks above can tell.
+	if err := pub(bus.RouteSubject("health"))(); err != nil || refused.of(bus.RouteSubject("health")) {
+		t.Errorf("health's own route subject refused: %v", err)
+	}
+
+	// The messenger may not list keys of buckets it has no business with,
+	// nor make streams.
+	m2, _, mr := s.conn("messenger", natsauth.ConnMessenger)
+	for _, subject := range []string{"$JS.API.STREAM.INFO.KV_herald_approvals", "$JS.API.STREAM.CREATE.LEAK", "$JS.API.STREAM.UPDATE." + bus.StreamAudit} {
+		c, cancel := short()
+		_, err := m2.RequestWithContext(c, subject, []byte(`{"subjects_filter":">"}`))
+		cancel()
+		if !mr.of(subject) {
+			t.Errorf("messenger %s: not refused (err %v)", subject, err)
+		}
+	}
+}

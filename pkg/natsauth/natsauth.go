@@ -1,0 +1,256 @@
+// Package natsauth derives the NATS server authorization of a Herald fleet
+// from its herald.yaml: one user per service and per butler, each allowed
+// only the subjects its job needs (`herald nats-auth` prints it;
+// deploy/nats-secure.conf is its output for the compose fleet).
+//
+// What it enforces:
+//   - only the setup user (`herald setup`) creates, updates or deletes
+//     streams, buckets and consumers' streams; no service may, so none can
+//     add a source or a republish that copies another's traffic to itself;
+//   - a butler publishes only its own route subject and hears only its own
+//     replies; it reads only its own keys (by subject: it may not bind a
+//     bucket, since stream info with a subjects filter lists every key), its
+//     own inbox consumer, and writes only its own requests and prompts;
+//   - the messenger and the switchboard see only the streams and buckets
+//     their work needs.
+//
+// NATS checks subjects, never request bodies: what a subject allows, any
+// body may ask (design §10). The rules below are written with that in mind.
+package natsauth
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
+)
+
+// Rule is one allowed subject, with why.
+type Rule struct {
+	Subject string
+	Why     string
+}
+
+// User is one NATS user of the fleet.
+type User struct {
+	Name string
+	// PasswordEnv names the environment variable the server reads the
+	// password from; the file never holds one.
+	PasswordEnv    string
+	About          string
+	Publish        []Rule
+	Subscribe      []Rule
+	AllowResponses bool
+}
+
+// Connection names (and so inbox prefixes, _INBOX.<name>) of the fleet's
+// processes; bus.Connect sets them.
+const (
+	ConnSwitchboard = "switchboard"
+	ConnMessenger   = "messenger"
+	ConnCLI         = "herald-cli"
+)
+
+// ConnButler is the connection name of butler name.
+func ConnButler(name string) string { return "butler." + name }
+
+// PasswordEnv is the variable holding user's password.
+func PasswordEnv(user string) string {
+	return "HERALD_NATS_" + strings.ToUpper(strings.NewReplacer("-", "_", ".", "_").Replace(user)) + "_PASSWORD"
+}
+
+func rules(why string, subjects ...string) []Rule {
+	out := make([]Rule, len(subjects))
+	for i, s := range subjects {
+		out[i] = Rule{Subject: s, Why: why}
+		why = ""
+	}
+	return out
+}
+
+// durable is what a worker needs of its own durable consumer.
+func durable(stream, name string) []Rule {
+	return rules("its durable consumer "+name+" on "+stream,
+		"$JS.API.CONSUMER.CREATE."+stream+"."+name,
+		"$JS.API.CONSUMER.INFO."+stream+"."+name,
+		"$JS.API.CONSUMER.MSG.NEXT."+stream+"."+name,
+		"$JS.ACK."+stream+"."+name+".>")
+}
+
+// bucket is full use of a bucket: bind it, read, write, watch.
+func bucket(name, why string) []Rule {
+	return rules(why,
+		"$JS.API.STREAM.INFO.KV_"+name,
+		"$KV."+name+".>",
+		"$JS.API.DIRECT.GET.KV_"+name+".>",
+		"$JS.API.CONSUMER.CREATE.KV_"+name+".>",
+		"$JS.API.CONSUMER.DELETE.KV_"+name+".*",
+		"$JS.FC.KV_"+name+".>")
+}
+
+// streamInfo lets a service check the streams it uses.
+func streamInfo(streams ...string) []Rule {
+	var out []Rule
+	for _, s := range streams {
+		out = append(out, Rule{Subject: "$JS.API.STREAM.INFO." + s})
+	}
+	out[0].Why = "checks the streams it uses exist (herald setup makes them)"
+	return out
+}
+
+// Users are the fleet's NATS users for cfg.
+func Users(cfg *config.Config) []User {
+	var users []User
+	sb := User{Name: "switchboard", About: "routes, gates, threads, audits; answers butlers"}
+	sb.Publish = concat(
+		rules("routed notifies and pairing codes, to the messenger", "herald.deliver.>"),
+		rules("answers to the waiting butlers", "herald.reply.>"),
+		rules("inbound messages, verdicts and delivery notices, to each butler", "herald.inbox.>"),
+		rules("the audit log and what it gives up on", "herald.audit.>", "herald.dead.>"),
+		rules("", "$JS.API.INFO"),
+		streamInfo(bus.StreamRoute, bus.StreamDeliver, bus.StreamResult, bus.StreamIngress, bus.StreamInbox, bus.StreamAudit, bus.StreamDeadLetter),
+		durable(bus.StreamRoute, bus.ConsumerSwitchboard),
+		durable(bus.StreamResult, bus.ConsumerResults),
+		durable(bus.StreamIngress, bus.ConsumerIngress),
+		bucket(bus.BucketDeliveries, "reads the ledger to answer repeated routes"),
+		bucket(bus.BucketSessions, "threads -> sessions"),
+		bucket(bus.BucketPairing, "pairing codes and paired senders"),
+		bucket(bus.BucketApprovals, "permission prompts: where each was sent, and the one answer"),
+		bucket(bus.BucketRequests, "records the inbound messages it routes, so replies name only those"),
+	)
+	sb.Subscribe = rules("", "_INBOX."+ConnSwitchboard+".>")
+	users = append(users, sb)
+
+	m := User{Name: "messenger", About: "holds every channel credential; delivers and receives"}
+	m.Publish = concat(
+		rules("delivery outcomes and what people sent, to the switchboard", "herald.result.>", "herald.ingress.>"),
+		rules("mail dropped on arrival, and what it gives up on", "herald.audit.>", "herald.dead.>"),
+		rules("", "$JS.API.INFO"),
+		streamInfo(bus.StreamDeliver, bus.StreamResult, bus.StreamIngress, bus.StreamAudit, bus.StreamDeadLetter),
+		durable(bus.StreamDeliver, bus.ConsumerMessenger),
+		bucket(bus.BucketDeliveries, "owns the delivery ledger"),
+		bucket(bus.BucketLeases, "one Telegram poller per bot across replicas"),
+		bucket(bus.BucketChannelState, "Telegram offsets"),
+		bucket(bus.BucketStatus, "receivers' health, for channel_status"),
+		bucket(bus.BucketLimits, "providers' rate limits and 429 pauses, shared by replicas"),
+		rules("the web chat's conversations: its stream HERALD_WEB, made by the web channel",
+			"herald.web.>",
+			"$JS.API.STREAM.INFO.HERALD_WEB",
+			"$JS.API.STREAM.CREATE.HERALD_WEB",
+			"$JS.API.STREAM.MSG.GET.HERALD_WEB",
+			"$JS.API.DIRECT.GET.HERALD_WEB.>",
+			"$JS.API.CONSUMER.CREATE.HERALD_WEB.>",
+			"$JS.API.CONSUMER.INFO.HERALD_WEB.*",
+			"$JS.API.CONSUMER.MSG.NEXT.HERALD_WEB.*",
+			"$JS.API.CONSUMER.DELETE.HERALD_WEB.*",
+			"$JS.FC.HERALD_WEB.>"),
+	)
+	m.Subscribe = rules("", "_INBOX."+ConnMessenger+".>")
+	users = append(users, m)
+
+	for _, b := range cfg.Butlers {
+		users = append(users, Butler(b.Name))
+	}
+
+	op := User{Name: "operator", About: "the operator's herald pair, dead and token commands (connection herald-cli)"}
+	op.Publish = concat(
+		bucket(bus.BucketPairing, "herald pair: pending codes and paired senders"),
+		bucket(bus.BucketTokens, "herald token mint / revoke"),
+		rules("herald dead ls / replay: the dead-letter stream",
+			"$JS.API.STREAM.INFO."+bus.StreamDeadLetter,
+			"$JS.API.CONSUMER.CREATE."+bus.StreamDeadLetter+".>",
+			"$JS.API.CONSUMER.DELETE."+bus.StreamDeadLetter+".*",
+			"$JS.FC."+bus.StreamDeadLetter+".>",
+			"$JS.API.STREAM.MSG.GET."+bus.StreamDeadLetter,
+			"$JS.API.DIRECT.GET."+bus.StreamDeadLetter+".>",
+			"$JS.API.STREAM.MSG.DELETE."+bus.StreamDeadLetter),
+		rules("a replay goes back where it was first published",
+			"herald.route.>", "herald.deliver.>", "herald.result.>", "herald.ingress.>", "herald.inbox.>"),
+	)
+	op.Subscribe = rules("", "_INBOX."+ConnCLI+".>")
+	users = append(users, op)
+
+	setup := User{Name: "setup", About: "herald setup: creates and repairs streams, buckets and consumers; nothing else runs as it"}
+	setup.Publish = rules("the whole JetStream API", "$JS.API.>")
+	setup.Subscribe = rules("", "_INBOX."+ConnCLI+".>")
+	users = append(users, setup)
+
+	for i := range users {
+		users[i].PasswordEnv = PasswordEnv(users[i].Name)
+	}
+	return users
+}
+
+// Butler is the user of butler name: its own traffic and nothing else.
+func Butler(name string) User {
+	u := User{Name: "butler-" + name, About: "butler " + name + ": its own traffic only", AllowResponses: true}
+	own := func(b string) string { return "$JS.API.DIRECT.GET.KV_" + b + ".$KV." + b + "." + name + ".>" }
+	u.Publish = concat(
+		rules("notifies, replies, reactions and prompts, as itself", bus.RouteSubject(name)),
+		rules("its own ledger records, read by subject (binding the bucket would list every key)", own(bus.BucketDeliveries)),
+		rules("its inbox: the durable "+bus.ConsumerInbox(name)+", filtered on its own subject (the server refuses another filter)",
+			"$JS.API.CONSUMER.CREATE."+bus.StreamInbox+"."+bus.ConsumerInbox(name)+"."+bus.InboxSubject(name),
+			"$JS.API.CONSUMER.INFO."+bus.StreamInbox+"."+bus.ConsumerInbox(name),
+			"$JS.API.CONSUMER.MSG.NEXT."+bus.StreamInbox+"."+bus.ConsumerInbox(name),
+			"$JS.ACK."+bus.StreamInbox+"."+bus.ConsumerInbox(name)+".>"),
+		rules("the inbound messages it was given, so reply and react answer only those",
+			"$KV."+bus.BucketRequests+"."+name+".>", own(bus.BucketRequests)),
+		rules("receivers' health (channel_status), read only", "$JS.API.DIRECT.GET.KV_"+bus.BucketStatus+".>"),
+		rules("opens its own permission prompts (write only)", "$KV."+bus.BucketApprovals+"."+name+".>"),
+		rules("its own minted MCP tokens (hashes), read only", own(bus.BucketTokens)),
+	)
+	u.Subscribe = rules("its answers, and replies to its requests", bus.ReplySubject(name, ">"), "_INBOX."+ConnButler(name)+".>")
+	return u
+}
+
+func concat(parts ...[]Rule) []Rule {
+	var out []Rule
+	for _, p := range parts {
+		out = append(out, p...)
+	}
+	return out
+}
+
+// Render is the NATS server configuration for cfg: the account HERALD with
+// JetStream and the users, to be included after the server's own settings.
+func Render(cfg *config.Config) []byte {
+	var b strings.Builder
+	b.WriteString(header)
+	b.WriteString("include ./nats.conf\n\naccounts {\n  HERALD {\n    jetstream: enabled\n    users: [\n")
+	for _, u := range Users(cfg) {
+		fmt.Fprintf(&b, "      {\n        # %s\n        user: %q\n        password: $%s\n        permissions: {\n", u.About, u.Name, u.PasswordEnv)
+		writeRules(&b, "publish", u.Publish)
+		writeRules(&b, "subscribe", u.Subscribe)
+		if u.AllowResponses {
+			b.WriteString("          # Confirms each answer it took, so a caller that left is told by a notice instead.\n")
+			b.WriteString("          allow_responses: true\n")
+		}
+		b.WriteString("        }\n      }\n")
+	}
+	b.WriteString("    ]\n  }\n}\n")
+	return []byte(b.String())
+}
+
+func writeRules(b *strings.Builder, kind string, rs []Rule) {
+	fmt.Fprintf(b, "          %s: {\n            allow: [\n", kind)
+	for _, r := range rs {
+		if r.Why != "" {
+			fmt.Fprintf(b, "              # %s\n", r.Why)
+		}
+		fmt.Fprintf(b, "              %q\n", r.Subject)
+	}
+	b.WriteString("            ]\n          }\n")
+}
+
+const header = `# Generated by ` + "`herald nats-auth`" + ` from herald.yaml: do not edit; run it again
+# after adding a butler. One user per service and per butler, each allowed only
+# the subjects its job needs (docs/security.md).
+#
+# Use: put this file beside nats.conf, start nats-server with -c this file, and
+# give the server each user's password in the environment variable named
+# below (the server refuses to start if one is missing). Each process then
+# connects as its user, e.g. NATS_URL=nats://butler-health:<password>@nats:4222.
+# Run ` + "`herald setup`" + ` once as the user setup before the services start.
+
+`
