@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -170,7 +171,14 @@ func (l *Ledger) SaveAs(ctx context.Context, r *Record, attempt string) error {
 	if gerr != nil {
 		return gerr
 	}
-	if cur == nil || cur.Attempt != attempt {
+	switch {
+	case cur == nil:
+		return err
+	case cur.Attempt == r.Attempt && cur.Status == r.Status && cur.Calling == r.Calling && slices.Equal(cur.MessageIDs, r.MessageIDs):
+		// This very write is what was stored.
+		r.rev = cur.rev
+		return nil
+	case cur.Attempt != attempt:
 		return err
 	}
 	r.rev = cur.rev
