@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -244,6 +245,13 @@ func (f *fleet) binary(name string) string {
 // own process, and waits until the butler serves MCP.
 func (f *fleet) startServices() {
 	f.t.Helper()
+	// As an operator does: herald setup makes the topology, then the
+	// services start and only check it.
+	setup := exec.Command(f.binary("herald"), "setup", "--config", f.cfg)
+	setup.Env = append(os.Environ(), "HERALD_CONFIG="+f.cfg, "NATS_URL="+f.natsURL())
+	if out, err := setup.CombinedOutput(); err != nil {
+		f.fatalf("herald setup: %v\n%s", err, out)
+	}
 	for _, s := range []struct{ name, ready string }{
 		{"switchboard", "switchboard running"},
 		{"messenger", "messenger running"},
