@@ -27,6 +27,9 @@ const (
 	StreamDeadLetter = "HERALD_DEADLETTER"
 	StreamIngress    = "HERALD_INGRESS"
 	StreamInbox      = "HERALD_INBOX"
+	// StreamWeb holds the web chat's conversations, one subject per visitor
+	// (services/messenger/web), kept WebRetention, WebMaxPerVisitor each.
+	StreamWeb = "HERALD_WEB"
 
 	// BucketDeliveries: the delivery ledger (pkg/ledger).
 	BucketDeliveries = "herald_deliveries"
@@ -73,6 +76,12 @@ const (
 	HeaderChannel = "Herald-Channel"
 	// HeaderDeliveries is how many times it was tried.
 	HeaderDeliveries = "Herald-Deliveries"
+)
+
+// The web chat's history: how long, and how many messages per visitor.
+const (
+	WebRetention     = 7 * 24 * time.Hour
+	WebMaxPerVisitor = 1000
 )
 
 // DuplicateWindow is how long JetStream drops a re-published message with the
@@ -161,11 +170,21 @@ var (
 		Buckets: []string{BucketDeliveries, BucketSessions, BucketPairing, BucketApprovals, BucketRequests},
 	}
 	MessengerUses = Uses{
-		Streams: []string{StreamDeliver, StreamResult, StreamIngress, StreamAudit, StreamDeadLetter},
+		Streams: []string{StreamDeliver, StreamResult, StreamIngress, StreamAudit, StreamDeadLetter, StreamWeb},
 		Buckets: []string{BucketDeliveries, BucketLeases, BucketChannelState, BucketStatus, BucketLimits},
 	}
 	ButlerUses = Uses{}
 )
+
+// Stream is the configuration Herald gives stream name.
+func (t Topology) Stream(name string) jetstream.StreamConfig {
+	for _, s := range t.streams() {
+		if s.Name == name {
+			return s
+		}
+	}
+	panic("bus: no stream " + name) // a programming error: names are constants
+}
 
 func (t Topology) uses(kind, name string) bool {
 	if t.Uses == nil {
@@ -201,6 +220,11 @@ func (t Topology) streams() []jetstream.StreamConfig {
 		wq(StreamInbox, "herald.inbox.>", "switchboard -> butler: inbound, one filtered consumer per butler", 7*24*time.Hour),
 		log(StreamAudit, "herald.audit.>", "audit / notification log"),
 		log(StreamDeadLetter, "herald.dead.>", "messages that can never succeed"),
+		{
+			Name: StreamWeb, Description: "web chat conversations, one subject per visitor", Subjects: []string{"herald.web.>"},
+			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Replicas: r, MaxAge: WebRetention,
+			MaxMsgsPerSubject: WebMaxPerVisitor, Discard: jetstream.DiscardOld, Duplicates: DuplicateWindow,
+		},
 	}
 }
 

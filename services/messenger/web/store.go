@@ -20,12 +20,12 @@ import (
 
 // The stream that keeps the conversations.
 const (
-	StreamName    = "HERALD_WEB"
+	StreamName    = bus.StreamWeb
 	subjectPrefix = "herald.web."
 	// Retention is how long a conversation is kept for replay.
-	Retention = 7 * 24 * time.Hour
+	Retention = bus.WebRetention
 	// maxPerSubject bounds one visitor's history, and so a page load's replay.
-	maxPerSubject = 1000
+	maxPerSubject = bus.WebMaxPerVisitor
 	// historyBatch is how many entries a history read asks for at once:
 	// with butler messages up to 64 KiB, at most 4 MiB held per read.
 	historyBatch = 64
@@ -93,19 +93,10 @@ type jsStore struct {
 	lost chan struct{}
 }
 
+// streamConfig is the stream as the fleet's topology has it (herald setup
+// makes it; the channel makes it too where it may, e.g. herald dev).
 func streamConfig(replicas int) jetstream.StreamConfig {
-	return jetstream.StreamConfig{
-		Name:              StreamName,
-		Description:       "web chat conversations, one subject per visitor",
-		Subjects:          []string{subjectPrefix + ">"},
-		Retention:         jetstream.LimitsPolicy,
-		Storage:           jetstream.FileStorage,
-		Replicas:          replicas,
-		MaxAge:            Retention,
-		MaxMsgsPerSubject: maxPerSubject,
-		Discard:           jetstream.DiscardOld,
-		Duplicates:        bus.DuplicateWindow,
-	}
+	return bus.Topology{Replicas: replicas}.Stream(bus.StreamWeb)
 }
 
 // ensure creates the stream if it is missing, and leaves an existing one as
