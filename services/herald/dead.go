@@ -35,15 +35,9 @@ func runDead(ctx context.Context, args []string, o IO) error {
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
 	all := fs.Bool("all", false, "replay every dead letter")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for NATS")
-	var pos []string
-	for rest := args[1:]; ; rest = fs.Args()[1:] {
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
 	}
 	switch {
 	case sub == "ls" && len(pos) == 0 && !*all:

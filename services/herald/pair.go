@@ -38,16 +38,9 @@ func runPair(ctx context.Context, args []string, o IO) error {
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
 	integration := fs.String("integration", "", "the integration id (revoke)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for NATS")
-	// Flags may come before or after the code: "approve K7P2QX --config f".
-	var pos []string
-	for rest := args[1:]; ; rest = fs.Args()[1:] {
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
 	}
 	want := map[string]int{"list": 0, "approve": 1, "revoke": 1}
 	n, ok := want[sub]
@@ -164,4 +157,19 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// parseInterleaved parses a subcommand's flags wherever they stand among its
+// positional arguments ("approve K7P2QX --config f"), and returns the latter.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for rest := args; ; rest = fs.Args()[1:] {
+		if err := fs.Parse(rest); err != nil {
+			return nil, err
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos = append(pos, fs.Arg(0))
+	}
 }

@@ -42,16 +42,9 @@ func runToken(ctx context.Context, args []string, o IO) error {
 	name := fs.String("butler", "", "the butler the token is for (mint), or whose tokens to list (ls)")
 	ttl := fs.Duration("ttl", 0, "how long the token works, e.g. 720h (default: until revoked)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for NATS")
-	// Flags may come before or after the id: "revoke 0a1b... --config f".
-	var pos []string
-	for rest := args[1:]; ; rest = fs.Args()[1:] {
-		if err := fs.Parse(rest); err != nil {
-			return err
-		}
-		if fs.NArg() == 0 {
-			break
-		}
-		pos = append(pos, fs.Arg(0))
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
 	}
 	want := map[string]int{"mint": 0, "revoke": 1, "ls": 0}
 	n, ok := want[sub]
