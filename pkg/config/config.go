@@ -39,7 +39,9 @@ var ChannelTypes = []string{"telegram", "email", "slack", "webhook", "web", "log
 
 var (
 	namePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
-	idPattern   = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	// Integration ids as seed 000 writes them: int_gXuDla4UZipcm2tg3McPX.
+	// ASCII spelled out: (?i) would fold in ſ and K (design §10).
+	idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
 )
 
 // Config is herald.yaml.
@@ -441,7 +443,7 @@ func (c *Config) Validate() error {
 	for i, in := range c.Integrations {
 		at := fmt.Sprintf("integrations[%d]", i)
 		if !idPattern.MatchString(in.ID) {
-			add("%s.id %q must be lower-case letters, digits, _ or -", at, in.ID)
+			add("%s.id %q must be letters, digits, _ or - (at most 63, not starting with _ or -)", at, in.ID)
 		}
 		if ids[in.ID] {
 			add("%s.id %q is used twice", at, in.ID)

@@ -92,6 +92,7 @@ func TestInvalid(t *testing.T) {
 		{"bad dm policy", "integrations: [{id: t, type: telegram, inbound: {dm_policy: open}}]", "dm_policy"},
 		{"binding to nowhere", "bindings: [{integration: nope, butler: assistant}]", `integration "nope"`},
 		{"bad timeout", "notify_timeout: soon", "duration"},
+		{"non-ASCII integration id", "integrations: [{id: \"int_\u017fx\", type: log}]", "integrations[0].id"},
 		{"bad on_uncertain", "integrations: [{id: t, type: telegram, on_uncertain: maybe}]", "on_uncertain"},
 		{"retry_for too short", "delivery: { retry_for: 10ms }", "delivery.retry_for"},
 		{"retry_for past the queues", "delivery: { retry_for: 200h }", "delivery.retry_for"},

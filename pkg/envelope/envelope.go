@@ -63,6 +63,7 @@ type Delivery struct {
 	Emoji            string   `json:"emoji,omitempty"`
 	Urgency          string   `json:"urgency,omitempty"`
 	Topic            string   `json:"topic,omitempty"`
+	Level            string   `json:"level,omitempty"`
 	ClaimThread      bool     `json:"claim_thread,omitempty"`
 	ClaimThreadLabel string   `json:"claim_thread_label,omitempty"`
 	Actions          []Action `json:"actions,omitempty"`

@@ -35,6 +35,8 @@ func notifyTool() mcp.Tool {
     "emoji": {"type": "string", "description": "The reaction for intent react, e.g. 👍 (Telegram accepts only its fixed reaction set)."},
     "urgency": {"type": "string", "enum": ["low", "normal", "high"], "description": "low is delivered silently where the channel can; high is marked urgent."},
     "topic": {"type": "string", "description": "Optional category, e.g. analysis, workflow, safety."},
+    "level": {"type": "string", "description": "info, warn or error (anything else is info); sets urgency (warn and error are high) unless urgency is given, and the log keeps it."},
+    "context": {"type": "string", "description": "A category, like topic (topic wins if both are given)."},
     "claim_thread": {"type": "boolean", "description": "Claim the conversation thread for this butler."},
     "claim_thread_label": {"type": "string", "description": "Label of the claimed thread (Telegram)."},
     "request_context": {"type": ["object", "string"], "description": "The request_context of the inbound message you answer, as given to you (an object, or its JSON string). Required for reply and react."}
@@ -111,6 +113,14 @@ func (b *Butler) buildNotify(args map[string]any) (*envelope.Notify, error) {
 			if rc != nil {
 				doc["request_context"] = rc
 			}
+		case k == "level":
+			delivery["level"] = level(v)
+		case k == "context":
+			if t := topicOf(v); t != "" {
+				if _, given := args["topic"]; !given {
+					delivery["topic"] = t
+				}
+			}
 		case k == "origin_butler":
 			unknown = append(unknown, envelope.FieldError{Pointer: "/origin_butler", Message: "is not an argument: a butler always notifies as itself"})
 		default:
@@ -119,6 +129,11 @@ func (b *Butler) buildNotify(args map[string]any) (*envelope.Notify, error) {
 	}
 	if len(unknown) > 0 {
 		return nil, &envelope.ValidationError{Schema: schemas.Notify, Fields: unknown}
+	}
+	if lvl, ok := delivery["level"].(string); ok && lvl != "info" {
+		if _, given := args["urgency"]; !given {
+			delivery["urgency"] = "high"
+		}
 	}
 	data, err := json.Marshal(doc)
 	if err != nil {
@@ -161,4 +176,40 @@ func toolError(err error) *mcp.CallToolResult {
 	res := mcp.NewToolResultError(fmt.Sprintf("Notification failed (%s): %s. %s", body.Class, body.Message, advice))
 	res.StructuredContent = map[string]any{"status": envelope.StatusError, "error": body}
 	return res
+}
+
+// level is seed 002's level: info, warn or error; anything else is info.
+func level(v any) string {
+	s, _ := v.(string)
+	switch l := strings.ToLower(strings.TrimSpace(s)); l {
+	case "warn", "warning":
+		return "warn"
+	case "error":
+		return "error"
+	}
+	return "info"
+}
+
+// topicOf makes seed 002's free-form context a topic: lower case, runs of
+// anything but letters, digits, _ and - as one -, at most 63 characters,
+// starting with a letter ("" if none is left).
+func topicOf(v any) string {
+	s, _ := v.(string)
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9' && b.Len() > 0, (r == '_' || r == '-') && b.Len() > 0:
+			b.WriteRune(r)
+			dash = false
+		case b.Len() > 0 && !dash:
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	t := strings.TrimRight(b.String(), "-_")
+	if len(t) > 63 {
+		t = strings.TrimRight(t[:63], "-_")
+	}
+	return t
 }

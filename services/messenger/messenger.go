@@ -243,7 +243,7 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 	d := deliver.Delivery{
 		Key: key, Intent: n.Delivery.Intent, Butler: n.OriginButler,
 		Recipient: n.Delivery.Recipient, Subject: n.Delivery.Subject, Message: n.Delivery.Message,
-		Emoji: n.Delivery.Emoji, Urgency: n.Delivery.Urgency, Topic: n.Delivery.Topic, Actions: n.Delivery.Actions,
+		Emoji: n.Delivery.Emoji, Urgency: n.Delivery.Urgency, Topic: n.Delivery.Topic, Level: n.Delivery.Level, Actions: n.Delivery.Actions,
 		Done:  slices.Clone(rec.MessageIDs),
 		Begin: func() error { return a.begin(ctx) },
 		Sent:  a.sent,

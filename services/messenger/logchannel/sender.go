@@ -46,7 +46,10 @@ func (s *Sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 		return deliver.Receipt{}, fmt.Errorf("%w: %w", envelope.ErrTimeout, err)
 	}
 	level := slog.LevelInfo
-	if d.Urgency == "high" {
+	switch {
+	case d.Level == "error":
+		level = slog.LevelError
+	case d.Level == "warn", d.Level == "" && d.Urgency == "high":
 		level = slog.LevelWarn
 	}
 	id := fmt.Sprintf("log-%d-%d", time.Now().UnixMilli(), s.seq.Add(1))

@@ -71,7 +71,7 @@ var (
 	// visitorPattern is a visitor id: 96 bits of a hash, in hex, so it is safe
 	// as a NATS subject token.
 	visitorPattern     = regexp.MustCompile(`^[0-9a-f]{24}$`)
-	integrationPattern = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,62}$`)
+	integrationPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
 )
 
 // The messenger uses one object both ways when a sender is also a receiver.
