@@ -18,6 +18,10 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"golang.org/x/text/encoding"
+	"golang.org/x/text/encoding/htmlindex"
+	"golang.org/x/text/encoding/ianaindex"
 )
 
 // Bounds on how far the parser follows a mail's structure. A message is
@@ -284,8 +288,8 @@ func decodeTransfer(encoding string, data []byte) []byte {
 }
 
 // wordDecoder decodes RFC 2047 encoded words. mime handles UTF-8,
-// ISO-8859-1 and US-ASCII itself; toUTF8's other charsets come through
-// CharsetReader. A charset it does not know leaves the header as sent.
+// ISO-8859-1 and US-ASCII itself; every other charset x/text knows comes
+// through CharsetReader. A charset it does not know leaves the header as sent.
 var wordDecoder = &mime.WordDecoder{
 	CharsetReader: func(charset string, input io.Reader) (io.Reader, error) {
 		b, err := io.ReadAll(input)
@@ -376,77 +380,47 @@ func first(s []string) string {
 // knownCharset reports whether toUTF8 converts charset faithfully.
 func knownCharset(charset string) bool {
 	switch normCharset(charset) {
-	case "", "utf-8", "utf8", "us-ascii", "ascii",
-		"iso-8859-1", "iso8859-1", "latin1", "l1",
-		"iso-8859-15", "iso8859-15", "latin9",
-		"windows-1252", "cp1252", "x-cp1252":
+	case "", "utf-8", "utf8", "us-ascii", "ascii":
 		return true
 	}
-	return false
+	return lookupCharset(charset) != nil
 }
 
 func normCharset(charset string) string {
 	return strings.ToLower(strings.Trim(strings.TrimSpace(charset), `"'`))
 }
 
-// toUTF8 converts text in charset to UTF-8: UTF-8 and ASCII as they are,
-// the Latin-1 family byte by byte. Other charsets would need a new
-// dependency; their text is kept as far as it is valid UTF-8.
+// lookupCharset finds charset by its WHATWG label (what mail clients and
+// browsers accept: koi8-r, shift_jis, iso-2022-jp, windows-1252, ...) or its
+// IANA MIME name; nil if neither knows it.
+func lookupCharset(charset string) encoding.Encoding {
+	name := normCharset(charset)
+	if e, err := htmlindex.Get(name); err == nil && e != nil {
+		return e
+	}
+	if e, err := ianaindex.MIME.Encoding(name); err == nil && e != nil {
+		return e
+	}
+	return nil
+}
+
+// toUTF8 converts text in charset to UTF-8 with golang.org/x/text's
+// decoders. UTF-8, ASCII and an unknown charset are kept as far as they are
+// valid UTF-8.
 func toUTF8(b []byte, charset string) string {
-	var table func(byte) rune
 	switch normCharset(charset) {
-	case "iso-8859-1", "iso8859-1", "latin1", "l1":
-		table = func(c byte) rune { return rune(c) }
-	case "iso-8859-15", "iso8859-15", "latin9":
-		table = latin9
-	case "windows-1252", "cp1252", "x-cp1252":
-		table = cp1252
-	default:
+	case "", "utf-8", "utf8", "us-ascii", "ascii":
 		return strings.ToValidUTF8(string(b), "\uFFFD")
 	}
-	var s strings.Builder
-	s.Grow(len(b))
-	for _, c := range b {
-		s.WriteRune(table(c))
+	e := lookupCharset(charset)
+	if e == nil {
+		return strings.ToValidUTF8(string(b), "\uFFFD")
 	}
-	return s.String()
-}
-
-// cp1252High is Windows-1252 from 0x80 to 0x9F; the five unassigned bytes
-// map to the C1 controls, as browsers do.
-var cp1252High = [32]rune{
-	'€', 0x81, '‚', 'ƒ', '„', '…', '†', '‡', 'ˆ', '‰', 'Š', '‹', 'Œ', 0x8d, 'Ž', 0x8f,
-	0x90, '‘', '’', '“', '”', '•', '–', '—', '˜', '™', 'š', '›', 'œ', 0x9d, 'ž', 'Ÿ',
-}
-
-func cp1252(c byte) rune {
-	if c >= 0x80 && c <= 0x9f {
-		return cp1252High[c-0x80]
+	out, err := e.NewDecoder().Bytes(b)
+	if err != nil {
+		return strings.ToValidUTF8(string(b), "\uFFFD")
 	}
-	return rune(c)
-}
-
-// latin9 is ISO-8859-15: Latin-1 with eight letters and the euro sign.
-func latin9(c byte) rune {
-	switch c {
-	case 0xa4:
-		return '€'
-	case 0xa6:
-		return 'Š'
-	case 0xa8:
-		return 'š'
-	case 0xb4:
-		return 'Ž'
-	case 0xb8:
-		return 'ž'
-	case 0xbc:
-		return 'Œ'
-	case 0xbd:
-		return 'œ'
-	case 0xbe:
-		return 'Ÿ'
-	}
-	return rune(c)
+	return strings.ToValidUTF8(string(out), "\uFFFD")
 }
 
 // The steps of htmlToText. Go's regexp runs in linear time, so no input

@@ -2,6 +2,7 @@ package email
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net"
 	"regexp"
@@ -11,6 +12,10 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/text/encoding"
+	"golang.org/x/text/encoding/charmap"
+	"golang.org/x/text/encoding/japanese"
 
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/schemas"
@@ -132,5 +137,37 @@ func TestMsgIDs(t *testing.T) {
 		if got := msgIDs(tt.in); !slices.Equal(got, tt.want) {
 			t.Errorf("msgIDs(%q) = %q, want %q", tt.in, got, tt.want)
 		}
+	}
+}
+
+// TestCharsets: mail in the charsets of Russian and Japanese mail clients
+// arrives readable, in the body and in RFC 2047 encoded headers.
+func TestCharsets(t *testing.T) {
+	tests := []struct {
+		charset string
+		enc     encoding.Encoding
+		text    string
+	}{
+		{"KOI8-R", charmap.KOI8R, "Привет, как дела?"},
+		{"Shift_JIS", japanese.ShiftJIS, "こんにちは、請求書です。"},
+		{"ISO-2022-JP", japanese.ISO2022JP, "会議は明日の十時です。"},
+		{"windows-1252", charmap.Windows1252, "“café” – 5 €"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.charset, func(t *testing.T) {
+			body, err := tt.enc.NewEncoder().String(tt.text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			subject := "=?" + tt.charset + "?B?" + base64.StdEncoding.EncodeToString([]byte(body)) + "?="
+			raw := "From: ann@example.org\r\nSubject: " + subject + "\r\nContent-Type: text/plain; charset=" + tt.charset + "\r\n\r\n" + body + "\r\n"
+			m, err := parseMail([]byte(raw))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.TrimSpace(m.text) != tt.text || m.subject != tt.text {
+				t.Fatalf("body %q, subject %q; want %q", m.text, m.subject, tt.text)
+			}
+		})
 	}
 }
