@@ -54,7 +54,14 @@ type Config struct {
 	Integrations    []Integration `yaml:"integrations"`
 	Bindings        []Binding     `yaml:"bindings"`
 	Delivery        Delivery      `yaml:"delivery"`
+	// HTTPListen is host:port of the HTTP listener for webhooks and Slack's
+	// Events API (POST /hooks/<id>, /slack/<id>/events), default
+	// 127.0.0.1:8790 (HERALD_HTTP_LISTEN overrides it).
+	HTTPListen string `yaml:"http_listen"`
 }
+
+// DefaultHTTPListen is http_listen's default.
+const DefaultHTTPListen = "127.0.0.1:8790"
 
 // Delivery is how hard Herald tries.
 type Delivery struct {
@@ -130,6 +137,16 @@ type Integration struct {
 	TokenFile   string `yaml:"token_file"`
 	APIURL      string `yaml:"api_url"`
 	DefaultChat string `yaml:"default_chat"`
+
+	// Slack (also token_env / token_file for the bot token, api_url).
+	SigningSecretEnv string `yaml:"signing_secret_env"`
+	DefaultChannelID string `yaml:"default_channel_id"`
+
+	// Webhook: named recipients' URLs, the default one, and the Standard
+	// Webhooks secret ("whsec_" + base64) that signs out and verifies in.
+	Recipients       map[string]string `yaml:"recipients"`
+	DefaultRecipient string            `yaml:"default_recipient"`
+	SecretEnv        string            `yaml:"secret_env"`
 
 	// Email.
 	SMTPURLEnv  string `yaml:"smtp_url_env"`
@@ -376,6 +393,9 @@ func (c *Config) applyDefaults() {
 	}
 	if c.NATS.Wait == 0 {
 		c.NATS.Wait = Duration(2 * time.Minute)
+	}
+	if c.HTTPListen == "" {
+		c.HTTPListen = DefaultHTTPListen
 	}
 	if c.Delivery.RetryFor == 0 {
 		c.Delivery.RetryFor = Duration(DefaultRetryFor)
@@ -628,6 +648,9 @@ func (in *Integration) Channel() string { return in.Type + ":" + in.ID }
 func (c *Config) ApplyEnv(getenv Getenv) {
 	if v := getenv("NATS_URL"); v != "" {
 		c.NATS.URL = v
+	}
+	if v := getenv("HERALD_HTTP_LISTEN"); v != "" {
+		c.HTTPListen = v
 	}
 	for i := range c.Integrations {
 		in := &c.Integrations[i]

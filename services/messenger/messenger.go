@@ -10,6 +10,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"slices"
 	"strings"
 	"sync"
@@ -103,7 +105,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	env := deliver.Env{Getenv: getenv, Logger: log, JS: js, Instance: m.instance}
+	env := deliver.Env{Getenv: getenv, Logger: log, JS: js, Instance: m.instance, HTTP: deliver.NewHTTP()}
 	receivers := map[string]deliver.Receiver{}
 	for _, in := range o.Config.Integrations {
 		if in.Disabled {
@@ -162,6 +164,13 @@ func Run(ctx context.Context, o Options) error {
 		}()
 	}
 	defer wg.Wait()
+	if !env.HTTP.Empty() {
+		stop, err := serveHTTP(ctx, o.Config.HTTPListen, env.HTTP, log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	w := &bus.Worker{Stream: bus.StreamDeliver, Durable: bus.ConsumerMessenger, Handle: m.deliver, GiveUp: m.giveUp,
 		Concurrency: o.Concurrency, RetryFor: time.Duration(o.Config.Delivery.RetryFor), AckWait: ledger.LeaseTTL, Log: log}
 	log.Info("messenger running", "integrations", len(m.senders), "receivers", len(receivers), "unavailable", len(m.broken))
@@ -369,4 +378,34 @@ func (m *Messenger) answer(ctx context.Context, r *envelope.Route, key string, n
 func withMsgID(h nats.Header, id string) nats.Header {
 	h.Set(nats.MsgIdHdr, id)
 	return h
+}
+
+// maxHookBody bounds one request to a pushed channel's endpoint.
+const maxHookBody = 1 << 20
+
+// serveHTTP serves the pushed channels' endpoints on addr until stop.
+func serveHTTP(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("http_listen %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           http.MaxBytesHandler(h, maxHookBody),
+		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http listener stopped", "addr", addr, "err", err)
+		}
+	}()
+	log.Info("http listening", "url", "http://"+ln.Addr().String())
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		<-done
+	}, nil
 }

@@ -85,6 +85,9 @@ type Env struct {
 	JS jetstream.JetStream
 	// Instance names this messenger replica (for leases and status).
 	Instance string
+	// HTTP is where a receiver that is pushed to mounts its endpoints (nil
+	// in tests that serve none).
+	HTTP *HTTP
 }
 
 // Factory builds the sender of one integration.
