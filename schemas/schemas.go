@@ -2,7 +2,11 @@
 // envelope. Each file has an absolute $id; cross-file $refs resolve by it.
 package schemas
 
-import "embed"
+import (
+	"embed"
+	"encoding/json"
+	"strings"
+)
 
 // FS holds every *.json schema of this folder.
 //
@@ -21,3 +25,36 @@ const (
 	RouteResponse  = "route_response.v1.json"
 	Ingress        = "ingress.v1.json"
 )
+
+// ChannelTypes are the channel types a notify may name, as notify.v1's
+// delivery.channel pattern lists them: the one list config, validation and
+// the butler derive theirs from.
+var ChannelTypes = channelTypes()
+
+func channelTypes() []string {
+	b, err := FS.ReadFile(Notify)
+	if err != nil {
+		panic("schemas: " + err.Error())
+	}
+	var doc struct {
+		Properties struct {
+			Delivery struct {
+				Properties struct {
+					Channel struct {
+						Pattern string `json:"pattern"`
+					} `json:"channel"`
+				} `json:"properties"`
+			} `json:"delivery"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		panic("schemas: " + Notify + ": " + err.Error())
+	}
+	// "^(telegram|email|...)(:...)?$"
+	p := doc.Properties.Delivery.Properties.Channel.Pattern
+	start, end := strings.Index(p, "^("), strings.Index(p, ")")
+	if start != 0 || end < 0 {
+		panic("schemas: " + Notify + ": delivery.channel pattern " + p + " does not start with ^(type|type...)")
+	}
+	return strings.Split(p[2:end], "|")
+}

@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/heraldhq/herald/schemas"
 )
 
 // ErrInvalid is wrapped by every error that Load, Parse and Validate return for a
@@ -34,8 +36,8 @@ const (
 )
 
 // ChannelTypes are the channel types a notify may name, in the order error
-// messages list them.
-var ChannelTypes = []string{"telegram", "email", "slack", "webhook", "web", "log"}
+// messages list them: notify.v1's, the contract.
+var ChannelTypes = schemas.ChannelTypes
 
 var (
 	namePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)

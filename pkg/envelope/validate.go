@@ -21,7 +21,7 @@ import (
 const MaxMessageBytes = 64 << 10
 
 // channelTypes are the channel types a notify may name.
-var channelTypes = []string{"telegram", "email", "slack", "webhook", "web", "log"}
+var channelTypes = schemas.ChannelTypes
 
 // FieldError is one failing field, named by JSON pointer ("" is the root).
 type FieldError struct {

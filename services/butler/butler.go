@@ -99,7 +99,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		server.WithExperimental(map[string]any{CapabilityChannel: map[string]any{}, CapabilityChannelPermission: map[string]any{}}),
 		server.WithHooks(b.channel.hooks()),
 	)
-	b.mcp.AddTool(notifyTool(), b.notify)
+	b.mcp.AddTool(notifyTool(o.Config, o.Name), b.notify)
 	b.addChannelTools()
 	b.mcp.AddNotificationHandler(MethodPermissionRequest, b.permissionRequest)
 	return b, nil

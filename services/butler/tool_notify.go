@@ -10,6 +10,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
 	"github.com/heraldhq/herald/pkg/route"
@@ -20,17 +21,20 @@ import (
 // delivery object; request_context is the only other one.
 var deliveryArgs = []string{"intent", "channel", "message", "recipient", "subject", "emoji", "urgency", "topic", "claim_thread", "claim_thread_label"}
 
-func notifyTool() mcp.Tool {
+// notifyTool is the notify tool as butler name sees it: its description
+// lists the integrations granted to it, not every type Herald knows.
+func notifyTool(cfg *config.Config, name string) mcp.Tool {
+	channels, _ := json.Marshal(channelDescription(cfg, name))
 	return mcp.NewToolWithRawSchema("notify",
 		"Send a message to your human, reply to one of theirs, or react to it with an emoji. "+
-			"Delivered over Telegram, email, the log or another configured channel; the answer names the channel and delivery_id.",
+			"Delivered over one of your channels (see channel); the answer names the channel and delivery_id.",
 		json.RawMessage(`{
   "type": "object",
   "properties": {
     "message": {"type": "string", "description": "What to say, markdown allowed (**bold**, _italic_, `+"`code`"+`, [links](https://...)). Required for send and reply; at most 64 KiB."},
     "intent": {"type": "string", "enum": ["send", "reply", "react"], "description": "send (default): a new message. reply: answer an inbound message (needs request_context). react: put emoji on an inbound message (needs request_context)."},
-    "channel": {"type": "string", "description": "telegram, email, slack, webhook, web or log, or type:integration_id such as telegram:tg_main. Omitted: your default channel for send, the message's own channel for reply and react."},
-    "recipient": {"type": "string", "description": "The channel's address (Telegram chat id, email address, webhook name). Omitted: the integration's default."},
+    "channel": {"type": "string", "description": `+string(channels)+`},
+    "recipient": {"type": "string", "description": "The channel's address, as the channel takes it: a chat or channel id, an email address, a recipient name. Omitted: the integration's default."},
     "subject": {"type": "string", "description": "Email subject; defaults to the message's first line."},
     "emoji": {"type": "string", "description": "The reaction for intent react, e.g. 👍 (Telegram accepts only its fixed reaction set)."},
     "urgency": {"type": "string", "enum": ["low", "normal", "high"], "description": "low is delivered silently where the channel can; high is marked urgent."},
@@ -43,6 +47,28 @@ func notifyTool() mcp.Tool {
   },
   "additionalProperties": false
 }`))
+}
+
+// channelDescription names the integrations butler name may use, its default
+// first, as the notify tool's channel argument describes them.
+func channelDescription(cfg *config.Config, name string) string {
+	var yours []string
+	def := ""
+	if b := cfg.Butler(name); b != nil {
+		def = b.DefaultChannel
+	}
+	for _, in := range cfg.Integrations {
+		if in.Disabled || !in.Grants.Allows(name) {
+			continue
+		}
+		ch := in.Channel()
+		if def == ch || def == in.Type && !slices.ContainsFunc(yours, func(s string) bool { return strings.HasSuffix(s, "(default)") }) {
+			ch += " (default)"
+		}
+		yours = append(yours, ch)
+	}
+	return "Your channels: " + strings.Join(yours, ", ") + ". Name one by type (the first of that type) or as type:integration_id. " +
+		"Omitted: your default for send, the message's own channel for reply and react."
 }
 
 // notify is the tool's handler. Bad input is an isError result the model can
