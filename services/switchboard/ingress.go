@@ -174,7 +174,7 @@ func (g *inbound) forward(ctx context.Context, it *config.Integration, in *envel
 		meta[MetaTruncated] = strconv.Itoa(cut)
 	}
 	butler := butlerFor(g.cfg, it.ID, meta["chat_id"])
-	thread := threadOf(it.Type, meta)
+	thread := threadOf(meta)
 	sess, err := g.sessions.of(ctx, it.ID, thread, butler)
 	if err != nil {
 		return err

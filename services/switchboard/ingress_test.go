@@ -334,7 +334,7 @@ func TestAllowedSenderIsRouted(t *testing.T) {
 	for _, r := range f.inbox(t, "assistant") {
 		keys[r.Input.Context.Ingress.Content.Text] = r.Input.Context.Ingress.Meta["thread_key"]
 	}
-	if len(keys) != 2 || keys["Hello by mail"] != "<root@example.com>" || keys["Hello from the page"] != "v1" {
+	if len(keys) != 2 || keys["Hello by mail"] != "me@example.com/<root@example.com>" || keys["Hello from the page"] != "v1" {
 		t.Fatalf("default butler's inbox, text -> thread_key: %v", keys)
 	}
 }

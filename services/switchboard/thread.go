@@ -16,27 +16,23 @@ import (
 	"github.com/heraldhq/herald/pkg/envelope"
 )
 
-// threadKeys are the meta keys that name a conversation, most specific first:
-// a Slack thread, a Telegram topic or an email thread (its root Message-ID),
-// then the chat, room or channel, then the address written to.
-var threadKeys = []string{"thread_ts", "thread_id", "chat_id", "conversation_id", "room_id", "channel_id", "to"}
+// threadKeys are the standard meta keys that name a conversation, most
+// specific first: a thread (a Telegram topic, a Slack thread, an email
+// thread's root), then the chat, room or channel, then the address written to.
+var threadKeys = []string{"thread_id", "chat_id", "conversation_id", "room_id", "to"}
 
-// threadOf is the conversation an inbound message on a channel of type typ
-// belongs to; "" means the integration's one shared conversation. A Telegram
-// topic id and a Slack thread_ts are unique only within their chat or
-// channel, so they are qualified by it ("-100123/5"); an email thread's root
-// Message-ID is unique on its own.
-func threadOf(typ string, meta map[string]string) string {
+// threadOf is the conversation an inbound message belongs to; "" means the
+// integration's one shared conversation. Receivers emit the standard meta
+// keys, so this knows no channel: a thread_id is unique within its chat_id,
+// and is qualified by it ("-100123/5", "C1/1700000000.1").
+func threadOf(meta map[string]string) string {
 	for _, k := range threadKeys {
 		v := meta[k]
 		if v == "" {
 			continue
 		}
-		switch {
-		case k == "thread_id" && typ == "telegram" && meta["chat_id"] != "":
+		if k == "thread_id" && meta["chat_id"] != "" {
 			return meta["chat_id"] + "/" + v
-		case k == "thread_ts" && meta["channel_id"] != "":
-			return meta["channel_id"] + "/" + v
 		}
 		return v
 	}

@@ -9,21 +9,20 @@ import (
 func TestThreadOf(t *testing.T) {
 	tests := []struct {
 		name string
-		typ  string
 		meta map[string]string
 		want string
 	}{
-		{"telegram private chat", "telegram", map[string]string{"chat_id": "111", "message_id": "5"}, "111"},
-		{"telegram topic, qualified by its chat", "telegram", map[string]string{"chat_id": "-100123", "thread_id": "7"}, "-100123/7"},
-		{"email thread, by its root", "email", map[string]string{"chat_id": "me@example.com", "thread_id": "<root@example.com>", "to": "herald@example.com"}, "<root@example.com>"},
-		{"slack thread, qualified by its channel", "slack", map[string]string{"channel_id": "C1", "thread_ts": "1700000000.1"}, "C1/1700000000.1"},
-		{"a room", "webhook", map[string]string{"room_id": "r1", "to": "x"}, "r1"},
-		{"only an address", "email", map[string]string{"to": "herald@example.com"}, "herald@example.com"},
-		{"nothing: the integration's one conversation", "webhook", map[string]string{"user": "x"}, ""},
+		{"telegram private chat", map[string]string{"chat_id": "111", "message_id": "5"}, "111"},
+		{"telegram topic, qualified by its chat", map[string]string{"chat_id": "-100123", "thread_id": "7"}, "-100123/7"},
+		{"email thread, by its root, with its correspondent", map[string]string{"chat_id": "me@example.com", "thread_id": "<root@example.com>", "to": "herald@example.com"}, "me@example.com/<root@example.com>"},
+		{"slack thread, qualified by its channel", map[string]string{"chat_id": "C1", "thread_id": "1700000000.1"}, "C1/1700000000.1"},
+		{"a room", map[string]string{"room_id": "r1", "to": "x"}, "r1"},
+		{"only an address", map[string]string{"to": "herald@example.com"}, "herald@example.com"},
+		{"nothing: the integration's one conversation", map[string]string{"user": "x"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := threadOf(tt.typ, tt.meta); got != tt.want {
+			if got := threadOf(tt.meta); got != tt.want {
 				t.Errorf("threadOf = %q, want %q", got, tt.want)
 			}
 		})
