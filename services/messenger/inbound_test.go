@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,5 +99,21 @@ func TestReceiversFeedTheIngressStream(t *testing.T) {
 	cancel()
 	if err := <-stopped; err != nil && !errors.Is(err, context.Canceled) {
 		t.Fatal(err)
+	}
+}
+
+// TestUnimplementedChannelIsAnErrorAtStart: a configured integration whose
+// type this messenger cannot deliver stops it at start, naming it, instead
+// of failing the first notify.
+func TestUnimplementedChannelIsAnErrorAtStart(t *testing.T) {
+	srv := bustest.RunServer(t)
+	nc, _ := srv.Connect()
+	cfg, err := config.Parse([]byte("integrations: [{id: mystery, type: slack, grants: all}]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = messenger.Run(t.Context(), messenger.Options{Config: cfg, NC: nc, Channels: map[string]deliver.Factory{"slack": nil}})
+	if err == nil || !strings.Contains(err.Error(), `"mystery"`) || !strings.Contains(err.Error(), "no implementation") {
+		t.Fatalf("Run = %v, want an error naming the integration", err)
 	}
 }

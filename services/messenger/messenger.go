@@ -54,7 +54,8 @@ type Options struct {
 	NC     *nats.Conn
 	Log    *slog.Logger
 	Getenv config.Getenv
-	// Channels overrides or adds factories by channel type (tests, benchmarks).
+	// Channels overrides or adds factories by channel type (tests,
+	// benchmarks); a nil factory takes the type away.
 	Channels map[string]deliver.Factory
 	// Receivers overrides or adds receiver factories by channel type.
 	Receivers map[string]deliver.ReceiverFactory
@@ -111,13 +112,15 @@ func Run(ctx context.Context, o Options) error {
 		if in.Disabled {
 			continue
 		}
-		factory := o.Channels[in.Type]
-		if factory == nil {
+		factory, ok := o.Channels[in.Type]
+		if !ok {
 			factory = Channels[in.Type]
 		}
 		if factory == nil {
-			m.broken[in.ID] = fmt.Errorf("channel type %s has no sender in this version of Herald", in.Type)
-			continue
+			// Configured but not implemented: say so at start, not at the
+			// first notify.
+			return fmt.Errorf("%w: integration %q: channel type %s has no implementation in this version of Herald; remove the integration or set disabled: true",
+				config.ErrInvalid, in.ID, in.Type)
 		}
 		s, err := factory(in, env)
 		if err != nil {
