@@ -53,6 +53,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -139,6 +140,12 @@ type Limiter struct {
 	// offlineUntil is when Waits try the bucket again after a failure.
 	offlineUntil time.Time
 
+	// heard holds the pauses this process was told of, for its own sends
+	// to see before the bucket answers (heardChats by chat).
+	heard      sync.Mutex
+	heardPause time.Time
+	heardChats map[string]time.Time
+
 	// Replaced by tests.
 	now     func() time.Time
 	sleep   func(ctx context.Context, d time.Duration) error
@@ -150,14 +157,16 @@ type Limiter struct {
 // the replicas, one key per scope).
 func New(kv jetstream.KeyValue, scope string, l Limits) *Limiter {
 	return &Limiter{
-		kv:      kv,
-		key:     key(scope),
-		limits:  l,
-		turn:    make(chan struct{}, 1),
-		now:     time.Now,
-		sleep:   sleep,
-		timeout: bucketTimeout,
-		offline: offlineFor,
+		kv:     kv,
+		key:    key(scope),
+		limits: l,
+		turn:   make(chan struct{}, 1),
+
+		heardChats: map[string]time.Time{},
+		now:        time.Now,
+		sleep:      sleep,
+		timeout:    bucketTimeout,
+		offline:    offlineFor,
 	}
 }
 
@@ -194,6 +203,12 @@ func (l *Limiter) Wait(ctx context.Context, chat string, group bool) error {
 // pausedUntil is the end of the pause that holds chat now, as the bucket
 // says (or the local copy, if the bucket cannot be reached).
 func (l *Limiter) pausedUntil(ctx context.Context, chat string) (time.Time, error) {
+	l.heard.Lock()
+	heard := later(l.heardPause, l.heardChats[chat])
+	l.heard.Unlock()
+	if heard.After(l.now()) {
+		return heard, nil
+	}
 	if err := l.take(ctx); err != nil {
 		return time.Time{}, err
 	}
@@ -215,6 +230,20 @@ func (l *Limiter) pausedUntil(ctx context.Context, chat string) (time.Time, erro
 // recorded. When the bucket cannot be reached, the pause holds in this
 // process only and the error wraps ErrNotShared.
 func (l *Limiter) Pause(ctx context.Context, chat string, until time.Time) error {
+	// Seen by this process's sends at once, before the bucket has it: one
+	// waking now must not slip out in the round trip.
+	l.heard.Lock()
+	if chat == "" {
+		l.heardPause = later(l.heardPause, until)
+	} else {
+		l.heardChats[chat] = later(l.heardChats[chat], until)
+	}
+	for c, t := range l.heardChats {
+		if !t.After(l.now()) {
+			delete(l.heardChats, c) // over: the map holds only pauses ahead
+		}
+	}
+	l.heard.Unlock()
 	if err := l.take(ctx); err != nil {
 		return err
 	}
