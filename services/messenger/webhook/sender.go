@@ -1,0 +1,305 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/services/messenger/deliver"
+)
+
+const (
+	// requestTimeout bounds one POST, answer included (the specification
+	// recommends 15 to 30 s).
+	requestTimeout = 30 * time.Second
+	// maxAnswer is how much of a receiver's answer is read: enough for an
+	// error message, never a whole page.
+	maxAnswer = 64 << 10
+	// userAgent names Herald to receivers.
+	userAgent = "Herald-Webhook/1"
+)
+
+// sender posts to one webhook integration's recipients. It is safe for
+// concurrent use.
+type sender struct {
+	id         string // integration id
+	secretEnv  string // for messages: where the secret comes from, never the secret
+	secrets    *secrets
+	recipients map[string]*url.URL
+	names      []string // sorted, for messages
+	def        string   // default recipient name; "" if none
+	client     *http.Client
+	log        *slog.Logger
+	now        func() time.Time
+}
+
+// New is the deliver.Factory of webhook integrations. It reads the secret
+// and checks every recipient URL without calling any, so a fleet starts
+// while receivers are down. An integration without recipients is valid (it
+// only receives); its deliveries fail as validation errors.
+func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
+	return newSender(in, env)
+}
+
+func newSender(in config.Integration, env deliver.Env) (*sender, error) {
+	log := env.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	sec, err := loadSecrets(in, env.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	s := &sender{
+		id:         in.ID,
+		secretEnv:  in.SecretEnv,
+		secrets:    sec,
+		recipients: map[string]*url.URL{},
+		client: &http.Client{
+			Timeout:   requestTimeout,
+			Transport: transport(),
+			// A receiver that moved is a configuration to fix, not a hop
+			// to take: the signature and the body would go wherever a
+			// compromised receiver points.
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+		log: log.With("channel", "webhook:"+in.ID),
+		now: time.Now,
+	}
+	for name, raw := range in.Recipients {
+		u, err := parseURL(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%w: webhook integration %q: recipients.%s %s", config.ErrInvalid, in.ID, name, err)
+		}
+		if strings.TrimSpace(name) == "" {
+			return nil, fmt.Errorf("%w: webhook integration %q: a recipient has an empty name; name each URL under recipients", config.ErrInvalid, in.ID)
+		}
+		s.recipients[name] = u
+		s.names = append(s.names, name)
+	}
+	slices.Sort(s.names)
+	s.def = strings.TrimSpace(in.DefaultRecipient)
+	switch {
+	case s.def != "" && s.recipients[s.def] == nil:
+		return nil, fmt.Errorf("%w: webhook integration %q: default_recipient %q is not one of recipients (%s)",
+			config.ErrInvalid, in.ID, s.def, s.list())
+	case s.def == "" && len(s.names) == 1:
+		s.def = s.names[0]
+	}
+	return s, nil
+}
+
+// transport is the integration's own connection pool, with Go's default
+// settings, proxy included (HTTPS_PROXY: an egress proxy that keeps webhooks out
+// of internal networks).
+func transport() http.RoundTripper {
+	if t, ok := http.DefaultTransport.(*http.Transport); ok {
+		return t.Clone()
+	}
+	return &http.Transport{Proxy: http.ProxyFromEnvironment}
+}
+
+// loadSecrets resolves and parses secret_env.
+func loadSecrets(in config.Integration, getenv config.Getenv) (*secrets, error) {
+	if strings.TrimSpace(in.SecretEnv) == "" {
+		return nil, fmt.Errorf("%w: webhook integration %q has no secret_env: name an environment variable holding its Standard Webhooks secret (whsec_ followed by base64; make one with: echo whsec_$(openssl rand -base64 32))",
+			config.ErrInvalid, in.ID)
+	}
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	value, err := config.Secret(getenv, in.SecretEnv, "")
+	if err != nil {
+		return nil, fmt.Errorf("webhook integration %q: secret_env: %w; set it to the integration's Standard Webhooks secret (whsec_…)", in.ID, err)
+	}
+	sec, err := parseSecrets(value)
+	if err != nil {
+		return nil, fmt.Errorf("%w: webhook integration %q: the value of secret_env %s: %w", config.ErrInvalid, in.ID, in.SecretEnv, err)
+	}
+	return sec, nil
+}
+
+// parseURL checks a recipient's URL; its error does not repeat the URL,
+// which may hold a token.
+func parseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
+		return nil, fmt.Errorf("is not an http(s) URL like https://hooks.example.com/herald")
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u, nil
+}
+
+// Close releases idle connections (deliver.Closer).
+func (s *sender) Close() error {
+	s.client.CloseIdleConnections()
+	return nil
+}
+
+// payload is the body of an outbound webhook (see the package doc). Its
+// fields all come from the delivery, so every attempt sends the same bytes.
+type payload struct {
+	Type       string `json:"type"`
+	DeliveryID string `json:"delivery_id"`
+	Intent     string `json:"intent"`
+	Butler     string `json:"butler,omitempty"`
+	Recipient  string `json:"recipient"`
+	Message    string `json:"message,omitempty"`
+	Subject    string `json:"subject,omitempty"`
+	Emoji      string `json:"emoji,omitempty"`
+	Urgency    string `json:"urgency"`
+	Topic      string `json:"topic,omitempty"`
+	Level      string `json:"level,omitempty"`
+	Thread     string `json:"thread,omitempty"`
+	Sender     string `json:"sender,omitempty"`
+}
+
+// Deliver posts the notify to its recipient as one signed webhook.
+func (s *sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
+	if len(d.Done) > 0 {
+		// An earlier attempt delivered it.
+		return deliver.Receipt{MessageIDs: d.Done}, nil
+	}
+	intent := d.Intent
+	switch intent {
+	case "", envelope.IntentSend, envelope.IntentReply:
+		if intent == "" {
+			intent = envelope.IntentSend
+		}
+		if strings.TrimSpace(d.Message) == "" {
+			return deliver.Receipt{}, fmt.Errorf("%w: the message is empty; %s needs text to send", envelope.ErrValidation, intent)
+		}
+	case envelope.IntentReact:
+		if strings.TrimSpace(d.Emoji) == "" {
+			return deliver.Receipt{}, fmt.Errorf("%w: react needs an emoji; the webhook carries it to the receiver as an event with intent react", envelope.ErrValidation)
+		}
+	default:
+		return deliver.Receipt{}, fmt.Errorf("%w: intent %q is not one of send, reply, react", envelope.ErrValidation, d.Intent)
+	}
+	name, u, err := s.recipient(d, intent)
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	id := envelope.DeliveryID(d.Key)
+	if d.Key == "" {
+		// Only a caller outside the messenger has no key; give it an id of
+		// its own rather than one every such delivery would share.
+		id = envelope.DeliveryID(strings.ReplaceAll(envelope.NewRequestID(), "-", ""))
+	}
+	urgency := d.Urgency
+	if urgency == "" {
+		urgency = "normal"
+	}
+	body, err := json.Marshal(payload{
+		Type: "notify." + intent, DeliveryID: id, Intent: intent, Butler: d.Butler, Recipient: name,
+		Message: d.Message, Subject: d.Subject, Emoji: d.Emoji, Urgency: urgency, Topic: d.Topic, Level: d.Level,
+		Thread: d.Thread, Sender: d.Sender,
+	})
+	if err != nil {
+		return deliver.Receipt{}, fmt.Errorf("%w: encoding the webhook: %w", envelope.ErrInternal, err)
+	}
+	dest := s.describe(name, u)
+	if err := ctx.Err(); err != nil {
+		// Not called: nothing to record as in flight.
+		return deliver.Receipt{}, fmt.Errorf("%w: the webhook to %s was not sent: %w", envelope.ErrTimeout, dest, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return deliver.Receipt{}, fmt.Errorf("%w: building the request to %s failed; check recipients.%s", envelope.ErrValidation, dest, name)
+	}
+	now := s.now()
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", userAgent)
+	req.Header.Set(HeaderID, id)
+	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
+	req.Header.Set(HeaderSignature, s.secrets.sign(id, now, body))
+	if err := d.Calling(); err != nil {
+		return deliver.Receipt{}, err
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return deliver.Receipt{}, s.classifyTransport(ctx, dest, name, u, err)
+	}
+	said, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer)) // reuse the connection
+	resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return deliver.Receipt{}, s.classifyStatus(dest, name, u, resp, said)
+	}
+	s.log.Debug("webhook delivered", "recipient", name, "delivery_id", id, "status", resp.StatusCode)
+	ids := []string{id}
+	if d.Sent != nil {
+		if err := d.Sent(id); err != nil {
+			return deliver.Receipt{MessageIDs: ids}, fmt.Errorf("recording webhook %s to %s as sent: %w", id, dest, err)
+		}
+	}
+	return deliver.Receipt{MessageIDs: ids}, nil
+}
+
+// recipient resolves the delivery's recipient name: the one given, else for
+// a reply or reaction the recipient named like the inbound sender, else the
+// default.
+func (s *sender) recipient(d deliver.Delivery, intent string) (string, *url.URL, error) {
+	name := strings.TrimSpace(d.Recipient)
+	if name == "" && intent != envelope.IntentSend {
+		if u := s.recipients[strings.TrimSpace(d.Sender)]; u != nil {
+			return strings.TrimSpace(d.Sender), u, nil
+		}
+	}
+	if name == "" {
+		name = s.def
+	}
+	if name == "" {
+		if len(s.names) == 0 {
+			return "", nil, fmt.Errorf("%w: webhook integration %q has no recipients: add a name and URL under its recipients", envelope.ErrValidation, s.id)
+		}
+		return "", nil, fmt.Errorf("%w: no webhook recipient given and integration %q has no default_recipient: set the notify's recipient to one of %s, or set default_recipient",
+			envelope.ErrValidation, s.id, s.list())
+	}
+	u := s.recipients[name]
+	if u == nil {
+		if len(s.names) == 0 {
+			return "", nil, fmt.Errorf("%w: webhook integration %q has no recipients: add a name and URL under its recipients", envelope.ErrValidation, s.id)
+		}
+		return "", nil, fmt.Errorf("%w: %q is not a recipient of webhook integration %q: the recipient is a name, one of %s (URLs are configured, never given in a notify)",
+			envelope.ErrValidation, clip(name, 100), s.id, s.list())
+	}
+	return name, u, nil
+}
+
+// list is the configured recipient names, for messages.
+func (s *sender) list() string {
+	if len(s.names) == 0 {
+		return "none"
+	}
+	q := make([]string, len(s.names))
+	for i, n := range s.names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
+}
+
+// describe names a recipient for messages: its name and its URL without
+// user, path or query, which may carry a token.
+func (s *sender) describe(name string, u *url.URL) string {
+	return fmt.Sprintf("webhook recipient %q (%s)", name, redact(u))
+}
+
+// redact is the part of a URL that is safe to show: scheme://host.
+func redact(u *url.URL) string {
+	if u == nil {
+		return "?"
+	}
+	return u.Scheme + "://" + u.Host
+}

@@ -1,0 +1,224 @@
+// Package webhooktest is a fake webhook receiver for tests, in the manner of
+// net/http/httptest: NewServer starts it on a random local port with a
+// Standard Webhooks secret, URL gives the address of one of its paths (a
+// recipient), and it answers like a careful consumer does. It verifies every
+// request for real, with code of its own written from the specification
+// (Sign, Verify): POST, a JSON body, the webhook-id, webhook-timestamp and
+// webhook-signature headers, the signature under the secret (any v1 one of
+// the list), the timestamp within five minutes; it answers 401 or 400 with
+// the reason otherwise. It deduplicates on webhook-id as the specification
+// advises: the same id and body again is answered 200 and marked Duplicate,
+// the same id with another body 409. Every request is recorded, and faults
+// (a status with Retry-After, for the next requests) can be injected.
+//
+// Post is the other direction: it signs and POSTs a body to an inbound
+// endpoint, and can tamper with what it sends.
+package webhooktest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Request is one request the server received, as it understood it.
+type Request struct {
+	Method string
+	Path   string
+	Header http.Header
+	Body   []byte
+	// Payload is the body decoded as a JSON object; nil if it is not one.
+	Payload map[string]any
+	// ID and Timestamp are the webhook-id and webhook-timestamp headers;
+	// Signatures the entries of webhook-signature.
+	ID, Timestamp string
+	Signatures    []string
+	// Verified: the signature matched the secret and the timestamp was
+	// fresh.
+	Verified bool
+	// Problem is why the server refused the request ("" if it did not, or
+	// if it answered an injected fault).
+	Problem string
+	// Duplicate: a request with the same webhook-id and body was accepted
+	// before.
+	Duplicate bool
+	// Status is what the server answered.
+	Status int
+	At     time.Time
+}
+
+// Accepted reports whether the server took the request as a new webhook.
+func (r Request) Accepted() bool {
+	return r.Verified && r.Status >= 200 && r.Status < 300 && !r.Duplicate
+}
+
+// Server is a fake webhook receiver. Its methods are safe for concurrent use.
+type Server struct {
+	secret string
+	http   *httptest.Server
+
+	mu    sync.Mutex
+	reqs  []Request
+	fails []fault
+	seen  map[string][32]byte // accepted ids → body hash
+	now   func() time.Time
+}
+
+type fault struct {
+	code       int
+	retryAfter string
+}
+
+// NewServer starts a receiver that verifies with secret ("whsec_…"); it is
+// closed when the test ends.
+func NewServer(t testing.TB, secret string) *Server {
+	t.Helper()
+	if _, err := Key(secret); err != nil {
+		t.Fatalf("webhooktest: %v", err)
+	}
+	s := &Server{secret: secret, seen: map[string][32]byte{}, now: time.Now}
+	s.http = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// URL is the address of path on the server ("/ops" → "http://127.0.0.1:…/ops").
+func (s *Server) URL(path string) string { return s.http.URL + path }
+
+// Secret is the secret the server verifies with.
+func (s *Server) Secret() string { return s.secret }
+
+// Close shuts the server down; later requests fail to connect.
+func (s *Server) Close() { s.http.Close() }
+
+// SetClock makes the server judge timestamps by now instead of the time.
+func (s *Server) SetClock(now func() time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.now = now
+}
+
+// FailNext makes the next request (whatever it is) be answered with code,
+// and a Retry-After of retryAfter in whole seconds if it is positive. Calls
+// queue: FailNext twice fails the next two.
+func (s *Server) FailNext(code int, retryAfter time.Duration) {
+	ra := ""
+	if retryAfter > 0 {
+		ra = strconv.Itoa(int(retryAfter.Round(time.Second) / time.Second))
+	}
+	s.FailNextWith(code, ra)
+}
+
+// FailNextWith is FailNext with a Retry-After header given verbatim ("" for
+// none), such as an HTTP date.
+func (s *Server) FailNextWith(code int, retryAfter string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fails = append(s.fails, fault{code: code, retryAfter: retryAfter})
+}
+
+// Requests returns every request received, in order.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.reqs...)
+}
+
+// Accepted returns the requests taken as new webhooks, in order.
+func (s *Server) Accepted() []Request {
+	var out []Request
+	for _, r := range s.Requests() {
+		if r.Accepted() {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
+	body, _ := io.ReadAll(io.LimitReader(req.Body, 10<<20))
+	rec := Request{
+		Method: req.Method, Path: req.URL.Path, Header: req.Header.Clone(), Body: body,
+		ID: req.Header.Get("webhook-id"), Timestamp: req.Header.Get("webhook-timestamp"),
+		At: time.Now(),
+	}
+	if sigs := req.Header.Get("webhook-signature"); sigs != "" {
+		rec.Signatures = splitSpaces(sigs)
+	}
+	var payload map[string]any
+	if json.Unmarshal(body, &payload) == nil {
+		rec.Payload = payload
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	answer := func(code int, problem string) {
+		rec.Status, rec.Problem = code, problem
+		s.reqs = append(s.reqs, rec)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(code)
+		if problem != "" {
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": problem})
+			return
+		}
+		_, _ = w.Write([]byte(`{"ok":true}` + "\n"))
+	}
+	if len(s.fails) > 0 {
+		f := s.fails[0]
+		s.fails = s.fails[1:]
+		if f.retryAfter != "" {
+			w.Header().Set("Retry-After", f.retryAfter)
+		}
+		rec.Status = f.code
+		s.reqs = append(s.reqs, rec)
+		w.WriteHeader(f.code)
+		fmt.Fprintf(w, "injected %d\n", f.code)
+		return
+	}
+	if req.Method != http.MethodPost {
+		answer(http.StatusMethodNotAllowed, "webhooks are POSTed")
+		return
+	}
+	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		answer(http.StatusUnsupportedMediaType, "Content-Type must be application/json")
+		return
+	}
+	if err := Verify(s.secret, rec.ID, rec.Timestamp, body, req.Header.Get("webhook-signature"), s.now()); err != nil {
+		answer(http.StatusUnauthorized, err.Error())
+		return
+	}
+	rec.Verified = true
+	if payload == nil {
+		answer(http.StatusBadRequest, "the body is not a JSON object")
+		return
+	}
+	hash := sha256.Sum256(body)
+	if prev, ok := s.seen[rec.ID]; ok {
+		if prev != hash {
+			answer(http.StatusConflict, "webhook-id "+rec.ID+" was received before with another body")
+			return
+		}
+		rec.Duplicate = true
+		answer(http.StatusOK, "")
+		return
+	}
+	s.seen[rec.ID] = hash
+	answer(http.StatusOK, "")
+}
+
+func splitSpaces(s string) []string {
+	var out []string
+	for _, f := range bytes.Fields([]byte(s)) {
+		out = append(out, string(f))
+	}
+	return out
+}
