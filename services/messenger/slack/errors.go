@@ -1,0 +1,122 @@
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/heraldhq/herald/pkg/envelope"
+)
+
+// Slack's error codes by what they mean for a delivery. Codes not listed
+// are refusals of the request as sent (validation).
+var (
+	authErrors = codes("not_authed", "invalid_auth", "account_inactive", "token_revoked", "token_expired",
+		"no_permission", "org_login_required", "ekm_access_denied", "team_access_not_granted",
+		"not_allowed_token_type", "invalid_token")
+	refusedErrors = codes("restricted_action",
+		"restricted_action_read_only_channel", "restricted_action_thread_only_channel",
+		"restricted_action_non_threadable_channel", "cannot_reply_to_message", "thread_locked",
+		"posting_to_general_channel_denied", "access_denied", "messages_tab_disabled", "cannot_dm_bot",
+		"user_disabled", "not_reactable")
+	unavailableErrors = codes("fatal_error", "internal_error", "service_unavailable", "request_timeout",
+		"team_added_to_org")
+)
+
+func codes(c ...string) map[string]bool {
+	m := make(map[string]bool, len(c))
+	for _, s := range c {
+		m[s] = true
+	}
+	return m
+}
+
+// classify turns a failed Web API call into one of the envelope error
+// classes, with a message saying what was wrong and what to do. Texts are
+// Slack's codes and scrubbed transport errors: they never hold the token.
+func (s *sender) classify(ctx context.Context, method, chat string, params any, err error) error {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		return fmt.Errorf("%w: slack %s: %s", envelope.ErrInternal, method, s.scrub(err.Error()))
+	}
+	where := ""
+	switch p := params.(type) {
+	case postMessage:
+		where = " to channel " + p.Channel
+	case reactionsAdd:
+		where = " on message " + p.Timestamp + " of channel " + p.Channel
+		chat = p.Channel
+	}
+	code := ae.code
+	switch {
+	case ctx.Err() != nil:
+		// The outcome is unknown: Slack may have taken the message.
+		return fmt.Errorf("%w: slack %s%s did not finish: %w", envelope.ErrTimeout, method, where, ctx.Err())
+
+	case code == "missing_scope":
+		needed, provided := "", ""
+		if ae.answer != nil {
+			needed, provided = ae.answer.Needed, ae.answer.Provided
+		}
+		return fmt.Errorf("%w: the bot token of integration %q lacks a scope for %s (needed: %s; it has: %s); add it under OAuth & Permissions, reinstall the app, and put the new token in token_env or token_file",
+			envelope.ErrForbidden, s.id, method, orUnknown(needed), orUnknown(provided))
+
+	case authErrors[code]:
+		return fmt.Errorf("%w: Slack rejected the bot token (%s); check that token_env or token_file of integration %q holds the app's current Bot User OAuth Token (xoxb-…) and that the app is still installed",
+			envelope.ErrForbidden, code, s.id)
+
+	case code == "channel_not_found":
+		return fmt.Errorf("%w: Slack channel %s not found (channel_not_found): use the channel's id like C0123456789 (the channel's details, at the bottom), and invite the app to a private channel; check recipient or default_channel_id of integration %q",
+			envelope.ErrNotFound, chat, s.id)
+
+	case code == "not_in_channel":
+		return fmt.Errorf("%w: the app is not a member of Slack channel %s (not_in_channel): invite it there (/invite @your-app), or give it the chat:write.public scope for public channels",
+			envelope.ErrForbidden, chat)
+
+	case code == "is_archived", code == "channel_is_archived":
+		return fmt.Errorf("%w: Slack channel %s is archived (%s): unarchive it or change recipient or default_channel_id", envelope.ErrForbidden, chat, code)
+
+	case refusedErrors[code]:
+		return fmt.Errorf("%w: Slack refused %s%s (%s): the app may not do this there; check the channel's settings and the app's permissions, or change recipient",
+			envelope.ErrForbidden, method, where, code)
+
+	case code == "message_not_found", code == "thread_not_found":
+		return fmt.Errorf("%w: Slack has no such message in channel %s (%s); check request_context.source_thread_identity", envelope.ErrNotFound, chat, code)
+
+	case code == "invalid_name":
+		return fmt.Errorf("%w: Slack has no emoji by that name in this workspace (invalid_name); react with a standard name like thumbsup or white_check_mark, or the exact name of a custom emoji", envelope.ErrValidation)
+
+	case code == "too_many_reactions", code == "too_many_emoji":
+		return fmt.Errorf("%w: Slack allows no more reactions on that message (%s)", envelope.ErrValidation, code)
+
+	case code == "msg_too_long", code == "invalid_attachments", code == "invalid_blocks", code == "no_text", code == "too_many_attachments":
+		return fmt.Errorf("%w: Slack refused the formatted message (%s); simplify its markdown and report this as a Herald bug", envelope.ErrValidation, code)
+
+	case unavailableErrors[code]:
+		return fmt.Errorf("%w: Slack failed %s%s (%s): Slack is having trouble; try again later", envelope.ErrTargetUnavailable, method, where, code)
+
+	case code != "":
+		detail := code
+		if ae.answer != nil && len(ae.answer.ResponseMetadata.Messages) > 0 {
+			detail += ": " + strings.Join(ae.answer.ResponseMetadata.Messages, "; ")
+		}
+		return fmt.Errorf("%w: Slack refused %s%s (%s); check the notify's fields", envelope.ErrValidation, method, where, s.scrub(detail))
+
+	case ae.status == http.StatusNotFound:
+		return fmt.Errorf("%w: %s answered 404 Not Found to %s: check that api_url of integration %q is the Web API's base URL, like %s",
+			envelope.ErrNotFound, s.apiURL, method, s.id, DefaultAPIURL)
+	}
+	// No answer, a 5xx, or an answer that is not Web API JSON (a proxy's
+	// error page): Slack is not available now.
+	return fmt.Errorf("%w: slack %s at %s failed (%s): Slack or the network is unavailable; try again later, and check api_url if it persists",
+		envelope.ErrTargetUnavailable, method, s.apiURL, s.scrub(ae.Error()))
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "not said"
+	}
+	return s
+}

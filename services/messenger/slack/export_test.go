@@ -1,0 +1,11 @@
+package slack
+
+// ChunkTexts are the messages md is sent as: their mrkdwn and their plain
+// fallback.
+func ChunkTexts(md string) (texts, fallbacks []string) {
+	for _, c := range chunks(md) {
+		texts = append(texts, c.text)
+		fallbacks = append(fallbacks, c.fallback)
+	}
+	return texts, fallbacks
+}

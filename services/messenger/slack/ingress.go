@@ -1,0 +1,245 @@
+package slack
+
+import (
+	"encoding/json"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/heraldhq/herald/pkg/envelope"
+)
+
+// Limits of ingress.v1 on what comes from Slack; Slack's own are lower
+// (40,000 characters of text), so these only keep a broken or hostile
+// sender from producing an envelope the bus refuses.
+const (
+	maxText     = 262144
+	maxMeta     = 4096
+	maxFileName = 512
+	maxMime     = 255
+	maxRef      = 2048
+	maxFiles    = 64
+)
+
+// fileRefPrefix starts an attachment's ref; the file id after it is what
+// files.info takes.
+const fileRefPrefix = "slack:file:"
+
+// callback is an Events API request body: an event_callback wrapping one
+// event, or a url_verification.
+type callback struct {
+	Type           string          `json:"type"`
+	Challenge      string          `json:"challenge"`
+	TeamID         string          `json:"team_id"`
+	APIAppID       string          `json:"api_app_id"`
+	EventID        string          `json:"event_id"`
+	Event          json.RawMessage `json:"event"`
+	Authorizations []struct {
+		UserID string `json:"user_id"`
+		IsBot  bool   `json:"is_bot"`
+	} `json:"authorizations"`
+}
+
+// event is a message or app_mention event.
+type event struct {
+	Type        string `json:"type"`
+	Subtype     string `json:"subtype"`
+	Channel     string `json:"channel"`
+	ChannelType string `json:"channel_type"`
+	User        string `json:"user"`
+	BotID       string `json:"bot_id"`
+	Text        string `json:"text"`
+	TS          string `json:"ts"`
+	ThreadTS    string `json:"thread_ts"`
+	Team        string `json:"team"`
+	UserProfile *struct {
+		Name        string `json:"name"`
+		DisplayName string `json:"display_name"`
+		RealName    string `json:"real_name"`
+	} `json:"user_profile"`
+	Files []struct {
+		ID       string `json:"id"`
+		Name     string `json:"name"`
+		Mimetype string `json:"mimetype"`
+		Size     int64  `json:"size"`
+	} `json:"files"`
+}
+
+// userSubtypes are the message subtypes a person writes: a reply in a
+// thread also sent to the channel, and a message with files. Every other
+// subtype is a change (edits, deletions, joins) or not from a person.
+var userSubtypes = map[string]bool{"": true, "thread_broadcast": true, "file_share": true}
+
+// toIngress turns an event_callback into an ingress.v1 for integration, or
+// nil and why not when it holds nothing a butler should get: another kind
+// of event, an edit, a bot's message (the app's own included), a message
+// with no text and no files.
+//
+// The conversation is a thread: a message in a channel starts one (the
+// app answers in it), a message in a thread belongs to its thread. In a
+// direct message people write without threads, so the direct message is
+// the conversation, unless they write in a thread. Meta has thread_ts and
+// thread_id (the thread's ts) only for a thread, so the switchboard keeps
+// one session per thread, or per direct message.
+//
+// The native id is "<team id>:<channel>:<ts>", the message's own identity:
+// Slack's retries of an event and the message and app_mention events of one
+// message collapse into one.
+func toIngress(integration string, cb *callback) (*envelope.Ingress, string) {
+	if cb.Type != "event_callback" {
+		return nil, "not an event_callback"
+	}
+	var ev event
+	if err := json.Unmarshal(cb.Event, &ev); err != nil {
+		return nil, "unreadable event"
+	}
+	switch {
+	case ev.Type != "message" && ev.Type != "app_mention":
+		return nil, "event " + ev.Type + " is not a message"
+	case !userSubtypes[ev.Subtype]:
+		return nil, "message subtype " + ev.Subtype
+	case ev.BotID != "" || ev.Subtype == "bot_message":
+		return nil, "a bot's message"
+	case ev.User == "":
+		return nil, "no user"
+	case !idPattern.MatchString(ev.Channel) || !tsPattern.MatchString(ev.TS):
+		return nil, "no channel or ts"
+	}
+	botUser := ""
+	for _, a := range cb.Authorizations {
+		if a.IsBot {
+			botUser = a.UserID
+		}
+		if a.UserID == ev.User && a.IsBot {
+			return nil, "the app's own message"
+		}
+	}
+	if ev.ThreadTS != "" && !tsPattern.MatchString(ev.ThreadTS) {
+		ev.ThreadTS = ""
+	}
+	text := inboundText(ev.Text, botUser)
+	files := attachments(&ev)
+	if strings.TrimSpace(text) == "" && len(files) == 0 {
+		return nil, "no text or files"
+	}
+
+	team := cb.TeamID
+	if team == "" {
+		team = ev.Team
+	}
+	endpoint := team
+	if endpoint == "" {
+		endpoint = cb.APIAppID
+	}
+	if endpoint == "" {
+		endpoint = integration
+	}
+	channelType := ev.ChannelType
+	if channelType == "" {
+		// app_mention events say no channel type.
+		channelType = "channel"
+		if isDM(ev.Channel) {
+			channelType = "im"
+		}
+	}
+	inThread := ev.ThreadTS != "" && ev.ThreadTS != ev.TS
+	root := ev.TS
+	if ev.ThreadTS != "" {
+		root = ev.ThreadTS
+	}
+	meta := map[string]string{
+		"chat_id":      ev.Channel,
+		"channel_id":   ev.Channel,
+		"channel_type": channelType,
+		"chat_type":    "group",
+		"user_id":      ev.User,
+		"user":         userName(&ev),
+		"message_id":   ev.TS,
+		"ts":           ev.TS,
+		"event_type":   ev.Type,
+	}
+	if channelType == "im" {
+		meta["chat_type"] = "private"
+	}
+	if team != "" {
+		meta["team_id"] = team
+	}
+	if inThread || channelType != "im" {
+		meta["thread_ts"] = root
+		meta["thread_id"] = root
+	}
+	thread := ev.Channel + ":" + ev.TS
+	if inThread {
+		meta["reply_to_message_id"] = ev.ThreadTS
+		thread = ev.Channel + ":" + ev.ThreadTS + ":" + ev.TS
+	}
+	native := ev.Channel + ":" + ev.TS
+	if team != "" {
+		native = team + ":" + native
+	}
+	for k, v := range meta {
+		meta[k] = clip(v, maxMeta)
+	}
+	in := envelope.NewIngress(integration, "slack", clip(endpoint, 512), clip(ev.User, 512), thread, clip(text, maxText), clip(native, 998), meta)
+	in.Attachments = files
+	return in, ""
+}
+
+var inboundEscapes = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")
+
+// inboundText is the text as the person wrote it: Slack's escapes undone
+// and the mention of the app that starts a message to it ("<@U0BOT> hi")
+// left out. Other mentions and links stay in Slack's <…> form.
+func inboundText(text, botUser string) string {
+	if botUser != "" {
+		if rest, ok := strings.CutPrefix(strings.TrimLeft(text, " "), "<@"+botUser+">"); ok {
+			text = strings.TrimLeft(rest, " :,")
+		}
+	}
+	return inboundEscapes.Replace(text)
+}
+
+// userName is the best name the event gives for its user, else the id.
+func userName(ev *event) string {
+	if p := ev.UserProfile; p != nil {
+		for _, n := range []string{p.DisplayName, p.RealName, p.Name} {
+			if n = strings.TrimSpace(n); n != "" {
+				return n
+			}
+		}
+	}
+	return ev.User
+}
+
+// attachments describes the files of a message without downloading them:
+// their ref is the file id files.info takes.
+func attachments(ev *event) []envelope.Attachment {
+	var out []envelope.Attachment
+	for _, f := range ev.Files {
+		if f.ID == "" || len(out) == maxFiles {
+			continue
+		}
+		name, mime := f.Name, f.Mimetype
+		if name == "" {
+			name = "file"
+		}
+		if mime == "" {
+			mime = "application/octet-stream"
+		}
+		out = append(out, envelope.Attachment{
+			Name: clip(name, maxFileName), Mime: clip(mime, maxMime), Size: max(f.Size, 0), Ref: clip(fileRefPrefix+f.ID, maxRef),
+		})
+	}
+	return out
+}
+
+// clip cuts text to at most n bytes, at a character boundary.
+func clip(text string, n int) string {
+	if len(text) <= n {
+		return text
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return text[:cut]
+}

@@ -1,0 +1,265 @@
+package slack
+
+import (
+	"strings"
+	"unicode/utf16"
+
+	"github.com/heraldhq/herald/pkg/markdown"
+)
+
+// ChunkLimit is the most a message's text may hold, in UTF-16 code units of
+// the mrkdwn sent. Slack takes up to 40,000 characters, but it stops showing
+// a message in full (and push notifications stop arriving) well before that;
+// 3,000 is what a person reads on one screen.
+const ChunkLimit = 3000
+
+// minChunkLimit is where chunking stops shrinking its limit: below it, a
+// chunk is sent as it came (it is far below Slack's own limit anyway).
+const minChunkLimit = 256
+
+// chunk is one message of a delivery: its text as Slack mrkdwn, and as plain
+// text for the places that show no formatting (push notifications).
+type chunk struct {
+	text     string
+	fallback string
+}
+
+// chunks renders md as Slack mrkdwn split into messages of at most
+// ChunkLimit each, every one well formed on its own.
+//
+// The markdown is parsed once, by pkg/markdown, whose chunker already cuts
+// at paragraph, line or space and closes and reopens the tags open at a
+// cut; each chunk of its Telegram HTML (b, i, s, code, pre, a, blockquote,
+// and text escaped as &amp; &lt; &gt;, which are also Slack's escapes) is
+// then written as mrkdwn. mrkdwn is nearly always shorter than that HTML;
+// when a chunk comes out longer (a long quote gains "> " on every line),
+// the whole message is cut again with a smaller limit, so that the chunks
+// of a message are the same on every attempt.
+func chunks(md string) []chunk {
+	for limit := ChunkLimit; ; limit = limit * 3 / 4 {
+		var out []chunk
+		fits := true
+		for _, h := range markdown.TelegramChunks(md, limit) {
+			nodes := parseHTML(h)
+			c := chunk{text: mrkdwn(nodes), fallback: plain(nodes)}
+			if strings.TrimSpace(c.text) == "" {
+				continue
+			}
+			if utf16Len(c.text) > ChunkLimit && limit > minChunkLimit {
+				fits = false
+				break
+			}
+			out = append(out, c)
+		}
+		if fits {
+			return out
+		}
+	}
+}
+
+// Mrkdwn renders md as one Slack mrkdwn text, however long: **bold** ->
+// *bold*, *italic* -> _italic_, ~~strike~~ -> ~strike~, `code`, fenced
+// blocks -> ``` blocks, [text](url) -> <url|text>, headings -> bold lines,
+// "> " quotes kept, and &, <, > escaped as &amp; &lt; &gt; everywhere else,
+// so that no text can form a mention (<!channel>) or a link.
+//
+// mrkdwn has no escape for * _ ~ and `, so such characters written as text
+// stay as they are (runs of backticks are broken with a zero-width space so
+// that no text opens a code block), and Slack formats only at word
+// boundaries, so emphasis inside a word (foo**bar**baz) shows its markers.
+func Mrkdwn(md string) string {
+	return mrkdwn(parseHTML(markdown.TelegramHTML(md)))
+}
+
+// node is an element or a text of the HTML pkg/markdown writes.
+type node struct {
+	tag  string // "" for text
+	text string // a text as written, entities and all
+	href string // an <a>'s destination, attribute escapes undone
+	kids []*node
+}
+
+// parseHTML reads the HTML of markdown.TelegramHTML: every "<" starts a tag
+// that its first ">" ends, text is escaped, tags are balanced. Anything else
+// is read as text, and a stray closing tag is skipped.
+func parseHTML(h string) []*node {
+	root := &node{tag: "root"}
+	stack := []*node{root}
+	top := func() *node { return stack[len(stack)-1] }
+	for len(h) > 0 {
+		i := strings.IndexByte(h, '<')
+		if i != 0 {
+			if i < 0 {
+				i = len(h)
+			}
+			top().kids = append(top().kids, &node{text: h[:i]})
+			h = h[i:]
+			continue
+		}
+		j := strings.IndexByte(h, '>')
+		if j < 0 {
+			top().kids = append(top().kids, &node{text: strings.ReplaceAll(h, "<", "&lt;")})
+			break
+		}
+		tag := h[1:j]
+		h = h[j+1:]
+		if name, ok := strings.CutPrefix(tag, "/"); ok {
+			if len(stack) > 1 && top().tag == name {
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		}
+		name, attrs, _ := strings.Cut(tag, " ")
+		n := &node{tag: name}
+		if name == "a" {
+			if v, ok := strings.CutPrefix(attrs, `href="`); ok {
+				n.href = unescapeAttr(strings.TrimSuffix(v, `"`))
+			}
+		}
+		top().kids = append(top().kids, n)
+		stack = append(stack, n)
+	}
+	return root.kids
+}
+
+var attrEscapes = strings.NewReplacer("&quot;", `"`, "&lt;", "<", "&gt;", ">", "&amp;", "&")
+
+func unescapeAttr(s string) string { return attrEscapes.Replace(s) }
+
+// markers are the mrkdwn of the inline tags.
+var markers = map[string]string{"b": "*", "i": "_", "s": "~"}
+
+// mrkdwn writes nodes as Slack mrkdwn.
+func mrkdwn(nodes []*node) string {
+	var b strings.Builder
+	for _, n := range nodes {
+		b.WriteString(mrkdwnNode(n))
+	}
+	return b.String()
+}
+
+func mrkdwnNode(n *node) string {
+	switch n.tag {
+	case "":
+		// No text may open a code block.
+		return breakRuns(n.text)
+	case "b", "i", "s":
+		return wrapLines(mrkdwn(n.kids), markers[n.tag])
+	case "code":
+		return code(textOf(n))
+	case "pre":
+		return fence(textOf(n))
+	case "a":
+		return link(n)
+	case "blockquote":
+		return quote(mrkdwn(n.kids))
+	}
+	return mrkdwn(n.kids)
+}
+
+// wrapLines puts marker around the text of each line of s: Slack's
+// formatting ends at a line break, and a marker next to a space is shown as
+// a plain character, so spaces stay outside and blank lines stay bare.
+func wrapLines(s, marker string) string {
+	lines := strings.Split(s, "\n")
+	for i, line := range lines {
+		core := strings.TrimSpace(line)
+		if core == "" {
+			continue
+		}
+		start := strings.Index(line, core)
+		lines[i] = line[:start] + marker + core + marker + line[start+len(core):]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// code is an inline code span. mrkdwn has no escape for a backtick inside
+// one, so it becomes ˋ (U+02CB), which looks the same.
+func code(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if strings.TrimSpace(s) == "" {
+		return s
+	}
+	return "`" + strings.ReplaceAll(s, "`", "ˋ") + "`"
+}
+
+// fence is a code block. Three backticks inside would end it, so runs of
+// backticks are broken up.
+func fence(s string) string {
+	s = strings.TrimRight(breakRuns(s), "\n")
+	if strings.TrimSpace(s) == "" {
+		return ""
+	}
+	return "```\n" + s + "\n```"
+}
+
+// breakRuns puts a zero-width space between backticks that follow each
+// other, so that no "```" opens or closes a code block: mrkdwn has no
+// escape for it.
+func breakRuns(s string) string {
+	for strings.Contains(s, "``") {
+		s = strings.ReplaceAll(s, "``", "`\u200b`")
+	}
+	return s
+}
+
+// link is <url|text>, or <url> when the text is the address. The text is
+// plain: Slack shows no formatting inside a link's label.
+func link(n *node) string {
+	text := strings.ReplaceAll(plain(n.kids), "\n", " ")
+	if n.href == "" {
+		return text
+	}
+	url := linkEscapes.Replace(n.href)
+	if label := unescapeAttr(text); strings.TrimSpace(label) == "" || label == n.href {
+		return "<" + url + ">"
+	}
+	return "<" + url + "|" + text + ">"
+}
+
+// linkEscapes are Slack's three escapes, and %7C for the "|" that would end
+// the address.
+var linkEscapes = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", "|", "%7C")
+
+// quote marks every line of s as quoted; an empty line of a quote is a
+// lone ">".
+func quote(s string) string {
+	s = strings.Trim(s, "\n")
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(s, "\n")
+	for i, line := range lines {
+		if line == "" {
+			lines[i] = ">"
+		} else {
+			lines[i] = "> " + line
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// plain writes nodes as text without formatting, for notifications; it
+// keeps Slack's escapes, which Slack undoes when it shows the text.
+func plain(nodes []*node) string {
+	var b strings.Builder
+	for _, n := range nodes {
+		if n.tag == "" {
+			b.WriteString(n.text)
+			continue
+		}
+		b.WriteString(plain(n.kids))
+	}
+	return b.String()
+}
+
+// textOf is the text inside n, without tags.
+func textOf(n *node) string { return plain(n.kids) }
+
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}

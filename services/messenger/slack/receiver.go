@@ -1,0 +1,265 @@
+package slack
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/services/messenger/deliver"
+)
+
+const (
+	// MaxClockSkew is how far a request's X-Slack-Request-Timestamp may be
+	// from now; older requests are refused as replays (Slack's advice).
+	MaxClockSkew = 5 * time.Minute
+	// maxEventBody bounds an Events API request body; Slack's are a few KB.
+	maxEventBody = 1 << 20
+	// ingressTimeout bounds storing one event on the bus. Slack retries an
+	// event it has no answer to within 3 s, and the retry is deduplicated.
+	ingressTimeout = 10 * time.Second
+	// rememberFor is how long a stored event's native id is remembered, so
+	// that Slack's retries (within an hour) are answered at once.
+	rememberFor = time.Hour
+	// maxRemembered bounds that memory.
+	maxRemembered = 10000
+)
+
+// Reasons a request is refused before it is read, as audited.
+const (
+	ReasonBadSignature   = "bad_signature"
+	ReasonStaleTimestamp = "stale_timestamp"
+)
+
+// receiver is the Events API endpoint of one Slack app.
+type receiver struct {
+	id      string
+	secret  []byte
+	path    string
+	mounted bool
+	log     *slog.Logger
+	now     func() time.Time
+
+	mu   sync.Mutex
+	sink deliver.Sink
+	// stored holds the native ids stored lately, and when.
+	stored map[string]time.Time
+}
+
+// NewReceiver is the deliver.ReceiverFactory of Slack integrations: it
+// returns nil, nil unless the integration takes inbound messages. It mounts
+// the Events API endpoint, POST /slack/<integration id>/events, on env.HTTP
+// (nothing when env.HTTP is nil); the app's Event Subscriptions Request URL
+// is that path on the http_listen address (behind a TLS proxy).
+//
+// Every request must carry Slack's signature (X-Slack-Signature, an
+// HMAC-SHA256 under the app's signing secret of "v0:<timestamp>:<body>")
+// and a timestamp within MaxClockSkew; others are answered 401 and audited
+// as dropped (bad_signature, stale_timestamp). The url_verification
+// handshake is answered with its challenge. A person's message (a message
+// event or an app_mention) is answered 200 only once the sink has stored
+// it, else 503, so that Slack retries it; until Receive runs, 503 too.
+// Events that carry nothing for a butler (edits, bots, the app's own
+// messages) are answered 200 and dropped silently.
+func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, error) {
+	if !in.Inbound.Enabled || in.Disabled {
+		return nil, nil
+	}
+	if in.SigningSecretEnv == "" {
+		return nil, fmt.Errorf("%w: slack integration %q receives messages, so it needs signing_secret_env naming the variable that holds the app's Signing Secret (Basic Information → App Credentials)",
+			config.ErrInvalid, in.ID)
+	}
+	getenv := env.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	secret, err := config.Secret(getenv, in.SigningSecretEnv, "")
+	if err != nil {
+		return nil, fmt.Errorf("slack integration %q: signing secret: %w", in.ID, err)
+	}
+	log := env.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	r := &receiver{
+		id:     in.ID,
+		secret: []byte(secret),
+		path:   "/slack/" + in.ID + "/events",
+		log:    log.With("channel", "slack:"+in.ID),
+		now:    time.Now,
+		stored: map[string]time.Time{},
+	}
+	if env.HTTP != nil {
+		env.HTTP.Handle("POST "+r.path, r)
+		r.mounted = true
+	}
+	return r, nil
+}
+
+// Receive takes events into sink until ctx is done.
+func (r *receiver) Receive(ctx context.Context, sink deliver.Sink) error {
+	r.mu.Lock()
+	r.sink = sink
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if r.sink == sink {
+			r.sink = nil
+		}
+		r.mu.Unlock()
+	}()
+	st := deliver.Status{Integration: r.id, Channel: "slack", State: deliver.StateRunning,
+		Detail: "Events API at POST " + r.path + " on http_listen", UpdatedAt: time.Now().UTC()}
+	if !r.mounted {
+		st.State, st.Detail = deliver.StateError, "no HTTP listener to serve the Events API on"
+	}
+	sink.Status(st)
+	<-ctx.Done()
+	return nil
+}
+
+func (r *receiver) currentSink() deliver.Sink {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.sink
+}
+
+// ServeHTTP answers one Events API request.
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxEventBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return
+		}
+		http.Error(w, "cannot read the request body", http.StatusBadRequest)
+		return
+	}
+	sink := r.currentSink()
+	if reason := r.verify(req.Header, body); reason != "" {
+		r.log.Warn("slack event refused", "reason", reason, "remote", req.RemoteAddr)
+		if sink != nil {
+			// Nothing in the body can be trusted: the record says only
+			// that a request was refused, and why.
+			sink.Dropped(req.Context(), &envelope.Ingress{
+				SchemaVersion:  envelope.IngressV1,
+				RequestContext: envelope.RequestContext{RequestID: envelope.NewRequestID(), SourceChannel: "slack", ReceivedAt: envelope.Now()},
+				IntegrationID:  r.id,
+			}, reason)
+		}
+		http.Error(w, "request not signed by Slack with this app's signing secret ("+reason+")", http.StatusUnauthorized)
+		return
+	}
+	var cb callback
+	if err := json.Unmarshal(body, &cb); err != nil {
+		http.Error(w, "not an Events API request", http.StatusBadRequest)
+		return
+	}
+	switch cb.Type {
+	case "url_verification":
+		// The handshake of Event Subscriptions: it needs no sink.
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]string{"challenge": cb.Challenge})
+		return
+	case "event_callback":
+	case "app_rate_limited":
+		r.log.Warn("slack stopped sending events for a minute: more than 30,000 in an hour (app_rate_limited)")
+		return
+	default:
+		return
+	}
+	if sink == nil {
+		http.Error(w, "not receiving yet; retry", http.StatusServiceUnavailable)
+		return
+	}
+	in, why := toIngress(r.id, &cb)
+	if in == nil {
+		r.log.Debug("slack event skipped", "event_id", cb.EventID, "why", why)
+		return
+	}
+	if r.seen(in.NativeID) {
+		r.log.Debug("slack event already stored", "event_id", cb.EventID, "retry", req.Header.Get("X-Slack-Retry-Num"))
+		return
+	}
+	// Finish storing even if Slack hangs up after its 3 s: its retry is
+	// then answered from memory.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), ingressTimeout)
+	defer cancel()
+	if err := sink.Ingress(ctx, in); err != nil {
+		if errors.Is(err, envelope.ErrValidation) {
+			// It can never be stored; a retry would fail the same way.
+			r.log.Error("slack event refused as invalid; skipped", "event_id", cb.EventID, "err", err)
+			sink.Dropped(ctx, in, "invalid")
+			return
+		}
+		r.log.Warn("slack event not stored; Slack will retry it", "event_id", cb.EventID, "err", err)
+		http.Error(w, "cannot store the event now; retry", http.StatusServiceUnavailable)
+		return
+	}
+	r.remember(in.NativeID)
+}
+
+// verify checks Slack's signature and the request's age; it returns the
+// reason to refuse, or "".
+func (r *receiver) verify(h http.Header, body []byte) string {
+	ts, sig := h.Get("X-Slack-Request-Timestamp"), h.Get("X-Slack-Signature")
+	secs, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || sig == "" {
+		return ReasonBadSignature
+	}
+	mac := hmac.New(sha256.New, r.secret)
+	mac.Write([]byte("v0:" + ts + ":"))
+	mac.Write(body)
+	want := "v0=" + hex.EncodeToString(mac.Sum(nil))
+	if !hmac.Equal([]byte(sig), []byte(want)) {
+		return ReasonBadSignature
+	}
+	// Checked after the signature, so a stale_timestamp is a request Slack
+	// did sign: a replay, or a clock that is off.
+	if skew := r.now().Sub(time.Unix(secs, 0)); skew > MaxClockSkew || skew < -MaxClockSkew {
+		return ReasonStaleTimestamp
+	}
+	return ""
+}
+
+// seen reports whether the message with native id was stored lately.
+func (r *receiver) seen(native string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.stored[native]
+	return ok && r.now().Sub(at) < rememberFor
+}
+
+// remember notes that native was stored, forgetting the oldest past the
+// bound.
+func (r *receiver) remember(native string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	if len(r.stored) >= maxRemembered {
+		for k, at := range r.stored {
+			if now.Sub(at) >= rememberFor {
+				delete(r.stored, k)
+			}
+		}
+		for k := range r.stored {
+			if len(r.stored) < maxRemembered {
+				break
+			}
+			delete(r.stored, k)
+		}
+	}
+	r.stored[native] = now
+}

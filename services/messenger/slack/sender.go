@@ -1,0 +1,519 @@
+// Package slack is Herald's Slack channel: it delivers notify.v1 sends,
+// replies and reactions through the Web API (chat.postMessage,
+// reactions.add) with a bot token, and receives what people write to the app
+// through the Events API (NewReceiver).
+//
+// Markdown becomes Slack mrkdwn (Mrkdwn) and is split into messages of at
+// most ChunkLimit characters, each well formed on its own. Every message is
+// one attachment whose colour is the notify's urgency: low grey (#808080),
+// normal blue (#439FE0), high red (#E01E5A); its fallback, what push
+// notifications show, is the plain text. The notify's subject is the first
+// message's title and the butler (and topic) its last message's footer, so
+// that people in a channel several butlers share can tell who wrote.
+//
+// A message's identity, in receipts and in source_thread_identity, is
+// "<channel id>:<ts>"; a message inside a thread is "<channel id>:<thread
+// ts>:<ts>", so a reply goes into its thread and a reaction onto the message
+// itself. Replies go into the thread of the message answered, except to a
+// direct message written outside a thread, which is answered in the
+// conversation as people do.
+//
+// Progress is reported chunk by chunk through deliver.Delivery.Sent, and a
+// retry skips the chunks in Delivery.Done, so a message is never sent twice.
+// A 429 is waited out (Retry-After, up to MaxRateLimitWait in all) before the
+// delivery is handed back as an *envelope.RetryAfterError. The bot token is
+// sent only in the Authorization header and never appears in an error or a
+// log line.
+//
+// The Web API is spoken directly over net/http rather than through
+// slack-go/slack: two methods, JSON bodies with a bearer token (Slack's
+// recommended form), and errors classified from Slack's own error codes and
+// Retry-After header, which a client library would first translate.
+package slack
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/ratelimit"
+	"github.com/heraldhq/herald/services/messenger/deliver"
+)
+
+const (
+	// DefaultAPIURL is the Web API's base URL.
+	DefaultAPIURL = "https://slack.com/api/"
+	// MaxRateLimitWait is how long Deliver waits out 429s in all before it
+	// hands the delivery back with an *envelope.RetryAfterError.
+	MaxRateLimitWait = 60 * time.Second
+	// requestTimeout bounds one Web API call.
+	requestTimeout = 30 * time.Second
+	// urgentPrefix starts the notification text of a high-urgency message,
+	// where its colour does not show.
+	urgentPrefix = "‼️ "
+)
+
+// Colours of a message's attachment, by urgency.
+const (
+	ColorLow    = "#808080"
+	ColorNormal = "#439FE0"
+	ColorHigh   = "#E01E5A"
+)
+
+var (
+	// idPattern is a Slack id: a channel (C…, G…), a direct message (D…) or
+	// a user (U…, W…), whose direct message with the app Slack opens.
+	idPattern = regexp.MustCompile(`^[A-Z][A-Z0-9]{1,31}$`)
+	// namePattern is a channel written by name.
+	namePattern = regexp.MustCompile(`^#[a-z0-9][a-z0-9._-]{0,79}$`)
+	// tsPattern is a message's ts, "1700000000.000100".
+	tsPattern = regexp.MustCompile(`^[0-9]{1,12}\.[0-9]{1,9}$`)
+)
+
+// sender delivers to one Slack workspace as its app's bot. It is safe for
+// concurrent use.
+type sender struct {
+	id             string // integration id, for messages and logs
+	token          string // xoxb-…, only ever sent in a header
+	apiURL         string // ends with "/"
+	client         *http.Client
+	defaultChannel string
+	log            *slog.Logger
+	// limit keeps Slack's posting limits across messenger replicas and
+	// spreads a 429's Retry-After to the other messages; nil: none.
+	limit *ratelimit.Limiter
+}
+
+// New is the deliver.Factory of Slack integrations. It resolves the bot
+// token (token_env or token_file) and checks api_url without calling Slack,
+// so a fleet starts even while Slack is unreachable.
+func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
+	log := env.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	getenv := env.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	if in.TokenEnv == "" && in.TokenFile == "" {
+		return nil, fmt.Errorf("%w: slack integration %q needs token_env or token_file naming the app's Bot User OAuth Token (xoxb-…, under OAuth & Permissions)", config.ErrInvalid, in.ID)
+	}
+	token, err := config.Secret(getenv, in.TokenEnv, in.TokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("slack integration %q: bot token: %w", in.ID, err)
+	}
+	if !strings.HasPrefix(token, "xox") || strings.IndexFunc(token, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+		return nil, fmt.Errorf("%w: slack integration %q: the token from %s is not a Slack token; copy the Bot User OAuth Token (xoxb-…) whole from OAuth & Permissions",
+			config.ErrInvalid, in.ID, tokenSource(in))
+	}
+	apiURL := strings.TrimSpace(in.APIURL)
+	if apiURL == "" {
+		apiURL = DefaultAPIURL
+	}
+	if u, err := url.Parse(apiURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+		return nil, fmt.Errorf("%w: slack integration %q: api_url %q is not an http(s) URL like %s", config.ErrInvalid, in.ID, in.APIURL, DefaultAPIURL)
+	}
+	defaultChannel := strings.TrimSpace(in.DefaultChannelID)
+	if defaultChannel != "" && !validChannel(defaultChannel) {
+		return nil, fmt.Errorf("%w: slack integration %q: default_channel_id %q is not a Slack channel id; copy it from the channel's details (like C0123456789)", config.ErrInvalid, in.ID, defaultChannel)
+	}
+	s := &sender{
+		id:             in.ID,
+		token:          token,
+		apiURL:         strings.TrimRight(apiURL, "/") + "/",
+		client:         &http.Client{Timeout: requestTimeout},
+		defaultChannel: defaultChannel,
+		log:            log.With("channel", "slack:"+in.ID),
+	}
+	if lim, ok := limits(in.RateLimitOut); ok && env.JS != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		kv, err := env.JS.KeyValue(ctx, bus.BucketLimits)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("slack integration %q: rate limits bucket: %w", in.ID, err)
+		}
+		s.limit = ratelimit.New(kv, "slack."+in.ID, lim)
+	}
+	return s, nil
+}
+
+func tokenSource(in config.Integration) string {
+	if in.TokenEnv != "" {
+		return "token_env " + in.TokenEnv
+	}
+	return "token_file " + in.TokenFile
+}
+
+// Close releases idle connections to the Web API (deliver.Closer).
+func (s *sender) Close() error {
+	s.client.CloseIdleConnections()
+	return nil
+}
+
+// Deliver sends, replies or reacts.
+func (s *sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
+	switch d.Intent {
+	case "", envelope.IntentSend:
+		channel, err := s.recipient(d, "")
+		if err != nil {
+			return deliver.Receipt{}, err
+		}
+		return s.post(ctx, d, channel, "")
+	case envelope.IntentReply:
+		var th thread
+		if strings.TrimSpace(d.Thread) != "" {
+			var err error
+			if th, err = parseThread(d.Thread); err != nil {
+				return deliver.Receipt{}, err
+			}
+		}
+		channel, err := s.recipient(d, th.channel)
+		if err != nil {
+			return deliver.Receipt{}, err
+		}
+		threadTS := ""
+		if channel == th.channel {
+			// A thread lives in its channel; a reply sent elsewhere is a
+			// message of its own there.
+			threadTS = th.replyTS()
+		}
+		return s.post(ctx, d, channel, threadTS)
+	case envelope.IntentReact:
+		return s.react(ctx, d)
+	}
+	return deliver.Receipt{}, fmt.Errorf("%w: intent %q is not one of send, reply, react", envelope.ErrValidation, d.Intent)
+}
+
+// recipient is the channel to write to: the delivery's recipient, else the
+// channel of the thread replied to, else the integration's default channel.
+func (s *sender) recipient(d deliver.Delivery, threadChannel string) (string, error) {
+	channel := strings.TrimSpace(d.Recipient)
+	if channel == "" {
+		channel = threadChannel
+	}
+	if channel == "" {
+		channel = s.defaultChannel
+	}
+	if channel == "" {
+		return "", fmt.Errorf("%w: no Slack channel to send to: set the notify's recipient (a channel id like C0123456789) or default_channel_id of integration %q",
+			envelope.ErrValidation, s.id)
+	}
+	if !validChannel(channel) {
+		return "", fmt.Errorf("%w: recipient %q is not a Slack channel: use a channel id like C0123456789 (in Slack: the channel's details, at the bottom), a user id like U0123456789 for a direct message, or #channel-name",
+			envelope.ErrValidation, channel)
+	}
+	return channel, nil
+}
+
+func validChannel(c string) bool { return idPattern.MatchString(c) || namePattern.MatchString(c) }
+
+// attachment is a legacy message attachment: the only way a Slack message
+// has a colour.
+type attachment struct {
+	Color    string   `json:"color"`
+	Fallback string   `json:"fallback"`
+	Title    string   `json:"title,omitempty"`
+	Text     string   `json:"text"`
+	Footer   string   `json:"footer,omitempty"`
+	MrkdwnIn []string `json:"mrkdwn_in"`
+}
+
+// postMessage is chat.postMessage's body.
+type postMessage struct {
+	Channel     string       `json:"channel"`
+	Attachments []attachment `json:"attachments"`
+	ThreadTS    string       `json:"thread_ts,omitempty"`
+	UnfurlLinks bool         `json:"unfurl_links"`
+	UnfurlMedia bool         `json:"unfurl_media"`
+}
+
+// post delivers the message as chunks, skipping those an earlier attempt
+// sent; in a reply every chunk goes into the thread.
+func (s *sender) post(ctx context.Context, d deliver.Delivery, channel, threadTS string) (deliver.Receipt, error) {
+	if strings.TrimSpace(d.Message) == "" {
+		return deliver.Receipt{}, fmt.Errorf("%w: the message is empty; %s needs text to send", envelope.ErrValidation, intentName(d.Intent))
+	}
+	parts := chunks(d.Message)
+	if len(parts) == 0 {
+		return deliver.Receipt{}, fmt.Errorf("%w: the message has no visible text after formatting; write some text", envelope.ErrValidation)
+	}
+	color := colorOf(d.Urgency)
+	ids := append([]string(nil), d.Done...)
+	for i := len(d.Done); i < len(parts); i++ {
+		a := attachment{Color: color, Text: parts[i].text, Fallback: parts[i].fallback, MrkdwnIn: []string{"text"}}
+		if d.Urgency == "high" {
+			a.Fallback = urgentPrefix + a.Fallback
+		}
+		if i == 0 {
+			a.Title = slackEscape(strings.TrimSpace(d.Subject))
+		}
+		if i == len(parts)-1 {
+			a.Footer = footer(d)
+		}
+		msg := postMessage{Channel: channel, Attachments: []attachment{a}, ThreadTS: threadTS}
+		if err := s.wait(ctx, channel); err != nil {
+			return deliver.Receipt{MessageIDs: ids}, err
+		}
+		if err := d.Calling(); err != nil {
+			return deliver.Receipt{MessageIDs: ids}, err
+		}
+		ans, err := s.do(ctx, "chat.postMessage", channel, msg)
+		if err == nil && (ans.Channel == "" || ans.TS == "") {
+			err = fmt.Errorf("%w: Slack accepted chat.postMessage to %s but named no channel or ts; check that api_url %s is the Web API", envelope.ErrTargetUnavailable, channel, s.apiURL)
+		}
+		if err != nil {
+			if len(parts) > 1 {
+				err = fmt.Errorf("chunk %d of %d: %w", i+1, len(parts), err)
+			}
+			return deliver.Receipt{MessageIDs: ids}, err
+		}
+		id := ans.Channel + ":" + ans.TS
+		ids = append(ids, id)
+		if d.Sent != nil {
+			if err := d.Sent(id); err != nil {
+				return deliver.Receipt{MessageIDs: ids}, fmt.Errorf("recording chunk %d of %d as sent (message %s): %w", i+1, len(parts), id, err)
+			}
+		}
+	}
+	return deliver.Receipt{MessageIDs: ids}, nil
+}
+
+// colorOf is the attachment colour of an urgency.
+func colorOf(urgency string) string {
+	switch urgency {
+	case "low":
+		return ColorLow
+	case "high":
+		return ColorHigh
+	}
+	return ColorNormal
+}
+
+// footer names who wrote: the butler, and the topic if any.
+func footer(d deliver.Delivery) string {
+	parts := make([]string, 0, 2)
+	for _, p := range []string{d.Butler, d.Topic} {
+		if p = strings.TrimSpace(p); p != "" {
+			parts = append(parts, p)
+		}
+	}
+	return slackEscape(strings.Join(parts, " · "))
+}
+
+var slackEscapes = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
+
+// slackEscape escapes plain text for a field Slack parses for links and
+// mentions.
+func slackEscape(s string) string { return slackEscapes.Replace(s) }
+
+func intentName(intent string) string {
+	if intent == "" {
+		return envelope.IntentSend
+	}
+	return intent
+}
+
+// reactionsAdd is reactions.add's body.
+type reactionsAdd struct {
+	Channel   string `json:"channel"`
+	Timestamp string `json:"timestamp"`
+	Name      string `json:"name"`
+}
+
+// react adds the delivery's emoji as the app's reaction to the thread's
+// message.
+func (s *sender) react(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
+	if strings.TrimSpace(d.Thread) == "" {
+		return deliver.Receipt{}, fmt.Errorf("%w: react needs request_context.source_thread_identity, the message to react to, as received with it", envelope.ErrValidation)
+	}
+	th, err := parseThread(d.Thread)
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	if len(d.Done) > 0 {
+		// An earlier attempt added the reaction.
+		return deliver.Receipt{MessageIDs: d.Done}, nil
+	}
+	name, err := reactionName(d.Emoji)
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	if err := s.wait(ctx, ""); err != nil {
+		return deliver.Receipt{}, err
+	}
+	if err := d.Calling(); err != nil {
+		return deliver.Receipt{}, err
+	}
+	if _, err := s.do(ctx, "reactions.add", "", reactionsAdd{Channel: th.channel, Timestamp: th.ts, Name: name}); err != nil {
+		return deliver.Receipt{}, err
+	}
+	id := th.channel + ":" + th.ts
+	if d.Sent != nil {
+		if err := d.Sent(id); err != nil {
+			return deliver.Receipt{MessageIDs: []string{id}}, fmt.Errorf("recording reaction on message %s: %w", id, err)
+		}
+	}
+	return deliver.Receipt{MessageIDs: []string{id}}, nil
+}
+
+// thread is a Slack source_thread_identity: "<channel>:<ts>" for a message
+// outside a thread (or a thread's first message), "<channel>:<thread
+// ts>:<ts>" for a message inside one.
+type thread struct {
+	channel string
+	root    string // the thread's ts: where a reply goes
+	ts      string // the message's own ts: what a reaction is on
+}
+
+func parseThread(s string) (thread, error) {
+	parts := strings.Split(strings.TrimSpace(s), ":")
+	th := thread{}
+	switch len(parts) {
+	case 2:
+		th = thread{channel: parts[0], root: parts[1], ts: parts[1]}
+	case 3:
+		th = thread{channel: parts[0], root: parts[1], ts: parts[2]}
+	}
+	if !idPattern.MatchString(th.channel) || !tsPattern.MatchString(th.root) || !tsPattern.MatchString(th.ts) {
+		return thread{}, fmt.Errorf("%w: request_context.source_thread_identity %q is not a Slack message: pass it as received with the inbound message, \"<channel id>:<ts>\" like \"C0123456789:1700000000.000100\"",
+			envelope.ErrValidation, s)
+	}
+	return th, nil
+}
+
+// replyTS is the thread_ts of a reply: the thread's, or for a message that
+// started none, the message's own, which starts one; a direct message
+// outside a thread is answered in the conversation.
+func (th thread) replyTS() string {
+	if th.root == th.ts && isDM(th.channel) {
+		return ""
+	}
+	return th.root
+}
+
+// isDM reports whether channel is a direct message: Slack's ids of direct
+// messages start with D.
+func isDM(channel string) bool { return strings.HasPrefix(channel, "D") }
+
+// do runs one Web API call, waiting out 429s for up to MaxRateLimitWait in
+// all, and turns a failure into an error of the envelope classes. chat is
+// the channel a 429 pauses ("": every call of the app).
+func (s *sender) do(ctx context.Context, method, chat string, params any) (*answer, error) {
+	var waited time.Duration
+	for {
+		ans, err := s.call(ctx, method, params)
+		if err == nil {
+			return ans, nil
+		}
+		var ae *apiError
+		wait, limited := time.Duration(0), false
+		if errors.As(err, &ae) {
+			if method == "reactions.add" && ae.code == "already_reacted" {
+				// The reaction is there: an earlier attempt's answer was lost.
+				return &answer{OK: true}, nil
+			}
+			wait, limited = ae.rateLimited()
+		}
+		if !limited || ctx.Err() != nil {
+			return nil, s.classify(ctx, method, chat, params, err)
+		}
+		cause := fmt.Errorf("slack %s: rate limited (Retry-After %s)", method, wait)
+		if waited+wait > MaxRateLimitWait {
+			return nil, &envelope.RetryAfterError{Wait: wait, Err: fmt.Errorf("%w after waiting %s already; deliver later", cause, waited)}
+		}
+		s.log.Info("slack rate limit; waiting before retrying", "method", method, "retry_after", wait, "waited", waited)
+		started := time.Now()
+		if err := s.pause(ctx, chat, time.Now().Add(wait)); err != nil {
+			return nil, &envelope.RetryAfterError{Wait: wait, Err: fmt.Errorf("%w; stopped waiting: %w", cause, err)}
+		}
+		waited += max(wait, time.Since(started))
+	}
+}
+
+// wait takes the next slot Slack's limits allow for a message to chat, on
+// every replica's reckoning; a limit this process must keep alone (the
+// bucket is unreachable) is logged, not a failure.
+func (s *sender) wait(ctx context.Context, chat string) error {
+	if s.limit == nil {
+		return nil
+	}
+	err := s.limit.Wait(ctx, chat, chat != "" && !isDM(chat))
+	switch {
+	case errors.Is(err, ratelimit.ErrNotShared):
+		s.log.Warn("rate limit kept by this messenger alone for now", "err", err)
+	case err != nil:
+		return fmt.Errorf("%w: waiting for Slack's rate limit: %w", envelope.ErrTimeout, err)
+	}
+	return nil
+}
+
+// pause honours a 429: Slack limits chat.postMessage per channel, other
+// methods per app, so the messages to chat (or all of the app's calls)
+// wait until then, on every replica.
+func (s *sender) pause(ctx context.Context, chat string, until time.Time) error {
+	if s.limit == nil {
+		return sleep(ctx, time.Until(until))
+	}
+	if err := s.limit.Pause(ctx, chat, until); err != nil && !errors.Is(err, ratelimit.ErrNotShared) {
+		return err
+	}
+	return s.wait(ctx, chat)
+}
+
+// DefaultLimits are the posting limits Slack documents for an app: about
+// one message a second per channel, short bursts allowed.
+func DefaultLimits() ratelimit.Limits {
+	return ratelimit.Limits{PerChat: ratelimit.Rate{N: 1, Per: time.Second, Burst: 3}}
+}
+
+// limits are an integration's rate_limit_out over Slack's defaults; false
+// when they are turned off.
+func limits(o config.OutLimits) (ratelimit.Limits, bool) {
+	if o.Disabled {
+		return ratelimit.Limits{}, false
+	}
+	l := DefaultLimits()
+	set := func(r *ratelimit.Rate, o config.OutRate) {
+		if o.Set {
+			r.N, r.Per = o.N, o.Per
+		}
+	}
+	set(&l.PerChat, o.PerChat)
+	set(&l.PerGroup, o.PerGroup)
+	set(&l.PerBot, o.PerBot)
+	if o.Burst > 0 {
+		l.PerChat.Burst = o.Burst
+	}
+	return l, true
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// scrub removes the token from text, should a transport error ever quote
+// a request.
+func (s *sender) scrub(text string) string {
+	if s.token == "" {
+		return text
+	}
+	text = strings.ReplaceAll(text, s.token, "<token>")
+	return strings.ReplaceAll(text, url.QueryEscape(s.token), "<token>")
+}

@@ -1,0 +1,725 @@
+// Package slacktest is a fake Slack Web API and Events API sender for
+// tests, in the manner of net/http/httptest: NewServer starts the Web API
+// on a random local port, URL is what goes into api_url (it plays
+// https://slack.com/api/), and it serves chat.postMessage and reactions.add
+// with the wire format and answers of the real API.
+//
+// It parses requests for real — application/x-www-form-urlencoded (where
+// attachments arrive as a JSON string), multipart/form-data and
+// application/json, with Slack's charset warnings — and checks what Slack
+// checks: the token (Authorization: Bearer, or a token form field; none is
+// not_authed, a wrong one invalid_auth), the channel (an id, a user id whose
+// direct message it opens, or a #name it knows), text or attachments
+// present and within 40,000 characters, reactions on messages it holds with
+// emoji names it knows (already_reacted the second time). Answers are HTTP
+// 200 with {"ok":true,...} or {"ok":false,"error":"..."}; a rate limit is
+// HTTP 429 with Retry-After. Every call is recorded for assertions, and
+// faults can be injected: Slack errors (FailNext, FailChannel), rate limits
+// (RateLimitNext), HTTP errors with an HTML body as Slack's edge sends
+// (FailHTTPNext), and a hook at the moment a call was accepted (OnAccept).
+//
+// Inbound, UserMessage makes the event_callback Slack would send for a
+// person's message (kept, so that a reply or reaction finds it), and
+// SendEvent posts a payload to an Events API endpoint signed as Slack signs
+// it.
+package slacktest
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"mime"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+)
+
+// MaxTextLength is Slack's limit on a message's text (and here on an
+// attachment's), in characters.
+const MaxTextLength = 40000
+
+// Attachment is a legacy message attachment as the client sent it.
+type Attachment struct {
+	Color    string   `json:"color,omitempty"`
+	Fallback string   `json:"fallback,omitempty"`
+	Pretext  string   `json:"pretext,omitempty"`
+	Title    string   `json:"title,omitempty"`
+	Text     string   `json:"text,omitempty"`
+	Footer   string   `json:"footer,omitempty"`
+	MrkdwnIn []string `json:"mrkdwn_in,omitempty"`
+}
+
+// Reaction is one emoji on a message and who added it.
+type Reaction struct {
+	Name  string   `json:"name"`
+	Users []string `json:"users"`
+	Count int      `json:"count"`
+}
+
+// Message is a message the fake holds, in the Web API's shape.
+type Message struct {
+	Type        string       `json:"type"`
+	Subtype     string       `json:"subtype,omitempty"`
+	Channel     string       `json:"-"`
+	User        string       `json:"user,omitempty"`
+	BotID       string       `json:"bot_id,omitempty"`
+	AppID       string       `json:"app_id,omitempty"`
+	Text        string       `json:"text"`
+	TS          string       `json:"ts"`
+	ThreadTS    string       `json:"thread_ts,omitempty"`
+	Team        string       `json:"team,omitempty"`
+	Attachments []Attachment `json:"attachments,omitempty"`
+	Reactions   []Reaction   `json:"reactions,omitempty"`
+}
+
+// Call is one request the server received, as it understood it.
+type Call struct {
+	// Method is the Web API method, e.g. "chat.postMessage".
+	Method string
+	// ContentType is the request's media type, e.g. "application/json".
+	ContentType string
+	// Token is the token the request carried, and TokenIn where: "header"
+	// or "form"; "" for none.
+	Token, TokenIn string
+	// Params holds every parameter as a string: form values as sent, JSON
+	// strings as they are and other JSON values as their JSON text (so
+	// attachments are JSON text either way).
+	Params map[string]string
+	// Attachments are the decoded attachments, when valid.
+	Attachments []Attachment
+
+	// Status is the HTTP status answered; Error Slack's error code ("" on
+	// success); Warnings the warnings answered; RetryAfter a 429's.
+	Status     int
+	Error      string
+	Warnings   []string
+	RetryAfter int
+	// Channel and TS are the message a successful chat.postMessage
+	// created, or the one reactions.add reacted to.
+	Channel, TS string
+	// Arrived is when the request reached the server, Answered when the
+	// server wrote its answer (after any OnAccept hook).
+	Arrived, Answered time.Time
+}
+
+// OK reports whether the server answered the call with success.
+func (c Call) OK() bool { return c.Status == http.StatusOK && c.Error == "" }
+
+// Server is a fake Slack Web API. Its methods are safe for concurrent use.
+type Server struct {
+	t    testing.TB
+	http *httptest.Server
+
+	token, team, appID, botID, botUser string
+
+	mu       sync.Mutex
+	calls    []Call
+	changed  chan struct{} // closed and replaced whenever a call is recorded
+	faults   map[string][]fault
+	chanErrs map[string]string
+	onAccept map[string]func(Call)
+	channels map[string]*channel
+	names    map[string]string // channel name -> id
+	emoji    map[string]bool   // custom emoji
+	lastTS   time.Time
+	events   int
+}
+
+type channel struct {
+	messages []*Message
+}
+
+type fault struct {
+	status     int    // HTTP status; 200 for a Slack error
+	code       string // Slack's error
+	retryAfter int
+}
+
+// NewServer starts a fake Web API that knows one workspace, its app and its
+// bot token (Token), and closes it when the test ends.
+func NewServer(t testing.TB) *Server {
+	t.Helper()
+	s := &Server{
+		t:        t,
+		token:    "xoxb-1000000001-2000000002-" + randomSecret(24),
+		team:     "T0HERALD1",
+		appID:    "A0HERALD1",
+		botID:    "B0HERALD1",
+		botUser:  "U0HERALDBOT",
+		changed:  make(chan struct{}),
+		faults:   map[string][]fault{},
+		chanErrs: map[string]string{},
+		onAccept: map[string]func(Call){},
+		channels: map[string]*channel{},
+		names:    map[string]string{},
+		emoji:    map[string]bool{},
+	}
+	s.http = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func randomSecret(n int) string {
+	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	for i := range b {
+		b[i] = alphabet[int(b[i])%len(alphabet)]
+	}
+	return string(b)
+}
+
+// URL is the Web API's base URL, what the real API's https://slack.com/api/
+// is; methods are under it.
+func (s *Server) URL() string { return s.http.URL + "/api/" }
+
+// Token is the app's bot token (xoxb-…).
+func (s *Server) Token() string { return s.token }
+
+// TeamID is the workspace's id.
+func (s *Server) TeamID() string { return s.team }
+
+// AppID is the app's id.
+func (s *Server) AppID() string { return s.appID }
+
+// BotID is the app's bot id, which its messages carry as bot_id.
+func (s *Server) BotID() string { return s.botID }
+
+// BotUserID is the app's bot user, which mentions of the app name.
+func (s *Server) BotUserID() string { return s.botUser }
+
+// Close shuts the server down; later calls fail to connect, as when Slack
+// is unreachable. Close is idempotent.
+func (s *Server) Close() { s.http.Close() }
+
+// AddChannel names channel id, so that "#name" reaches it.
+func (s *Server) AddChannel(id, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.names[strings.TrimPrefix(name, "#")] = id
+	s.channelLocked(id)
+}
+
+// AddEmoji makes name a custom emoji of the workspace.
+func (s *Server) AddEmoji(name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.emoji[name] = true
+}
+
+// FailNext makes the next n calls of method fail as Slack answers a
+// refusal: HTTP 200 with {"ok":false,"error":code}, e.g.
+// FailNext("chat.postMessage", 1, "internal_error").
+func (s *Server) FailNext(method string, n int, code string) {
+	s.addFaults(method, n, fault{status: http.StatusOK, code: code})
+}
+
+// RateLimitNext makes the next n calls of method answer as Slack does when
+// rate limited: HTTP 429 with Retry-After: retryAfter and
+// {"ok":false,"error":"ratelimited"}.
+func (s *Server) RateLimitNext(method string, n, retryAfter int) {
+	s.addFaults(method, n, fault{status: http.StatusTooManyRequests, code: "ratelimited", retryAfter: retryAfter})
+}
+
+// FailHTTPNext makes the next n calls of method answer HTTP status with an
+// HTML page, as Slack's edge does when Slack is down (502, 503).
+func (s *Server) FailHTTPNext(method string, n, status int) {
+	s.addFaults(method, n, fault{status: status})
+}
+
+func (s *Server) addFaults(method string, n int, f fault) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.faults[method] = append(s.faults[method], f)
+	}
+}
+
+// FailChannel makes every call addressed to channel fail with Slack's error
+// code ("channel_not_found", "not_in_channel", "is_archived") until cleared
+// with code "".
+func (s *Server) FailChannel(channel, code string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if code == "" {
+		delete(s.chanErrs, channel)
+		return
+	}
+	s.chanErrs[channel] = code
+}
+
+// OnAccept makes fn run each time the server accepted a call of method,
+// after recording it and before writing the answer: the client waits until
+// fn returns. fn runs without the server's lock, so it may call the server.
+// A nil fn removes the hook.
+func (s *Server) OnAccept(method string, fn func(Call)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if fn == nil {
+		delete(s.onAccept, method)
+		return
+	}
+	s.onAccept[method] = fn
+}
+
+// Calls returns the recorded calls of method, or of every method if method
+// is "", in the order they arrived.
+func (s *Server) Calls(method string) []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.callsLocked(method)
+}
+
+func (s *Server) callsLocked(method string) []Call {
+	var out []Call
+	for _, c := range s.calls {
+		if method == "" || c.Method == method {
+			c.Params = maps.Clone(c.Params)
+			c.Attachments = append([]Attachment(nil), c.Attachments...)
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// WaitCalls waits until at least n calls of method have arrived and returns
+// them all; it fails the test if they do not arrive within timeout.
+func (s *Server) WaitCalls(t testing.TB, method string, n int, timeout time.Duration) []Call {
+	t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	for {
+		s.mu.Lock()
+		calls, changed := s.callsLocked(method), s.changed
+		s.mu.Unlock()
+		if len(calls) >= n {
+			return calls
+		}
+		select {
+		case <-changed:
+		case <-deadline.C:
+			t.Fatalf("slacktest: got %d %s calls within %s, want %d", len(calls), method, timeout, n)
+			return nil
+		}
+	}
+}
+
+// Messages returns the messages the fake holds in channel, oldest first.
+func (s *Server) Messages(channel string) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.channels[channel]
+	if c == nil {
+		return nil
+	}
+	out := make([]Message, 0, len(c.messages))
+	for _, m := range c.messages {
+		out = append(out, copyMessage(m))
+	}
+	return out
+}
+
+// Message returns the message ts of channel.
+func (s *Server) Message(channel, ts string) (Message, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m := s.messageLocked(channel, ts); m != nil {
+		return copyMessage(m), true
+	}
+	return Message{}, false
+}
+
+func copyMessage(m *Message) Message {
+	c := *m
+	c.Attachments = append([]Attachment(nil), m.Attachments...)
+	c.Reactions = nil
+	for _, r := range m.Reactions {
+		r.Users = append([]string(nil), r.Users...)
+		c.Reactions = append(c.Reactions, r)
+	}
+	return c
+}
+
+func (s *Server) messageLocked(channel, ts string) *Message {
+	if c := s.channels[channel]; c != nil {
+		for _, m := range c.messages {
+			if m.TS == ts {
+				return m
+			}
+		}
+	}
+	return nil
+}
+
+func (s *Server) channelLocked(id string) *channel {
+	c := s.channels[id]
+	if c == nil {
+		c = &channel{}
+		s.channels[id] = c
+	}
+	return c
+}
+
+// nextTSLocked is a fresh message ts: Slack's "<seconds>.<microseconds>",
+// unique and increasing.
+func (s *Server) nextTSLocked() string {
+	now := time.Now().Truncate(time.Microsecond)
+	if !now.After(s.lastTS) {
+		now = s.lastTS.Add(time.Microsecond)
+	}
+	s.lastTS = now
+	return fmt.Sprintf("%d.%06d", now.Unix(), now.Nanosecond()/1000)
+}
+
+// apiError is a refusal: Slack's error code, answered with status.
+type apiError struct {
+	status     int
+	code       string
+	retryAfter int
+}
+
+func (e *apiError) Error() string { return e.code }
+
+func refuse(code string) *apiError { return &apiError{status: http.StatusOK, code: code} }
+
+// request is one parsed call, handed to a method.
+type request struct {
+	params      map[string]string
+	attachments []Attachment
+	call        *Call
+}
+
+// methods are the Web API methods the fake serves; each runs with s.mu
+// held and returns the answer's fields or an *apiError.
+var methods = map[string]func(s *Server, req *request) (map[string]any, error){
+	"chat.postMessage": (*Server).postMessage,
+	"reactions.add":    (*Server).reactionsAdd,
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	call := Call{Arrived: time.Now()}
+	name, ok := strings.CutPrefix(r.URL.Path, "/api/")
+	if !ok || name == "" || strings.Contains(name, "/") {
+		http.Error(w, "Not Found", http.StatusNotFound)
+		return
+	}
+	call.Method = name
+	if r.Method != http.MethodPost {
+		// Slack takes GET for some methods; this fake serves POST only.
+		http.Error(w, "slacktest serves POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	params, contentType, warnings, perr := parseParams(r)
+	call.Params, call.ContentType, call.Warnings = params, contentType, warnings
+	switch auth := r.Header.Get("Authorization"); {
+	case auth != "":
+		call.Token, call.TokenIn = strings.TrimPrefix(auth, "Bearer "), "header"
+		if !strings.HasPrefix(auth, "Bearer ") {
+			call.Token = ""
+		}
+	case params["token"] != "" && contentType != "application/json":
+		call.Token, call.TokenIn = params["token"], "form"
+	}
+	delete(call.Params, "token")
+
+	s.mu.Lock()
+	handle, known := methods[name]
+	var err error
+	switch {
+	case perr != nil:
+		err = perr
+	case !known:
+		err = refuse("unknown_method")
+	case call.TokenIn == "":
+		err = refuse("not_authed")
+	case call.Token != s.token:
+		err = refuse("invalid_auth")
+	default:
+		err = s.injectedLocked(name, params)
+	}
+	var result map[string]any
+	if err == nil {
+		req := &request{params: params, call: &call}
+		req.attachments, err = parseAttachments(params["attachments"])
+		call.Attachments = req.attachments
+		if err == nil {
+			result, err = handle(s, req)
+		}
+	}
+	if err != nil {
+		ae, ok := err.(*apiError)
+		if !ok {
+			ae = refuse("internal_error")
+		}
+		call.Status, call.Error, call.RetryAfter = ae.status, ae.code, ae.retryAfter
+	} else {
+		call.Status = http.StatusOK
+	}
+	i := s.recordLocked(call)
+	hook := s.onAccept[name]
+	if err == nil && hook != nil {
+		accepted := s.calls[i]
+		accepted.Params = maps.Clone(accepted.Params)
+		accepted.Attachments = append([]Attachment(nil), accepted.Attachments...)
+		s.mu.Unlock()
+		hook(accepted)
+		s.mu.Lock()
+	}
+	s.calls[i].Answered = time.Now()
+	s.mu.Unlock()
+
+	if err != nil {
+		writeError(w, err.(*apiError), warnings)
+		return
+	}
+	body := map[string]any{"ok": true}
+	maps.Copy(body, result)
+	addWarnings(body, warnings)
+	writeJSON(w, http.StatusOK, body)
+}
+
+// injectedLocked returns the fault queued for this call, or the channel's
+// failure, if any.
+func (s *Server) injectedLocked(method string, params map[string]string) error {
+	if q := s.faults[method]; len(q) > 0 {
+		f := q[0]
+		s.faults[method] = q[1:]
+		return &apiError{status: f.status, code: f.code, retryAfter: f.retryAfter}
+	}
+	if code, ok := s.chanErrs[params["channel"]]; ok {
+		return refuse(code)
+	}
+	return nil
+}
+
+// recordLocked appends a call and returns its index.
+func (s *Server) recordLocked(c Call) int {
+	s.calls = append(s.calls, c)
+	close(s.changed)
+	s.changed = make(chan struct{})
+	return len(s.calls) - 1
+}
+
+func writeError(w http.ResponseWriter, e *apiError, warnings []string) {
+	if e.code == "" {
+		// Slack's edge answers an outage with a page, not with JSON.
+		w.Header().Set("Content-Type", "text/html")
+		w.WriteHeader(e.status)
+		fmt.Fprintf(w, "<html><body><h1>%d %s</h1></body></html>", e.status, http.StatusText(e.status))
+		return
+	}
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.retryAfter))
+	}
+	body := map[string]any{"ok": false, "error": e.code}
+	addWarnings(body, warnings)
+	writeJSON(w, e.status, body)
+}
+
+func addWarnings(body map[string]any, warnings []string) {
+	if len(warnings) > 0 {
+		body["warning"] = strings.Join(warnings, ",")
+		body["response_metadata"] = map[string]any{"warnings": warnings}
+	}
+}
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"ok":false,"error":"fatal_error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
+
+// maxBody bounds a request body.
+const maxBody = 8 << 20
+
+// parseParams reads a call's parameters from its body in whichever
+// encoding Slack takes, and the warnings Slack gives about the encoding.
+func parseParams(r *http.Request) (map[string]string, string, []string, error) {
+	params := map[string]string{}
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return params, "", nil, refuse("missing_post_type")
+	}
+	mt, ctParams, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return params, ct, nil, refuse("invalid_post_type")
+	}
+	var warnings []string
+	charset, hasCharset := ctParams["charset"]
+	switch {
+	case hasCharset && !strings.EqualFold(charset, "utf-8") && !strings.EqualFold(charset, "iso-8859-1"):
+		return params, mt, nil, refuse("invalid_charset")
+	case mt == "application/json" && !hasCharset:
+		warnings = append(warnings, "missing_charset")
+	case mt == "application/x-www-form-urlencoded" && hasCharset:
+		warnings = append(warnings, "superfluous_charset")
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		return params, mt, warnings, refuse("invalid_form_data")
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	switch mt {
+	case "application/x-www-form-urlencoded":
+		if err := r.ParseForm(); err != nil {
+			return params, mt, warnings, refuse("invalid_form_data")
+		}
+		for k, v := range r.PostForm {
+			params[k] = v[0]
+		}
+	case "multipart/form-data":
+		if err := r.ParseMultipartForm(maxBody); err != nil {
+			return params, mt, warnings, refuse("invalid_form_data")
+		}
+		for k, v := range r.MultipartForm.Value {
+			params[k] = v[0]
+		}
+	case "application/json":
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(body, &fields); err != nil {
+			return params, mt, warnings, refuse("invalid_json")
+		}
+		for k, raw := range fields {
+			if string(raw) == "null" {
+				continue
+			}
+			var str string
+			if json.Unmarshal(raw, &str) == nil {
+				params[k] = str
+			} else {
+				params[k] = string(raw)
+			}
+		}
+	default:
+		return params, mt, warnings, refuse("invalid_post_type")
+	}
+	return params, mt, warnings, nil
+}
+
+// parseAttachments decodes the attachments parameter, a JSON array.
+func parseAttachments(raw string) ([]Attachment, error) {
+	if strings.TrimSpace(raw) == "" {
+		return nil, nil
+	}
+	var as []Attachment
+	if err := json.Unmarshal([]byte(raw), &as); err != nil {
+		return nil, refuse("invalid_attachments")
+	}
+	return as, nil
+}
+
+var (
+	channelID = regexp.MustCompile(`^[CGD][A-Z0-9]{2,}$`)
+	userID    = regexp.MustCompile(`^[UW][A-Z0-9]{2,}$`)
+	tsPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+$`)
+)
+
+// resolveLocked is the channel id a channel parameter names: an id as it
+// is, a user's direct message with the app, a known #name.
+func (s *Server) resolveLocked(ch string) (string, error) {
+	switch {
+	case channelID.MatchString(ch):
+		return ch, nil
+	case userID.MatchString(ch):
+		// Slack opens the app's direct message with the user.
+		return "D" + ch[1:], nil
+	}
+	if id, ok := s.names[strings.TrimPrefix(ch, "#")]; ok && ch != "" {
+		return id, nil
+	}
+	return "", refuse("channel_not_found")
+}
+
+func (s *Server) postMessage(req *request) (map[string]any, error) {
+	p := req.params
+	ch, err := s.resolveLocked(p["channel"])
+	if err != nil {
+		return nil, err
+	}
+	if code, ok := s.chanErrs[ch]; ok {
+		return nil, refuse(code)
+	}
+	if strings.TrimSpace(p["text"]) == "" && len(req.attachments) == 0 && strings.TrimSpace(p["blocks"]) == "" {
+		return nil, refuse("no_text")
+	}
+	if utf8.RuneCountInString(p["text"]) > MaxTextLength {
+		return nil, refuse("msg_too_long")
+	}
+	if len(req.attachments) > 100 {
+		return nil, refuse("too_many_attachments")
+	}
+	for _, a := range req.attachments {
+		if utf8.RuneCountInString(a.Text) > MaxTextLength {
+			return nil, refuse("msg_too_long")
+		}
+	}
+	if t := p["thread_ts"]; t != "" && !tsPattern.MatchString(t) {
+		return nil, refuse("invalid_thread_ts")
+	}
+	m := &Message{
+		Type: "message", Channel: ch, User: s.botUser, BotID: s.botID, AppID: s.appID, Team: s.team,
+		Text: p["text"], TS: s.nextTSLocked(), ThreadTS: p["thread_ts"], Attachments: req.attachments,
+	}
+	c := s.channelLocked(ch)
+	c.messages = append(c.messages, m)
+	req.call.Channel, req.call.TS = ch, m.TS
+	raw, _ := json.Marshal(m)
+	return map[string]any{"channel": ch, "ts": m.TS, "message": json.RawMessage(raw)}, nil
+}
+
+func (s *Server) reactionsAdd(req *request) (map[string]any, error) {
+	p := req.params
+	name := strings.Trim(p["name"], ":")
+	switch {
+	case p["channel"] == "" || p["timestamp"] == "":
+		return nil, refuse("no_item_specified")
+	case !tsPattern.MatchString(p["timestamp"]):
+		return nil, refuse("bad_timestamp")
+	case !s.knownEmojiLocked(name):
+		return nil, refuse("invalid_name")
+	}
+	ch, err := s.resolveLocked(p["channel"])
+	if err != nil {
+		return nil, err
+	}
+	m := s.messageLocked(ch, p["timestamp"])
+	if m == nil {
+		return nil, refuse("message_not_found")
+	}
+	req.call.Channel, req.call.TS = ch, m.TS
+	for i, r := range m.Reactions {
+		if r.Name != name {
+			continue
+		}
+		for _, u := range r.Users {
+			if u == s.botUser {
+				return nil, refuse("already_reacted")
+			}
+		}
+		m.Reactions[i].Users = append(m.Reactions[i].Users, s.botUser)
+		m.Reactions[i].Count++
+		return map[string]any{}, nil
+	}
+	m.Reactions = append(m.Reactions, Reaction{Name: name, Users: []string{s.botUser}, Count: 1})
+	return map[string]any{}, nil
+}
+
+var skinTone = regexp.MustCompile(`::skin-tone-[2-6]$`)
+
+func (s *Server) knownEmojiLocked(name string) bool {
+	base := skinTone.ReplaceAllString(name, "")
+	return standardEmoji[base] || s.emoji[base]
+}
