@@ -131,7 +131,7 @@ butlers:
 
 	// Only the setup user makes the topology.
 	_, adminJS, _ := s.conn("setup", natsauth.ConnCLI)
-	if err := bus.EnsureTopology(ctx, adminJS, bus.Topology{Replicas: 1, Repair: true}); err != nil {
+	if err := bus.EnsureTopology(ctx, adminJS, bus.Topology{Replicas: 1, Repair: true, Butlers: cfg.ButlerNames()}); err != nil {
 		t.Fatalf("herald setup as the setup user: %v", err)
 	}
 
@@ -227,8 +227,11 @@ butlers:
 		req("$JS.API.CONSUMER.MSG.NEXT."+bus.StreamInbox+"."+bus.ConsumerInbox("finance"), map[string]any{"batch": 1}))
 	mine := "$JS.API.CONSUMER.CREATE." + bus.StreamInbox + "." + bus.ConsumerInbox("health") + "." + bus.InboxSubject("finance")
 	try("its own consumer name on finance's subject", mine, req(mine, nil))
-	// Its own consumer subject with a body filtering finance: the server
-	// itself refuses a body that disagrees with the subject.
+	// Not even its own inbox consumer may it make or change (herald setup
+	// made it): so it cannot turn it into a push consumer delivering elsewhere.
+	own := "$JS.API.CONSUMER.CREATE." + bus.StreamInbox + "." + bus.ConsumerInbox("health") + "." + bus.InboxSubject("health")
+	try("remaking its own inbox consumer", own, req(own, map[string]any{"stream_name": bus.StreamInbox,
+		"config": map[string]any{"durable_name": bus.ConsumerInbox("health"), "deliver_subject": "herald.ingress.web", "filter_subject": bus.InboxSubject("health")}}))
 	c, cancel := short()
 	_, err = hJS.CreateOrUpdateConsumer(c, bus.StreamInbox, jetstream.ConsumerConfig{Durable: bus.ConsumerInbox("health"), FilterSubject: bus.InboxSubject("finance")})
 	cancel()

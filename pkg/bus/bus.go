@@ -154,6 +154,9 @@ type Topology struct {
 	// without it a service only logs the difference.
 	Repair bool
 	Log    *slog.Logger
+	// Butlers are the fleet's butlers: herald setup (the whole topology,
+	// with Repair) makes the durable consumers too, their inboxes included.
+	Butlers []string
 }
 
 // Uses are the streams and buckets one service works with.
@@ -280,6 +283,18 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 		}
 		if err != nil {
 			return fmt.Errorf("bucket %s: %w", want.Bucket, setupHint(js, err))
+		}
+	}
+	if t.Uses != nil || !t.Repair {
+		// A service binds its consumers itself (BindConsumer); only setup
+		// (or herald dev) makes the fleet's.
+		return nil
+	}
+	for stream, consumers := range t.durables() {
+		for _, want := range consumers {
+			if _, err := BindConsumer(ctx, js, stream, want, log); err != nil {
+				return fmt.Errorf("consumer %s on %s: %w", want.Durable, stream, setupHint(js, err))
+			}
 		}
 	}
 	return nil

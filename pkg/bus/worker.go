@@ -51,6 +51,9 @@ type Worker struct {
 	js jetstream.JetStream
 }
 
+// DefaultConcurrency is how many messages a worker handles at once.
+const DefaultConcurrency = 64
+
 // DefaultRetryFor is how long a retryable failure is retried by default.
 const DefaultRetryFor = 24 * time.Hour
 
@@ -60,7 +63,7 @@ var ErrHorizon = errors.New("retry horizon passed")
 
 func (w *Worker) defaults() {
 	if w.Concurrency <= 0 {
-		w.Concurrency = 64
+		w.Concurrency = DefaultConcurrency
 	}
 	if w.RetryFor <= 0 {
 		w.RetryFor = DefaultRetryFor
@@ -105,14 +108,7 @@ const minPull = 16
 func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 	w.defaults()
 	w.js = js
-	cons, err := js.CreateOrUpdateConsumer(ctx, w.Stream, jetstream.ConsumerConfig{
-		Durable:       w.Durable,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       w.AckWait,
-		MaxDeliver:    maxDeliver(w.MaxDeliver),
-		MaxAckPending: w.Concurrency * 4,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	})
+	cons, err := BindConsumer(ctx, js, w.Stream, WorkConsumer(w.Durable, w.Concurrency, w.AckWait, w.MaxDeliver), w.Log)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil // stopped while starting: not a failure
@@ -269,4 +265,83 @@ func (w *Worker) deadLetter(ctx context.Context, m jetstream.Msg, cause error, t
 	}
 	_, err := w.js.PublishMsg(ctx, &nats.Msg{Subject: DeadSubject(w.Stream, m.Subject()), Data: m.Data(), Header: h})
 	return err
+}
+
+// WorkConsumer is the durable consumer of a worker: herald setup makes it
+// with the defaults, a worker binds to it.
+func WorkConsumer(durable string, concurrency int, ackWait time.Duration, maxDeliverN int) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       durable,
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       ackWait,
+		MaxDeliver:    maxDeliver(maxDeliverN),
+		MaxAckPending: concurrency * 4,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
+// BindConsumer returns the durable consumer want.Durable of stream: as it is
+// if its settings are want's, else updated, else made. A service's NATS user
+// may only look (herald setup makes and repairs consumers); if the update is
+// refused, the consumer is used as it is and the difference logged.
+func BindConsumer(ctx context.Context, js jetstream.JetStream, stream string, want jetstream.ConsumerConfig, log *slog.Logger) (jetstream.Consumer, error) {
+	if log == nil {
+		log = slog.Default()
+	}
+	cons, err := js.Consumer(ctx, stream, want.Durable)
+	switch {
+	case errors.Is(err, jetstream.ErrConsumerNotFound):
+		return js.CreateOrUpdateConsumer(ctx, stream, want)
+	case err != nil:
+		return nil, err
+	}
+	if sameConsumer(cons.CachedInfo().Config, want) {
+		return cons, nil
+	}
+	uctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	updated, uerr := js.CreateOrUpdateConsumer(uctx, stream, want)
+	if uerr != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		log.Error("consumer has other settings than this version wants and may not be changed from here; run herald setup", "stream", stream, "consumer", want.Durable, "err", uerr)
+		return cons, nil
+	}
+	return updated, nil
+}
+
+// sameConsumer compares the settings Herald chooses.
+func sameConsumer(have, want jetstream.ConsumerConfig) bool {
+	return have.AckPolicy == want.AckPolicy && have.AckWait == want.AckWait && have.MaxDeliver == want.MaxDeliver &&
+		have.MaxAckPending == want.MaxAckPending && have.FilterSubject == want.FilterSubject
+}
+
+// InboxConsumer is butler's durable consumer of its inbox: filtered on its
+// own subject, one message at a time so they reach the model in order.
+func InboxConsumer(butler string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       ConsumerInbox(butler),
+		FilterSubject: InboxSubject(butler),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+		AckWait:       30 * time.Second,
+		MaxAckPending: 1,
+	}
+}
+
+// durables are the fleet's durable consumers, as herald setup makes them:
+// the workers' with their defaults (the switchboard's inbound worker takes one
+// message at a time), and each butler's inbox.
+func (t Topology) durables() map[string][]jetstream.ConsumerConfig {
+	ackWait := 30 * time.Second
+	out := map[string][]jetstream.ConsumerConfig{
+		StreamRoute:   {WorkConsumer(ConsumerSwitchboard, DefaultConcurrency, ackWait, 0)},
+		StreamResult:  {WorkConsumer(ConsumerResults, DefaultConcurrency, ackWait, 0)},
+		StreamIngress: {WorkConsumer(ConsumerIngress, 1, ackWait, 0)},
+		StreamDeliver: {WorkConsumer(ConsumerMessenger, DefaultConcurrency, ackWait, 0)},
+	}
+	for _, b := range t.Butlers {
+		out[StreamInbox] = append(out[StreamInbox], InboxConsumer(b))
+	}
+	return out
 }

@@ -44,6 +44,8 @@ var (
 	// Integration ids as seed 000 writes them: int_gXuDla4UZipcm2tg3McPX.
 	// ASCII spelled out: (?i) would fold in ſ and K (design §10).
 	idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
+	// recipientName is a webhook recipient's name.
+	recipientName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 )
 
 // Config is herald.yaml.
@@ -427,6 +429,11 @@ func (c *Config) applyDefaults() {
 		if in.OnUncertain == "" {
 			in.OnUncertain = OnUncertainResend
 		}
+		// A webhook's secret authenticates its senders; there is no one to
+		// pair with.
+		if in.Type == "webhook" && len(in.Inbound.AllowFrom) == 0 {
+			in.Inbound.AllowFrom = []string{AllowAnyone}
+		}
 		if in.Type == "web" {
 			in.Inbound.Enabled = true
 		}
@@ -478,6 +485,34 @@ func (c *Config) Validate() error {
 		case "telegram":
 			if in.TokenEnv == "" && in.TokenFile == "" {
 				add("%s (telegram %s) needs token_env or token_file", at, in.ID)
+			}
+		case "webhook":
+			if in.SecretEnv == "" {
+				add("%s (webhook %s) needs secret_env, the variable holding its Standard Webhooks secret (whsec_...)", at, in.ID)
+			}
+			if len(in.Recipients) == 0 && !in.Inbound.Enabled {
+				add("%s (webhook %s) needs recipients to send to, or an inbound block to receive", at, in.ID)
+			}
+			for name, u := range in.Recipients {
+				if !recipientName.MatchString(name) || name == AllowAnyRecipient {
+					add("%s.recipients: %q is not a recipient name (letters, digits, _ . -)", at, name)
+				}
+				if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" || pu.Fragment != "" {
+					add("%s.recipients.%s is not an http(s) URL", at, name)
+				}
+			}
+			if _, ok := in.Recipients[in.DefaultRecipient]; in.DefaultRecipient != "" && !ok {
+				add("%s.default_recipient %q is not one of its recipients", at, in.DefaultRecipient)
+			}
+			if in.Inbound.Enabled && in.Inbound.DMPolicy == "pairing" {
+				add("%s.inbound.dm_policy pairing cannot work for a webhook (no code can reach its sender); its secret authenticates senders", at)
+			}
+		case "slack":
+			if in.TokenEnv == "" && in.TokenFile == "" {
+				add("%s (slack %s) needs token_env or token_file (the bot token, xoxb-...)", at, in.ID)
+			}
+			if in.Inbound.Enabled && in.SigningSecretEnv == "" {
+				add("%s (slack %s) receives, so it needs signing_secret_env (the app's signing secret)", at, in.ID)
 			}
 		case "email":
 			if in.SMTPURLEnv == "" && in.SMTPURLFile == "" {
@@ -539,6 +574,15 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w:\n  %s", ErrInvalid, strings.Join(errs, "\n  "))
 	}
 	return nil
+}
+
+// ButlerNames are the names of the fleet's butlers.
+func (c *Config) ButlerNames() []string {
+	var out []string
+	for _, b := range c.Butlers {
+		out = append(out, b.Name)
+	}
+	return out
 }
 
 // Butler returns the named butler, or nil.
@@ -620,7 +664,10 @@ func (in *Integration) AllowsRecipient(recipient string) bool {
 	}
 	allowed := in.AllowTo
 	if len(allowed) == 0 {
-		allowed = append([]string{in.DefaultChat, in.DefaultTo}, in.Inbound.Approvers...)
+		allowed = append([]string{in.DefaultChat, in.DefaultTo, in.DefaultChannelID}, in.Inbound.Approvers...)
+		for name := range in.Recipients {
+			allowed = append(allowed, name) // the operator named them to be sent to
+		}
 		for _, a := range in.Inbound.AllowFrom {
 			if a != AllowAnyone {
 				allowed = append(allowed, a)

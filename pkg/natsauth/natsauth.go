@@ -69,10 +69,10 @@ func rules(why string, subjects ...string) []Rule {
 	return out
 }
 
-// durable is what a worker needs of its own durable consumer.
+// durable is what a worker needs of its own durable consumer: to bind it
+// and take from it (herald setup makes it).
 func durable(stream, name string) []Rule {
-	return rules("its durable consumer "+name+" on "+stream,
-		"$JS.API.CONSUMER.CREATE."+stream+"."+name,
+	return rules("its durable consumer "+name+" on "+stream+" (herald setup makes it)",
 		"$JS.API.CONSUMER.INFO."+stream+"."+name,
 		"$JS.API.CONSUMER.MSG.NEXT."+stream+"."+name,
 		"$JS.ACK."+stream+"."+name+".>")
@@ -189,8 +189,7 @@ func Butler(name string) User {
 	u.Publish = concat(
 		rules("notifies, replies, reactions and prompts, as itself", bus.RouteSubject(name)),
 		rules("its own ledger records, read by subject (binding the bucket would list every key)", own(bus.BucketDeliveries)),
-		rules("its inbox: the durable "+bus.ConsumerInbox(name)+", filtered on its own subject (the server refuses another filter)",
-			"$JS.API.CONSUMER.CREATE."+bus.StreamInbox+"."+bus.ConsumerInbox(name)+"."+bus.InboxSubject(name),
+		rules("its inbox: the durable "+bus.ConsumerInbox(name)+", made by herald setup, filtered on its own subject",
 			"$JS.API.CONSUMER.INFO."+bus.StreamInbox+"."+bus.ConsumerInbox(name),
 			"$JS.API.CONSUMER.MSG.NEXT."+bus.StreamInbox+"."+bus.ConsumerInbox(name),
 			"$JS.ACK."+bus.StreamInbox+"."+bus.ConsumerInbox(name)+".>"),

@@ -56,14 +56,7 @@ type channelSide struct {
 }
 
 func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*channelSide, error) {
-	cfg := jetstream.ConsumerConfig{
-		Durable:       bus.ConsumerInbox(b.name),
-		FilterSubject: bus.InboxSubject(b.name),
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
-		// One at a time: messages reach the model in the order people sent them.
-		MaxAckPending: 1,
-	}
+	cfg := bus.InboxConsumer(b.name)
 	// The inbox stream is made by herald setup (or herald dev, or a switchboard
 	// allowed to): wait for it as for NATS itself.
 	wait := time.Duration(b.cfg.NATS.Wait)
@@ -71,7 +64,7 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 		wait = bus.DefaultWaitForNATS
 	}
 	deadline := time.Now().Add(wait)
-	cons, err := js.CreateOrUpdateConsumer(ctx, bus.StreamInbox, cfg)
+	cons, err := bus.BindConsumer(ctx, js, bus.StreamInbox, cfg, b.log)
 	for delay := 250 * time.Millisecond; errors.Is(err, jetstream.ErrStreamNotFound) && time.Now().Add(delay).Before(deadline); delay = min(delay*2, 5*time.Second) {
 		b.log.Warn("waiting for the inbox stream; run herald setup if it never comes", "stream", bus.StreamInbox, "retry_in", delay)
 		select {
@@ -79,7 +72,7 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 			return nil, ctx.Err()
 		case <-time.After(delay):
 		}
-		cons, err = js.CreateOrUpdateConsumer(ctx, bus.StreamInbox, cfg)
+		cons, err = bus.BindConsumer(ctx, js, bus.StreamInbox, cfg, b.log)
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		err = fmt.Errorf("%w: run `herald setup` to create Herald's streams", err)

@@ -74,7 +74,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	defer nc.Close()
 	// herald dev is its own operator: it sets up (and repairs) the whole
 	// topology, as `herald setup` does for a fleet.
-	if _, err := bus.Open(ctx, nc, bus.Topology{Replicas: cfg.NATS.Replicas, Repair: true, Log: log}, time.Duration(cfg.NATS.Wait), log); err != nil {
+	if _, err := bus.Open(ctx, nc, bus.Topology{Replicas: cfg.NATS.Replicas, Repair: true, Log: log, Butlers: cfg.ButlerNames()}, time.Duration(cfg.NATS.Wait), log); err != nil {
 		return err
 	}
 
