@@ -68,6 +68,17 @@ func (s *sink) Ingress(ctx context.Context, in *envelope.Ingress) error {
 	return nil
 }
 
+// stop ends a pending last_inbound flush, so nothing of the sink runs after
+// its receiver has stopped.
+func (s *sink) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.flush != nil {
+		s.flush.Stop()
+		s.flush = nil
+	}
+}
+
 // Dropped audits what a receiver refused on arrival.
 func (s *sink) Dropped(ctx context.Context, in *envelope.Ingress, reason string) {
 	rec := audit.Record{Kind: audit.Dropped, Channel: s.in.Channel(), Reason: reason}

@@ -108,7 +108,7 @@ func TestReceiversFeedTheIngressStream(t *testing.T) {
 func TestUnimplementedChannelIsAnErrorAtStart(t *testing.T) {
 	srv := bustest.RunServer(t)
 	nc, _ := srv.Connect()
-	cfg, err := config.Parse([]byte("integrations: [{id: mystery, type: slack, grants: all}]"))
+	cfg, err := config.Parse([]byte("integrations: [{id: mystery, type: slack, token_env: T, grants: all}]"))
 	if err != nil {
 		t.Fatal(err)
 	}

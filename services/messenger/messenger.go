@@ -28,14 +28,18 @@ import (
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/email"
 	"github.com/heraldhq/herald/services/messenger/logchannel"
+	"github.com/heraldhq/herald/services/messenger/slack"
 	"github.com/heraldhq/herald/services/messenger/telegram"
 	"github.com/heraldhq/herald/services/messenger/web"
+	"github.com/heraldhq/herald/services/messenger/webhook"
 )
 
 // Channels maps each channel type to its sender's constructor: adding a
 // channel is one folder and one line here.
 var Channels = map[string]deliver.Factory{
+	"slack":    slack.New,
 	"telegram": telegram.New,
+	"webhook":  webhook.New,
 	"email":    email.New,
 	"log":      logchannel.New,
 	"web":      web.New,
@@ -44,7 +48,9 @@ var Channels = map[string]deliver.Factory{
 // Receivers maps a channel type to the constructor of its receiver, for
 // channels whose sender is not also its receiver.
 var Receivers = map[string]deliver.ReceiverFactory{
+	"slack":    slack.NewReceiver,
 	"telegram": telegram.NewReceiver,
+	"webhook":  webhook.NewReceiver,
 	"email":    email.NewReceiver,
 }
 
@@ -163,7 +169,9 @@ func Run(ctx context.Context, o Options) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			m.receive(ctx, r, &sink{in: *in, js: js, status: status, audit: aw, m: m})
+			s := &sink{in: *in, js: js, status: status, audit: aw, m: m}
+			m.receive(ctx, r, s)
+			s.stop()
 		}()
 	}
 	defer wg.Wait()

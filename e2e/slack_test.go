@@ -1,0 +1,76 @@
+package e2e
+
+import (
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
+)
+
+// TestSlackBothWays: a notify to `slack` and to `slack:<id>` arrives at the
+// Slack fake in its wire format; a person's message, sent as Slack's Events
+// API does, reaches the bound butler's model, and its reply goes into that
+// message's thread; an unsigned event is refused.
+func TestSlackBothWays(t *testing.T) {
+	f := newFleet(t)
+	sl := slacktest.NewServer(t)
+	f.env["SLACK_BOT_TOKEN"], f.env["SLACK_SIGNING_SECRET"] = sl.Token(), "8f742231b10e8888abcd99yyyzzz85a5"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	f.cfg.HTTPListen = addr
+	f.cfg.Integrations = append(f.cfg.Integrations, config.Integration{
+		ID: "sl", Type: "slack", TokenEnv: "SLACK_BOT_TOKEN", SigningSecretEnv: "SLACK_SIGNING_SECRET", APIURL: sl.URL(),
+		DefaultChannelID: "C0OPS", Grants: config.Grants{All: true}, OnUncertain: "resend",
+		RateLimitOut: config.OutLimits{Disabled: true},
+		Inbound:      config.Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{"U0HUMAN01"}},
+	})
+	f.cfg.Bindings = append(f.cfg.Bindings, config.Binding{Integration: "sl", Butler: "health"})
+	if err := f.cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	f.start("switchboard", "messenger")
+
+	for _, ch := range []string{"slack", "slack:sl"} {
+		res := f.notify("health", map[string]any{"channel": ch, "message": "build is **green** & <ok>"})
+		if m := sentRE.FindStringSubmatch(text(res)); res.IsError || m == nil || m[1] != "slack:sl" {
+			t.Fatalf("notify %s: %s", ch, text(res))
+		}
+	}
+	posts := sl.Calls("chat.postMessage")
+	if len(posts) != 2 {
+		t.Fatalf("%d chat.postMessage calls, want 2", len(posts))
+	}
+
+	c := f.listen("health")
+	cb := sl.UserMessage(slacktest.MessageEvent{Channel: "C0OPS", Text: "is prod ok?"})
+	url := "http://" + addr + "/slack/sl/events"
+	eventually(t, 10*time.Second, func() bool {
+		a, err := slacktest.SendEvent(t.Context(), url, f.env["SLACK_SIGNING_SECRET"], cb)
+		return err == nil && a.Status == http.StatusOK
+	}, "the Events API endpoint to take the message")
+	n := c.Wait(butler.MethodChannel, 1)[0]
+	m := meta(n)
+	if n["content"] != "is prod ok?" || m["source"] != "slack" || m["chat_id"] != "C0OPS" || m["user_id"] != "U0HUMAN01" {
+		t.Fatalf("notification %v", n)
+	}
+	if res := c.Call("reply", map[string]any{"request_id": m["request_id"], "message": "yes, all green"}); res.IsError {
+		t.Fatalf("reply: %s", text(res))
+	}
+	posts = sl.WaitCalls(t, "chat.postMessage", 3, 10*time.Second)
+	if last := posts[len(posts)-1]; last.Params["thread_ts"] == "" {
+		t.Fatalf("the reply is not in the message's thread: %v", last.Params)
+	}
+
+	a, err := slacktest.SendEvent(t.Context(), url, f.env["SLACK_SIGNING_SECRET"], cb, slacktest.WithSignature("v0=forged"))
+	if err != nil || a.Status != http.StatusUnauthorized {
+		t.Fatalf("forged event: %v %+v, want 401", err, a)
+	}
+}
