@@ -135,7 +135,7 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 		defaultChannel: defaultChannel,
 		log:            log.With("channel", "slack:"+in.ID),
 	}
-	if lim, ok := limits(in.RateLimitOut); ok && env.JS != nil {
+	if lim, ok := ratelimit.FromConfig(DefaultLimits(), in.RateLimitOut); ok && env.JS != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		kv, err := env.JS.KeyValue(ctx, bus.BucketLimits)
 		cancel()
@@ -441,71 +441,22 @@ func (s *sender) do(ctx context.Context, method, chat string, params any) (*answ
 }
 
 // wait takes the next slot Slack's limits allow for a message to chat, on
-// every replica's reckoning; a limit this process must keep alone (the
-// bucket is unreachable) is logged, not a failure.
+// every replica's reckoning.
 func (s *sender) wait(ctx context.Context, chat string) error {
-	if s.limit == nil {
-		return nil
-	}
-	err := s.limit.Wait(ctx, chat, chat != "" && !isDM(chat))
-	switch {
-	case errors.Is(err, ratelimit.ErrNotShared):
-		s.log.Warn("rate limit kept by this messenger alone for now", "err", err)
-	case err != nil:
-		return fmt.Errorf("%w: waiting for Slack's rate limit: %w", envelope.ErrTimeout, err)
-	}
-	return nil
+	return ratelimit.Turn(ctx, s.limit, chat, chat != "" && !isDM(chat), s.log)
 }
 
 // pause honours a 429: Slack limits chat.postMessage per channel, other
 // methods per app, so the messages to chat (or all of the app's calls)
 // wait until then, on every replica.
 func (s *sender) pause(ctx context.Context, chat string, until time.Time) error {
-	if s.limit == nil {
-		return sleep(ctx, time.Until(until))
-	}
-	if err := s.limit.Pause(ctx, chat, until); err != nil && !errors.Is(err, ratelimit.ErrNotShared) {
-		return err
-	}
-	return s.wait(ctx, chat)
+	return ratelimit.Hold(ctx, s.limit, chat, chat, chat != "" && !isDM(chat), until, s.log)
 }
 
 // DefaultLimits are the posting limits Slack documents for an app: about
 // one message a second per channel, short bursts allowed.
 func DefaultLimits() ratelimit.Limits {
 	return ratelimit.Limits{PerChat: ratelimit.Rate{N: 1, Per: time.Second, Burst: 3}}
-}
-
-// limits are an integration's rate_limit_out over Slack's defaults; false
-// when they are turned off.
-func limits(o config.OutLimits) (ratelimit.Limits, bool) {
-	if o.Disabled {
-		return ratelimit.Limits{}, false
-	}
-	l := DefaultLimits()
-	set := func(r *ratelimit.Rate, o config.OutRate) {
-		if o.Set {
-			r.N, r.Per = o.N, o.Per
-		}
-	}
-	set(&l.PerChat, o.PerChat)
-	set(&l.PerGroup, o.PerGroup)
-	set(&l.PerBot, o.PerBot)
-	if o.Burst > 0 {
-		l.PerChat.Burst = o.Burst
-	}
-	return l, true
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 // scrub removes the token from text, should a transport error ever quote

@@ -108,7 +108,7 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 		defaultChat: strings.TrimSpace(in.DefaultChat),
 		log:         log.With("channel", "telegram:"+in.ID),
 	}
-	if lim, ok := limits(in.RateLimitOut); ok && env.JS != nil {
+	if lim, ok := ratelimit.FromConfig(ratelimit.TelegramDefaults(), in.RateLimitOut); ok && env.JS != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		kv, err := env.JS.KeyValue(ctx, bus.BucketLimits)
 		cancel()
@@ -380,58 +380,20 @@ func (s *sender) call(ctx context.Context, method, chat string, do func(ctx cont
 }
 
 // wait takes the next slot Telegram's limits allow for a message to chat,
-// on every replica's reckoning; a limit this process must keep alone (the
-// bucket is unreachable) is logged, not a failure.
+// on every replica's reckoning.
 func (s *sender) wait(ctx context.Context, chat string) error {
-	if s.limit == nil {
-		return nil
-	}
-	err := s.limit.Wait(ctx, chat, isGroup(chat))
-	switch {
-	case errors.Is(err, ratelimit.ErrNotShared):
-		s.log.Warn("rate limit kept by this messenger alone for now", "err", err)
-	case err != nil:
-		return fmt.Errorf("%w: waiting for Telegram's rate limit: %w", envelope.ErrTimeout, err)
-	}
-	return nil
+	return ratelimit.Turn(ctx, s.limit, chat, isGroup(chat), s.log)
 }
 
 // pause honours a 429: every message to the bot, on every replica, waits
 // until then; this one then takes the next slot.
 func (s *sender) pause(ctx context.Context, chat string, until time.Time) error {
-	if s.limit == nil {
-		return sleep(ctx, time.Until(until))
-	}
-	if err := s.limit.Pause(ctx, "", until); err != nil && !errors.Is(err, ratelimit.ErrNotShared) {
-		return err
-	}
-	return s.wait(ctx, chat)
+	return ratelimit.Hold(ctx, s.limit, "", chat, isGroup(chat), until, s.log)
 }
 
 // isGroup reports whether chat is a group, supergroup or channel: negative
 // ids and @channel names.
 func isGroup(chat string) bool { return strings.HasPrefix(chat, "-") || strings.HasPrefix(chat, "@") }
-
-// limits are an integration's rate_limit_out over Telegram's defaults; false
-// when they are turned off.
-func limits(o config.OutLimits) (ratelimit.Limits, bool) {
-	if o.Disabled {
-		return ratelimit.Limits{}, false
-	}
-	l := ratelimit.TelegramDefaults()
-	set := func(r *ratelimit.Rate, o config.OutRate) {
-		if o.Set {
-			r.N, r.Per = o.N, o.Per
-		}
-	}
-	set(&l.PerChat, o.PerChat)
-	set(&l.PerGroup, o.PerGroup)
-	set(&l.PerBot, o.PerBot)
-	if o.Burst > 0 {
-		l.PerChat.Burst = o.Burst
-	}
-	return l, true
-}
 
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)

@@ -1,0 +1,71 @@
+package ratelimit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+)
+
+// FromConfig is an integration's rate_limit_out over a channel's defaults;
+// false when it turns limits off.
+func FromConfig(defaults Limits, o config.OutLimits) (Limits, bool) {
+	if o.Disabled {
+		return Limits{}, false
+	}
+	set := func(r *Rate, o config.OutRate) {
+		if o.Set {
+			r.N, r.Per = o.N, o.Per
+		}
+	}
+	set(&defaults.PerChat, o.PerChat)
+	set(&defaults.PerGroup, o.PerGroup)
+	set(&defaults.PerBot, o.PerBot)
+	if o.Burst > 0 {
+		defaults.PerChat.Burst = o.Burst
+	}
+	return defaults, true
+}
+
+// Turn is how a sender waits for its next call to chat: l's Wait (at once
+// for a nil l), with a limit kept by this process alone logged rather than
+// failing the send, and any other failure a timeout of the delivery.
+func Turn(ctx context.Context, l *Limiter, chat string, group bool, log *slog.Logger) error {
+	if l == nil {
+		return nil
+	}
+	err := l.Wait(ctx, chat, group)
+	switch {
+	case errors.Is(err, ErrNotShared):
+		if log != nil {
+			log.Warn("rate limit kept by this messenger alone for now", "err", err)
+		}
+	case err != nil:
+		return fmt.Errorf("%w: waiting for the provider's rate limit: %w", envelope.ErrTimeout, err)
+	}
+	return nil
+}
+
+// Hold honours a provider's request to wait until until (a 429): for
+// pauseChat ("" for the whole account) on every replica, then takes the next
+// turn for chat. With a nil l it only sleeps.
+func Hold(ctx context.Context, l *Limiter, pauseChat, chat string, group bool, until time.Time, log *slog.Logger) error {
+	if l == nil {
+		t := time.NewTimer(time.Until(until))
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	if err := l.Pause(ctx, pauseChat, until); err != nil && !errors.Is(err, ErrNotShared) {
+		return err
+	}
+	return Turn(ctx, l, chat, group, log)
+}
