@@ -34,8 +34,14 @@ func TestConformance(t *testing.T) {
 			}
 			return out
 		},
+		// A log line is one message to nobody in particular: no chunks,
+		// recipients, threads, reactions or provider faults.
+		Features: delivertest.Features{},
 	})
 }
+
+// The log channel takes no inbound messages (it has no receiver), so
+// delivertest.RunReceiver does not apply to it.
 
 func TestEscape(t *testing.T) {
 	tests := []struct{ in, want string }{

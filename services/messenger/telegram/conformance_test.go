@@ -1,6 +1,8 @@
 package telegram_test
 
 import (
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/heraldhq/herald/services/messenger/deliver"
@@ -9,7 +11,19 @@ import (
 )
 
 func TestConformance(t *testing.T) {
-	var srv *telegramtest.Server
+	var (
+		srv    *telegramtest.Server
+		thread int64 // the message Thread names, in chat 42
+	)
+	sent := func() []telegramtest.Call {
+		var out []telegramtest.Call
+		for _, c := range srv.Calls("sendMessage") {
+			if c.OK() {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
 	delivertest.Run(t, delivertest.Harness{
 		New: func(t *testing.T) deliver.Sender {
 			srv = telegramtest.NewServer(t)
@@ -17,13 +31,65 @@ func TestConformance(t *testing.T) {
 		},
 		Delivered: func(t *testing.T) []string {
 			var out []string
-			for _, c := range srv.Calls("sendMessage") {
-				if c.OK() {
-					out = append(out, c.Params["text"])
-				}
+			for _, c := range sent() {
+				out = append(out, c.Params["text"])
 			}
 			return out
 		},
-		CanReact: true,
+		Features: delivertest.Features{
+			Chunks: true, Recipients: true, Threads: true, React: true,
+			Faults: []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
+		},
+		// Paragraphs of 3000 characters: two never fit in one 4096-character
+		// message, and one always does.
+		LongMessage: func(n int) string {
+			var paras []string
+			for i := range n {
+				paras = append(paras, strconv.Itoa(i)+strings.Repeat(" word", 600))
+			}
+			return strings.Join(paras, "\n\n")
+		},
+		DefaultRecipient: "42",
+		Recipient:        func(*testing.T) string { return "77" },
+		DeliveredTo: func(t *testing.T) []string {
+			var out []string
+			for _, c := range sent() {
+				out = append(out, c.Params["chat_id"])
+			}
+			return out
+		},
+		Thread: func(t *testing.T) string {
+			_, m := srv.SendUserMessage(srv.Token(), telegramtest.Message{Chat: telegramtest.Chat{ID: 42}, Text: "how full is the disk?"})
+			thread = m.MessageID
+			return "42:" + strconv.FormatInt(m.MessageID, 10)
+		},
+		InThread: func(t *testing.T) []bool {
+			var out []bool
+			for _, c := range sent() {
+				out = append(out, c.ReplyParameters != nil && c.ReplyParameters.MessageID == thread && c.Params["chat_id"] == "42")
+			}
+			return out
+		},
+		Reactions: func(t *testing.T) int {
+			n := 0
+			for _, c := range srv.Calls("setMessageReaction") {
+				if c.OK() {
+					n++
+				}
+			}
+			return n
+		},
+		Fail: func(t *testing.T, f delivertest.Fault) {
+			switch f {
+			case delivertest.FaultRefused:
+				srv.FailNext("sendMessage", 1, 400, "Bad Request: TOPIC_CLOSED", 0)
+			case delivertest.FaultNoRecipient:
+				srv.FailChat(42, 400, "Bad Request: chat not found")
+			case delivertest.FaultUnavailable:
+				srv.FailNext("sendMessage", 1, 502, "Bad Gateway", 0)
+			case delivertest.FaultRateLimit:
+				srv.FailNext("sendMessage", 1, 429, "Too Many Requests: retry after 120", int(delivertest.RetryAfter.Seconds()))
+			}
+		},
 	})
 }

@@ -3,6 +3,7 @@ package web_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,27 +15,89 @@ import (
 )
 
 // TestConformance runs the channel suite against the web channel on a real
-// bus. The suite's sends name no recipient, so they go to every visitor: the
-// provider's record of them is the integration's broadcast subject.
+// bus. Each sender serves its page, where one visitor has written: the
+// suite's recipient and the message it replies and reacts to. A send with no
+// recipient goes to every visitor; the provider's record of what was sent is
+// the integration's conversations in the stream.
 func TestConformance(t *testing.T) {
 	_, js := bustest.RunServer(t).Connect()
-	var integration string
+	var (
+		integration string
+		said        *visitorMessage
+	)
 	n := 0
+	butler := func(t *testing.T) []storedEntry {
+		var out []storedEntry
+		for _, e := range stored(t, js, web.Subject(integration, "*")) {
+			if e.Kind == "butler" {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
 	delivertest.Run(t, delivertest.Harness{
 		New: func(t *testing.T) deliver.Sender {
 			n++
 			integration = fmt.Sprintf("web%d", n)
-			return newChannel(t, js, integration)
+			ch, sk := serve(t, js, integration)
+			v := newVisitor(t, ch)
+			id := v.say("Did I take my pills?")
+			in := sk.next(t)
+			said = &visitorMessage{visitor: in.Meta["user_id"], id: id, thread: in.RequestContext.SourceThreadIdentity}
+			return ch
 		},
 		Delivered: func(t *testing.T) []string {
-			return stored(t, js, web.Subject(integration, web.Broadcast))
+			var out []string
+			for _, e := range butler(t) {
+				out = append(out, e.Text)
+			}
+			return out
 		},
-		CanReact: true,
+		// A message is stored whole; there is no provider to fail.
+		Features:         delivertest.Features{Recipients: true, Threads: true, React: true},
+		DefaultRecipient: web.Broadcast,
+		Recipient:        func(*testing.T) string { return said.visitor },
+		DeliveredTo: func(t *testing.T) []string {
+			var out []string
+			for _, e := range butler(t) {
+				out = append(out, e.subject[strings.LastIndex(e.subject, ".")+1:])
+			}
+			return out
+		},
+		Thread: func(*testing.T) string { return said.thread },
+		InThread: func(t *testing.T) []bool {
+			var out []bool
+			for _, e := range butler(t) {
+				out = append(out, e.subject == web.Subject(integration, said.visitor) && e.ReplyTo == said.id)
+			}
+			return out
+		},
+		Reactions: func(t *testing.T) int {
+			n := 0
+			for _, e := range stored(t, js, web.Subject(integration, "*")) {
+				if e.Kind == "reaction" && e.Target == said.id {
+					n++
+				}
+			}
+			return n
+		},
 	})
 }
 
-// stored is the text of every butler message kept on subject, in order.
-func stored(t *testing.T, js jetstream.JetStream, subject string) []string {
+// visitorMessage is what the suite's visitor wrote.
+type visitorMessage struct{ visitor, id, thread string }
+
+// storedEntry is one entry of a conversation, with the subject it is kept on.
+type storedEntry struct {
+	subject string
+	Kind    string `json:"kind"`
+	Text    string `json:"text"`
+	ReplyTo string `json:"reply_to"`
+	Target  string `json:"target"`
+}
+
+// stored is every entry kept on subject (wildcards allowed), in order.
+func stored(t *testing.T, js jetstream.JetStream, subject string) []storedEntry {
 	t.Helper()
 	if _, err := js.Stream(t.Context(), web.StreamName); err != nil {
 		return nil // nothing stored yet: the stream is made on first use
@@ -47,15 +110,14 @@ func stored(t *testing.T, js jetstream.JetStream, subject string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
+	var out []storedEntry
 	for m := range batch.Messages() {
-		var e struct{ Kind, Text string }
+		var e storedEntry
 		if err := json.Unmarshal(m.Data(), &e); err != nil {
 			t.Fatalf("stored entry %q: %v", m.Data(), err)
 		}
-		if e.Kind == "butler" {
-			out = append(out, e.Text)
-		}
+		e.subject = m.Subject()
+		out = append(out, e)
 	}
 	if err := batch.Error(); err != nil {
 		t.Fatal(err)

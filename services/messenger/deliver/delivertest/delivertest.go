@@ -1,6 +1,9 @@
-// Package delivertest is the conformance suite every channel passes: the same
-// behaviours, run against each deliver.Sender with its provider faked at the
-// wire.
+// Package delivertest is the conformance suite every channel passes, one per
+// side: Run holds the behaviours every deliver.Sender must have, RunReceiver
+// those of every deliver.Receiver, each run with the provider faked at the
+// wire. A channel says through Features what it can do (split long messages,
+// react, thread, inject faults); the suite runs what applies and skips the
+// rest by name, so a missing capability shows in the test output.
 package delivertest
 
 import (
@@ -9,37 +12,126 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
-// Harness adapts one channel to the suite.
+// Features say what a sender can do; the suite skips what it cannot.
+type Features struct {
+	// Chunks: the channel splits a long message into several, and
+	// Harness.LongMessage makes one of exactly n chunks.
+	Chunks bool
+	// Recipients: the channel sends to Harness.Recipient when a delivery
+	// names it and to Harness.DefaultRecipient otherwise, and
+	// Harness.DeliveredTo says where each message went.
+	Recipients bool
+	// Threads: a reply to Harness.Thread lands in that thread
+	// (Harness.InThread).
+	Threads bool
+	// React: intent react sets a reaction on Harness.Thread's message
+	// (Harness.Reactions); a channel without it refuses react as a
+	// validation error.
+	React bool
+	// Faults are the provider failures Harness.Fail can inject.
+	Faults []Fault
+}
+
+// Fault is a provider failure a harness injects into its fake.
+type Fault int
+
+// Faults, each with the class the sender must report.
+const (
+	// FaultRefused: the provider refuses the message itself (a bad
+	// request); class validation_error.
+	FaultRefused Fault = iota + 1
+	// FaultNoRecipient: the provider does not know the recipient, or will
+	// not let the sender write to it; class not_found or forbidden.
+	FaultNoRecipient
+	// FaultUnavailable: the provider fails (a 5xx, a 421); class
+	// target_unavailable.
+	FaultUnavailable
+	// FaultRateLimit: the provider says to come back in RetryAfter; an
+	// *envelope.RetryAfterError with that Wait, class overload_rejected.
+	FaultRateLimit
+)
+
+// RetryAfter is the wait a FaultRateLimit asks for: longer than any sender
+// waits out by itself, so the delivery is handed back.
+const RetryAfter = 120 * time.Second
+
+func (f Fault) String() string {
+	switch f {
+	case FaultRefused:
+		return "refused"
+	case FaultNoRecipient:
+		return "no recipient"
+	case FaultUnavailable:
+		return "unavailable"
+	case FaultRateLimit:
+		return "rate limit"
+	}
+	return "unknown fault"
+}
+
+// classes are what a sender may report for each fault.
+var classes = map[Fault][]string{
+	FaultRefused:     {"validation_error"},
+	FaultNoRecipient: {"not_found", "forbidden"},
+	FaultUnavailable: {"target_unavailable"},
+	FaultRateLimit:   {"overload_rejected"},
+}
+
+// Harness adapts one channel's sender to the suite.
 type Harness struct {
 	// New returns a sender whose default recipient is set, talking to a
 	// fresh fake provider.
 	New func(t *testing.T) deliver.Sender
 	// Delivered returns the text of every message the provider accepted, in
-	// order (the rendered text as the provider saw it).
+	// order (the rendered text as the provider saw it); reactions are not
+	// messages.
 	Delivered func(t *testing.T) []string
-	// CanReact says whether the channel supports intent react.
-	CanReact bool
+	Features  Features
+
+	// LongMessage returns markdown the channel sends as exactly n chunks
+	// (Chunks).
+	LongMessage func(n int) string
+	// DefaultRecipient is where New's sender sends a delivery without a
+	// recipient, as DeliveredTo names it (Recipients).
+	DefaultRecipient string
+	// Recipient returns another recipient the fake accepts, as DeliveredTo
+	// names it (Recipients).
+	Recipient func(t *testing.T) string
+	// DeliveredTo returns the recipient of every message the provider
+	// accepted, in order (Recipients).
+	DeliveredTo func(t *testing.T) []string
+	// Thread returns the source_thread_identity of a message the fake knows,
+	// to reply or react to (Threads, React).
+	Thread func(t *testing.T) string
+	// InThread reports, for every message the provider accepted, whether it
+	// landed in the thread of Thread (Threads).
+	InThread func(t *testing.T) []bool
+	// Reactions returns how many reactions the provider accepted (React).
+	Reactions func(t *testing.T) int
+	// Fail makes the fake's next provider call fail with f (Faults).
+	Fail func(t *testing.T, f Fault)
 }
 
-// Run runs the suite.
+// Run runs the sender suite.
 func Run(t *testing.T, h Harness) {
 	t.Run("send reaches the provider and every chunk is reported", func(t *testing.T) {
 		s := h.New(t)
 		var sent []string
-		r, err := s.Deliver(t.Context(), deliver.Delivery{Key: key(1), Intent: envelope.IntentSend, Butler: "health", Message: "Dose **taken** at 08:00", Urgency: "normal", Sent: func(id string) error {
+		r, err := s.Deliver(t.Context(), send(1, "Dose **taken** at 08:00", func(id string) error {
 			sent = append(sent, id)
 			return nil
-		}})
+		}))
 		if err != nil {
 			t.Fatalf("deliver: %v", err)
 		}
-		if len(r.MessageIDs) == 0 || !slices.Equal(r.MessageIDs, sent) {
-			t.Fatalf("receipt %v, Sent called with %v: want the same ids, one per chunk", r.MessageIDs, sent)
+		if len(r.MessageIDs) != 1 || !slices.Equal(r.MessageIDs, sent) || r.MessageIDs[0] == "" {
+			t.Fatalf("receipt %v, Sent called with %v: want the same one id", r.MessageIDs, sent)
 		}
 		got := h.Delivered(t)
 		if len(got) != 1 || !strings.Contains(got[0], "taken") || !strings.Contains(got[0], "08:00") {
@@ -49,7 +141,7 @@ func Run(t *testing.T, h Harness) {
 
 	t.Run("a retry after everything was sent sends nothing", func(t *testing.T) {
 		s := h.New(t)
-		d := deliver.Delivery{Key: key(2), Intent: envelope.IntentSend, Butler: "health", Message: "only once", Urgency: "normal"}
+		d := send(2, "only once", nil)
 		first, err := s.Deliver(t.Context(), d)
 		if err != nil {
 			t.Fatal(err)
@@ -67,18 +159,139 @@ func Run(t *testing.T, h Harness) {
 		}
 	})
 
-	t.Run("a failing progress record stops the delivery", func(t *testing.T) {
+	t.Run("a failing Begin sends nothing", func(t *testing.T) {
 		s := h.New(t)
 		stop := errors.New("ledger down")
-		_, err := s.Deliver(t.Context(), deliver.Delivery{Key: key(3), Intent: envelope.IntentSend, Butler: "health", Message: "x", Urgency: "normal", Sent: func(string) error { return stop }})
-		if err == nil && len(h.Delivered(t)) == 0 {
-			t.Fatal("nothing delivered and no error")
+		d := send(3, "never", nil)
+		d.Begin = func() error { return stop }
+		_, err := s.Deliver(t.Context(), d)
+		if !errors.Is(err, stop) {
+			t.Fatalf("deliver: %v, want Begin's error", err)
+		}
+		if got := h.Delivered(t); len(got) != 0 {
+			t.Fatalf("provider received %q after Begin failed", got)
 		}
 	})
 
-	if !h.CanReact {
+	t.Run("a failing progress record stops the delivery", func(t *testing.T) {
+		s := h.New(t)
+		md := "x"
+		if h.Features.Chunks {
+			md = h.LongMessage(3)
+		}
+		stop := errors.New("ledger down")
+		calls := 0
+		_, err := s.Deliver(t.Context(), send(4, md, func(string) error { calls++; return stop }))
+		if !errors.Is(err, stop) {
+			t.Fatalf("deliver: %v, want the progress record's error", err)
+		}
+		if got := h.Delivered(t); len(got) != 1 || calls != 1 {
+			t.Fatalf("provider received %d messages, Sent called %d times; want the first chunk only", len(got), calls)
+		}
+	})
+
+	if h.Features.Chunks {
+		t.Run("a long message goes out in chunks, each reported", func(t *testing.T) {
+			s := h.New(t)
+			var sent []string
+			r, err := s.Deliver(t.Context(), send(5, h.LongMessage(3), func(id string) error { sent = append(sent, id); return nil }))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := h.Delivered(t); len(got) != 3 || len(r.MessageIDs) != 3 || !slices.Equal(r.MessageIDs, sent) {
+				t.Fatalf("provider received %d messages, receipt %v, Sent %v; want 3 chunks, each reported", len(got), r.MessageIDs, sent)
+			}
+		})
+
+		t.Run("a resumed delivery sends only the chunks not done", func(t *testing.T) {
+			md := h.LongMessage(3)
+			if _, err := h.New(t).Deliver(t.Context(), send(6, md, nil)); err != nil {
+				t.Fatal(err)
+			}
+			whole := h.Delivered(t)
+
+			s := h.New(t)
+			var sent []string
+			d := send(6, md, func(id string) error { sent = append(sent, id); return nil })
+			d.Done = []string{"earlier-chunk-1"}
+			r, err := s.Deliver(t.Context(), d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := h.Delivered(t); !slices.Equal(got, whole[1:]) {
+				t.Fatalf("provider received %d messages %.200q, want chunks 2 and 3 of %d", len(got), got, len(whole))
+			}
+			if len(r.MessageIDs) != 3 || r.MessageIDs[0] != "earlier-chunk-1" || !slices.Equal(r.MessageIDs[1:], sent) {
+				t.Fatalf("receipt %v, Sent %v; want the done chunk's id then the two sent", r.MessageIDs, sent)
+			}
+		})
+	} else {
+		t.Run("Chunks", func(t *testing.T) { t.Skip("the channel sends every message whole") })
+	}
+
+	if h.Features.Recipients {
+		t.Run("a delivery goes to its recipient, else to the default", func(t *testing.T) {
+			s := h.New(t)
+			if _, err := s.Deliver(t.Context(), send(7, "to the default", nil)); err != nil {
+				t.Fatal(err)
+			}
+			d := send(8, "to someone else", nil)
+			d.Recipient = h.Recipient(t)
+			if _, err := s.Deliver(t.Context(), d); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := h.DeliveredTo(t), []string{h.DefaultRecipient, d.Recipient}; !slices.Equal(got, want) {
+				t.Fatalf("messages went to %q, want %q", got, want)
+			}
+		})
+	} else {
+		t.Run("Recipients", func(t *testing.T) { t.Skip("the channel has one recipient") })
+	}
+
+	if h.Features.Threads {
+		t.Run("a reply lands in the thread it answers", func(t *testing.T) {
+			s := h.New(t)
+			if _, err := s.Deliver(t.Context(), send(9, "not a reply", nil)); err != nil {
+				t.Fatal(err)
+			}
+			d := send(10, "a reply", nil)
+			d.Intent, d.Thread = envelope.IntentReply, h.Thread(t)
+			if _, err := s.Deliver(t.Context(), d); err != nil {
+				t.Fatal(err)
+			}
+			if got := h.InThread(t); !slices.Equal(got, []bool{false, true}) {
+				t.Fatalf("in the thread: %v, want [false true] (the send outside it, the reply in it)", got)
+			}
+		})
+	} else {
+		t.Run("Threads", func(t *testing.T) { t.Skip("the channel has no threads") })
+	}
+
+	if h.Features.React {
+		t.Run("react sets one reaction and sends no message", func(t *testing.T) {
+			s := h.New(t)
+			d := deliver.Delivery{Key: key(11), Intent: envelope.IntentReact, Butler: "health", Emoji: "👍", Thread: h.Thread(t)}
+			r, err := s.Deliver(t.Context(), d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := h.Reactions(t); n != 1 {
+				t.Fatalf("provider accepted %d reactions, want 1", n)
+			}
+			if got := h.Delivered(t); len(got) != 0 {
+				t.Fatalf("provider received messages %q for a react", got)
+			}
+			d.Done = r.MessageIDs
+			if _, err := s.Deliver(t.Context(), d); err != nil {
+				t.Fatal(err)
+			}
+			if n := h.Reactions(t); n != 1 {
+				t.Fatalf("a retry of a done react: %d reactions, want still 1", n)
+			}
+		})
+	} else {
 		t.Run("react is refused as a validation error", func(t *testing.T) {
-			_, err := h.New(t).Deliver(t.Context(), deliver.Delivery{Key: key(4), Intent: envelope.IntentReact, Butler: "health", Emoji: "👍", Thread: "1:2"})
+			_, err := h.New(t).Deliver(t.Context(), deliver.Delivery{Key: key(11), Intent: envelope.IntentReact, Butler: "health", Emoji: "👍", Thread: "1:2"})
 			if envelope.ClassOf(err) != "validation_error" {
 				t.Fatalf("react: %v, want a validation_error", err)
 			}
@@ -88,14 +301,43 @@ func Run(t *testing.T, h Harness) {
 		})
 	}
 
+	for _, f := range []Fault{FaultRefused, FaultNoRecipient, FaultUnavailable, FaultRateLimit} {
+		if !slices.Contains(h.Features.Faults, f) {
+			t.Run("fault "+f.String(), func(t *testing.T) { t.Skip("the fake cannot inject it") })
+			continue
+		}
+		t.Run("fault "+f.String()+" is reported as "+strings.Join(classes[f], " or "), func(t *testing.T) {
+			s := h.New(t)
+			h.Fail(t, f)
+			_, err := s.Deliver(t.Context(), send(12, "x", nil))
+			if !slices.Contains(classes[f], envelope.ClassOf(err)) {
+				t.Fatalf("deliver: %v (class %s), want class %s", err, envelope.ClassOf(err), strings.Join(classes[f], " or "))
+			}
+			if f == FaultRateLimit {
+				var ra *envelope.RetryAfterError
+				if !errors.As(err, &ra) || ra.Wait != RetryAfter {
+					t.Fatalf("deliver: %v, want an *envelope.RetryAfterError with Wait %s", err, RetryAfter)
+				}
+			}
+			if got := h.Delivered(t); len(got) != 0 {
+				t.Fatalf("provider accepted %q despite the fault", got)
+			}
+		})
+	}
+
 	t.Run("a cancelled context does not report success", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
-		_, err := h.New(t).Deliver(ctx, deliver.Delivery{Key: key(5), Intent: envelope.IntentSend, Butler: "health", Message: "too late", Urgency: "normal"})
+		_, err := h.New(t).Deliver(ctx, send(13, "too late", nil))
 		if err == nil {
 			t.Fatal("delivered on a cancelled context")
 		}
 	})
+}
+
+// send is a send of md with idempotency key i.
+func send(i int, md string, sent func(string) error) deliver.Delivery {
+	return deliver.Delivery{Key: key(i), Intent: envelope.IntentSend, Butler: "health", Message: md, Urgency: "normal", Sent: sent}
 }
 
 func key(i int) string { return strings.Repeat(string(rune('a'+i)), 64) }
