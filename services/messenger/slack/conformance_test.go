@@ -1,13 +1,17 @@
 package slack_test
 
 import (
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
+	"github.com/heraldhq/herald/services/messenger/slack"
 	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
 )
 
@@ -93,6 +97,53 @@ func TestConformance(t *testing.T) {
 			case delivertest.FaultRateLimit:
 				srv.RateLimitNext("chat.postMessage", 1, int(delivertest.RetryAfter.Seconds()))
 			}
+		},
+	})
+}
+
+func TestReceiverConformance(t *testing.T) {
+	var (
+		srv *slacktest.Server
+		url string
+	)
+	post := func(t *testing.T, cb slacktest.Callback, opts ...slacktest.EventOption) {
+		t.Helper()
+		if _, err := slacktest.SendEvent(t.Context(), url, secret, cb, opts...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	delivertest.RunReceiver(t, delivertest.ReceiverHarness{
+		Start: func(t *testing.T, sink *delivertest.Sink) {
+			srv = slacktest.NewServer(t)
+			h := deliver.NewHTTP()
+			r, err := slack.NewReceiver(config.Integration{ID: "slack_main", Type: "slack", SigningSecretEnv: secretEnv, Inbound: config.Inbound{Enabled: true}}, deliver.Env{
+				Getenv: func(k string) string { return map[string]string{secretEnv: secret}[k] },
+				Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+				HTTP:   h,
+			})
+			if err != nil || r == nil {
+				t.Fatalf("NewReceiver: %v, %v", r, err)
+			}
+			hs := httptest.NewServer(h)
+			t.Cleanup(hs.Close)
+			url = hs.URL + "/slack/slack_main/events"
+			delivertest.Receive(t, r, sink)
+		},
+		// Slack retries an event it got no 200 for, saying so in
+		// X-Slack-Retry-Num.
+		Send: func(t *testing.T, text string) func(*testing.T) {
+			cb := srv.UserMessage(slacktest.MessageEvent{Channel: "C0GENERAL", Text: text})
+			post(t, cb)
+			return func(t *testing.T) { post(t, cb, slacktest.Retry(1, "http_error")) }
+		},
+		Sender:   "U0HUMAN01",
+		Features: delivertest.ReceiverFeatures{Threads: true, Refuses: true, DropsInvalid: true},
+		SendInThread: func(t *testing.T, text string) {
+			root := srv.UserMessage(slacktest.MessageEvent{Channel: "C0GENERAL", Text: "the root"})
+			post(t, srv.UserMessage(slacktest.MessageEvent{Channel: "C0GENERAL", Text: text, ThreadTS: root.Event.TS}))
+		},
+		Refuse: func(t *testing.T) {
+			post(t, srv.UserMessage(slacktest.MessageEvent{Channel: "C0GENERAL", Text: "forged"}), slacktest.WithSignature(""))
 		},
 	})
 }

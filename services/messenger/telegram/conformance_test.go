@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
@@ -90,6 +91,33 @@ func TestConformance(t *testing.T) {
 			case delivertest.FaultRateLimit:
 				srv.FailNext("sendMessage", 1, 429, "Too Many Requests: retry after 120", int(delivertest.RetryAfter.Seconds()))
 			}
+		},
+	})
+}
+
+func TestReceiverConformance(t *testing.T) {
+	var srv *telegramtest.Server
+	delivertest.RunReceiver(t, delivertest.ReceiverHarness{
+		Start: func(t *testing.T, sink *delivertest.Sink) {
+			srv = telegramtest.NewServer(t)
+			_, js := bustest.RunServer(t).Connect()
+			delivertest.Receive(t, newReceiver(t, receiverEnv{srv: srv, js: js}), sink)
+		},
+		// The poller fetches again whatever it did not confirm: the
+		// provider need not do anything.
+		Send: func(t *testing.T, text string) func(*testing.T) {
+			srv.SendUserMessage(srv.Token(), telegramtest.Message{Chat: telegramtest.Chat{ID: 42}, Text: text})
+			return func(*testing.T) {}
+		},
+		Sender: "42",
+		// Telegram delivers only what the bot may see; nothing is refused on
+		// arrival.
+		Features: delivertest.ReceiverFeatures{Threads: true, DropsInvalid: true},
+		SendInThread: func(t *testing.T, text string) {
+			srv.SendUserMessage(srv.Token(), telegramtest.Message{
+				Chat: telegramtest.Chat{ID: -1001234567890, Type: "supergroup"}, MessageThreadID: 3,
+				From: &telegramtest.User{ID: 42, FirstName: "Ada"}, Text: text,
+			})
 		},
 	})
 }

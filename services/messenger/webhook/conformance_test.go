@@ -1,10 +1,14 @@
 package webhook_test
 
 import (
+	"net/http"
+	"net/http/httptest"
 	"testing"
 
+	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
+	"github.com/heraldhq/herald/services/messenger/webhook"
 	"github.com/heraldhq/herald/services/messenger/webhook/webhooktest"
 )
 
@@ -75,5 +79,46 @@ func TestConformance(t *testing.T) {
 				srv.FailNext(429, delivertest.RetryAfter)
 			}
 		},
+	})
+}
+
+func TestReceiverConformance(t *testing.T) {
+	var url, secret string
+	send := func(t *testing.T, text string, opts webhooktest.PostOptions) *webhooktest.Response {
+		t.Helper()
+		resp, err := webhooktest.Post(url, secret, blob("text", text, "sender", "github-actions", "chat", "alerts"), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	delivertest.RunReceiver(t, delivertest.ReceiverHarness{
+		Start: func(t *testing.T, sink *delivertest.Sink) {
+			secret = webhooktest.NewSecret()
+			e := env(t, secret, nil)
+			e.HTTP = deliver.NewHTTP()
+			r, err := webhook.NewReceiver(config.Integration{ID: "ci", Type: "webhook", SecretEnv: secretEnv, Inbound: config.Inbound{Enabled: true}}, e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv := httptest.NewServer(http.MaxBytesHandler(e.HTTP, 1<<20))
+			t.Cleanup(srv.Close)
+			url = srv.URL + webhook.Path("ci")
+			delivertest.Receive(t, r, sink)
+		},
+		// The poster's retry is the same webhook-id and body.
+		Send: func(t *testing.T, text string) func(*testing.T) {
+			id := send(t, text, webhooktest.PostOptions{}).ID
+			return func(t *testing.T) { send(t, text, webhooktest.PostOptions{ID: id}) }
+		},
+		Sender:   "github-actions",
+		Features: delivertest.ReceiverFeatures{Threads: true, Refuses: true, DropsInvalid: true},
+		SendInThread: func(t *testing.T, text string) {
+			resp, err := webhooktest.Post(url, secret, blob("text", text, "sender", "github-actions", "thread", "pr-1234"), webhooktest.PostOptions{})
+			if err != nil || resp.Status != http.StatusOK {
+				t.Fatalf("post: %v %+v", err, resp)
+			}
+		},
+		Refuse: func(t *testing.T) { send(t, "forged", webhooktest.PostOptions{BadSignature: true}) },
 	})
 }

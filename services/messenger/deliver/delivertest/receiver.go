@@ -25,15 +25,17 @@ type ReceiverFeatures struct {
 	// records as dropped.
 	Refuses bool
 	// DropsInvalid: a message the sink refuses as invalid
-	// (envelope.ErrValidation) is recorded as dropped, not offered again.
+	// (envelope.ErrValidation) is recorded as dropped, and the receiver goes
+	// on without offering it again by itself.
 	DropsInvalid bool
 }
 
 // ReceiverHarness adapts one channel's receiver to the suite.
 type ReceiverHarness struct {
 	// Start builds a receiver talking to a fresh fake provider and runs it
-	// with sink until the test ends; it returns once Send can reach it.
-	Start func(t *testing.T, sink deliver.Sink)
+	// with sink until the test ends (Receive does that); it returns once
+	// Send can reach it.
+	Start func(t *testing.T, sink *Sink)
 	// Send makes the provider deliver text from Sender, and returns
 	// redeliver, which makes it deliver the very same message again, as
 	// the provider does when the receiver did not confirm it (a webhook's
@@ -145,9 +147,10 @@ func RunReceiver(t *testing.T, h ReceiverHarness) {
 			sink := NewSink()
 			sink.FailNext(1, fmt.Errorf("%w: the suite refuses it", envelope.ErrValidation))
 			h.Start(t, sink)
-			redeliver := h.Send(t, "invalid")
+			// No redeliver: a provider retrying it is refused again by the
+			// bus; what matters is that the receiver goes on by itself.
+			h.Send(t, "invalid")
 			checkReason(t, sink.WaitDropped(t, 1)[0])
-			redeliver(t)
 			h.Send(t, "valid")
 			sink.Wait(t, "the next message", func() bool {
 				s := sink.Stored()
@@ -162,6 +165,29 @@ func RunReceiver(t *testing.T, h ReceiverHarness) {
 	} else {
 		t.Run("DropsInvalid", func(t *testing.T) { t.Skip("the channel answers an invalid message to its sender instead") })
 	}
+}
+
+// Receive runs r with sink until the test ends, and returns once r reports
+// that it is running.
+func Receive(t *testing.T, r deliver.Receiver, sink *Sink) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Receive(ctx, sink) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Receive: %v", err)
+		}
+	})
+	sink.Wait(t, "a running status", func() bool {
+		for _, st := range sink.Statuses() {
+			if st.State == deliver.StateRunning {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 func checkIngress(t *testing.T, in *envelope.Ingress, text, sender string) {
