@@ -97,6 +97,7 @@ type inbound struct {
 	approvals *approval.Store
 	requests  jetstream.KeyValue
 	sessions  *sessions
+	s         *Switchboard // its claims (claim.go)
 	limits    limits
 }
 
@@ -110,7 +111,7 @@ func (s *Switchboard) ingressWorker(ctx context.Context) (*bus.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &inbound{cfg: s.cfg, js: s.js, log: s.log, audit: s.audit, pairing: pairing, approvals: s.approvals, requests: s.requests, sessions: sess}
+	g := &inbound{cfg: s.cfg, js: s.js, log: s.log, audit: s.audit, pairing: pairing, approvals: s.approvals, requests: s.requests, sessions: sess, s: s}
 	// One at a time, in the order the messenger stored them: a chat's messages
 	// reach its butler in the order they were sent.
 	return &bus.Worker{Stream: bus.StreamIngress, Durable: bus.ConsumerIngress, Handle: g.handle, GiveUp: g.giveUp, Concurrency: 1, Log: s.log}, nil
@@ -144,6 +145,9 @@ func (g *inbound) handle(ctx context.Context, m jetstream.Msg) error {
 	if done, err := g.verdict(ctx, m, it, in); done || err != nil {
 		return err
 	}
+	if done, err := g.claimed(ctx, it, in); done || err != nil {
+		return err
+	}
 	return g.forward(ctx, it, in)
 }
 
@@ -175,6 +179,12 @@ func (g *inbound) forward(ctx context.Context, it *config.Integration, in *envel
 	}
 	butler := butlerFor(g.cfg, it.ID, meta["chat_id"])
 	thread := threadOf(meta)
+	// A conversation a butler claimed (claim_thread) goes to it.
+	if claimer, err := g.claimedBy(ctx, it.ID, thread); err != nil {
+		return err
+	} else if claimer != "" && g.cfg.Butler(claimer) != nil {
+		butler = claimer
+	}
 	sess, err := g.sessions.of(ctx, it.ID, thread, butler)
 	if err != nil {
 		return err

@@ -46,6 +46,8 @@ type Switchboard struct {
 	ledger    *ledger.Ledger
 	approvals *approval.Store
 	requests  jetstream.KeyValue // routed inbound messages (requests.go)
+	// sessionsKV is herald_sessions: threads' sessions and claims (claim.go).
+	sessionsKV jetstream.KeyValue
 }
 
 // Run routes until ctx is done, then drains.
@@ -71,7 +73,11 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}, ledger: led, approvals: approvals, requests: requests}
+	sessionsKV, err := js.KeyValue(ctx, bus.BucketSessions)
+	if err != nil {
+		return err
+	}
+	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}, ledger: led, approvals: approvals, requests: requests, sessionsKV: sessionsKV}
 	retryFor := time.Duration(o.Config.Delivery.RetryFor)
 	routes := &bus.Worker{Stream: bus.StreamRoute, Durable: bus.ConsumerSwitchboard, Handle: s.route, GiveUp: s.reject, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
 	results := &bus.Worker{Stream: bus.StreamResult, Durable: bus.ConsumerResults, Handle: s.relay, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
@@ -121,6 +127,9 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 		return err
 	}
 	if err := s.prompts(ctx, butler, in, n); err != nil {
+		return err
+	}
+	if err := s.offerClaim(ctx, butler, in, r); err != nil {
 		return err
 	}
 	data, err := json.Marshal(r)
@@ -270,6 +279,11 @@ func (s *Switchboard) relay(ctx context.Context, m jetstream.Msg) error {
 		rec.Channel = m.Headers().Get(bus.HeaderChannel)
 	}
 	s.audit.Write(ctx, rec)
+	if resp.Result != nil {
+		if err := s.claimSent(ctx, id, resp.Result.NotifyResponse); err != nil {
+			return err
+		}
+	}
 	return s.settle(ctx, butler, id, m.Headers().Get(bus.HeaderChannel), &resp)
 }
 

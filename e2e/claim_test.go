@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
+)
+
+// claimOffer has finance send a claim_thread notify to alice's chat and
+// returns the Telegram message it became.
+func claimOffer(t *testing.T, f *fleet, msg string) telegramtest.Call {
+	t.Helper()
+	res := f.notify("finance", map[string]any{"channel": "telegram", "message": msg, "claim_thread": true, "claim_thread_label": "Finance"})
+	if res.IsError {
+		t.Fatalf("claim notify: %s", text(res))
+	}
+	for _, c := range f.tg.Calls("sendMessage") {
+		if c.OK() && strings.Contains(c.Params["text"], msg) {
+			return c
+		}
+	}
+	t.Fatalf("no message %q sent", msg)
+	return telegramtest.Call{}
+}
+
+// TestClaimThread: a notify with claim_thread shows [📎 Reply here] and
+// [💬 Keep my chat]; the human's tap moves the chat's conversation to the
+// claiming butler, across a switchboard restart; a plain reply to another
+// offer moves it too, with the notice "[Switched to Finance thread]".
+func TestClaimThread(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	health, finance := f.listen("health"), f.listen("finance")
+
+	offer := claimOffer(t, f, "Your invoice is due.")
+	if offer.ReplyMarkup == nil || len(offer.ReplyMarkup.InlineKeyboard) == 0 {
+		t.Fatalf("no buttons under the claim offer: %+v", offer.ReplyMarkup)
+	}
+	var labels []string
+	var claimData string
+	for _, row := range offer.ReplyMarkup.InlineKeyboard {
+		for _, b := range row {
+			labels = append(labels, b.Text)
+			if strings.HasPrefix(b.CallbackData, "claim:") {
+				claimData = b.CallbackData
+			}
+		}
+	}
+	if strings.Join(labels, "|") != "📎 Reply here|💬 Keep my chat" || claimData == "" {
+		t.Fatalf("buttons %v (%q)", labels, claimData)
+	}
+
+	// Before the tap, alice's chat goes to health (the default butler).
+	f.tell(alice, "before the tap")
+	health.Wait(butler.MethodChannel, 1)
+	f.tg.PressButton(f.tg.Token(), alice.ID, offer.Message.MessageID, alice, claimData)
+	eventually(t, 10*time.Second, func() bool {
+		for _, r := range f.audit("routed") {
+			if r["reason"] == "thread_claimed" {
+				return true
+			}
+		}
+		return false
+	}, "the claim")
+	f.tell(alice, "after the tap")
+	if got := finance.Wait(butler.MethodChannel, 1); got[0]["content"] != "after the tap" {
+		t.Fatalf("finance got %v", got)
+	}
+	f.stop("switchboard")
+	f.start("switchboard")
+	f.tell(alice, "after a restart")
+	if got := finance.Wait(butler.MethodChannel, 2); got[1]["content"] != "after a restart" {
+		t.Fatalf("finance got %v", got)
+	}
+	if n := len(health.Notifications(butler.MethodChannel)); n != 1 {
+		t.Fatalf("health got %d messages, want only the one before the tap", n)
+	}
+}
+
+// TestClaimThreadByReply: replying to a claim offer, without a tap, moves the
+// conversation and says so in the chat.
+func TestClaimThreadByReply(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	finance := f.listen("finance")
+	offer := claimOffer(t, f, "Shall I pay it?")
+	_, _ = f.tg.SendUserMessage(f.tg.Token(), telegramtest.Message{Chat: telegramtest.Chat{ID: alice.ID, Type: "private"}, From: &alice, Text: "yes please",
+		ReplyToMessage: offer.Message})
+	if got := finance.Wait(butler.MethodChannel, 1); got[0]["content"] != "yes please" {
+		t.Fatalf("finance got %v", got)
+	}
+	eventually(t, 10*time.Second, func() bool { return sentContaining(f, "[Switched to Finance thread]") == 1 }, "the switch notice")
+	f.tell(alice, "and the next one")
+	if got := finance.Wait(butler.MethodChannel, 2); got[1]["content"] != "and the next one" {
+		t.Fatalf("finance got %v", got)
+	}
+}

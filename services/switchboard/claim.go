@@ -1,0 +1,214 @@
+package switchboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/audit"
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/schemas"
+)
+
+// Claimed threads (seed 000's claim_thread). A butler's notify with
+// claim_thread on Telegram gets two buttons, [📎 Reply here] and [💬 Keep my
+// chat]; the human's tap on the first, or a reply to the message, moves the
+// conversation of that chat to the claiming butler. All of it is kept in
+// herald_sessions, so it survives restarts:
+//
+//	claimreq.<request_id>                      a claim offered, until its message is sent
+//	claimmsg.<integration>.<chat>.<message_id> a message that offers a claim
+//	claim.<integration>.<thread>               the butler a conversation was moved to
+//
+// The claiming butler is the route's origin, which NATS ties to the
+// butler's credentials: never an argument.
+const (
+	claimData   = "claim:"
+	keepData    = "keep:"
+	claimButton = "📎 Reply here"
+	keepButton  = "💬 Keep my chat"
+)
+
+// Reasons of the audit records of claims.
+const (
+	ReasonThreadClaimed = "thread_claimed"
+	ReasonThreadKept    = "thread_kept"
+)
+
+type claim struct {
+	Butler      string `json:"butler"`
+	Label       string `json:"label,omitempty"`
+	Integration string `json:"integration"`
+	Chat        string `json:"chat"`
+}
+
+func claimReqKey(requestID string) string { return "claimreq." + requestID }
+func claimMsgKey(integration, chat, msg string) string {
+	return "claimmsg." + integration + "." + kvToken(chat) + "." + kvToken(msg)
+}
+func claimKey(integration, thread string) string {
+	return "claim." + integration + "." + kvToken(thread)
+}
+
+// offerClaim adds the claim buttons to a notify with claim_thread on
+// Telegram, and records the offer. Other channels have no buttons: there the
+// flag changes nothing.
+func (s *Switchboard) offerClaim(ctx context.Context, butler string, in *config.Integration, r *envelope.Route) error {
+	n := r.Notify()
+	if !n.Delivery.ClaimThread || in.Type != "telegram" || n.Delivery.Intent == envelope.IntentReact {
+		return nil
+	}
+	chat := n.Delivery.Recipient
+	if chat == "" && n.RequestContext != nil {
+		chat, _, _ = strings.Cut(n.RequestContext.SourceThreadIdentity, ":")
+	}
+	if chat == "" {
+		chat = in.DefaultChat
+	}
+	id := r.RequestContext.RequestID
+	label := n.Delivery.ClaimThreadLabel
+	if label == "" {
+		label = butler
+	}
+	c := claim{Butler: butler, Label: label, Integration: in.ID, Chat: chat}
+	if err := s.putJSON(ctx, claimReqKey(id), c); err != nil {
+		return err
+	}
+	n.Delivery.Actions = append(n.Delivery.Actions, envelope.Action{Label: claimButton, Data: claimData + id}, envelope.Action{Label: keepButton, Data: keepData + id})
+	return nil
+}
+
+// claimSent maps the sent messages of an offered claim to it, so a reply to
+// one of them claims the conversation too.
+func (s *Switchboard) claimSent(ctx context.Context, requestID string, nr *envelope.NotifyResponse) error {
+	if nr == nil || nr.Status != envelope.StatusOK || nr.Delivery == nil {
+		return nil
+	}
+	var c claim
+	found, err := s.getJSON(ctx, claimReqKey(requestID), &c)
+	if err != nil || !found {
+		return err
+	}
+	for _, id := range nr.Delivery.MessageIDs {
+		if id == "" {
+			continue
+		}
+		if err := s.putJSON(ctx, claimMsgKey(c.Integration, c.Chat, id), c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// claimed handles a tap on a claim button (it reports done: the tap is not
+// chat), and a reply to a message that offers a claim (the claim is taken,
+// the human told, and the message goes on to the claiming butler).
+func (g *inbound) claimed(ctx context.Context, it *config.Integration, in *envelope.Ingress) (bool, error) {
+	data := in.Meta["callback_data"]
+	thread := threadOf(in.Meta)
+	chat := in.Meta["chat_id"]
+	switch {
+	case strings.HasPrefix(data, claimData), strings.HasPrefix(data, keepData):
+		id := strings.TrimPrefix(strings.TrimPrefix(data, claimData), keepData)
+		var c claim
+		found, err := g.s.getJSON(ctx, claimReqKey(id), &c)
+		if err != nil {
+			return true, err
+		}
+		if !found || c.Integration != it.ID || c.Chat != chat {
+			g.refuse(ctx, in, it.Channel(), audit.Rejected, ReasonVerdictUnknownID)
+			return true, nil
+		}
+		if strings.HasPrefix(data, keepData) {
+			g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: c.Butler, Channel: it.Channel(), RequestID: in.RequestContext.RequestID, Reason: ReasonThreadKept})
+			return true, nil
+		}
+		if err := g.s.putJSON(ctx, claimKey(it.ID, thread), c); err != nil {
+			return true, err
+		}
+		g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: c.Butler, Channel: it.Channel(), RequestID: in.RequestContext.RequestID, Reason: ReasonThreadClaimed})
+		g.log.Info("thread claimed", "butler", c.Butler, "integration", it.ID, "thread", thread)
+		return true, nil
+	case in.Meta["reply_to_message_id"] != "":
+		var c claim
+		found, err := g.s.getJSON(ctx, claimMsgKey(it.ID, chat, in.Meta["reply_to_message_id"]), &c)
+		if err != nil || !found {
+			return false, err
+		}
+		var cur claim
+		if ok, err := g.s.getJSON(ctx, claimKey(it.ID, thread), &cur); err != nil {
+			return false, err
+		} else if ok && cur.Butler == c.Butler {
+			return false, nil // already there
+		}
+		if err := g.s.putJSON(ctx, claimKey(it.ID, thread), c); err != nil {
+			return false, err
+		}
+		g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: c.Butler, Channel: it.Channel(), RequestID: in.RequestContext.RequestID, Reason: ReasonThreadClaimed})
+		return false, g.switchedNotice(ctx, it, in, c)
+	}
+	return false, nil
+}
+
+// claimedBy is the butler a conversation was claimed by, if any.
+func (g *inbound) claimedBy(ctx context.Context, integration, thread string) (string, error) {
+	var c claim
+	found, err := g.s.getJSON(ctx, claimKey(integration, thread), &c)
+	if err != nil || !found {
+		return "", err
+	}
+	return c.Butler, nil
+}
+
+// switchedNotice tells the human that their reply moved the conversation.
+func (g *inbound) switchedNotice(ctx context.Context, it *config.Integration, in *envelope.Ingress, c claim) error {
+	rc := in.RequestContext
+	n := envelope.NewNotify(pairingOrigin, envelope.Delivery{
+		Channel: it.Channel(), Recipient: recipientOf(it, in),
+		Message: fmt.Sprintf("[Switched to %s thread]", c.Label),
+	}, &rc)
+	n.Delivery.Intent = envelope.IntentSend
+	r := envelope.NewRoute(n)
+	if err := envelope.Check(schemas.Route, r); err != nil {
+		return fmt.Errorf("%w: switch notice: %w", envelope.ErrInternal, err)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
+	}
+	if _, err := bus.Publish(ctx, g.js, bus.DeliverSubject("messenger"), b, r.IdempotencyKey(), nil); err != nil {
+		return fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)
+	}
+	return nil
+}
+
+func (s *Switchboard) putJSON(ctx context.Context, key string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
+	}
+	if _, err := s.sessionsKV.Put(ctx, key, b); err != nil {
+		return fmt.Errorf("%w: writing %s: %w", envelope.ErrTargetUnavailable, key, err)
+	}
+	return nil
+}
+
+func (s *Switchboard) getJSON(ctx context.Context, key string, v any) (bool, error) {
+	e, err := s.sessionsKV.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w: reading %s: %w", envelope.ErrTargetUnavailable, key, err)
+	}
+	if err := json.Unmarshal(e.Value(), v); err != nil {
+		return false, fmt.Errorf("%w: %s: %w", envelope.ErrInternal, key, err)
+	}
+	return true, nil
+}
