@@ -1,10 +1,14 @@
 package email_test
 
 import (
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
+	"github.com/heraldhq/herald/services/messenger/email"
 	"github.com/heraldhq/herald/services/messenger/email/smtptest"
 )
 
@@ -60,5 +64,52 @@ func TestConformance(t *testing.T) {
 				srv.FailNext(1, 451, "greylisted, try again later")
 			}
 		},
+	})
+}
+
+func TestReceiverConformance(t *testing.T) {
+	var addr string
+	n := 0
+	mail := func(t *testing.T, headers, text string) string {
+		t.Helper()
+		n++
+		id := fmt.Sprintf("<suite-%d@example.org>", n)
+		msg := crlf("From: Ann <ann@example.org>\nTo: herald@example.com\nSubject: Pills\nMessage-ID: " + id + "\n" + headers +
+			"Content-Type: text/plain; charset=utf-8\n\n" + text + "\n")
+		// A 451 is the receiver asking for the retry the redelivery is.
+		_, _ = sendMail(t, addr, "ann@example.org", []string{"herald@example.com"}, msg)
+		return msg
+	}
+	delivertest.RunReceiver(t, delivertest.ReceiverHarness{
+		Start: func(t *testing.T, sink *delivertest.Sink) {
+			r, err := email.NewReceiverFactory()(inboundIntegration(), deliver.Env{
+				Logger:   slog.New(slog.NewTextHandler(t.Output(), nil)),
+				Instance: "test-1",
+			})
+			if err != nil || r == nil {
+				t.Fatalf("NewReceiver: %v, %v", r, err)
+			}
+			delivertest.Receive(t, r, sink)
+			for _, st := range sink.Statuses() {
+				if a, ok := strings.CutPrefix(st.Detail, "listening on "); ok {
+					addr = a
+				}
+			}
+		},
+		// The sending server retries the very same mail.
+		Send: func(t *testing.T, text string) func(*testing.T) {
+			msg := mail(t, "", text)
+			return func(t *testing.T) {
+				_, _ = sendMail(t, addr, "ann@example.org", []string{"herald@example.com"}, msg)
+			}
+		},
+		// Without DKIM or SPF the sender is not authenticated.
+		Sender:   func() string { return "unverified:ann@example.org" },
+		Features: delivertest.ReceiverFeatures{Threads: true, Refuses: true, DropsInvalid: true},
+		SendInThread: func(t *testing.T, text string) {
+			mail(t, "In-Reply-To: <root@example.com>\nReferences: <root@example.com>\n", text)
+		},
+		// A vacation reply answered would start a mail loop.
+		Refuse: func(t *testing.T) { mail(t, "Auto-Submitted: auto-replied\n", "I am away until Monday.") },
 	})
 }

@@ -316,19 +316,6 @@ func TestReactUnsupported(t *testing.T) {
 	}
 }
 
-// An earlier attempt that already sent the mail is not repeated.
-func TestDoneIsNotSentAgain(t *testing.T) {
-	srv := smtptest.NewServer(t)
-	s := newSender(t, srv)
-	r := deliverOne(t, s, deliver.Delivery{Key: "d1", Intent: "send", Butler: "health", Message: "hi", Done: []string{"<d1@example.com>"}})
-	if !slices.Equal(r.MessageIDs, []string{"<d1@example.com>"}) {
-		t.Errorf("receipt %v, want the done id", r.MessageIDs)
-	}
-	if n := len(srv.Messages()); n != 0 {
-		t.Errorf("%d mails sent, want none", n)
-	}
-}
-
 func TestSTARTTLSWithAuth(t *testing.T) {
 	srv := smtptest.NewServer(t, smtptest.WithSTARTTLS(), smtptest.WithAuth(user, password))
 	s := newSender(t, srv)

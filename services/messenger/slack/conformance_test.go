@@ -136,7 +136,7 @@ func TestReceiverConformance(t *testing.T) {
 			post(t, cb)
 			return func(t *testing.T) { post(t, cb, slacktest.Retry(1, "http_error")) }
 		},
-		Sender:   "U0HUMAN01",
+		Sender:   func() string { return "U0HUMAN01" },
 		Features: delivertest.ReceiverFeatures{Threads: true, Refuses: true, DropsInvalid: true},
 		SendInThread: func(t *testing.T, text string) {
 			root := srv.UserMessage(slacktest.MessageEvent{Channel: "C0GENERAL", Text: "the root"})

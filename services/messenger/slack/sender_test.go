@@ -262,38 +262,6 @@ func TestQuoteGrowingPastTheLimitIsCutSmaller(t *testing.T) {
 	}
 }
 
-func TestInterruptedSendResumes(t *testing.T) {
-	srv := slacktest.NewServer(t)
-	s := newSender(t, srv, srv.Token())
-	md := strings.Repeat("word ", 2000)
-	want, _ := slack.ChunkTexts(md)
-	stop := errors.New("ledger down")
-	var done []string
-	_, err := s.Deliver(t.Context(), deliver.Delivery{Message: md, Sent: func(id string) error {
-		done = append(done, id)
-		if len(done) == 2 {
-			return stop
-		}
-		return nil
-	}})
-	if !errors.Is(err, stop) {
-		t.Fatalf("deliver: %v, want the progress record's failure", err)
-	}
-	r, err := s.Deliver(t.Context(), deliver.Delivery{Message: md, Done: done})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := posted(t, srv)
-	if len(got) != len(want) || len(r.MessageIDs) != len(want) || !slices.Equal(r.MessageIDs[:2], done) {
-		t.Fatalf("posted %d, receipt %v; want %d chunks once each, starting with %v", len(got), r.MessageIDs, len(want), done)
-	}
-	for i := range want {
-		if got[i].Text != want[i] {
-			t.Errorf("message %d is not chunk %d", i, i)
-		}
-	}
-}
-
 func TestReplyGoesIntoTheThread(t *testing.T) {
 	tests := []struct {
 		name, thread, recipient string
@@ -625,15 +593,6 @@ func TestEmptyMessageIsRefused(t *testing.T) {
 	}
 	if n := len(srv.Calls("")); n != 0 {
 		t.Errorf("%d calls for empty messages", n)
-	}
-}
-
-func TestBeginFailureStopsTheCall(t *testing.T) {
-	srv := slacktest.NewServer(t)
-	stop := errors.New("ledger down")
-	_, err := newSender(t, srv, srv.Token()).Deliver(t.Context(), deliver.Delivery{Message: "x", Begin: func() error { return stop }})
-	if !errors.Is(err, stop) || len(srv.Calls("")) != 0 {
-		t.Errorf("deliver: %v with %d calls, want the Begin error and no call", err, len(srv.Calls("")))
 	}
 }
 

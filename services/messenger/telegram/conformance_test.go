@@ -109,7 +109,7 @@ func TestReceiverConformance(t *testing.T) {
 			srv.SendUserMessage(srv.Token(), telegramtest.Message{Chat: telegramtest.Chat{ID: 42}, Text: text})
 			return func(*testing.T) {}
 		},
-		Sender: "42",
+		Sender: func() string { return "42" },
 		// Telegram delivers only what the bot may see; nothing is refused on
 		// arrival.
 		Features: delivertest.ReceiverFeatures{Threads: true, DropsInvalid: true},

@@ -208,47 +208,6 @@ func testChunked(t *testing.T, md string) {
 	}
 }
 
-func TestResumeSkipsSentChunks(t *testing.T) {
-	srv := telegramtest.NewServer(t)
-	s := newSender(t, srv, srv.Token())
-	md := longMarkdown(10000)
-	chunks := markdown.TelegramChunks(md, telegram.MaxMessageLength)
-
-	// The first attempt records one chunk, then fails to record progress.
-	errStore := errors.New("ledger unavailable")
-	r, err := s.Deliver(t.Context(), deliver.Delivery{Message: md, Sent: func(string) error { return errStore }})
-	if !errors.Is(err, errStore) || !slices.Equal(r.MessageIDs, []string{"1"}) {
-		t.Fatalf("first attempt: receipt %v, err %v; want [1] and the Sent error", r.MessageIDs, err)
-	}
-
-	// The retry sends only the rest.
-	var sent []string
-	r, err = s.Deliver(t.Context(), deliver.Delivery{
-		Message: md,
-		Done:    r.MessageIDs,
-		Sent:    func(id string) error { sent = append(sent, id); return nil },
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls := srv.Calls("sendMessage")
-	if len(calls) != len(chunks) {
-		t.Fatalf("%d chunks took %d sendMessage calls, want one each", len(chunks), len(calls))
-	}
-	for i, c := range calls {
-		if c.Params["text"] != chunks[i] {
-			t.Errorf("call %d sent %.80q…, want chunk %d %.80q…", i+1, c.Params["text"], i+1, chunks[i])
-		}
-	}
-	want := make([]string, len(chunks))
-	for i := range want {
-		want[i] = strconv.Itoa(i + 1)
-	}
-	if !slices.Equal(r.MessageIDs, want) || !slices.Equal(sent, want[1:]) {
-		t.Errorf("receipt %v, Sent %v; want %v and %v", r.MessageIDs, sent, want, want[1:])
-	}
-}
-
 func TestReply(t *testing.T) {
 	srv := telegramtest.NewServer(t)
 	s := newSender(t, srv, srv.Token())

@@ -3,6 +3,7 @@ package web_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -123,4 +124,36 @@ func stored(t *testing.T, js jetstream.JetStream, subject string) []storedEntry 
 		t.Fatal(err)
 	}
 	return out
+}
+
+func TestReceiverConformance(t *testing.T) {
+	_, js := bustest.RunServer(t).Connect()
+	var (
+		v *visitor
+		n int
+	)
+	delivertest.RunReceiver(t, delivertest.ReceiverHarness{
+		Start: func(t *testing.T, sink *delivertest.Sink) {
+			n++
+			ch := newChannel(t, js, fmt.Sprintf("recv%d", n))
+			delivertest.Receive(t, ch, sink)
+			v = newVisitor(t, ch)
+			v.events("") // learns the visitor's id
+		},
+		// The page posts again, with the same client_id, what was not
+		// accepted.
+		Send: func(t *testing.T, text string) func(*testing.T) {
+			p := map[string]string{"text": text, "client_id": uuid()}
+			v.post(p)
+			return func(*testing.T) { v.post(p) }
+		},
+		Sender: func() string { return "web:" + v.id },
+		// A web conversation has no threads; a message the bus refuses is
+		// answered to the page (400), which shows it to the visitor.
+		Features: delivertest.ReceiverFeatures{Refuses: true},
+		// A request for another host name is a DNS rebinding attempt.
+		Refuse: func(t *testing.T) {
+			v.request(body(map[string]any{"text": "rebound", "client_id": uuid()}), func(r *http.Request) { r.Host = "evil.example" })
+		},
+	})
 }

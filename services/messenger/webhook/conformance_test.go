@@ -111,7 +111,7 @@ func TestReceiverConformance(t *testing.T) {
 			id := send(t, text, webhooktest.PostOptions{}).ID
 			return func(t *testing.T) { send(t, text, webhooktest.PostOptions{ID: id}) }
 		},
-		Sender:   "github-actions",
+		Sender:   func() string { return "github-actions" },
 		Features: delivertest.ReceiverFeatures{Threads: true, Refuses: true, DropsInvalid: true},
 		SendInThread: func(t *testing.T, text string) {
 			resp, err := webhooktest.Post(url, secret, blob("text", text, "sender", "github-actions", "thread", "pr-1234"), webhooktest.PostOptions{})

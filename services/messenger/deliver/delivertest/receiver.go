@@ -43,8 +43,9 @@ type ReceiverHarness struct {
 	// receiver that fetches again by itself what it did not confirm (a
 	// poller), redeliver does nothing.
 	Send func(t *testing.T, text string) (redeliver func(t *testing.T))
-	// Sender is the source_sender_identity of what Send delivers.
-	Sender   string
+	// Sender returns the source_sender_identity of what Send delivers
+	// (after Start).
+	Sender   func() string
 	Features ReceiverFeatures
 	// SendInThread makes the provider deliver text as a message in a
 	// thread (Threads).
@@ -67,7 +68,7 @@ func RunReceiver(t *testing.T, h ReceiverHarness) {
 		h.Start(t, sink)
 		h.Send(t, "hello from the suite")
 		in := sink.WaitStored(t, 1)[0]
-		checkIngress(t, in, "hello from the suite", h.Sender)
+		checkIngress(t, in, "hello from the suite", h.Sender())
 		sink.Wait(t, "a running status", func() bool {
 			for _, s := range sink.Statuses() {
 				if s.State == deliver.StateRunning {
@@ -118,7 +119,7 @@ func RunReceiver(t *testing.T, h ReceiverHarness) {
 			h.Start(t, sink)
 			h.SendInThread(t, "in a thread")
 			in := sink.WaitStored(t, 1)[0]
-			checkIngress(t, in, "in a thread", h.Sender)
+			checkIngress(t, in, "in a thread", h.Sender())
 			if in.Meta["thread_id"] == "" || in.RequestContext.SourceThreadIdentity == "" {
 				t.Errorf("meta thread_id %q, source_thread_identity %q; want both set", in.Meta["thread_id"], in.RequestContext.SourceThreadIdentity)
 			}
