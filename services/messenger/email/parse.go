@@ -93,6 +93,7 @@ const (
 	reasonForeignDomain = "foreign_domain"  // RCPT TO a domain this listener does not serve
 	reasonTooLarge      = "too_large"       // over inbound.max_bytes
 	reasonMalformed     = "malformed"       // a header that does not parse
+	reasonInvalid       = "invalid"         // what the bus refuses as no valid ingress.v1
 )
 
 // parseMail reads a mail as received after DATA. Only a header that cannot

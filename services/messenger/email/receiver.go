@@ -55,6 +55,7 @@ var (
 	errBadRecipient = &smtp.SMTPError{Code: 553, EnhancedCode: smtp.EnhancedCode{5, 1, 3}, Message: "Recipient address is not valid"}
 	errMalformed    = &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Message header could not be parsed"}
 	errTryLater     = &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "Message could not be stored just now; try again later"}
+	errInvalid      = &smtp.SMTPError{Code: 554, EnhancedCode: smtp.EnhancedCode{5, 6, 0}, Message: "Message content is not acceptable"}
 )
 
 func errRelayDenied(domain string) error {
@@ -403,6 +404,12 @@ func (r *Receiver) accept(ctx context.Context, sink deliver.Sink, raw []byte, ma
 			"message_id", in.NativeID, "request_id", in.RequestContext.RequestID)
 	}
 	if err := sink.Ingress(ctx, in); err != nil {
+		if errors.Is(err, envelope.ErrValidation) {
+			// It can never be stored: refuse it for good (the sender bounces
+			// it) rather than have it retried for days, and audit why.
+			sink.Dropped(ctx, withoutContent(in), reasonInvalid)
+			return errInvalid
+		}
 		r.log.WarnContext(ctx, "inbound mail not stored; answered 451 so the sender retries", "message_id", in.NativeID, "err", err)
 		return errTryLater
 	}

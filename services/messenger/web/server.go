@@ -23,6 +23,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"golang.org/x/time/rate"
+
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -118,7 +120,7 @@ func (c *Channel) Receive(ctx context.Context, sink deliver.Sink) error {
 
 	closing := make(chan struct{})
 	h := &handler{
-		c: c, sink: sink, closing: closing, hosts: allowedHosts(c.listen, c.allowedHosts),
+		c: c, sink: sink, closing: closing, hosts: allowedHosts(c.listen, c.allowedHosts), drops: rate.NewLimiter(5, 20),
 		fan: fan, streams: newStreamCounts(), reads: make(chan struct{}, maxHistoryReads),
 	}
 	srv := &http.Server{
@@ -202,7 +204,12 @@ type handler struct {
 	fan     *fanout
 	streams *streamCounts
 	reads   chan struct{} // a slot per history read in flight
+	drops   *rate.Limiter // audit records of refused requests
 }
+
+// reasonForeignHost is the audit reason of a request for a Host the chat
+// does not answer.
+const reasonForeignHost = "foreign_host"
 
 func (h *handler) routes() http.Handler {
 	static, _ := fs.Sub(staticFS, "static")
@@ -234,6 +241,11 @@ func (h *handler) guard(next http.Handler) http.Handler {
 		}
 		host = strings.ToLower(strings.Trim(host, "[]"))
 		if !loopbackHost(host) && !h.hosts[host] {
+			// A page asked for under another name (DNS rebinding, a wrong
+			// link): refused and audited, at most a few a second.
+			if h.drops.Allow() {
+				h.sink.Dropped(r.Context(), envelope.NewIngress(h.c.id, "web", h.c.id, "", "", "", "", map[string]string{"host": r.Host}), reasonForeignHost)
+			}
 			fail(w, http.StatusMisdirectedRequest, fmt.Sprintf("this chat does not answer for %q; open %s, or add the name to the integration's allowed_hosts", r.Host, h.c.URL()))
 			return
 		}
