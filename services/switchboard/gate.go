@@ -74,17 +74,15 @@ func isDirect(in *envelope.Ingress) bool {
 	return t == "" || t == "private"
 }
 
-// listed reports whether the sender of in is one of ids: by sender identity
-// (email addresses in any case), or on Telegram by user_id.
-func listed(it *config.Integration, ids []string, in *envelope.Ingress) bool {
+// listed reports whether the sender of in is one of ids: its sender
+// identity or its standard user_id meta, in any case (email addresses are
+// case-insensitive; chat and user ids have no letters whose case matters).
+// An identity a receiver marked unverified never equals an entry.
+func listed(_ *config.Integration, ids []string, in *envelope.Ingress) bool {
 	sender := in.RequestContext.SourceSenderIdentity
 	userID := in.Meta["user_id"]
 	for _, id := range ids {
-		switch {
-		case id == "":
-		case id == sender, it.Type == "email" && strings.EqualFold(id, sender):
-			return true
-		case it.Type == "telegram" && id == userID:
+		if id != "" && (strings.EqualFold(id, sender) || strings.EqualFold(id, userID)) {
 			return true
 		}
 	}
@@ -117,15 +115,12 @@ func (g *inbound) sendCode(ctx context.Context, it *config.Integration, in *enve
 	return nil
 }
 
-// recipientOf is where an answer to in goes on its channel: the chat (Telegram),
-// else the web visitor, else the sender's address (email).
-func recipientOf(it *config.Integration, in *envelope.Ingress) string {
+// recipientOf is where an answer to in goes on its channel: its standard
+// chat_id meta (a Telegram chat, a web visitor, an email correspondent), else
+// its sender.
+func recipientOf(_ *config.Integration, in *envelope.Ingress) string {
 	if c := in.Meta["chat_id"]; c != "" {
 		return c
 	}
-	sender := in.RequestContext.SourceSenderIdentity
-	if it.Type == "web" {
-		return strings.TrimPrefix(sender, "web:")
-	}
-	return sender
+	return in.RequestContext.SourceSenderIdentity
 }
