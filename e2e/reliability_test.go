@@ -399,3 +399,26 @@ func TestDeadLetterReplay(t *testing.T) {
 		t.Fatalf("delivered %d times after replaying what got out", n)
 	}
 }
+
+// TestUncertainIsSaidOnceAndKept: when the resend after a crash fails too
+// and is retried, the delivery is audited uncertain once, and its final
+// answer still says uncertain.
+func TestUncertainIsSaidOnceAndKept(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	md, chunks := longMessage(t)
+	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg_main", Message: md}, nil))
+	f.putRecord(inFlight(r.IdempotencyKey()))
+	f.tg.FailNext("sendMessage", 1, 502, "Bad Gateway", 0)
+
+	resp, err := f.routeClient().Send(t.Context(), r)
+	if err != nil || resp.Status != "ok" {
+		t.Fatalf("send: %v %+v", err, resp)
+	}
+	if d := resp.Result.NotifyResponse.Delivery; d.Outcome != ledger.OutcomeUncertain || len(d.MessageIDs) != len(chunks) {
+		t.Fatalf("delivery %+v: the retried resend must still say uncertain", d)
+	}
+	if audits := f.audit("uncertain"); len(audits) != 1 {
+		t.Fatalf("%d uncertain audit records, want 1", len(audits))
+	}
+}

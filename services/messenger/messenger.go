@@ -252,10 +252,13 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 		// lease ago): answer once it is done.
 		return &envelope.RetryAfterError{Wait: min(left, 2*time.Second), Err: fmt.Errorf("%w: delivery %s is in progress elsewhere; this copy will be answered from its record", envelope.ErrTargetUnavailable, rec.DeliveryID)}
 	}
-	var outcome, note string
+	// An earlier try may have found the delivery uncertain already.
+	outcome, note := rec.Outcome, rec.Note
 	if rec.Status == ledger.Sending && rec.Calling {
 		// The attempt before this one died while calling the provider.
-		outcome, note = m.uncertain(ctx, r, key, rec)
+		if outcome, note, err = m.uncertain(ctx, r, key, rec); err != nil {
+			return err
+		}
 	} else if len(rec.MessageIDs) > 0 {
 		m.log.Warn("resuming an interrupted delivery", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "chunks_sent", len(rec.MessageIDs))
 	}
@@ -293,7 +296,7 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 // least once) or skip it (at most once: it counts as done, with an empty id,
 // and the sender goes on after it). Either way it is audited, and the
 // outcome the butler gets says so.
-func (m *Messenger) uncertain(ctx context.Context, r *envelope.Route, key string, rec *ledger.Record) (outcome, note string) {
+func (m *Messenger) uncertain(ctx context.Context, r *envelope.Route, key string, rec *ledger.Record) (outcome, note string, err error) {
 	n := r.Notify()
 	_, id, _ := strings.Cut(n.Delivery.Channel, ":")
 	policy := config.OnUncertainResend
@@ -307,10 +310,15 @@ func (m *Messenger) uncertain(ctx context.Context, r *envelope.Route, key string
 	} else {
 		note = fmt.Sprintf("a messenger stopped while %s was taking part %d of this message, so it was sent again (on_uncertain: resend): the human may have it twice", n.Delivery.Channel, chunk)
 	}
-	rec.Calling = false
+	// Recorded before it is audited, so that a try that fails from here on
+	// does not find the call uncertain again.
+	rec.Calling, rec.Attempt, rec.Outcome, rec.Note = false, "", ledger.OutcomeUncertain, note
+	if err := m.ledger.Save(ctx, rec); err != nil {
+		return "", "", err
+	}
 	m.audit.Write(ctx, audit.Record{Kind: audit.Uncertain, Butler: n.OriginButler, Channel: n.Delivery.Channel, Intent: n.Delivery.Intent, RequestID: r.RequestContext.RequestID, Key: key, DeliveryID: rec.DeliveryID, Reason: note})
 	m.log.Warn("uncertain delivery", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "on_uncertain", policy, "chunk", chunk, "request_id", r.RequestContext.RequestID)
-	return ledger.OutcomeUncertain, note
+	return ledger.OutcomeUncertain, note, nil
 }
 
 // giveUp answers a delivery that will not be tried again, and records a
