@@ -689,6 +689,15 @@ func (in *Integration) AllowsRecipient(recipient string) bool {
 	return false
 }
 
+// TokenSource names where the integration's token comes from, for errors
+// that must say so without the token: "token_env NAME" or "token_file PATH".
+func (in *Integration) TokenSource() string {
+	if in.TokenEnv != "" {
+		return "token_env " + in.TokenEnv
+	}
+	return "token_file " + in.TokenFile
+}
+
 // Channel is the fully qualified channel name of an integration, "type:id".
 func (in *Integration) Channel() string { return in.Type + ":" + in.ID }
 

@@ -7,6 +7,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 )
@@ -29,6 +32,24 @@ func FromConfig(defaults Limits, o config.OutLimits) (Limits, bool) {
 		defaults.PerChat.Burst = o.Burst
 	}
 	return defaults, true
+}
+
+// ForIntegration is the limiter a sender keeps for account scope: the
+// integration's rate_limit_out over the channel's defaults, in the shared
+// herald_limits bucket. Nil when the limits are turned off, or there is no
+// bus (a sender built in a test).
+func ForIntegration(js jetstream.JetStream, scope string, defaults Limits, o config.OutLimits) (*Limiter, error) {
+	lim, ok := FromConfig(defaults, o)
+	if !ok || js == nil {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, bus.BucketLimits)
+	if err != nil {
+		return nil, fmt.Errorf("rate limits bucket %s: %w", bus.BucketLimits, err)
+	}
+	return New(kv, scope, lim), nil
 }
 
 // Turn is how a sender waits for its next call to chat: l's Wait (at once

@@ -42,7 +42,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ratelimit"
@@ -114,7 +113,7 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 	}
 	if !strings.HasPrefix(token, "xox") || strings.IndexFunc(token, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
 		return nil, fmt.Errorf("%w: slack integration %q: the token from %s is not a Slack token; copy the Bot User OAuth Token (xoxb-…) whole from OAuth & Permissions",
-			config.ErrInvalid, in.ID, tokenSource(in))
+			config.ErrInvalid, in.ID, in.TokenSource())
 	}
 	apiURL := strings.TrimSpace(in.APIURL)
 	if apiURL == "" {
@@ -135,23 +134,10 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 		defaultChannel: defaultChannel,
 		log:            log.With("channel", "slack:"+in.ID),
 	}
-	if lim, ok := ratelimit.FromConfig(DefaultLimits(), in.RateLimitOut); ok && env.JS != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		kv, err := env.JS.KeyValue(ctx, bus.BucketLimits)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("slack integration %q: rate limits bucket: %w", in.ID, err)
-		}
-		s.limit = ratelimit.New(kv, "slack."+in.ID, lim)
+	if s.limit, err = ratelimit.ForIntegration(env.JS, "slack."+in.ID, DefaultLimits(), in.RateLimitOut); err != nil {
+		return nil, fmt.Errorf("slack integration %q: %w", in.ID, err)
 	}
 	return s, nil
-}
-
-func tokenSource(in config.Integration) string {
-	if in.TokenEnv != "" {
-		return "token_env " + in.TokenEnv
-	}
-	return "token_file " + in.TokenFile
 }
 
 // Close releases idle connections to the Web API (deliver.Closer).

@@ -27,7 +27,6 @@ import (
 	"github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
 
-	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/markdown"
@@ -90,7 +89,7 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	}
 	if !tokenPattern.MatchString(token) {
 		return nil, fmt.Errorf("%w: telegram integration %q: the bot token from %s is not shaped like <bot id>:<secret>; copy it whole from @BotFather",
-			config.ErrInvalid, in.ID, tokenSource(in))
+			config.ErrInvalid, in.ID, in.TokenSource())
 	}
 	apiURL := strings.TrimRight(in.APIURL, "/")
 	if apiURL == "" {
@@ -108,15 +107,9 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 		defaultChat: strings.TrimSpace(in.DefaultChat),
 		log:         log.With("channel", "telegram:"+in.ID),
 	}
-	if lim, ok := ratelimit.FromConfig(ratelimit.TelegramDefaults(), in.RateLimitOut); ok && env.JS != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		kv, err := env.JS.KeyValue(ctx, bus.BucketLimits)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("telegram integration %q: rate limits bucket: %w", in.ID, err)
-		}
-		botID, _, _ := strings.Cut(token, ":")
-		s.limit = ratelimit.New(kv, "telegram."+botID, lim)
+	botID, _, _ := strings.Cut(token, ":")
+	if s.limit, err = ratelimit.ForIntegration(env.JS, "telegram."+botID, ratelimit.TelegramDefaults(), in.RateLimitOut); err != nil {
+		return nil, fmt.Errorf("telegram integration %q: %w", in.ID, err)
 	}
 	s.bot, err = bot.New(token,
 		bot.WithServerURL(apiURL),
@@ -132,13 +125,6 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 		return nil, fmt.Errorf("%w: telegram integration %q: %s", config.ErrInvalid, in.ID, s.scrub(err.Error()))
 	}
 	return s, nil
-}
-
-func tokenSource(in config.Integration) string {
-	if in.TokenEnv != "" {
-		return "token_env " + in.TokenEnv
-	}
-	return "token_file " + in.TokenFile
 }
 
 // Close releases idle connections to the Bot API (deliver.Closer).
