@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -41,8 +42,10 @@ type natsNode struct {
 	*proc
 	serverName  string
 	port        int
+	httpPort    int // monitoring: /healthz, as compose's health check asks it
 	clusterPort int
 	store       string
+	confDir     string // its copies of the deploy/ configuration
 }
 
 func (n *natsNode) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.port) }
@@ -97,6 +100,7 @@ func newFleet(t *testing.T, sc *scenario, res *result, root string) *fleet {
 			f.fatalf("%v", err)
 		}
 	}
+	f.waitHealthz(30 * time.Second)
 	nc, err := nats.Connect(f.natsURL(), nats.Name("chaos-harness"), nats.MaxReconnects(-1),
 		nats.ReconnectWait(200*time.Millisecond), nats.RetryOnFailedConnect(true))
 	if err != nil {
@@ -112,44 +116,129 @@ func newFleet(t *testing.T, sc *scenario, res *result, root string) *fleet {
 }
 
 func (f *fleet) newNode(i int) *natsNode {
-	port, err := freePort()
-	if err != nil {
-		f.fatalf("%v", err)
-	}
-	cport := 0
-	if f.sc.cluster {
-		if cport, err = freePort(); err != nil {
+	var ports [3]int
+	for j := range ports {
+		p, err := freePort()
+		if err != nil {
 			f.fatalf("%v", err)
 		}
+		ports[j] = p
 	}
 	name := fmt.Sprintf("nats-%d", i)
-	n := &natsNode{serverName: fmt.Sprintf("n%d", i), port: port, clusterPort: cport, store: filepath.Join(f.dir, name)}
+	n := &natsNode{
+		// compose.cluster.yaml's names; nats.conf names a single node herald-nats-1.
+		serverName: fmt.Sprintf("herald-nats-%d", i),
+		port:       ports[0], httpPort: ports[1], clusterPort: ports[2],
+		store: filepath.Join(f.dir, name), confDir: filepath.Join(f.dir, name+".conf.d"),
+	}
+	conf := "nats.conf"
+	if f.sc.cluster {
+		conf = "nats-cluster.conf"
+	}
 	n.proc = &proc{
-		name: name, path: f.binary("nats-server"), args: []string{"-c", filepath.Join(f.dir, name+".conf")},
+		name: name, path: f.binary("nats-server"), args: []string{"-c", filepath.Join(n.confDir, conf)},
+		env:    []string{"HERALD_NATS_SERVER_NAME=" + n.serverName},
 		logDir: filepath.Join(f.dir, "logs"), ready: "Server is ready",
 	}
 	return n
 }
 
-// writeNodeConfigs writes each server's configuration: JetStream on a file
-// store in the fleet's directory, loopback only, and in a cluster routes to
-// every peer.
+// deployDir holds the compose fleet's files. The servers run from its
+// nats.conf and, in a cluster, nats-cluster.conf, as compose.yaml and
+// compose.cluster.yaml run them, so a setting that breaks Herald there
+// breaks a scenario here.
+const deployDir = "../../deploy"
+
+// writeNodeConfigs gives each server its copy of deploy/nats.conf (and
+// deploy/nats-cluster.conf, which includes it) with only the addresses
+// changed: the container's listeners become loopback ports, /data the
+// node's store in the fleet's directory, and the routes to the compose
+// services nats, nats-2 and nats-3 routes to the three nodes here. A line
+// the rewrite expects and does not find fails the scenario: the deploy file
+// changed, and the harness must learn it.
 func (f *fleet) writeNodeConfigs() {
 	for _, n := range f.nodes {
-		var b strings.Builder
-		fmt.Fprintf(&b, "server_name: %q\nlisten: \"127.0.0.1:%d\"\n", n.serverName, n.port)
-		fmt.Fprintf(&b, "jetstream { store_dir: %q }\n", n.store)
-		if f.sc.cluster {
-			var routes []string
-			for _, peer := range f.nodes {
-				if peer != n {
-					routes = append(routes, fmt.Sprintf("%q", fmt.Sprintf("nats-route://127.0.0.1:%d", peer.clusterPort)))
-				}
-			}
-			fmt.Fprintf(&b, "cluster {\n  name: \"chaos\"\n  listen: \"127.0.0.1:%d\"\n  routes: [%s]\n}\n", n.clusterPort, strings.Join(routes, ", "))
-		}
-		if err := os.WriteFile(filepath.Join(f.dir, n.name+".conf"), []byte(b.String()), 0o644); err != nil {
+		if err := os.MkdirAll(n.confDir, 0o755); err != nil {
 			f.fatalf("%v", err)
+		}
+		f.rewriteDeployConf("nats.conf", n.confDir, map[string]string{
+			"listen: 0.0.0.0:4222": fmt.Sprintf("listen: 127.0.0.1:%d", n.port),
+			"http_port: 8222":      fmt.Sprintf("http: \"127.0.0.1:%d\"", n.httpPort),
+			"store_dir: /data":     fmt.Sprintf("store_dir: %q", n.store),
+		}, nil)
+		if !f.sc.cluster {
+			continue
+		}
+		var routes []string
+		for _, peer := range f.nodes {
+			routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", peer.clusterPort))
+		}
+		f.rewriteDeployConf("nats-cluster.conf", n.confDir, map[string]string{
+			"listen: 0.0.0.0:6222": fmt.Sprintf("listen: 127.0.0.1:%d", n.clusterPort),
+		}, routes)
+	}
+}
+
+// rewriteDeployConf copies deploy/<name> into dir, replacing each line in
+// lines (compared without indentation; each must occur exactly once) and the
+// route lines ("nats-route://...") in order by routes, which must be as many.
+func (f *fleet) rewriteDeployConf(name, dir string, lines map[string]string, routes []string) {
+	b, err := os.ReadFile(filepath.Join(deployDir, name))
+	if err != nil {
+		f.fatalf("the deploy configuration the servers run from: %v", err)
+	}
+	seen := map[string]int{}
+	var out []string
+	r := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		trimmed := strings.TrimSpace(line)
+		indent := line[:len(line)-len(strings.TrimLeft(line, " \t"))]
+		if repl, ok := lines[trimmed]; ok {
+			seen[trimmed]++
+			line = indent + repl
+		} else if routes != nil && strings.HasPrefix(trimmed, "nats-route://") {
+			if r < len(routes) {
+				line = indent + routes[r]
+			}
+			r++
+		}
+		out = append(out, line)
+	}
+	for want := range lines {
+		if seen[want] != 1 {
+			f.fatalf("deploy/%s has the line %q %d times, the harness rewrites it for loopback and wants it once", name, want, seen[want])
+		}
+	}
+	if r != len(routes) {
+		f.fatalf("deploy/%s lists %d routes, the harness has %d servers", name, r, len(routes))
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte(strings.Join(out, "\n")), 0o644); err != nil {
+		f.fatalf("%v", err)
+	}
+}
+
+// waitHealthz waits until every server's /healthz answers 200, the health
+// check compose waits for before `herald setup` runs: in a cluster, a meta
+// leader known and every node current with it.
+func (f *fleet) waitHealthz(within time.Duration) {
+	f.t.Helper()
+	deadline := time.Now().Add(within)
+	c := &http.Client{Timeout: 2 * time.Second}
+	for _, n := range f.nodes {
+		url := fmt.Sprintf("http://127.0.0.1:%d/healthz", n.httpPort)
+		for {
+			resp, err := c.Get(url)
+			if err == nil {
+				_ = resp.Body.Close()
+				if resp.StatusCode == http.StatusOK {
+					break
+				}
+				err = fmt.Errorf("%s", resp.Status)
+			}
+			if time.Now().After(deadline) {
+				f.fatalf("%s: %s not healthy after %s: %v", n.name, url, within, err)
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
 	}
 }
