@@ -1,6 +1,7 @@
 package herald
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/heraldhq/herald/pkg/bus"
@@ -37,7 +39,9 @@ Usage:
   herald token [mint|revoke|ls]        bearer tokens for the butlers' MCP endpoints
   herald version
 
-Configuration: --config FILE, or HERALD_CONFIG; none runs the butler "assistant" with the log channel.
+Every command takes --help. Configuration: --config FILE, or HERALD_CONFIG; else the
+commands use the one the herald dev started in this directory runs with (it records it
+in .herald/dev.json); none at all is the butler "assistant" with the log channel.
 `
 
 // Main runs `herald ARGS...` and returns the process exit code.
@@ -46,35 +50,38 @@ func Main(ctx context.Context, args []string, o IO) int {
 		fmt.Fprint(o.Stderr, usage)
 		return 2
 	}
-	var err error
+	var run func(context.Context, []string, IO) error
 	switch args[0] {
 	case "dev":
-		err = runDev(ctx, args[1:], o)
+		run = runDev
 	case "notify":
-		err = runNotify(ctx, args[1:], o)
+		run = runNotify
 	case "pair":
-		err = runPair(ctx, args[1:], o)
+		run = runPair
 	case "dead":
-		err = runDead(ctx, args[1:], o)
+		run = runDead
 	case "setup":
-		err = runSetup(ctx, args[1:], o)
+		run = runSetup
 	case "nats-auth":
-		err = runNATSAuth(ctx, args[1:], o)
+		run = runNATSAuth
 	case "token":
-		err = runToken(ctx, args[1:], o)
+		run = runToken
 	case "version":
 		fmt.Fprintln(o.Stdout, "herald", butler.Version)
-	case "help", "-h", "--help":
+		return 0
+	case "help", "-h", "-help", "--help":
 		fmt.Fprint(o.Stdout, usage)
+		return 0
 	default:
 		fmt.Fprintf(o.Stderr, "herald: unknown command %q\n\n%s", args[0], usage)
 		return 2
 	}
+	err := answerHelp(args[1:], o, func(o IO) error { return run(ctx, args[1:], o) })
 	switch {
 	case err == nil:
 		return 0
-	case errors.Is(err, flag.ErrHelp):
-		return 2
+	case isUsageError(err):
+		return 2 // the flag package or the command printed the usage
 	case errors.Is(err, ErrNotifyFailed):
 		return 1
 	}
@@ -82,33 +89,114 @@ func Main(ctx context.Context, args []string, o IO) int {
 	return 1
 }
 
-// LoadConfig reads --config (or HERALD_CONFIG, or none for the defaults) and
-// applies the environment overrides.
+// answerHelp runs cmd. When args ask for help (-h, -help or --help before
+// any "--"), what cmd writes to stderr is held back: if cmd then answers
+// flag.ErrHelp, that is the usage asked for, and it goes to stdout with a nil
+// error (exit 0); anything else goes to stderr as it would have. Without a
+// request for help, flag.ErrHelp stays a usage error (exit 2).
+func answerHelp(args []string, o IO, cmd func(IO) error) error {
+	if !asksHelp(args) {
+		return cmd(o)
+	}
+	held := &lockedBuffer{}
+	inner := o
+	inner.Stderr = held
+	err := cmd(inner)
+	if errors.Is(err, flag.ErrHelp) {
+		_, err = o.Stdout.Write(held.Bytes())
+		return err
+	}
+	_, _ = o.Stderr.Write(held.Bytes())
+	return err
+}
+
+// isUsageError reports whether err is a bad command line: flag.ErrHelp from
+// a command that printed its usage, or an error of flag.FlagSet.Parse, which
+// has printed the error and the usage itself. The flag package has no type
+// for those, so they are told by the beginnings of its messages.
+func isUsageError(err error) bool {
+	if errors.Is(err, flag.ErrHelp) {
+		return true
+	}
+	msg := err.Error()
+	for _, prefix := range []string{"flag provided but not defined: -", "bad flag syntax: ", "flag needs an argument: -", "invalid boolean flag "} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return (strings.HasPrefix(msg, "invalid value ") && strings.Contains(msg, " for flag -")) ||
+		(strings.HasPrefix(msg, "invalid boolean value ") && strings.Contains(msg, " for -"))
+}
+
+func asksHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
+// lockedBuffer is a bytes.Buffer that goroutines may share.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) Bytes() []byte {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Bytes()
+}
+
+// usageFunc prints a command's synopsis and its flags to fs's output.
+func usageFunc(fs *flag.FlagSet, synopsis string) func() {
+	return func() {
+		fmt.Fprintf(fs.Output(), "Usage:\n  %s\n\nFlags:\n", synopsis)
+		fs.PrintDefaults()
+	}
+}
+
+// LoadConfig is the configuration of a command run next to a fleet: the
+// file --config names (path), else HERALD_CONFIG, else the one the herald dev
+// running in this directory records in DevStateFile (pointed at where that
+// fleet listens), else the defaults; with the environment overrides applied.
 func LoadConfig(path string, getenv config.Getenv) (*config.Config, error) {
-	if path == "" {
-		path = getenv("HERALD_CONFIG")
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	cfg.ApplyEnv(getenv)
-	return cfg, cfg.Validate()
+	cfg, _, err := loadConfig(path, getenv)
+	return cfg, err
 }
 
 func runDev(ctx context.Context, args []string, o IO) error {
 	fs := flag.NewFlagSet("herald dev", flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
+	fs.Usage = usageFunc(fs, "herald dev [--config FILE]      NATS, switchboard, messenger and every butler in one process")
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG, or a log-only assistant)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := LoadConfig(*path, o.Getenv)
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return flag.ErrHelp
+	}
+	// Never the state of an earlier herald dev: no file is the defaults.
+	if *path == "" {
+		*path = o.Getenv("HERALD_CONFIG")
+	}
+	cfg, err := loadConfigFile(*path, o.Getenv)
 	if err != nil {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(o.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	err = Dev(ctx, DevOptions{Config: cfg, Getenv: o.Getenv, Log: log, Out: o.Stdout})
+	err = Dev(ctx, DevOptions{Config: cfg, Getenv: o.Getenv, Log: log, Out: o.Stdout, ConfigFile: *path, StateFile: DevStateFile})
 	if err == nil || errors.Is(err, context.Canceled) {
 		if cfg.NATS.URL == "" {
 			log.Info("herald dev stopped; queued messages are kept in " + cfg.NATS.StoreDir)
@@ -123,8 +211,9 @@ func runDev(ctx context.Context, args []string, o IO) error {
 func runNotify(ctx context.Context, args []string, o IO) error {
 	fs := flag.NewFlagSet("herald notify", flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
+	fs.Usage = usageFunc(fs, "herald notify [flags] MESSAGE      send MESSAGE (markdown) through a butler's notify tool")
 	var a NotifyArgs
-	path := fs.String("config", "", "herald.yaml, to find the butler's MCP endpoint")
+	path := fs.String("config", "", "herald.yaml, to find the butler's MCP endpoint (default $HERALD_CONFIG, else the running herald dev's)")
 	name := fs.String("butler", "", "the butler to notify through (default: the first configured)")
 	fs.StringVar(&a.URL, "url", "", "the butler's MCP endpoint, instead of looking it up in the config")
 	fs.StringVar(&a.Channel, "channel", "", "telegram, email, log, ... or type:integration_id")
@@ -141,7 +230,7 @@ func runNotify(ctx context.Context, args []string, o IO) error {
 	a.Message = strings.Join(fs.Args(), " ")
 	// The config names the butler's endpoint and where its token is; with
 	// --url it is needed for the token only.
-	cfg, err := LoadConfig(*path, o.Getenv)
+	cfg, source, err := loadConfig(*path, o.Getenv)
 	if err != nil && a.URL == "" {
 		return err
 	}
@@ -150,7 +239,7 @@ func runNotify(ctx context.Context, args []string, o IO) error {
 		b = &cfg.Butlers[0]
 		if *name != "" {
 			if b = cfg.Butler(*name); b == nil && a.URL == "" {
-				return fmt.Errorf("no butler %q in the configuration", *name)
+				return fmt.Errorf("no butler %q in %s; its butlers: %s", *name, source, butlerNames(cfg))
 			}
 		}
 	}
@@ -168,9 +257,9 @@ func runNotify(ctx context.Context, args []string, o IO) error {
 // RunService runs one service of a compose fleet (switchboard, messenger,
 // butler) as its own process, logging JSON to stderr.
 func RunService(ctx context.Context, service string, args []string, o IO) int {
-	if err := runService(ctx, service, args, o); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 2
+	if err := answerHelp(args, o, func(o IO) error { return runService(ctx, service, args, o) }); err != nil {
+		if isUsageError(err) {
+			return 2 // the flag package or the command printed the usage
 		}
 		fmt.Fprintf(o.Stderr, "%s: %v\n", service, err)
 		return 1
@@ -181,17 +270,29 @@ func RunService(ctx context.Context, service string, args []string, o IO) int {
 func runService(ctx context.Context, service string, args []string, o IO) error {
 	fs := flag.NewFlagSet(service, flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
+	synopsis := service + " [--config FILE]      Herald's " + service + ", one process of a fleet (NATS from nats.url or NATS_URL)"
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG)")
 	var name *string
 	var stdio *bool
 	if service == "butler" {
+		synopsis = "butler --name NAME [--stdio] [--config FILE]      one butler's MCP server, over HTTP (mcp_http) or stdio (NATS from nats.url or NATS_URL)"
 		name = fs.String("name", "", "the butler's name, as in the configuration (required)")
 		stdio = fs.Bool("stdio", false, "speak MCP on stdin/stdout (for .mcp.json) instead of HTTP")
 	}
+	fs.Usage = usageFunc(fs, synopsis)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg, err := LoadConfig(*path, o.Getenv)
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return flag.ErrHelp
+	}
+	// A service reads its configuration only from where it is told to, never
+	// from the state of a herald dev that happens to run nearby.
+	if *path == "" {
+		*path = o.Getenv("HERALD_CONFIG")
+	}
+	cfg, err := loadConfigFile(*path, o.Getenv)
 	if err != nil {
 		return err
 	}

@@ -38,6 +38,11 @@ type DevOptions struct {
 	Out io.Writer
 	// Ready, if set, is called with the endpoints once everything listens.
 	Ready func(Endpoints)
+	// StateFile, if set, is where Dev records ConfigFile (the file Config
+	// was read from, "" for the defaults) and the endpoints once everything
+	// listens, before printing them, for the commands run next to it
+	// (DevStateFile); it removes the record when it stops.
+	StateFile, ConfigFile string
 }
 
 // Endpoints are what `herald dev` prints.
@@ -54,6 +59,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if log == nil {
 		log = slog.Default()
 	}
+	defer forgetDevState(o.StateFile)
 	ep := Endpoints{NATS: cfg.NATS.URL, Butlers: map[string]string{}, Web: map[string]string{}}
 	if ep.NATS == "" {
 		host, port, err := splitListen(cfg.NATS.Listen)
@@ -106,6 +112,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 				if pending--; pending == 0 {
 					go func() {
 						webPages(ctx, nc, cfg, started, ep.Web)
+						recordDevState(o, ep, log)
 						printEndpoints(o.Out, cfg, ep, bearers)
 						if o.Ready != nil {
 							o.Ready(ep)

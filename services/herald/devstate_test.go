@@ -1,0 +1,170 @@
+package herald_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/services/herald"
+)
+
+// syncBuffer is a bytes.Buffer that herald dev's goroutines and the test
+// may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestNotifyFindsRunningDev is `make run CONFIG=herald.yaml` and then, in
+// another terminal of the same directory, the banner's "Try it" line with no
+// --config: notify uses the configuration herald dev runs with, and finds its
+// butler where it listens (port 0 here) and its token.
+func TestNotifyFindsRunningDev(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeFile(t, "herald.yaml", `nats: { listen: "127.0.0.1:0" }
+http_listen: "127.0.0.1:0"
+butlers:
+  - { name: health, default_channel: log, mcp_http: "127.0.0.1:0" }
+`)
+	noEnv := func(string) string { return "" }
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	var banner, logs syncBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- herald.Main(ctx, []string{"dev", "--config", "herald.yaml"}, herald.IO{Getenv: noEnv, Stdout: &banner, Stderr: &logs})
+	}()
+	var try string
+	for deadline := time.Now().Add(30 * time.Second); try == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		for line := range strings.Lines(banner.String()) {
+			if rest, ok := strings.CutPrefix(line, "Try it:"); ok {
+				try = strings.TrimSpace(rest)
+			}
+		}
+	}
+	if try == "" {
+		t.Fatalf("herald dev printed no Try it line\nstdout: %s\nstderr: %s", banner.String(), logs.String())
+	}
+	if want := `bin/herald notify --butler health "Hello from Herald"`; try != want {
+		t.Fatalf("Try it: %s\nwant:   %s", try, want)
+	}
+
+	st, err := herald.ReadDevState(herald.DevStateFile)
+	if err != nil || st == nil {
+		t.Fatalf("no dev state: %v", err)
+	}
+	if info, err := os.Stat(st.Config); err != nil || !filepath.IsAbs(st.Config) || filepath.Base(st.Config) != "herald.yaml" {
+		t.Fatalf("dev state names config %q (%v), want the absolute path of herald.yaml", st.Config, info)
+	}
+
+	notify := func() (int, string) {
+		var out bytes.Buffer
+		code := herald.Main(t.Context(), []string{"notify", "--butler", "health", "--timeout", "10s", "Hello from Herald"}, herald.IO{Getenv: noEnv, Stdout: &out, Stderr: &out})
+		return code, out.String()
+	}
+	if code, out := notify(); code != 0 || !strings.HasPrefix(out, "Notification sent via log:log (delivery_id dlv_") {
+		t.Fatalf("the Try it line exited %d: %s", code, out)
+	}
+
+	cancel()
+	select {
+	case code := <-exited:
+		if code != 0 {
+			t.Fatalf("herald dev exited %d: %s", code, logs.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("herald dev did not stop")
+	}
+	if _, err := os.Stat(herald.DevStateFile); !os.IsNotExist(err) {
+		t.Fatalf("dev state left behind after herald dev stopped: %v", err)
+	}
+	// With no fleet running here, notify says which configuration it read.
+	if code, out := notify(); code != 1 || !strings.Contains(out, `no butler "health" in the default configuration`) || !strings.Contains(out, "its butlers: assistant") {
+		t.Fatalf("notify with no herald dev exited %d: %s", code, out)
+	}
+}
+
+// TestLoadConfigSources: --config, then HERALD_CONFIG, then the running
+// herald dev's configuration (pointed at where it listens), then the
+// defaults; NATS_URL still overrides.
+func TestLoadConfigSources(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeFile(t, "a.yaml", "butlers:\n  - { name: health, mcp_http: 127.0.0.1:7701 }\n")
+	writeFile(t, "b.yaml", "butlers:\n  - { name: finance, mcp_http: 127.0.0.1:7702 }\n")
+	writeState := func(t *testing.T, content string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(herald.DevStateFile), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, herald.DevStateFile, content)
+	}
+	running, err := json.Marshal(herald.DevState{
+		Config:  filepath.Join(dir, "a.yaml"),
+		PID:     1,
+		NATS:    "nats://127.0.0.1:4999",
+		Butlers: map[string]string{"health": "http://127.0.0.1:7123/mcp"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		state    string // "" : no herald dev running
+		path     string
+		env      map[string]string
+		butler   string // the first butler
+		mcpHTTP  string
+		natsURL  string
+		errorHas string
+	}{
+		{name: "nothing: the defaults", butler: "assistant", mcpHTTP: "127.0.0.1:7701"},
+		{name: "running herald dev", state: string(running), butler: "health", mcpHTTP: "127.0.0.1:7123", natsURL: "nats://127.0.0.1:4999"},
+		{name: "--config wins", state: string(running), path: "b.yaml", butler: "finance", mcpHTTP: "127.0.0.1:7702"},
+		{name: "HERALD_CONFIG wins", state: string(running), env: map[string]string{"HERALD_CONFIG": "b.yaml"}, butler: "finance", mcpHTTP: "127.0.0.1:7702"},
+		{name: "NATS_URL overrides", state: string(running), env: map[string]string{"NATS_URL": "nats://bus:4222"}, butler: "health", mcpHTTP: "127.0.0.1:7123", natsURL: "nats://bus:4222"},
+		{name: "default fleet running", state: `{"config": "", "pid": 1, "nats": "nats://127.0.0.1:4998"}`, butler: "assistant", mcpHTTP: "127.0.0.1:7701", natsURL: "nats://127.0.0.1:4998"},
+		{name: "its config is gone", state: `{"config": "/nonexistent/herald.yaml", "pid": 1}`, errorHas: "the configuration herald dev runs with"},
+		{name: "not a state file", state: "{", errorHas: herald.DevStateFile},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_ = os.Remove(herald.DevStateFile)
+			if tt.state != "" {
+				writeState(t, tt.state)
+			}
+			cfg, err := herald.LoadConfig(tt.path, func(k string) string { return tt.env[k] })
+			if tt.errorHas != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.errorHas) {
+					t.Fatalf("err = %v, want one naming %q", err, tt.errorHas)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b := cfg.Butlers[0]; b.Name != tt.butler || b.MCPHTTP != tt.mcpHTTP || cfg.NATS.URL != tt.natsURL {
+				t.Fatalf("butler %s at %s, nats.url %q; want %s at %s, %q", b.Name, b.MCPHTTP, cfg.NATS.URL, tt.butler, tt.mcpHTTP, tt.natsURL)
+			}
+		})
+	}
+}
