@@ -21,12 +21,13 @@ import (
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/ledger"
+	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/pkg/route"
 	"github.com/heraldhq/herald/pkg/token"
 )
 
 // Version is reported to MCP clients.
-const Version = "0.1.0"
+const Version = obs.Version
 
 // MCPPath is where the streamable HTTP transport is served.
 const MCPPath = "/mcp"
@@ -42,17 +43,31 @@ type Options struct {
 	Timeout time.Duration
 	// Getenv resolves the butler's mcp_token_env; nil is os.Getenv.
 	Getenv config.Getenv
+	// Metrics and Health are the process's. With no Health the butler keeps
+	// its own (NATS and its inbox), served on its MCP listener's /readyz.
+	Metrics *obs.Metrics
+	Health  *obs.Health
 }
+
+// HealthCheck is the name of butler name's readiness check: its background
+// work runs and its inbox consumer answers.
+func HealthCheck(name string) string { return "butler." + name }
 
 // Butler is one agent's MCP server.
 type Butler struct {
 	name    string
 	cfg     *config.Config
 	log     *slog.Logger
+	nc      *nats.Conn
 	client  *route.Client
 	mcp     *server.MCPServer
 	channel *channelSide
 	access  *access
+
+	metrics *obs.Metrics
+	health  *obs.Health
+	state   *obs.State // ready while Run runs
+	lastErr obs.LastError
 }
 
 // New connects a butler to the bus and builds its MCP server.
@@ -79,14 +94,24 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		timeout = time.Duration(o.Config.NotifyTimeout)
 	}
 	b := &Butler{
-		name:   o.Name,
-		cfg:    o.Config,
-		log:    log,
-		client: &route.Client{NC: o.NC, JS: js, Ledger: led, Timeout: timeout, Log: log},
+		name:    o.Name,
+		cfg:     o.Config,
+		log:     log,
+		nc:      o.NC,
+		client:  &route.Client{NC: o.NC, JS: js, Ledger: led, Timeout: timeout, Log: log},
+		metrics: o.Metrics,
+		health:  o.Health,
+		state:   obs.NewState(),
 	}
+	if b.health == nil {
+		b.health = obs.NewHealth()
+		b.health.Add("nats", obs.NATSCheck(o.NC))
+	}
+	b.health.Add(HealthCheck(o.Name), b.state.Check)
 	if b.channel, err = newChannelSide(ctx, b, js); err != nil {
 		return nil, err
 	}
+	b.health.Add(HealthCheck(o.Name), obs.All(b.state.Check, obs.ConsumerCheck(js, b.inboxConsumer())))
 	getenv := o.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
@@ -99,7 +124,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		server.WithExperimental(map[string]any{CapabilityChannel: map[string]any{}, CapabilityChannelPermission: map[string]any{}}),
 		server.WithHooks(b.channel.hooks()),
 	)
-	b.mcp.AddTool(notifyTool(o.Config, o.Name), b.notify)
+	b.mcp.AddTool(notifyTool(o.Config, o.Name), b.counted(b.notify))
 	b.addChannelTools()
 	b.mcp.AddNotificationHandler(MethodPermissionRequest, b.permissionRequest)
 	return b, nil
@@ -118,9 +143,18 @@ func instructions(name string) string {
 }
 
 // Run does the butler's background work, delivering inbound messages to
-// connected clients, until ctx is done. ServeHTTP and ServeStdio run it.
+// connected clients, and answers discovery as herald-butler-<name> until ctx
+// is done; it is ready (HealthCheck) meanwhile. ServeHTTP and ServeStdio run it.
 func (b *Butler) Run(ctx context.Context) error {
-	err := b.channel.run(ctx)
+	svc, err := obs.AddService(b.nc, obs.ServiceButler(b.name), Version, b.status)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = svc.Stop() }()
+	defer b.metrics.WatchConsumers(b.channel.js, b.inboxConsumer())()
+	b.state.Set(nil)
+	defer b.state.Set(obs.ErrStopped)
+	err = b.channel.run(ctx)
 	// Notifications answered "queued" may still be on their way to the bus.
 	wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
@@ -149,7 +183,8 @@ func (b *Butler) MCPServer() *server.MCPServer { return b.mcp }
 // notifications reach a client on its GET stream. Every request to /mcp needs
 // a bearer token (the butler's static one or one minted for it), a loopback
 // or allowed_hosts Host, no foreign Origin, and a body of at most
-// MaxRequestBody; /healthz is open and says nothing else.
+// MaxRequestBody. /healthz (alive) and /readyz (the butler's readiness
+// checks, or the process's) are open and say nothing else.
 func (b *Butler) Handler() http.Handler { return b.handler("") }
 
 func (b *Butler) handler(bound string) http.Handler {
@@ -162,7 +197,8 @@ func (b *Butler) handler(bound string) http.Handler {
 	)
 	mux := http.NewServeMux()
 	mux.Handle(MCPPath, b.access.guard(bound, b.channel.trackStreams(mcpHTTP)))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })
+	mux.Handle("GET /healthz", b.health.LiveHandler())
+	mux.Handle("GET /readyz", b.health.ReadyHandler())
 	return mux
 }
 

@@ -176,6 +176,7 @@ func (c *channelSide) run(ctx context.Context) error {
 		}
 		c.pulling.Unlock()
 		if err != nil && !idle(err) && ctx.Err() == nil {
+			c.b.lastErr.Record(err)
 			c.b.log.Warn("reading the inbox", "err", err)
 			time.Sleep(time.Second)
 		}

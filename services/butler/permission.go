@@ -41,6 +41,7 @@ func (b *Butler) permissionRequest(ctx context.Context, n mcp.JSONRPCNotificatio
 		b.log.Warn("permission request has nobody to ask: no integration granted to this butler lists approvers", "request_id", id)
 		return
 	}
+	b.metrics.ApprovalAsked(b.name)
 	// The prompts go out in the background: a notification handler must not
 	// block the client's session.
 	go func() {

@@ -20,12 +20,12 @@ func (b *Butler) addChannelTools() {
 		mcp.WithDescription("Answer an inbound message in its own chat, as a reply to it. Use the request_id from the message's meta."),
 		mcp.WithString("request_id", mcp.Required(), mcp.Description("meta.request_id of the message you answer")),
 		mcp.WithString("message", mcp.Required(), mcp.Description("Your answer; markdown allowed")),
-	), b.reply)
+	), b.counted(b.reply))
 	b.mcp.AddTool(mcp.NewTool("react",
 		mcp.WithDescription("Put an emoji reaction on an inbound message (Telegram accepts only its fixed reaction set, e.g. 👍 ❤ 🔥 👀 🙏)."),
 		mcp.WithString("request_id", mcp.Required(), mcp.Description("meta.request_id of the message")),
 		mcp.WithString("emoji", mcp.Required(), mcp.Description("The reaction")),
-	), b.react)
+	), b.counted(b.react))
 	b.mcp.AddTool(mcp.NewTool("inbox",
 		mcp.WithDescription("Take the inbound messages waiting for you, oldest first. Only needed if your client does not show channel notifications."),
 		mcp.WithNumber("max", mcp.Description("At most this many (default 20)")),

@@ -95,6 +95,7 @@ func (b *Butler) send(ctx context.Context, n *envelope.Notify) *mcp.CallToolResu
 			"Notification queued (request_id %s): Herald has it but no delivery answer came within %s. "+
 				"It will be delivered once the pipeline is running, or you will get a delivery_failed notification naming this request_id; do not send it again.", id, b.client.Timeout))
 	case err != nil:
+		b.lastErr.Record(err)
 		return toolError(err)
 	}
 	if resp.Status != envelope.StatusOK || resp.Result == nil || resp.Result.NotifyResponse == nil || resp.Result.NotifyResponse.Delivery == nil {

@@ -16,6 +16,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/schemas"
 )
 
@@ -99,6 +100,7 @@ type inbound struct {
 	sessions  *sessions
 	s         *Switchboard // its claims (claim.go)
 	limits    limits
+	metrics   *obs.Metrics
 }
 
 // ingressWorker is the consumer of HERALD_INGRESS.
@@ -111,10 +113,10 @@ func (s *Switchboard) ingressWorker(ctx context.Context) (*bus.Worker, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &inbound{cfg: s.cfg, js: s.js, log: s.log, audit: s.audit, pairing: pairing, approvals: s.approvals, requests: s.requests, sessions: sess, s: s}
+	g := &inbound{cfg: s.cfg, js: s.js, log: s.log, audit: s.audit, pairing: pairing, approvals: s.approvals, requests: s.requests, sessions: sess, s: s, metrics: s.metrics}
 	// One at a time, in the order the messenger stored them: a chat's messages
 	// reach its butler in the order they were sent.
-	return &bus.Worker{Stream: bus.StreamIngress, Durable: bus.ConsumerIngress, Handle: g.handle, GiveUp: g.giveUp, Concurrency: 1, Log: s.log}, nil
+	return &bus.Worker{Stream: bus.StreamIngress, Durable: bus.ConsumerIngress, Handle: s.noted(g.handle), GiveUp: g.giveUp, Concurrency: 1, Log: s.log}, nil
 }
 
 // handle takes one inbound message through the steps above.
@@ -201,6 +203,7 @@ func (g *inbound) forward(ctx context.Context, it *config.Integration, in *envel
 		return err
 	}
 	g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: it.Channel(), RequestID: in.RequestContext.RequestID, Reason: ReasonInboundMessage})
+	g.metrics.Inbound(it.Channel(), obs.InboundAccepted, "")
 	g.log.Debug("inbound routed", "butler", butler, "channel", it.Channel(), "request_id", in.RequestContext.RequestID)
 	return nil
 }
@@ -230,6 +233,7 @@ func (g *inbound) refuse(ctx context.Context, in *envelope.Ingress, channel, kin
 		class = c
 	}
 	g.audit.Write(ctx, audit.Record{Kind: kind, Channel: channel, RequestID: in.RequestContext.RequestID, Class: class.Error(), Reason: reason})
+	g.metrics.Inbound(channel, obs.InboundDropped, reason)
 	level := slog.LevelInfo
 	if kind == audit.Dropped {
 		level = slog.LevelDebug // a flood must not flood the log too
@@ -256,4 +260,7 @@ func (g *inbound) giveUp(ctx context.Context, m jetstream.Msg, cause error) {
 		rec.Kind, rec.Reason = audit.Failed, ReasonInboundFailed
 	}
 	g.audit.Write(ctx, rec)
+	g.s.lastErr.Record(cause)
+	g.metrics.Inbound(rec.Channel, obs.InboundDropped, rec.Reason)
+	g.metrics.DeadLetter(bus.StreamIngress)
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
+	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/schemas"
 )
 
@@ -34,6 +35,21 @@ type Options struct {
 	Log    *slog.Logger
 	// Concurrency of each consumer; 0 takes bus.Worker's default.
 	Concurrency int
+	// Metrics and Health are the process's (nil: none). The switchboard
+	// counts what it routes and refuses, and is ready while its consumers run.
+	Metrics *obs.Metrics
+	Health  *obs.Health
+}
+
+// HealthCheck is the name of the switchboard's readiness check: its three
+// consumers run and NATS answers for each.
+const HealthCheck = "switchboard.consumers"
+
+// consumers are the switchboard's durable consumers.
+var consumers = []obs.Consumer{
+	{Stream: bus.StreamRoute, Durable: bus.ConsumerSwitchboard},
+	{Stream: bus.StreamResult, Durable: bus.ConsumerResults},
+	{Stream: bus.StreamIngress, Durable: bus.ConsumerIngress},
 }
 
 // Switchboard routes.
@@ -48,6 +64,9 @@ type Switchboard struct {
 	requests  jetstream.KeyValue // routed inbound messages (requests.go)
 	// sessionsKV is herald_sessions: threads' sessions and claims (claim.go).
 	sessionsKV jetstream.KeyValue
+	metrics    *obs.Metrics
+	// lastErr is the last failure of any handler, for the status answer.
+	lastErr obs.LastError
 }
 
 // Run routes until ctx is done, then drains.
@@ -57,6 +76,19 @@ func Run(ctx context.Context, o Options) error {
 		log = slog.Default()
 	}
 	log = log.With("service", "switchboard")
+	// Not ready until the consumers run; not ready again once they stopped.
+	state := obs.NewState()
+	o.Health.Add(HealthCheck, state.Check)
+	err := run(ctx, o, log, state)
+	if err != nil {
+		state.Set(fmt.Errorf("%w: %w", obs.ErrStopped, err))
+	} else {
+		state.Set(obs.ErrStopped)
+	}
+	return err
+}
+
+func run(ctx context.Context, o Options, log *slog.Logger, state *obs.State) error {
 	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas, Uses: &bus.SwitchboardUses, Log: log}, time.Duration(o.Config.NATS.Wait), log)
 	if err != nil {
 		return err
@@ -77,20 +109,82 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}, ledger: led, approvals: approvals, requests: requests, sessionsKV: sessionsKV}
+	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}, ledger: led, approvals: approvals, requests: requests, sessionsKV: sessionsKV, metrics: o.Metrics}
 	retryFor := time.Duration(o.Config.Delivery.RetryFor)
-	routes := &bus.Worker{Stream: bus.StreamRoute, Durable: bus.ConsumerSwitchboard, Handle: s.route, GiveUp: s.reject, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
-	results := &bus.Worker{Stream: bus.StreamResult, Durable: bus.ConsumerResults, Handle: s.relay, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
+	routes := &bus.Worker{Stream: bus.StreamRoute, Durable: bus.ConsumerSwitchboard, Handle: s.noted(s.route), GiveUp: s.reject, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
+	results := &bus.Worker{Stream: bus.StreamResult, Durable: bus.ConsumerResults, Handle: s.noted(s.relay), GiveUp: s.giveUpResult, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
 	ingress, err := s.ingressWorker(ctx)
 	if err != nil {
 		return err
 	}
+	svc, err := obs.AddService(o.NC, obs.ServiceSwitchboard, obs.Version, s.status)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = svc.Stop() }()
+	defer o.Metrics.WatchConsumers(js, consumers...)()
+	o.Health.Add(HealthCheck, obs.All(state.Check, obs.ConsumerCheck(js, consumers...)))
 	log.Info("switchboard running", "butlers", len(o.Config.Butlers), "integrations", len(o.Config.Integrations))
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return routes.Run(ctx, js) })
-	g.Go(func() error { return results.Run(ctx, js) })
-	g.Go(func() error { return ingress.Run(ctx, js) })
+	for _, w := range []*bus.Worker{routes, results, ingress} {
+		g.Go(func() error {
+			err := w.Run(ctx, js)
+			if err != nil {
+				// Not ready from now, not only once the others have drained.
+				state.Set(fmt.Errorf("%w: consumer %s: %w", obs.ErrStopped, w.Durable, err))
+			}
+			return err
+		})
+	}
+	state.Set(nil)
 	return g.Wait()
+}
+
+// noted records a handler's failures as the switchboard's last error.
+func (s *Switchboard) noted(h func(context.Context, jetstream.Msg) error) func(context.Context, jetstream.Msg) error {
+	return func(ctx context.Context, m jetstream.Msg) error {
+		err := h(ctx, m)
+		s.lastErr.Record(err)
+		return err
+	}
+}
+
+// Status is the switchboard's answer on its status endpoint
+// (herald.status.switchboard).
+type Status struct {
+	Service      string              `json:"service"`
+	Butlers      []string            `json:"butlers"`
+	Integrations []string            `json:"integrations"`
+	Consumers    []obs.ConsumerState `json:"consumers"`
+	LastError    *obs.ErrorRecord    `json:"last_error"`
+}
+
+func (s *Switchboard) status() any {
+	st := Status{Service: obs.ServiceSwitchboard, Butlers: s.cfg.ButlerNames(), Integrations: []string{},
+		Consumers: obs.Lag(context.Background(), s.js, consumers...), LastError: s.lastErr.Last()}
+	for _, in := range s.cfg.Integrations {
+		if !in.Disabled {
+			st.Integrations = append(st.Integrations, in.Channel())
+		}
+	}
+	return st
+}
+
+// butlerLabel is butler as a metric label: a name no configuration knows
+// (a route published on a made-up subject) is "unknown", so such traffic
+// cannot grow the series without bound.
+func (s *Switchboard) butlerLabel(butler string) string {
+	if s.cfg.Butler(butler) == nil {
+		return "unknown"
+	}
+	return butler
+}
+
+// giveUpResult notes a delivery outcome that could not be relayed before it
+// is dead-lettered.
+func (s *Switchboard) giveUpResult(_ context.Context, _ jetstream.Msg, cause error) {
+	s.lastErr.Record(cause)
+	s.metrics.DeadLetter(bus.StreamResult)
 }
 
 // route checks one route.v1 and forwards it to the messenger.
@@ -144,6 +238,8 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 		// The messenger has this delivery already: answer this copy from the
 		// ledger once it is final, and send nothing again.
 		go s.answerFromLedger(r, butler, key)
+	} else {
+		s.metrics.Routed(butler, n.Delivery.Channel)
 	}
 	s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: n.Delivery.Channel, Intent: n.Delivery.Intent, RequestID: r.RequestContext.RequestID, Key: key})
 	s.log.Debug("routed", "butler", butler, "channel", n.Delivery.Channel, "request_id", r.RequestContext.RequestID)
@@ -247,6 +343,9 @@ func (s *Switchboard) reject(ctx context.Context, m jetstream.Msg, cause error) 
 		kind = audit.Failed
 	}
 	d := head.Input.Context.NotifyRequest.Delivery
+	s.lastErr.Record(cause)
+	s.metrics.Refused(s.butlerLabel(butler), envelope.ClassOf(cause))
+	s.metrics.DeadLetter(bus.StreamRoute)
 	s.audit.Write(ctx, audit.Record{Kind: kind, Butler: butler, Channel: d.Channel, Intent: d.Intent, RequestID: id, Class: envelope.ClassOf(cause), Reason: cause.Error()})
 	if id == "" || strings.ContainsAny(id, ".*> ") {
 		return

@@ -12,6 +12,7 @@ import (
 	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/obs"
 )
 
 // verdict handles in if it answers a permission prompt ("yes abcde", "n
@@ -50,6 +51,10 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 	}
 	sender := in.RequestContext.SourceSenderIdentity
 	req, err := g.approvals.Answer(ctx, butler, id, behavior, sender)
+	if err == nil {
+		// Counted once, when recorded: a redelivered answer is not another.
+		g.metrics.ApprovalAnswered(butler, behavior)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(err, approval.ErrUsed) && redelivered(m) && req != nil && req.AnsweredBy == sender && req.Verdict == behavior:
@@ -79,6 +84,7 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 		return true, err
 	}
 	g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: req.Butler, Channel: channel, RequestID: in.RequestContext.RequestID, Reason: ReasonPermissionVerdict})
+	g.metrics.Inbound(channel, obs.InboundAccepted, "")
 	g.log.Info("permission verdict", "butler", req.Butler, "permission_request_id", id, "behavior", behavior, "request_id", in.RequestContext.RequestID)
 	return true, nil
 }

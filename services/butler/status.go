@@ -1,0 +1,53 @@
+package butler
+
+import (
+	"context"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/obs"
+)
+
+// Status is the butler's answer on its status endpoint
+// (herald.status.butler-<name>): what an operator asks of a running butler.
+type Status struct {
+	Service string `json:"service"`
+	Butler  string `json:"butler"`
+	// Channels are the integrations granted to it.
+	Channels []string `json:"channels"`
+	// Listening is how many MCP sessions receive pushed messages now.
+	Listening int               `json:"listening"`
+	Inbox     obs.ConsumerState `json:"inbox"`
+	LastError *obs.ErrorRecord  `json:"last_error"`
+}
+
+func (b *Butler) status() any {
+	st := Status{Service: obs.ServiceButler(b.name), Butler: b.name, Channels: []string{},
+		Listening: len(b.channel.receivers()), LastError: b.lastErr.Last()}
+	for _, c := range b.channels() {
+		st.Channels = append(st.Channels, c.Channel)
+	}
+	st.Inbox = obs.Lag(context.Background(), b.channel.js, b.inboxConsumer())[0]
+	return st
+}
+
+// inboxConsumer is the butler's durable inbox consumer.
+func (b *Butler) inboxConsumer() obs.Consumer {
+	return obs.Consumer{Stream: bus.StreamInbox, Durable: bus.ConsumerInbox(b.name)}
+}
+
+// counted counts a sending tool's calls (notify, reply, react) by result: an
+// isError answer or a Go error is an error.
+func (b *Butler) counted(h server.ToolHandlerFunc) server.ToolHandlerFunc {
+	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		res, err := h(ctx, req)
+		result := obs.CallOK
+		if err != nil || res == nil || res.IsError {
+			result = obs.CallError
+		}
+		b.metrics.NotifyCall(b.name, result)
+		return res, err
+	}
+}
