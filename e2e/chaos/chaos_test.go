@@ -3,7 +3,9 @@
 // Package chaos is the fault-injection harness of `make chaos` (design §9):
 // Herald's real binaries (switchboard, messenger, butler) run as separate
 // processes against real nats-server processes (one server, or a 3-node
-// cluster) on loopback, with the Telegram Bot API faked in this process.
+// cluster) on loopback, with the Telegram Bot API faked in this process. The
+// servers run from the compose fleet's deploy/nats.conf and
+// deploy/nats-cluster.conf, only their addresses and store rewritten.
 // Each scenario sends distinct notifies through the butler's MCP notify tool
 // from 16 concurrent sessions, injects one fault — kill -9 of a process, a
 // 429 storm, a Telegram outage, a ledger write cut off after Telegram took
