@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -34,9 +36,17 @@ type ConsumerState struct {
 
 // Lag asks NATS for each consumer's lag, all at once, within a short timeout.
 func Lag(ctx context.Context, js jetstream.JetStream, cs ...Consumer) []ConsumerState {
+	out := make([]ConsumerState, len(cs))
+	// Requests made while disconnected wait in the reconnect buffer until
+	// they time out: say at once that NATS is not there.
+	if st := js.Conn().Status(); st != nats.CONNECTED {
+		for i, c := range cs {
+			out[i] = ConsumerState{Stream: c.Stream, Consumer: c.Durable, Error: fmt.Sprintf("consumer %s: NATS is %s", c, strings.ToLower(st.String()))}
+		}
+		return out
+	}
 	ctx, cancel := context.WithTimeout(ctx, infoTimeout)
 	defer cancel()
-	out := make([]ConsumerState, len(cs))
 	var wg sync.WaitGroup
 	for i, c := range cs {
 		wg.Go(func() {
