@@ -33,7 +33,7 @@ func mailAuthFleet(t *testing.T, dns *dkimtest.Resolver, dmPolicy string) (*flee
 	t.Helper()
 	f := newFleet(t)
 	it := mailIntegration(t, f.cfg)
-	it.Inbound.TrustedRelays = []string{mailRelay}
+	it.Settings.(*email.Config).Inbound.TrustedRelays = []string{mailRelay}
 	if dmPolicy != "" {
 		it.Inbound.DMPolicy = dmPolicy
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/messenger/slack"
 	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
 )
 
@@ -26,12 +27,7 @@ func TestSlackBothWays(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close()
 	f.cfg.HTTPListen = addr
-	f.cfg.Integrations = append(f.cfg.Integrations, config.Integration{
-		ID: "sl", Type: "slack", TokenEnv: "SLACK_BOT_TOKEN", SigningSecretEnv: "SLACK_SIGNING_SECRET", APIURL: sl.URL(),
-		DefaultChannelID: "C0OPS", Grants: config.Grants{All: true}, OnUncertain: "resend",
-		RateLimitOut: config.OutLimits{Disabled: true},
-		Inbound:      config.Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{"U0HUMAN01"}},
-	})
+	f.cfg.Integrations = append(f.cfg.Integrations, config.Integration{ID: "sl", Type: "slack", Grants: config.Grants{All: true}, OnUncertain: "resend", RateLimitOut: config.OutLimits{Disabled: true}, Inbound: config.Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{"U0HUMAN01"}}, Settings: &slack.Config{TokenEnv: "SLACK_BOT_TOKEN", SigningSecretEnv: "SLACK_SIGNING_SECRET", APIURL: sl.URL(), DefaultChannelID: "C0OPS"}})
 	f.cfg.Bindings = append(f.cfg.Bindings, config.Binding{Integration: "sl", Butler: "health"})
 	if err := f.cfg.Validate(); err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/messenger/webhook"
 	"github.com/heraldhq/herald/services/messenger/webhook/webhooktest"
 )
 
@@ -29,11 +30,7 @@ func withWebhook(t *testing.T, f *fleet) (*webhooktest.Server, string, string) {
 	addr := ln.Addr().String()
 	ln.Close()
 	f.cfg.HTTPListen = addr
-	f.cfg.Integrations = append(f.cfg.Integrations, config.Integration{
-		ID: "ci", Type: "webhook", SecretEnv: "CI_WEBHOOK_SECRET", Grants: config.Grants{All: true},
-		Recipients: map[string]string{"ops": rcv.URL("/alerts")}, DefaultRecipient: "ops", OnUncertain: "resend",
-		Inbound: config.Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{config.AllowAnyone}},
-	})
+	f.cfg.Integrations = append(f.cfg.Integrations, config.Integration{ID: "ci", Type: "webhook", Grants: config.Grants{All: true}, OnUncertain: "resend", Inbound: config.Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{config.AllowAnyone}}, Settings: &webhook.Config{SecretEnv: "CI_WEBHOOK_SECRET", Recipients: map[string]string{"ops": rcv.URL("/alerts")}, Default: "ops"}})
 	f.cfg.Bindings = append(f.cfg.Bindings, config.Binding{Integration: "ci", Butler: "health"})
 	if err := f.cfg.Validate(); err != nil {
 		t.Fatal(err)

@@ -4,11 +4,8 @@
 package config
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"net/mail"
 	"net/url"
 	"os"
 	"regexp"
@@ -44,8 +41,6 @@ var (
 	// Integration ids as seed 000 writes them: int_gXuDla4UZipcm2tg3McPX.
 	// ASCII spelled out: (?i) would fold in ſ and K (design §10).
 	idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
-	// recipientName is a webhook recipient's name.
-	recipientName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$`)
 )
 
 // Config is herald.yaml.
@@ -136,39 +131,29 @@ type Integration struct {
 	// Empty: the integration's default recipient and its inbound allow_from.
 	AllowTo []string `yaml:"allow_to"`
 
-	// Telegram.
-	TokenEnv    string `yaml:"token_env"`
-	TokenFile   string `yaml:"token_file"`
-	APIURL      string `yaml:"api_url"`
-	DefaultChat string `yaml:"default_chat"`
-
-	// Slack (also token_env / token_file for the bot token, api_url).
-	SigningSecretEnv string `yaml:"signing_secret_env"`
-	DefaultChannelID string `yaml:"default_channel_id"`
-
-	// Webhook: named recipients' URLs, the default one, and the Standard
-	// Webhooks secret ("whsec_" + base64) that signs out and verifies in.
-	Recipients       map[string]string `yaml:"recipients"`
-	DefaultRecipient string            `yaml:"default_recipient"`
-	SecretEnv        string            `yaml:"secret_env"`
-
-	// Email.
-	SMTPURLEnv  string `yaml:"smtp_url_env"`
-	SMTPURLFile string `yaml:"smtp_url_file"`
-	From        string `yaml:"from"`
-	DefaultTo   string `yaml:"default_to"`
-	// CAFile is a PEM bundle to trust for the SMTP server's certificate, for
-	// self-hosted servers with a private CA.
-	CAFile string `yaml:"ca_file"`
-
-	// Web and other listeners.
-	Listen string `yaml:"listen"`
-	// AllowedHosts are the Host names the web chat answers besides localhost
-	// and the address it is bound to (a name behind a reverse proxy); every
-	// other Host is refused, so no web site can rebind its name onto the chat.
-	AllowedHosts []string `yaml:"allowed_hosts"`
-
 	Inbound Inbound `yaml:"inbound"`
+
+	// Settings are the keys of the channel type's own (a token, a default
+	// chat, a listener), decoded into the channel's struct and checked by it.
+	Settings ChannelSettings `yaml:"-"`
+}
+
+// UnmarshalYAML decodes the common keys and then, into the channel's own
+// settings, the rest; which keys exist at all was checked before (checkKeys).
+func (in *Integration) UnmarshalYAML(n *yaml.Node) error {
+	type plain Integration
+	if err := n.Decode((*plain)(in)); err != nil {
+		return err
+	}
+	s := newSettings(in.Type)
+	if s == nil {
+		return nil // an unknown or unbuilt type: Validate says which
+	}
+	if err := n.Decode(s); err != nil {
+		return err
+	}
+	in.Settings = s
+	return nil
 }
 
 // Inbound is how an integration takes messages from people. An integration
@@ -180,21 +165,6 @@ type Inbound struct {
 	AllowFrom []string  `yaml:"allow_from"`
 	Approvers []string  `yaml:"approvers"`
 	RateLimit RateLimit `yaml:"rate_limit"`
-	// Email: the SMTP listener.
-	Listen  string   `yaml:"listen"`
-	Domains []string `yaml:"domains"`
-	// TLSCertFile and TLSKeyFile enable STARTTLS on the listener.
-	TLSCertFile string `yaml:"tls_cert_file"`
-	TLSKeyFile  string `yaml:"tls_key_file"`
-	// AuthEnv names a variable holding "user:password"; set, the listener
-	// requires AUTH PLAIN (over TLS) before MAIL.
-	AuthEnv string `yaml:"auth_env"`
-	// MaxBytes bounds one inbound mail; default 10 MiB.
-	MaxBytes int64 `yaml:"max_bytes"`
-	// TrustedRelays are the authserv-ids (RFC 8601) of mail relays whose
-	// Authentication-Results header is trusted: a dmarc=pass there counts
-	// as an authenticated From, as a verified DKIM signature does.
-	TrustedRelays []string `yaml:"trusted_relays"`
 }
 
 // UnmarshalYAML turns inbound on when the block is present, unless it says
@@ -337,10 +307,17 @@ func Load(path string) (*Config, error) {
 // so a typo cannot silently switch a setting off.
 func Parse(b []byte) (*Config, error) {
 	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(b, &doc); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	if doc.Kind != 0 {
+		if errs := checkKeys(&doc); len(errs) > 0 {
+			return nil, fmt.Errorf("%w:\n  %s", ErrInvalid, strings.Join(errs, "\n  "))
+		}
+		if err := doc.Decode(&c); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		}
 	}
 	c.applyDefaults()
 	if err := c.Validate(); err != nil {
@@ -349,15 +326,12 @@ func Parse(b []byte) (*Config, error) {
 	return &c, nil
 }
 
-// DefaultWebListen is where the default web chat listens.
-const DefaultWebListen = "127.0.0.1:8787"
-
 // Default is the configuration of `herald dev` with no file: one butler,
 // `assistant`, whose notifications go to the log, and a web chat on
 // localhost through which anyone at this machine can talk to it.
 func Default() *Config {
 	c := &Config{Integrations: []Integration{{
-		ID: "web", Type: "web", Listen: DefaultWebListen, Grants: Grants{All: true},
+		ID: "web", Type: "web", Grants: Grants{All: true},
 		Inbound: Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{AllowAnyone}},
 	}}}
 	c.applyDefaults()
@@ -410,35 +384,26 @@ func (c *Config) applyDefaults() {
 	}
 	for i := range c.Integrations {
 		in := &c.Integrations[i]
-		switch in.Type {
-		case "telegram":
-			if in.APIURL == "" {
-				in.APIURL = "https://api.telegram.org"
-			}
-			if in.TokenEnv == "" && in.TokenFile == "" {
-				in.TokenEnv = "TELEGRAM_BOT_TOKEN"
-			}
-		case "email":
-			if in.SMTPURLEnv == "" && in.SMTPURLFile == "" {
-				in.SMTPURLEnv = "SMTP_URL"
-			}
+		if in.Settings == nil {
+			in.Settings = newSettings(in.Type)
 		}
+		if d, ok := in.Settings.(Defaulter); ok {
+			d.Defaults()
+		}
+		ch, _ := ChannelOf(in.Type)
 		if in.Inbound.DMPolicy == "" {
 			in.Inbound.DMPolicy = "allowlist"
 		}
 		if in.OnUncertain == "" {
 			in.OnUncertain = OnUncertainResend
 		}
-		// A webhook's secret authenticates its senders; there is no one to
+		// A channel whose secret authenticates its senders has no one to
 		// pair with.
-		if in.Type == "webhook" && len(in.Inbound.AllowFrom) == 0 {
+		if ch.SignedSenders && len(in.Inbound.AllowFrom) == 0 {
 			in.Inbound.AllowFrom = []string{AllowAnyone}
 		}
-		if in.Type == "web" {
+		if ch.AlwaysReceives {
 			in.Inbound.Enabled = true
-		}
-		if in.Inbound.MaxBytes == 0 {
-			in.Inbound.MaxBytes = 10 << 20
 		}
 	}
 }
@@ -478,49 +443,19 @@ func (c *Config) Validate() error {
 			add("%s.id %q is used twice", at, in.ID)
 		}
 		ids[in.ID] = true
-		if !slices.Contains(ChannelTypes, in.Type) {
+		ch, built := ChannelOf(in.Type)
+		switch {
+		case !slices.Contains(ChannelTypes, in.Type):
 			add("%s.type %q is not one of %s", at, in.Type, strings.Join(ChannelTypes, ", "))
+		case !built:
+			add("%s.type %s is not built into this herald (it has %s); remove the integration or use a build that has it", at, in.Type, strings.Join(BuiltChannels(), ", "))
+		case in.Settings != nil:
+			for _, p := range in.Settings.Check(&c.Integrations[i]) {
+				add("%s (%s %s): %s", at, in.Type, in.ID, p)
+			}
 		}
-		switch in.Type {
-		case "telegram":
-			if in.TokenEnv == "" && in.TokenFile == "" {
-				add("%s (telegram %s) needs token_env or token_file", at, in.ID)
-			}
-		case "webhook":
-			if in.SecretEnv == "" {
-				add("%s (webhook %s) needs secret_env, the variable holding its Standard Webhooks secret (whsec_...)", at, in.ID)
-			}
-			if len(in.Recipients) == 0 && !in.Inbound.Enabled {
-				add("%s (webhook %s) needs recipients to send to, or an inbound block to receive", at, in.ID)
-			}
-			for name, u := range in.Recipients {
-				if !recipientName.MatchString(name) || name == AllowAnyRecipient {
-					add("%s.recipients: %q is not a recipient name (letters, digits, _ . -)", at, name)
-				}
-				if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" || pu.Fragment != "" {
-					add("%s.recipients.%s is not an http(s) URL", at, name)
-				}
-			}
-			if _, ok := in.Recipients[in.DefaultRecipient]; in.DefaultRecipient != "" && !ok {
-				add("%s.default_recipient %q is not one of its recipients", at, in.DefaultRecipient)
-			}
-			if in.Inbound.Enabled && in.Inbound.DMPolicy == "pairing" {
-				add("%s.inbound.dm_policy pairing cannot work for a webhook (no code can reach its sender); its secret authenticates senders", at)
-			}
-		case "slack":
-			if in.TokenEnv == "" && in.TokenFile == "" {
-				add("%s (slack %s) needs token_env or token_file (the bot token, xoxb-...)", at, in.ID)
-			}
-			if in.Inbound.Enabled && in.SigningSecretEnv == "" {
-				add("%s (slack %s) receives, so it needs signing_secret_env (the app's signing secret)", at, in.ID)
-			}
-		case "email":
-			if in.SMTPURLEnv == "" && in.SMTPURLFile == "" {
-				add("%s (email %s) needs smtp_url_env or smtp_url_file (or set SMTP_URL)", at, in.ID)
-			}
-			if in.From == "" {
-				add("%s (email %s) needs from", at, in.ID)
-			}
+		if ch.SignedSenders && in.Inbound.Enabled && in.Inbound.DMPolicy == "pairing" {
+			add("%s.inbound.dm_policy pairing cannot work for %s (no code can reach its sender); its secret authenticates senders", at, in.Type)
 		}
 		switch in.OnUncertain {
 		case OnUncertainResend, OnUncertainSkip:
@@ -544,7 +479,7 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
-	names := map[string]bool{}
+	names, addrs := map[string]bool{}, map[string]string{}
 	for i, b := range c.Butlers {
 		at := fmt.Sprintf("butlers[%d]", i)
 		if !namePattern.MatchString(b.Name) {
@@ -554,6 +489,11 @@ func (c *Config) Validate() error {
 			add("%s.name %q is used twice", at, b.Name)
 		}
 		names[b.Name] = true
+		if other, ok := addrs[b.MCPHTTP]; ok && !strings.HasSuffix(b.MCPHTTP, ":0") {
+			add("%s.mcp_http %s is butler %q's too; give each butler its own port", at, b.MCPHTTP, other)
+		} else if b.MCPHTTP != "" {
+			addrs[b.MCPHTTP] = b.Name
+		}
 		if _, err := c.Resolve(b.Name, b.DefaultChannel); err != nil {
 			add("%s.default_channel: %v", at, err)
 		}
@@ -656,18 +596,19 @@ const AllowAnyRecipient = "any"
 // empty recipient is the default one. Email addresses compare in any case.
 func (in *Integration) AllowsRecipient(recipient string) bool {
 	r := strings.TrimSpace(recipient)
-	if a, err := mail.ParseAddress(r); err == nil && in.Type == "email" {
-		r = a.Address
+	rs, ok := in.Settings.(Recipients)
+	if r == "" || !ok {
+		return true // the default; a channel without recipients (log, web) has none to limit
 	}
-	if r == "" || in.Type == "log" || in.Type == "web" {
-		return true // the default; the log has no recipients; web visitors are the page's own
+	admits := func(entry, r string) bool { return entry == r }
+	if m, ok := in.Settings.(RecipientMatcher); ok {
+		admits = m.Admits
 	}
 	allowed := in.AllowTo
 	if len(allowed) == 0 {
-		allowed = append([]string{in.DefaultChat, in.DefaultTo, in.DefaultChannelID}, in.Inbound.Approvers...)
-		for name := range in.Recipients {
-			allowed = append(allowed, name) // the operator named them to be sent to
-		}
+		// The operator named these to be sent to.
+		allowed = append([]string{rs.DefaultRecipient()}, rs.NamedRecipients()...)
+		allowed = append(allowed, in.Inbound.Approvers...)
 		for _, a := range in.Inbound.AllowFrom {
 			if a != AllowAnyone {
 				allowed = append(allowed, a)
@@ -676,33 +617,18 @@ func (in *Integration) AllowsRecipient(recipient string) bool {
 	}
 	for _, a := range allowed {
 		a = strings.TrimSpace(a)
-		switch {
-		case a == "":
-		case a == AllowAnyRecipient, a == r:
-			return true
-		case in.Type == "email" && strings.EqualFold(a, r):
-			return true
-		case in.Type == "email" && strings.HasPrefix(a, "@") && strings.HasSuffix(strings.ToLower(r), strings.ToLower(a)):
+		if a == AllowAnyRecipient || (a != "" && admits(a, r)) {
 			return true
 		}
 	}
 	return false
 }
 
-// TokenSource names where the integration's token comes from, for errors
-// that must say so without the token: "token_env NAME" or "token_file PATH".
-func (in *Integration) TokenSource() string {
-	if in.TokenEnv != "" {
-		return "token_env " + in.TokenEnv
-	}
-	return "token_file " + in.TokenFile
-}
-
 // Channel is the fully qualified channel name of an integration, "type:id".
 func (in *Integration) Channel() string { return in.Type + ":" + in.ID }
 
-// ApplyEnv applies the environment overrides of design §6: NATS_URL, and
-// TELEGRAM_API_URL and SMTP_URL for every integration of their type.
+// ApplyEnv applies the environment overrides of design §6: NATS_URL,
+// HERALD_HTTP_LISTEN, and each channel's own (TELEGRAM_API_URL, SMTP_URL).
 func (c *Config) ApplyEnv(getenv Getenv) {
 	if v := getenv("NATS_URL"); v != "" {
 		c.NATS.URL = v
@@ -711,16 +637,8 @@ func (c *Config) ApplyEnv(getenv Getenv) {
 		c.HTTPListen = v
 	}
 	for i := range c.Integrations {
-		in := &c.Integrations[i]
-		switch in.Type {
-		case "telegram":
-			if v := getenv("TELEGRAM_API_URL"); v != "" {
-				in.APIURL = v
-			}
-		case "email":
-			if getenv("SMTP_URL") != "" {
-				in.SMTPURLEnv, in.SMTPURLFile = "SMTP_URL", ""
-			}
+		if o, ok := c.Integrations[i].Settings.(EnvOverrider); ok {
+			o.ApplyEnv(getenv)
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/herald"
+	"github.com/heraldhq/herald/services/messenger/web"
 )
 
 // startDev runs herald dev on cfg until the test ends (or stop), and returns
@@ -59,7 +60,7 @@ func devConfig(t *testing.T, dir string) (*config.Config, string) {
 	cfg.NATS.Listen = "127.0.0.1:0"
 	cfg.NATS.StoreDir = filepath.Join(dir, "nats")
 	cfg.Butlers[0].MCPHTTP = "127.0.0.1:0"
-	cfg.Integration("web").Listen = "127.0.0.1:0"
+	cfg.Integration("web").Settings.(*web.Config).Listen = "127.0.0.1:0"
 	file := filepath.Join(dir, "herald.yaml")
 	writeFile(t, file, fmt.Sprintf("nats: { store_dir: %q }\n", cfg.NATS.StoreDir))
 	return cfg, file
@@ -233,7 +234,7 @@ func TestDevExternalNATSPasswordNotPrinted(t *testing.T) {
 	cfg.NATS.URL = strings.Replace(srv.ClientURL(), "nats://", "nats://herald:hunter2@", 1)
 	cfg.NATS.StoreDir = filepath.Join(t.TempDir(), "nats") // where its tokens go
 	cfg.Butlers[0].MCPHTTP = "127.0.0.1:0"
-	cfg.Integration("web").Listen = "127.0.0.1:0"
+	cfg.Integration("web").Settings.(*web.Config).Listen = "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	ready := make(chan struct{})

@@ -25,34 +25,9 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
+	_ "github.com/heraldhq/herald/services/messenger/channels" // every channel of this build
 	"github.com/heraldhq/herald/services/messenger/deliver"
-	"github.com/heraldhq/herald/services/messenger/email"
-	"github.com/heraldhq/herald/services/messenger/logchannel"
-	"github.com/heraldhq/herald/services/messenger/slack"
-	"github.com/heraldhq/herald/services/messenger/telegram"
-	"github.com/heraldhq/herald/services/messenger/web"
-	"github.com/heraldhq/herald/services/messenger/webhook"
 )
-
-// Channels maps each channel type to its sender's constructor: adding a
-// channel is one folder and one line here.
-var Channels = map[string]deliver.Factory{
-	"slack":    slack.New,
-	"telegram": telegram.New,
-	"webhook":  webhook.New,
-	"email":    email.New,
-	"log":      logchannel.New,
-	"web":      web.New,
-}
-
-// Receivers maps a channel type to the constructor of its receiver, for
-// channels whose sender is not also its receiver.
-var Receivers = map[string]deliver.ReceiverFactory{
-	"slack":    slack.NewReceiver,
-	"telegram": telegram.NewReceiver,
-	"webhook":  webhook.NewReceiver,
-	"email":    email.NewReceiver,
-}
 
 // Options configure a messenger.
 type Options struct {
@@ -60,10 +35,10 @@ type Options struct {
 	NC     *nats.Conn
 	Log    *slog.Logger
 	Getenv config.Getenv
-	// Channels overrides or adds factories by channel type (tests,
+	// Channels overrides the registered senders by channel type (tests,
 	// benchmarks); a nil factory takes the type away.
 	Channels map[string]deliver.Factory
-	// Receivers overrides or adds receiver factories by channel type.
+	// Receivers overrides the registered receivers by channel type.
 	Receivers map[string]deliver.ReceiverFactory
 	// Concurrency of deliveries; 0 takes bus.Worker's default.
 	Concurrency int
@@ -118,9 +93,10 @@ func Run(ctx context.Context, o Options) error {
 		if in.Disabled {
 			continue
 		}
+		ch, _ := deliver.Lookup(in.Type)
 		factory, ok := o.Channels[in.Type]
 		if !ok {
-			factory = Channels[in.Type]
+			factory = ch.New
 		}
 		if factory == nil {
 			// Configured but not implemented: say so at start, not at the
@@ -144,9 +120,9 @@ func Run(ctx context.Context, o Options) error {
 			receivers[in.ID] = r
 			continue
 		}
-		rf := o.Receivers[in.Type]
-		if rf == nil {
-			rf = Receivers[in.Type]
+		rf, ok := o.Receivers[in.Type]
+		if !ok {
+			rf = ch.NewReceiver
 		}
 		if rf == nil {
 			log.Warn("inbound is configured but this channel type cannot receive yet", "integration", in.ID, "channel", in.Type)

@@ -56,12 +56,12 @@ func claimKey(integration, thread string) string {
 	return "claim." + integration + "." + kvToken(thread)
 }
 
-// offerClaim adds the claim buttons to a notify with claim_thread on
-// Telegram, and records the offer. Other channels have no buttons: there the
-// flag changes nothing.
+// offerClaim adds the claim buttons to a notify with claim_thread on a
+// channel that shows buttons (Telegram), and records the offer. Other
+// channels have no buttons: there the flag changes nothing.
 func (s *Switchboard) offerClaim(ctx context.Context, butler string, in *config.Integration, r *envelope.Route) error {
 	n := r.Notify()
-	if !n.Delivery.ClaimThread || in.Type != "telegram" || n.Delivery.Intent == envelope.IntentReact {
+	if ch, _ := config.ChannelOf(in.Type); !n.Delivery.ClaimThread || !ch.Buttons || n.Delivery.Intent == envelope.IntentReact {
 		return nil
 	}
 	chat := n.Delivery.Recipient
@@ -69,7 +69,7 @@ func (s *Switchboard) offerClaim(ctx context.Context, butler string, in *config.
 		chat, _, _ = strings.Cut(n.RequestContext.SourceThreadIdentity, ":")
 	}
 	if chat == "" {
-		chat = in.DefaultChat
+		chat = in.DefaultRecipient()
 	}
 	id := r.RequestContext.RequestID
 	label := n.Delivery.ClaimThreadLabel

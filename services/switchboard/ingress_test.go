@@ -64,7 +64,7 @@ integrations:
   - id: mail
     type: email
     from: herald@example.com
-    inbound: { allow_from: [me@example.com] }
+    inbound: { listen: 127.0.0.1:0, allow_from: [me@example.com] }
   - id: web
     type: web
     listen: 127.0.0.1:0

@@ -1,14 +1,16 @@
-package config_test
+package channels_test
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
+	_ "github.com/heraldhq/herald/services/messenger/channels"
+	"github.com/heraldhq/herald/services/messenger/email"
+	"github.com/heraldhq/herald/services/messenger/telegram"
+	"github.com/heraldhq/herald/services/messenger/web"
 )
 
 const designExample = `
@@ -65,8 +67,8 @@ func TestDefault(t *testing.T) {
 	if len(c.Butlers) != 1 || c.Butlers[0].Name != "assistant" || c.Butlers[0].DefaultChannel != "log" {
 		t.Fatalf("default butlers %+v", c.Butlers)
 	}
-	if web := c.Integration("web"); web == nil || web.Listen != "127.0.0.1:8787" || !web.Inbound.Enabled {
-		t.Fatalf("default web chat %+v", web)
+	if w := c.Integration("web"); w == nil || w.Settings.(*web.Config).Listen != "127.0.0.1:8787" || !w.Inbound.Enabled {
+		t.Fatalf("default web chat %+v", w)
 	}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
@@ -81,7 +83,12 @@ func TestInvalid(t *testing.T) {
 	tests := []struct {
 		name, yaml, want string
 	}{
-		{"unknown key", "butlers: [{name: a, default_chanel: log}]", "default_chanel"},
+		{"unknown key", "butlers: [{name: a, default_chanel: log}]", "line 1: butlers[0].default_chanel is not a setting; did you mean default_channel?"},
+		{"a channel's key misspelt", "integrations:\n  - id: t\n    type: telegram\n    token_envv: X", "line 4: integrations[0].token_envv is not a setting; did you mean token_env?"},
+		{"another channel's key", "integrations:\n  - id: t\n    type: telegram\n    smtp_url_env: X", "line 4: integrations[0].smtp_url_env is not a setting"},
+		{"a channel's inbound key misspelt", "integrations:\n  - id: m\n    type: email\n    from: a@b.c\n    inbound:\n      listn: 127.0.0.1:2525", "line 6: integrations[0].inbound.listn is not a setting; did you mean listen?"},
+		{"a channel's key checked at load", "integrations: [{id: t, type: telegram, api_url: api.telegram.org}]", "api_url"},
+		{"two butlers on one address", "butlers: [{name: a, mcp_http: 127.0.0.1:7701}, {name: b, mcp_http: 127.0.0.1:7701}]", `butlers[1].mcp_http 127.0.0.1:7701 is butler "a"'s too`},
 		{"bad butler name", "butlers: [{name: Health}]", `butlers[0].name "Health"`},
 		{"duplicate butler", "butlers: [{name: a}, {name: a}]", "used twice"},
 		{"unknown type", "integrations: [{id: x, type: sms}]", `type "sms"`},
@@ -156,27 +163,11 @@ func TestEnvOverrides(t *testing.T) {
 	}
 	env := map[string]string{"NATS_URL": "nats://bus:4222", "TELEGRAM_API_URL": "http://127.0.0.1:8081", "SMTP_URL": "smtp://u:p@h:587"}
 	c.ApplyEnv(func(k string) string { return env[k] })
-	if c.NATS.URL != "nats://bus:4222" || c.Integration("t").APIURL != "http://127.0.0.1:8081" || c.Integration("m").SMTPURLEnv != "SMTP_URL" {
+	if c.NATS.URL != "nats://bus:4222" || c.Integration("t").Settings.(*telegram.Config).APIURL != "http://127.0.0.1:8081" || c.Integration("m").Settings.(*email.Config).SMTPURLEnv != "SMTP_URL" {
 		t.Fatalf("overrides not applied: %+v", c)
 	}
-	if c.Integration("t").TokenEnv != "TELEGRAM_BOT_TOKEN" {
+	if c.Integration("t").Settings.(*telegram.Config).TokenEnv != "TELEGRAM_BOT_TOKEN" {
 		t.Fatal("telegram token defaults to TELEGRAM_BOT_TOKEN")
-	}
-}
-
-func TestSecretNeverInErrors(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "token")
-	if err := os.WriteFile(file, []byte("123:supersecret\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	v, err := config.Secret(func(string) string { return "" }, "", file)
-	if err != nil || v != "123:supersecret" {
-		t.Fatalf("from file: %q %v", v, err)
-	}
-	_, err = config.Secret(func(string) string { return "" }, "TOKEN", "")
-	if err == nil || !strings.Contains(err.Error(), "TOKEN is not set") {
-		t.Fatalf("unset variable: %v", err)
 	}
 }
 

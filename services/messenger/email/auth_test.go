@@ -28,7 +28,7 @@ const trustedRelay = "MX.Example.NET"
 // authIntegration is inboundIntegration trusting one relay.
 func authIntegration() config.Integration {
 	in := inboundIntegration()
-	in.Inbound.TrustedRelays = []string{trustedRelay}
+	in.Settings.(*email.Config).Inbound.TrustedRelays = []string{trustedRelay}
 	return in
 }
 

@@ -36,14 +36,7 @@ func TestLive(t *testing.T) {
 		from = to
 	}
 
-	in := config.Integration{
-		ID:         "live",
-		Type:       "email",
-		SMTPURLEnv: "SMTP_URL",
-		From:       "Herald <" + from + ">",
-		DefaultTo:  to,
-		CAFile:     os.Getenv("HERALD_TEST_MAIL_CA_FILE"),
-	}
+	in := config.Integration{ID: "live", Type: "email", Settings: &email.Config{SMTPURLEnv: "SMTP_URL", From: "Herald <" + from + ">", DefaultTo: to, CAFile: os.Getenv("HERALD_TEST_MAIL_CA_FILE")}}
 	s, err := email.New(in, deliver.Env{Getenv: os.Getenv})
 	if err != nil {
 		t.Fatal(err)

@@ -123,7 +123,14 @@ func newReceiver(in config.Integration, env deliver.Env, opts []ReceiverOption) 
 	if !in.Inbound.Enabled || in.Disabled {
 		return nil, nil
 	}
-	ib := in.Inbound
+	c, err := config.SettingsOf[*Config](&in)
+	if err != nil {
+		return nil, err
+	}
+	if errs := c.Check(&in); len(errs) > 0 {
+		return nil, fmt.Errorf("%w: email integration %q: %s", config.ErrInvalid, in.ID, strings.Join(errs, "; "))
+	}
+	ib := c.Inbound
 	getenv := env.Getenv
 	if getenv == nil {
 		getenv = os.Getenv
@@ -134,9 +141,6 @@ func newReceiver(in config.Integration, env deliver.Env, opts []ReceiverOption) 
 	}
 	invalid := func(format string, a ...any) error {
 		return fmt.Errorf("%w: email integration %q: %s", config.ErrInvalid, in.ID, fmt.Sprintf(format, a...))
-	}
-	if strings.TrimSpace(ib.Listen) == "" {
-		return nil, invalid("inbound.listen is empty; set it to the host:port to take mail on, like 127.0.0.1:2525 or 0.0.0.0:25")
 	}
 	r := &Receiver{
 		id:        in.ID,
@@ -166,23 +170,20 @@ func newReceiver(in config.Integration, env deliver.Env, opts []ReceiverOption) 
 	if len(r.domains) == 0 {
 		// No domains listed: take mail for the address we send from, and
 		// nothing else: never an open relay.
-		a, err := mail.ParseAddress(in.From)
+		a, err := mail.ParseAddress(c.From)
 		_, d, ok := strings.Cut(addressOf(a, err), "@")
 		if !ok || d == "" {
-			return nil, invalid("inbound.domains is empty and from %q names no domain; list the domains to take mail for in inbound.domains", in.From)
+			return nil, invalid("inbound.domains is empty and from %q names no domain; list the domains to take mail for in inbound.domains", c.From)
 		}
 		r.domains[d], r.host = true, d
 	}
 
-	switch {
-	case ib.TLSCertFile != "" && ib.TLSKeyFile != "":
+	if ib.TLSCertFile != "" {
 		cert, err := tls.LoadX509KeyPair(ib.TLSCertFile, ib.TLSKeyFile)
 		if err != nil {
 			return nil, invalid("inbound.tls_cert_file and tls_key_file: %v", err)
 		}
 		r.tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	case ib.TLSCertFile != "" || ib.TLSKeyFile != "":
-		return nil, invalid("inbound needs both tls_cert_file and tls_key_file for STARTTLS, or neither")
 	}
 
 	if ib.AuthEnv != "" {
@@ -193,9 +194,6 @@ func newReceiver(in config.Integration, env deliver.Env, opts []ReceiverOption) 
 		user, pass, ok := strings.Cut(secret, ":")
 		if !ok || user == "" || pass == "" {
 			return nil, invalid("environment variable %s (inbound.auth_env) must hold user:password", ib.AuthEnv)
-		}
-		if r.tlsConfig == nil {
-			return nil, invalid("inbound.auth_env needs tls_cert_file and tls_key_file: the password is only ever taken over TLS")
 		}
 		r.user, r.pass = user, pass
 	}

@@ -157,18 +157,12 @@ func (r *recorder) waitStatus(t *testing.T, what string, ok func(deliver.Status)
 // inboundIntegration is an email integration taking mail for example.com
 // on a free port.
 func inboundIntegration() config.Integration {
-	return config.Integration{
-		ID:         "mail",
-		Type:       "email",
-		SMTPURLEnv: "SMTP_URL",
-		From:       "Herald <herald@example.com>",
-		Inbound: config.Inbound{
-			Enabled:  true,
+	return config.Integration{ID: "mail", Type: "email", Inbound: config.Inbound{Enabled: true},
+		Settings: &email.Config{SMTPURLEnv: "SMTP_URL", From: "Herald <herald@example.com>", Inbound: email.InboundConfig{
 			Listen:   "127.0.0.1:0",
 			Domains:  []string{"example.com"},
 			MaxBytes: 1 << 20,
-		},
-	}
+		}}}
 }
 
 // runReceiver starts the receiver of in and stops it when the test ends,
@@ -665,7 +659,7 @@ func TestRecipientDomains(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			in := inboundIntegration()
-			in.Inbound.Domains = tt.domains
+			in.Settings.(*email.Config).Inbound.Domains = tt.domains
 			rec, addr := startReceiver(t, in)
 			stage, err := sendMail(t, addr, "ann@example.org", []string{tt.rcpt}, crlf(plainMail))
 			if tt.ok {
@@ -693,7 +687,7 @@ func TestRecipientDomains(t *testing.T) {
 
 func TestTooLarge(t *testing.T) {
 	in := inboundIntegration()
-	in.Inbound.MaxBytes = 2048
+	in.Settings.(*email.Config).Inbound.MaxBytes = 2048
 	rec, addr := startReceiver(t, in)
 
 	big := "From: ann@example.org\nSubject: big\n\n" + strings.Repeat(strings.Repeat("x", 99)+"\n", 50)
@@ -773,8 +767,8 @@ func TestSinkFailureIsRetried(t *testing.T) {
 func TestAuth(t *testing.T) {
 	certFile, keyFile, roots := writeTestCert(t)
 	in := inboundIntegration()
-	in.Inbound.TLSCertFile, in.Inbound.TLSKeyFile = certFile, keyFile
-	in.Inbound.AuthEnv = inboundAuthEnv
+	in.Settings.(*email.Config).Inbound.TLSCertFile, in.Settings.(*email.Config).Inbound.TLSKeyFile = certFile, keyFile
+	in.Settings.(*email.Config).Inbound.AuthEnv = inboundAuthEnv
 	getenv := func(k string) string {
 		if k == inboundAuthEnv {
 			return inboundUser + ":" + inboundPass
@@ -888,29 +882,31 @@ func TestNewReceiver(t *testing.T) {
 		{name: "integration disabled", change: func(in *config.Integration) { in.Disabled = true }, none: true},
 		{name: "plain", change: func(*config.Integration) {}},
 		{name: "STARTTLS and AUTH", change: func(in *config.Integration) {
-			in.Inbound.TLSCertFile, in.Inbound.TLSKeyFile, in.Inbound.AuthEnv = certFile, keyFile, "GOOD_AUTH"
+			in.Settings.(*email.Config).Inbound.TLSCertFile, in.Settings.(*email.Config).Inbound.TLSKeyFile, in.Settings.(*email.Config).Inbound.AuthEnv = certFile, keyFile, "GOOD_AUTH"
 		}},
-		{name: "no listen address", change: func(in *config.Integration) { in.Inbound.Listen = "" }, wantErr: "inbound.listen"},
-		{name: "a certificate without its key", change: func(in *config.Integration) { in.Inbound.TLSCertFile = certFile }, wantErr: "tls_key_file"},
+		{name: "no listen address", change: func(in *config.Integration) { in.Settings.(*email.Config).Inbound.Listen = "" }, wantErr: "inbound.listen"},
+		{name: "a certificate without its key", change: func(in *config.Integration) { in.Settings.(*email.Config).Inbound.TLSCertFile = certFile }, wantErr: "tls_key_file"},
 		{name: "a missing certificate file", change: func(in *config.Integration) {
-			in.Inbound.TLSCertFile, in.Inbound.TLSKeyFile = filepath.Join(t.TempDir(), "none.pem"), keyFile
+			in.Settings.(*email.Config).Inbound.TLSCertFile, in.Settings.(*email.Config).Inbound.TLSKeyFile = filepath.Join(t.TempDir(), "none.pem"), keyFile
 		}, wantErr: "tls_cert_file"},
-		{name: "AUTH without TLS", change: func(in *config.Integration) { in.Inbound.AuthEnv = "GOOD_AUTH" }, wantErr: "tls_cert_file"},
+		{name: "AUTH without TLS", change: func(in *config.Integration) { in.Settings.(*email.Config).Inbound.AuthEnv = "GOOD_AUTH" }, wantErr: "tls_cert_file"},
 		{name: "AUTH variable unset", change: func(in *config.Integration) {
-			in.Inbound.TLSCertFile, in.Inbound.TLSKeyFile, in.Inbound.AuthEnv = certFile, keyFile, "UNSET_AUTH"
+			in.Settings.(*email.Config).Inbound.TLSCertFile, in.Settings.(*email.Config).Inbound.TLSKeyFile, in.Settings.(*email.Config).Inbound.AuthEnv = certFile, keyFile, "UNSET_AUTH"
 		}, wantErr: "UNSET_AUTH"},
 		{name: "AUTH variable not user:password", change: func(in *config.Integration) {
-			in.Inbound.TLSCertFile, in.Inbound.TLSKeyFile, in.Inbound.AuthEnv = certFile, keyFile, "BAD_AUTH"
+			in.Settings.(*email.Config).Inbound.TLSCertFile, in.Settings.(*email.Config).Inbound.TLSKeyFile, in.Settings.(*email.Config).Inbound.AuthEnv = certFile, keyFile, "BAD_AUTH"
 		}, wantErr: "user:password"},
-		{name: "no domains and no from", change: func(in *config.Integration) { in.Inbound.Domains, in.From = nil, "" }, wantErr: "inbound.domains"},
-		{name: "a domain that is not one", change: func(in *config.Integration) { in.Inbound.Domains = []string{"me@example.com"} }, wantErr: "inbound.domains"},
+		{name: "no domains and no from", change: func(in *config.Integration) {
+			in.Settings.(*email.Config).Inbound.Domains, in.Settings.(*email.Config).From = nil, ""
+		}, wantErr: "needs from"},
+		{name: "a domain that is not one", change: func(in *config.Integration) { in.Settings.(*email.Config).Inbound.Domains = []string{"me@example.com"} }, wantErr: "inbound.domains"},
 		{name: "trusted relays", change: func(in *config.Integration) {
-			in.Inbound.TrustedRelays = []string{"mx.example.net", " MX2.example.net "}
+			in.Settings.(*email.Config).Inbound.TrustedRelays = []string{"mx.example.net", " MX2.example.net "}
 		}},
 		{name: "a trusted relay that is no authserv-id", change: func(in *config.Integration) {
-			in.Inbound.TrustedRelays = []string{"mx.example.net; dmarc=pass"}
+			in.Settings.(*email.Config).Inbound.TrustedRelays = []string{"mx.example.net; dmarc=pass"}
 		}, wantErr: "inbound.trusted_relays"},
-		{name: "an empty trusted relay", change: func(in *config.Integration) { in.Inbound.TrustedRelays = []string{" "} }, wantErr: "inbound.trusted_relays"},
+		{name: "an empty trusted relay", change: func(in *config.Integration) { in.Settings.(*email.Config).Inbound.TrustedRelays = []string{" "} }, wantErr: "inbound.trusted_relays"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -942,18 +938,18 @@ func TestListenerFailureIsReported(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := inboundIntegration()
-	in.Inbound.Listen = taken.Addr().String()
+	in.Settings.(*email.Config).Inbound.Listen = taken.Addr().String()
 	rec, _ := runReceiver(t, in, nil, nil)
 
 	st := rec.waitStatus(t, "error", func(s deliver.Status) bool { return s.State == deliver.StateError })
-	if !strings.Contains(st.Detail, in.Inbound.Listen) {
-		t.Errorf("error detail %q does not name the address %s", st.Detail, in.Inbound.Listen)
+	if !strings.Contains(st.Detail, in.Settings.(*email.Config).Inbound.Listen) {
+		t.Errorf("error detail %q does not name the address %s", st.Detail, in.Settings.(*email.Config).Inbound.Listen)
 	}
 	// Once the address is free, the receiver listens on it.
 	taken.Close()
 	addr := listening(t, rec)
-	if addr != in.Inbound.Listen {
-		t.Errorf("listening on %s, want %s", addr, in.Inbound.Listen)
+	if addr != in.Settings.(*email.Config).Inbound.Listen {
+		t.Errorf("listening on %s, want %s", addr, in.Settings.(*email.Config).Inbound.Listen)
 	}
 	mustSend(t, addr, "ann@example.org", []string{"herald@example.com"}, crlf(plainMail))
 }

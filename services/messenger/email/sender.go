@@ -70,7 +70,7 @@ type Sender struct {
 var _ deliver.Factory = New
 
 // New builds the sender of an email integration: it resolves the SMTP URL
-// from in.SMTPURLEnv or in.SMTPURLFile and checks from, default_to and
+// from smtp_url_env or smtp_url_file and checks from, default_to and
 // ca_file. Errors wrap config.ErrInvalid and never contain the password.
 func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 	getenv := env.Getenv
@@ -81,31 +81,30 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	s := &Sender{id: in.ID, log: log, now: time.Now, secretName: secretName(in)}
+	c, err := config.SettingsOf[*Config](&in)
+	if err != nil {
+		return nil, err
+	}
+	if errs := c.Check(&in); len(errs) > 0 {
+		return nil, fmt.Errorf("%w: email integration %q: %s", config.ErrInvalid, in.ID, strings.Join(errs, "; "))
+	}
+	s := &Sender{id: in.ID, log: log, now: time.Now, secretName: secretName(c)}
 
-	raw, err := config.Secret(getenv, in.SMTPURLEnv, in.SMTPURLFile)
+	raw, err := config.Secret(getenv, c.SMTPURLEnv, c.SMTPURLFile)
 	if err != nil {
 		return nil, fmt.Errorf("%w (email integration %q)", err, in.ID)
 	}
 	if err := s.parseURL(raw); err != nil {
 		return nil, fmt.Errorf("%w: email integration %q: %s", config.ErrInvalid, in.ID, err)
 	}
-
-	if strings.TrimSpace(in.From) == "" {
-		return nil, fmt.Errorf("%w: email integration %q needs from, the address mail is sent from", config.ErrInvalid, in.ID)
-	}
-	if s.from, err = mail.ParseAddress(in.From); err != nil {
-		return nil, fmt.Errorf("%w: email integration %q: from %q is not an email address like herald@example.com", config.ErrInvalid, in.ID, in.From)
-	}
-	if in.DefaultTo != "" {
-		if s.defaultTo, err = mail.ParseAddress(in.DefaultTo); err != nil {
-			return nil, fmt.Errorf("%w: email integration %q: default_to %q is not an email address like me@example.com", config.ErrInvalid, in.ID, in.DefaultTo)
-		}
+	s.from, _ = mail.ParseAddress(c.From) // Check parsed both
+	if c.DefaultTo != "" {
+		s.defaultTo, _ = mail.ParseAddress(c.DefaultTo)
 	}
 
 	s.tlsConfig = &tls.Config{ServerName: s.host, MinVersion: tls.VersionTLS12}
-	if in.CAFile != "" {
-		pem, err := os.ReadFile(in.CAFile)
+	if c.CAFile != "" {
+		pem, err := os.ReadFile(c.CAFile)
 		if err != nil {
 			return nil, fmt.Errorf("%w: email integration %q: ca_file: %w", config.ErrInvalid, in.ID, err)
 		}
@@ -114,18 +113,18 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 			roots = x509.NewCertPool()
 		}
 		if !roots.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("%w: email integration %q: ca_file %s holds no PEM certificate", config.ErrInvalid, in.ID, in.CAFile)
+			return nil, fmt.Errorf("%w: email integration %q: ca_file %s holds no PEM certificate", config.ErrInvalid, in.ID, c.CAFile)
 		}
 		s.tlsConfig.RootCAs = roots
 	}
 	return s, nil
 }
 
-func secretName(in config.Integration) string {
-	if in.SMTPURLEnv != "" {
-		return "$" + in.SMTPURLEnv
+func secretName(c *Config) string {
+	if c.SMTPURLEnv != "" {
+		return "$" + c.SMTPURLEnv
 	}
-	return in.SMTPURLFile
+	return c.SMTPURLFile
 }
 
 // parseURL reads smtp://user:pass@host:port or smtps://. Its errors never

@@ -29,15 +29,9 @@ const (
 // $SMTP_URL, trusting srv's certificate when it has one.
 func integration(t *testing.T, srv *smtptest.Server) config.Integration {
 	t.Helper()
-	in := config.Integration{
-		ID:         "mail",
-		Type:       "email",
-		SMTPURLEnv: "SMTP_URL",
-		From:       "Herald <herald@example.com>",
-		DefaultTo:  "me@example.com",
-	}
+	in := config.Integration{ID: "mail", Type: "email", Settings: &email.Config{SMTPURLEnv: "SMTP_URL", From: "Herald <herald@example.com>", DefaultTo: "me@example.com"}}
 	if srv.CertPEM() != nil {
-		in.CAFile = srv.WriteCertFile(t)
+		in.Settings.(*email.Config).CAFile = srv.WriteCertFile(t)
 	}
 	return in
 }
@@ -221,7 +215,7 @@ func TestRecipient(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := smtptest.NewServer(t)
 			in := integration(t, srv)
-			in.DefaultTo = tt.defaultTo
+			in.Settings.(*email.Config).DefaultTo = tt.defaultTo
 			s, err := email.New(in, env(t, srv.URL()))
 			if err != nil {
 				t.Fatal(err)
@@ -389,7 +383,7 @@ func TestUntrustedCertificate(t *testing.T) {
 	for _, opt := range []smtptest.Option{smtptest.WithSTARTTLS(), smtptest.WithImplicitTLS()} {
 		srv := smtptest.NewServer(t, opt, smtptest.WithAuth(user, password))
 		in := integration(t, srv)
-		in.CAFile = ""
+		in.Settings.(*email.Config).CAFile = ""
 		s, err := email.New(in, env(t, srv.URL()))
 		if err != nil {
 			t.Fatal(err)
@@ -490,7 +484,7 @@ func TestDeadline(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	in := config.Integration{ID: "mail", Type: "email", SMTPURLEnv: "SMTP_URL", From: "herald@example.com", DefaultTo: "me@example.com"}
+	in := config.Integration{ID: "mail", Type: "email", Settings: &email.Config{SMTPURLEnv: "SMTP_URL", From: "herald@example.com", DefaultTo: "me@example.com"}}
 	s, err := email.New(in, env(t, "smtp://"+ln.Addr().String()))
 	if err != nil {
 		t.Fatal(err)
@@ -516,14 +510,14 @@ func TestNew(t *testing.T) {
 		{"control character", "smtp://u:" + password + "\x7f@mail.example.com:587", nil, "not a URL"},
 		{"no host", "smtp://u:" + password + "@", nil, "no host"},
 		{"password without user", "smtp://:" + password + "@mail.example.com", nil, "no user"},
-		{"no from", "smtp://mail.example.com", func(in *config.Integration) { in.From = "" }, "needs from"},
-		{"bad from", "smtp://mail.example.com", func(in *config.Integration) { in.From = "herald" }, "from"},
-		{"bad default_to", "smtp://mail.example.com", func(in *config.Integration) { in.DefaultTo = "me at home" }, "default_to"},
-		{"missing ca_file", "smtp://mail.example.com", func(in *config.Integration) { in.CAFile = "/nonexistent/ca.pem" }, "ca_file"},
+		{"no from", "smtp://mail.example.com", func(in *config.Integration) { in.Settings.(*email.Config).From = "" }, "needs from"},
+		{"bad from", "smtp://mail.example.com", func(in *config.Integration) { in.Settings.(*email.Config).From = "herald" }, "from"},
+		{"bad default_to", "smtp://mail.example.com", func(in *config.Integration) { in.Settings.(*email.Config).DefaultTo = "me at home" }, "default_to"},
+		{"missing ca_file", "smtp://mail.example.com", func(in *config.Integration) { in.Settings.(*email.Config).CAFile = "/nonexistent/ca.pem" }, "ca_file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			in := config.Integration{ID: "mail", Type: "email", SMTPURLEnv: "SMTP_URL", From: "herald@example.com"}
+			in := config.Integration{ID: "mail", Type: "email", Settings: &email.Config{SMTPURLEnv: "SMTP_URL", From: "herald@example.com"}}
 			if tt.edit != nil {
 				tt.edit(&in)
 			}
@@ -541,8 +535,8 @@ func TestNew(t *testing.T) {
 func TestNewFromFile(t *testing.T) {
 	srv := smtptest.NewServer(t, smtptest.WithImplicitTLS(), smtptest.WithAuth(user, password))
 	in := integration(t, srv)
-	in.SMTPURLEnv, in.SMTPURLFile = "", t.TempDir()+"/smtp_url"
-	if err := os.WriteFile(in.SMTPURLFile, []byte(srv.URL()+"\n"), 0o600); err != nil {
+	in.Settings.(*email.Config).SMTPURLEnv, in.Settings.(*email.Config).SMTPURLFile = "", t.TempDir()+"/smtp_url"
+	if err := os.WriteFile(in.Settings.(*email.Config).SMTPURLFile, []byte(srv.URL()+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s, err := email.New(in, env(t, ""))

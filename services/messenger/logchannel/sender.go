@@ -99,3 +99,7 @@ func Escape(s string) string {
 	}
 	return b.String()
 }
+
+func init() {
+	deliver.Register(deliver.Channel{Type: "log", New: New})
+}

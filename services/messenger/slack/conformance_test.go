@@ -116,7 +116,7 @@ func TestReceiverConformance(t *testing.T) {
 		Start: func(t *testing.T, sink *delivertest.Sink) {
 			srv = slacktest.NewServer(t)
 			h := deliver.NewHTTP()
-			r, err := slack.NewReceiver(config.Integration{ID: "slack_main", Type: "slack", SigningSecretEnv: secretEnv, Inbound: config.Inbound{Enabled: true}}, deliver.Env{
+			r, err := slack.NewReceiver(config.Integration{ID: "slack_main", Type: "slack", Inbound: config.Inbound{Enabled: true}, Settings: &slack.Config{SigningSecretEnv: secretEnv}}, deliver.Env{
 				Getenv: func(k string) string { return map[string]string{secretEnv: secret}[k] },
 				Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
 				HTTP:   h,

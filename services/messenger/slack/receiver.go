@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -76,15 +77,18 @@ func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, erro
 	if !in.Inbound.Enabled || in.Disabled {
 		return nil, nil
 	}
-	if in.SigningSecretEnv == "" {
-		return nil, fmt.Errorf("%w: slack integration %q receives messages, so it needs signing_secret_env naming the variable that holds the app's Signing Secret (Basic Information → App Credentials)",
-			config.ErrInvalid, in.ID)
+	c, err := config.SettingsOf[*Config](&in)
+	if err != nil {
+		return nil, err
+	}
+	if errs := c.checkInbound(&in); len(errs) > 0 {
+		return nil, fmt.Errorf("%w: slack integration %q: %s", config.ErrInvalid, in.ID, strings.Join(errs, "; "))
 	}
 	getenv := env.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	secret, err := config.Secret(getenv, in.SigningSecretEnv, "")
+	secret, err := config.Secret(getenv, c.SigningSecretEnv, "")
 	if err != nil {
 		return nil, fmt.Errorf("slack integration %q: signing secret: %w", in.ID, err)
 	}

@@ -79,7 +79,7 @@ type endpoint struct {
 func newEndpoint(t *testing.T) *endpoint {
 	t.Helper()
 	h := deliver.NewHTTP()
-	in := config.Integration{ID: "slack_main", Type: "slack", SigningSecretEnv: secretEnv, Inbound: config.Inbound{Enabled: true}}
+	in := config.Integration{ID: "slack_main", Type: "slack", Inbound: config.Inbound{Enabled: true}, Settings: &slack.Config{SigningSecretEnv: secretEnv}}
 	r, err := slack.NewReceiver(in, deliver.Env{
 		Getenv: func(k string) string {
 			if k == secretEnv {
@@ -450,7 +450,7 @@ func TestNewReceiver(t *testing.T) {
 		}
 		return ""
 	}
-	off := config.Integration{ID: "s", Type: "slack", SigningSecretEnv: secretEnv}
+	off := config.Integration{ID: "s", Type: "slack", Settings: &slack.Config{SigningSecretEnv: secretEnv}}
 	if r, err := slack.NewReceiver(off, deliver.Env{Getenv: getenv}); r != nil || err != nil {
 		t.Errorf("inbound off: %v, %v; want nil, nil", r, err)
 	}
@@ -458,12 +458,12 @@ func TestNewReceiver(t *testing.T) {
 	if _, err := slack.NewReceiver(noKey, deliver.Env{Getenv: getenv}); !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), "signing_secret_env") {
 		t.Errorf("no signing_secret_env: %v", err)
 	}
-	unset := config.Integration{ID: "s", Type: "slack", SigningSecretEnv: "UNSET_SECRET", Inbound: config.Inbound{Enabled: true}}
+	unset := config.Integration{ID: "s", Type: "slack", Inbound: config.Inbound{Enabled: true}, Settings: &slack.Config{SigningSecretEnv: "UNSET_SECRET"}}
 	if _, err := slack.NewReceiver(unset, deliver.Env{Getenv: getenv}); err == nil || !strings.Contains(err.Error(), "UNSET_SECRET") {
 		t.Errorf("secret variable unset: %v", err)
 	}
 	// Without an HTTP listener it mounts nothing and says so.
-	on := config.Integration{ID: "s", Type: "slack", SigningSecretEnv: secretEnv, Inbound: config.Inbound{Enabled: true}}
+	on := config.Integration{ID: "s", Type: "slack", Inbound: config.Inbound{Enabled: true}, Settings: &slack.Config{SigningSecretEnv: secretEnv}}
 	r, err := slack.NewReceiver(on, deliver.Env{Getenv: getenv})
 	if err != nil || r == nil {
 		t.Fatalf("NewReceiver: %v, %v", r, err)

@@ -104,28 +104,23 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	if in.TokenEnv == "" && in.TokenFile == "" {
-		return nil, fmt.Errorf("%w: slack integration %q needs token_env or token_file naming the app's Bot User OAuth Token (xoxb-…, under OAuth & Permissions)", config.ErrInvalid, in.ID)
+	c, err := config.SettingsOf[*Config](&in)
+	if err != nil {
+		return nil, err
 	}
-	token, err := config.Secret(getenv, in.TokenEnv, in.TokenFile)
+	if errs := c.Check(&in); len(errs) > 0 {
+		return nil, fmt.Errorf("%w: slack integration %q: %s", config.ErrInvalid, in.ID, strings.Join(errs, "; "))
+	}
+	token, err := config.Secret(getenv, c.TokenEnv, c.TokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("slack integration %q: bot token: %w", in.ID, err)
 	}
 	if !strings.HasPrefix(token, "xox") || strings.IndexFunc(token, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
 		return nil, fmt.Errorf("%w: slack integration %q: the token from %s is not a Slack token; copy the Bot User OAuth Token (xoxb-…) whole from OAuth & Permissions",
-			config.ErrInvalid, in.ID, in.TokenSource())
+			config.ErrInvalid, in.ID, config.SecretSource("token_env", c.TokenEnv, "token_file", c.TokenFile))
 	}
-	apiURL := strings.TrimSpace(in.APIURL)
-	if apiURL == "" {
-		apiURL = DefaultAPIURL
-	}
-	if u, err := url.Parse(apiURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
-		return nil, fmt.Errorf("%w: slack integration %q: api_url %q is not an http(s) URL like %s", config.ErrInvalid, in.ID, in.APIURL, DefaultAPIURL)
-	}
-	defaultChannel := strings.TrimSpace(in.DefaultChannelID)
-	if defaultChannel != "" && !validChannel(defaultChannel) {
-		return nil, fmt.Errorf("%w: slack integration %q: default_channel_id %q is not a Slack channel id; copy it from the channel's details (like C0123456789)", config.ErrInvalid, in.ID, defaultChannel)
-	}
+	apiURL := c.api()
+	defaultChannel := strings.TrimSpace(c.DefaultChannelID)
 	s := &sender{
 		id:             in.ID,
 		token:          token,

@@ -24,7 +24,7 @@ const tokenEnv = "HERALD_TEST_SLACK_TOKEN"
 // from herald.yaml; edit adjusts the integration.
 func newSender(t *testing.T, srv *slacktest.Server, token string, edit ...func(*config.Integration)) deliver.Sender {
 	t.Helper()
-	in := config.Integration{ID: "slack_main", Type: "slack", TokenEnv: tokenEnv, APIURL: srv.URL(), DefaultChannelID: "C0DEFAULT"}
+	in := config.Integration{ID: "slack_main", Type: "slack", Settings: &slack.Config{TokenEnv: tokenEnv, APIURL: srv.URL(), DefaultChannelID: "C0DEFAULT"}}
 	for _, e := range edit {
 		e(&in)
 	}
@@ -482,7 +482,7 @@ func TestWrongAPIURL(t *testing.T) {
 	srv := slacktest.NewServer(t)
 	other := httptest.NewServer(http.NotFoundHandler())
 	defer other.Close()
-	s := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.APIURL = other.URL + "/nothing" })
+	s := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*slack.Config).APIURL = other.URL + "/nothing" })
 	_, err := s.Deliver(t.Context(), deliver.Delivery{Message: "x"})
 	if envelope.ClassOf(err) != "not_found" || !strings.Contains(err.Error(), "api_url") {
 		t.Errorf("deliver: %v, want not_found naming api_url", err)
@@ -491,7 +491,7 @@ func TestWrongAPIURL(t *testing.T) {
 	// An answer that is not the Web API's.
 	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("<html>login</html>")) }))
 	defer page.Close()
-	s = newSender(t, srv, srv.Token(), func(in *config.Integration) { in.APIURL = page.URL })
+	s = newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*slack.Config).APIURL = page.URL })
 	_, err = s.Deliver(t.Context(), deliver.Delivery{Message: "x"})
 	if envelope.ClassOf(err) != "target_unavailable" || !strings.Contains(err.Error(), "not Web API JSON") {
 		t.Errorf("deliver: %v, want target_unavailable saying the answer is not the Web API's", err)
@@ -514,7 +514,7 @@ func TestTokenNeverInErrors(t *testing.T) {
 		t.Errorf("deliver to a closed server: %v", err)
 	}
 	// A token that is not a Slack token is refused at start, unquoted.
-	_, err = slack.New(config.Integration{ID: "s", Type: "slack", TokenEnv: tokenEnv}, deliver.Env{Getenv: func(string) string { return "not a token SECRET" }})
+	_, err = slack.New(config.Integration{ID: "s", Type: "slack", Settings: &slack.Config{TokenEnv: tokenEnv}}, deliver.Env{Getenv: func(string) string { return "not a token SECRET" }})
 	if !errors.Is(err, config.ErrInvalid) || strings.Contains(err.Error(), "SECRET") {
 		t.Errorf("New with a malformed token: %v", err)
 	}
@@ -533,9 +533,9 @@ func TestNewChecksConfig(t *testing.T) {
 		says string
 	}{
 		{"no token key", config.Integration{ID: "s", Type: "slack"}, "token_env or token_file"},
-		{"token variable unset", config.Integration{ID: "s", Type: "slack", TokenEnv: "UNSET_VARIABLE"}, "UNSET_VARIABLE"},
-		{"api_url not http", config.Integration{ID: "s", Type: "slack", TokenEnv: tokenEnv, APIURL: "slack.com/api"}, "api_url"},
-		{"default channel by name", config.Integration{ID: "s", Type: "slack", TokenEnv: tokenEnv, DefaultChannelID: "general"}, "default_channel_id"},
+		{"token variable unset", config.Integration{ID: "s", Type: "slack", Settings: &slack.Config{TokenEnv: "UNSET_VARIABLE"}}, "UNSET_VARIABLE"},
+		{"api_url not http", config.Integration{ID: "s", Type: "slack", Settings: &slack.Config{TokenEnv: tokenEnv, APIURL: "slack.com/api"}}, "api_url"},
+		{"default channel by name", config.Integration{ID: "s", Type: "slack", Settings: &slack.Config{TokenEnv: tokenEnv, DefaultChannelID: "general"}}, "default_channel_id"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -546,7 +546,7 @@ func TestNewChecksConfig(t *testing.T) {
 		})
 	}
 	// Without api_url, Slack's own.
-	if _, err := slack.New(config.Integration{ID: "s", Type: "slack", TokenEnv: tokenEnv}, deliver.Env{Getenv: getenv}); err != nil {
+	if _, err := slack.New(config.Integration{ID: "s", Type: "slack", Settings: &slack.Config{TokenEnv: tokenEnv}}, deliver.Env{Getenv: getenv}); err != nil {
 		t.Errorf("New with defaults: %v", err)
 	}
 }
@@ -577,7 +577,7 @@ func TestRecipients(t *testing.T) {
 			}
 		})
 	}
-	noDefault := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.DefaultChannelID = "" })
+	noDefault := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*slack.Config).DefaultChannelID = "" })
 	if _, err := noDefault.Deliver(t.Context(), deliver.Delivery{Message: "x"}); envelope.ClassOf(err) != "validation_error" || !strings.Contains(err.Error(), "default_channel_id") {
 		t.Errorf("no recipient, no default: %v", err)
 	}

@@ -24,15 +24,9 @@ func TestLive(t *testing.T) {
 		t.Skipf("live Telegram test: set %s to send one real message (unset: %s)",
 			"TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID", strings.Join(unset, ", "))
 	}
-	in := config.Integration{
-		ID:          "live",
-		Type:        "telegram",
-		TokenEnv:    "TELEGRAM_BOT_TOKEN",
-		APIURL:      "https://api.telegram.org",
-		DefaultChat: os.Getenv("TELEGRAM_CHAT_ID"),
-	}
+	in := config.Integration{ID: "live", Type: "telegram", Settings: &telegram.Config{TokenEnv: "TELEGRAM_BOT_TOKEN", APIURL: "https://api.telegram.org", DefaultChat: os.Getenv("TELEGRAM_CHAT_ID")}}
 	if u := os.Getenv("TELEGRAM_API_URL"); u != "" {
-		in.APIURL = u
+		in.Settings.(*telegram.Config).APIURL = u
 	}
 	s, err := telegram.New(in, deliver.Env{Getenv: os.Getenv})
 	if err != nil {

@@ -160,7 +160,7 @@ func newReceiver(t *testing.T, e receiverEnv) deliver.Receiver {
 	if e.logs != nil {
 		out = io.MultiWriter(out, e.logs)
 	}
-	in := config.Integration{ID: "tg_main", Type: "telegram", TokenEnv: tokenEnv, APIURL: e.srv.URL(), Inbound: config.Inbound{Enabled: true}}
+	in := config.Integration{ID: "tg_main", Type: "telegram", Inbound: config.Inbound{Enabled: true}, Settings: &telegram.Config{TokenEnv: tokenEnv, APIURL: e.srv.URL()}}
 	r, err := telegram.NewReceiver(in, deliver.Env{
 		Getenv:   func(k string) string { return map[string]string{tokenEnv: e.token}[k] },
 		Logger:   slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test_instance", e.instance),
@@ -600,7 +600,7 @@ func TestTokenRejected(t *testing.T) {
 }
 
 func TestNewReceiverWithoutInbound(t *testing.T) {
-	in := config.Integration{ID: "tg_main", Type: "telegram", TokenEnv: tokenEnv}
+	in := config.Integration{ID: "tg_main", Type: "telegram", Settings: &telegram.Config{TokenEnv: tokenEnv}}
 	env := deliver.Env{Getenv: func(string) string { return "123:AAsecret" }}
 	if r, err := telegram.NewReceiver(in, env); r != nil || err != nil {
 		t.Errorf("no inbound: NewReceiver = %v, %v; want nil, nil", r, err)

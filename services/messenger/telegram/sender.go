@@ -83,28 +83,28 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	token, err := config.Secret(getenv, in.TokenEnv, in.TokenFile)
+	c, err := config.SettingsOf[*Config](&in)
+	if err != nil {
+		return nil, err
+	}
+	if errs := c.Check(&in); len(errs) > 0 {
+		return nil, fmt.Errorf("%w: telegram integration %q: %s", config.ErrInvalid, in.ID, strings.Join(errs, "; "))
+	}
+	token, err := config.Secret(getenv, c.TokenEnv, c.TokenFile)
 	if err != nil {
 		return nil, fmt.Errorf("telegram integration %q: bot token: %w", in.ID, err)
 	}
 	if !tokenPattern.MatchString(token) {
 		return nil, fmt.Errorf("%w: telegram integration %q: the bot token from %s is not shaped like <bot id>:<secret>; copy it whole from @BotFather",
-			config.ErrInvalid, in.ID, in.TokenSource())
+			config.ErrInvalid, in.ID, c.source())
 	}
-	apiURL := strings.TrimRight(in.APIURL, "/")
-	if apiURL == "" {
-		apiURL = "https://api.telegram.org"
-	}
-	if u, err := url.Parse(apiURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return nil, fmt.Errorf("%w: telegram integration %q: api_url %q is not an http(s) URL like https://api.telegram.org",
-			config.ErrInvalid, in.ID, in.APIURL)
-	}
+	apiURL := c.api()
 	s := &sender{
 		id:          in.ID,
 		client:      &http.Client{Timeout: requestTimeout},
 		token:       token,
 		apiURL:      apiURL,
-		defaultChat: strings.TrimSpace(in.DefaultChat),
+		defaultChat: strings.TrimSpace(c.DefaultChat),
 		log:         log.With("channel", "telegram:"+in.ID),
 	}
 	botID, _, _ := strings.Cut(token, ":")

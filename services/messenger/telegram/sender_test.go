@@ -25,7 +25,7 @@ const tokenEnv = "HERALD_TEST_TELEGRAM_TOKEN"
 // from herald.yaml; edit adjusts the integration.
 func newSender(t *testing.T, srv *telegramtest.Server, token string, edit ...func(*config.Integration)) deliver.Sender {
 	t.Helper()
-	in := config.Integration{ID: "tg_main", Type: "telegram", TokenEnv: tokenEnv, APIURL: srv.URL(), DefaultChat: "42"}
+	in := config.Integration{ID: "tg_main", Type: "telegram", Settings: &telegram.Config{TokenEnv: tokenEnv, APIURL: srv.URL(), DefaultChat: "42"}}
 	for _, e := range edit {
 		e(&in)
 	}
@@ -106,7 +106,7 @@ func TestRecipient(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := telegramtest.NewServer(t)
-			s := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.DefaultChat = tt.defaultChat })
+			s := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*telegram.Config).DefaultChat = tt.defaultChat })
 			tt.d.Message = "hi"
 			_, err := s.Deliver(t.Context(), tt.d)
 			if tt.chat == "" {
@@ -249,7 +249,7 @@ func TestReply(t *testing.T) {
 
 func TestReact(t *testing.T) {
 	srv := telegramtest.NewServer(t)
-	s := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.DefaultChat = "" })
+	s := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*telegram.Config).DefaultChat = "" })
 
 	r, err := s.Deliver(t.Context(), deliver.Delivery{Intent: "react", Thread: "-100555:9", Emoji: "👍"})
 	if err != nil {
@@ -375,7 +375,7 @@ func TestRateLimitWaitEndsWithContext(t *testing.T) {
 		})
 	}})
 	s, err := telegram.New(
-		config.Integration{ID: "tg_main", TokenEnv: tokenEnv, APIURL: srv.URL(), DefaultChat: "42"},
+		config.Integration{ID: "tg_main", Settings: &telegram.Config{TokenEnv: tokenEnv, APIURL: srv.URL(), DefaultChat: "42"}},
 		deliver.Env{Getenv: func(string) string { return srv.Token() }, Logger: log},
 	)
 	if err != nil {
@@ -480,9 +480,9 @@ func TestNew(t *testing.T) {
 		env  map[string]string
 		text string
 	}{
-		{name: "unset variable", in: config.Integration{ID: "tg", TokenEnv: "TG_TOKEN"}, text: "TG_TOKEN"},
-		{name: "malformed token", in: config.Integration{ID: "tg", TokenEnv: "TG_TOKEN"}, env: map[string]string{"TG_TOKEN": "AAsecret-value-that-must-not-leak"}, text: "@BotFather"},
-		{name: "bad api url", in: config.Integration{ID: "tg", TokenEnv: "TG_TOKEN", APIURL: "api.telegram.org"}, env: map[string]string{"TG_TOKEN": secret}, text: "api_url"},
+		{name: "unset variable", in: config.Integration{ID: "tg", Settings: &telegram.Config{TokenEnv: "TG_TOKEN"}}, text: "TG_TOKEN"},
+		{name: "malformed token", in: config.Integration{ID: "tg", Settings: &telegram.Config{TokenEnv: "TG_TOKEN"}}, env: map[string]string{"TG_TOKEN": "AAsecret-value-that-must-not-leak"}, text: "@BotFather"},
+		{name: "bad api url", in: config.Integration{ID: "tg", Settings: &telegram.Config{TokenEnv: "TG_TOKEN", APIURL: "api.telegram.org"}}, env: map[string]string{"TG_TOKEN": secret}, text: "api_url"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -499,7 +499,7 @@ func TestNew(t *testing.T) {
 		})
 	}
 	// New does not call Telegram: it works with nothing listening.
-	if _, err := telegram.New(config.Integration{ID: "tg", TokenEnv: "TG_TOKEN", APIURL: "http://127.0.0.1:1"},
+	if _, err := telegram.New(config.Integration{ID: "tg", Settings: &telegram.Config{TokenEnv: "TG_TOKEN", APIURL: "http://127.0.0.1:1"}},
 		deliver.Env{Getenv: func(string) string { return secret }}); err != nil {
 		t.Errorf("New with an unreachable api_url: %v", err)
 	}

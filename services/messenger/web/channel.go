@@ -100,15 +100,19 @@ type Channel struct {
 // integration's deliver.Receiver. With env.JS nil, conversations are kept in
 // memory only (tests, or a messenger without a bus).
 func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
-	if !integrationPattern.MatchString(in.ID) {
-		return nil, fmt.Errorf("%w: web integration id %q must be lower-case letters, digits, _ or -", envelope.ErrValidation, in.ID)
+	c, err := config.SettingsOf[*Config](&in)
+	if err != nil {
+		return nil, err
+	}
+	if errs := c.Check(&in); len(errs) > 0 {
+		return nil, fmt.Errorf("%w: web integration %q: %s", config.ErrInvalid, in.ID, errs[0])
 	}
 	log := env.Logger
 	if log == nil {
 		log = slog.Default()
 	}
 	log = log.With("channel", "web", "integration", in.ID)
-	listen := in.Listen
+	listen := c.Listen
 	if listen == "" {
 		listen = DefaultListen
 	}
@@ -116,7 +120,7 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 	if env.JS != nil {
 		st = &jsStore{js: env.JS, log: log}
 	}
-	return &Channel{id: in.ID, listen: listen, allowedHosts: in.AllowedHosts, log: log, store: st, timeouts: defaultTimeouts}, nil
+	return &Channel{id: in.ID, listen: listen, allowedHosts: c.AllowedHosts, log: log, store: st, timeouts: defaultTimeouts}, nil
 }
 
 // URL is the address of the page once Receive is listening, else "".

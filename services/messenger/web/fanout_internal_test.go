@@ -86,7 +86,7 @@ func TestFanoutNeverWaitsForAStream(t *testing.T) {
 // well past them.
 func TestEventStreamOutlivesServerTimeouts(t *testing.T) {
 	_, js := bustest.RunServer(t).Connect()
-	s, err := New(config.Integration{ID: "home", Type: "web", Listen: "127.0.0.1:0"}, deliver.Env{JS: js, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	s, err := New(config.Integration{ID: "home", Type: "web", Settings: &Config{Listen: "127.0.0.1:0"}}, deliver.Env{JS: js, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

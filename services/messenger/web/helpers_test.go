@@ -91,7 +91,7 @@ func (s *sink) none(t *testing.T) {
 
 func newChannel(t *testing.T, js jetstream.JetStream, id string) *web.Channel {
 	t.Helper()
-	s, err := web.New(config.Integration{ID: id, Type: "web", Listen: "127.0.0.1:0"}, deliver.Env{JS: js, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
+	s, err := web.New(config.Integration{ID: id, Type: "web", Settings: &web.Config{Listen: "127.0.0.1:0"}}, deliver.Env{JS: js, Logger: slog.New(slog.NewTextHandler(t.Output(), nil))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -455,7 +455,7 @@ func TestStopEndsEventStreams(t *testing.T) {
 func TestListenFailureIsReported(t *testing.T) {
 	taken, _ := serve(t, nil, "home")
 	addr := strings.TrimSuffix(strings.TrimPrefix(taken.URL(), "http://"), "/")
-	s, err := web.New(config.Integration{ID: "second", Type: "web", Listen: addr}, deliver.Env{})
+	s, err := web.New(config.Integration{ID: "second", Type: "web", Settings: &web.Config{Listen: addr}}, deliver.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +491,7 @@ func TestDeletedStreamIsMadeAgain(t *testing.T) {
 // container), the page still answers only localhost and allowed_hosts, so a
 // web site that rebinds its name onto this machine gets nothing.
 func TestHostCheckedOnEveryInterface(t *testing.T) {
-	ch, err := web.New(config.Integration{ID: "web", Type: "web", Listen: "0.0.0.0:0", AllowedHosts: []string{"chat.example.org"}}, deliver.Env{})
+	ch, err := web.New(config.Integration{ID: "web", Type: "web", Settings: &web.Config{Listen: "0.0.0.0:0", AllowedHosts: []string{"chat.example.org"}}}, deliver.Env{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,7 +97,7 @@ func TestReceiverConformance(t *testing.T) {
 			secret = webhooktest.NewSecret()
 			e := env(t, secret, nil)
 			e.HTTP = deliver.NewHTTP()
-			r, err := webhook.NewReceiver(config.Integration{ID: "ci", Type: "webhook", SecretEnv: secretEnv, Inbound: config.Inbound{Enabled: true}}, e)
+			r, err := webhook.NewReceiver(config.Integration{ID: "ci", Type: "webhook", Inbound: config.Inbound{Enabled: true}, Settings: &webhook.Config{SecretEnv: secretEnv}}, e)
 			if err != nil {
 				t.Fatal(err)
 			}

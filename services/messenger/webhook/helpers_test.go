@@ -43,9 +43,9 @@ func env(t *testing.T, secret string, logs *syncBuffer) deliver.Env {
 // recipients name → URL, the first name given is the default.
 func newSender(t *testing.T, secret string, recipients map[string]string, edit ...func(*config.Integration)) deliver.Sender {
 	t.Helper()
-	in := config.Integration{ID: "ci", Type: "webhook", SecretEnv: secretEnv, Recipients: recipients}
+	in := config.Integration{ID: "ci", Type: "webhook", Settings: &webhook.Config{SecretEnv: secretEnv, Recipients: recipients}}
 	if _, ok := recipients["ops"]; ok {
-		in.DefaultRecipient = "ops"
+		in.Settings.(*webhook.Config).Default = "ops"
 	}
 	for _, e := range edit {
 		e(&in)
@@ -187,7 +187,7 @@ type inbound struct {
 // starts Receive.
 func newInbound(t *testing.T, secret string, run bool, edit ...func(*config.Integration)) *inbound {
 	t.Helper()
-	in := config.Integration{ID: "ci", Type: "webhook", SecretEnv: secretEnv, Inbound: config.Inbound{Enabled: true}}
+	in := config.Integration{ID: "ci", Type: "webhook", Inbound: config.Inbound{Enabled: true}, Settings: &webhook.Config{SecretEnv: secretEnv}}
 	for _, e := range edit {
 		e(&in)
 	}

@@ -77,7 +77,7 @@ func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, erro
 	if !idPattern.MatchString(in.ID) {
 		return nil, fmt.Errorf("%w: webhook integration id %q cannot be a path: use letters, digits, _ and - only", config.ErrInvalid, in.ID)
 	}
-	sec, err := loadSecrets(in, env.Getenv)
+	_, sec, err := loadSecrets(in, env.Getenv)
 	if err != nil {
 		return nil, err
 	}

@@ -323,7 +323,7 @@ func TestReceiveSinkFailure(t *testing.T) {
 
 func TestNewReceiver(t *testing.T) {
 	secret := webhooktest.NewSecret()
-	in := config.Integration{ID: "ci", Type: "webhook", SecretEnv: secretEnv}
+	in := config.Integration{ID: "ci", Type: "webhook", Settings: &webhook.Config{SecretEnv: secretEnv}}
 	if r, err := webhook.NewReceiver(in, env(t, secret, nil)); r != nil || err != nil {
 		t.Errorf("no inbound: %v, %v; want nil, nil", r, err)
 	}

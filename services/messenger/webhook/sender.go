@@ -57,13 +57,13 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	sec, err := loadSecrets(in, env.Getenv)
+	c, sec, err := loadSecrets(in, env.Getenv)
 	if err != nil {
 		return nil, err
 	}
 	s := &sender{
 		id:         in.ID,
-		secretEnv:  in.SecretEnv,
+		secretEnv:  c.SecretEnv,
 		secrets:    sec,
 		recipients: map[string]*url.URL{},
 		client: &http.Client{
@@ -77,26 +77,16 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 		log: log.With("channel", "webhook:"+in.ID),
 		now: time.Now,
 	}
-	for name, raw := range in.Recipients {
+	for name, raw := range c.Recipients {
 		u, err := parseURL(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%w: webhook integration %q: recipients.%s %s", config.ErrInvalid, in.ID, name, err)
-		}
-		if strings.TrimSpace(name) == "" {
-			return nil, fmt.Errorf("%w: webhook integration %q: a recipient has an empty name; name each URL under recipients", config.ErrInvalid, in.ID)
 		}
 		s.recipients[name] = u
 		s.names = append(s.names, name)
 	}
 	slices.Sort(s.names)
-	s.def = strings.TrimSpace(in.DefaultRecipient)
-	switch {
-	case s.def != "" && s.recipients[s.def] == nil:
-		return nil, fmt.Errorf("%w: webhook integration %q: default_recipient %q is not one of recipients (%s)",
-			config.ErrInvalid, in.ID, s.def, s.list())
-	case s.def == "" && len(s.names) == 1:
-		s.def = s.names[0]
-	}
+	s.def = c.DefaultRecipient()
 	return s, nil
 }
 
@@ -110,24 +100,28 @@ func transport() http.RoundTripper {
 	return &http.Transport{Proxy: http.ProxyFromEnvironment}
 }
 
-// loadSecrets resolves and parses secret_env.
-func loadSecrets(in config.Integration, getenv config.Getenv) (*secrets, error) {
-	if strings.TrimSpace(in.SecretEnv) == "" {
-		return nil, fmt.Errorf("%w: webhook integration %q has no secret_env: name an environment variable holding its Standard Webhooks secret (whsec_ followed by base64; make one with: echo whsec_$(openssl rand -base64 32))",
-			config.ErrInvalid, in.ID)
+// loadSecrets checks the integration's settings and resolves and parses
+// secret_env.
+func loadSecrets(in config.Integration, getenv config.Getenv) (*Config, *secrets, error) {
+	c, err := config.SettingsOf[*Config](&in)
+	if err != nil {
+		return nil, nil, err
+	}
+	if errs := c.Check(&in); len(errs) > 0 {
+		return nil, nil, fmt.Errorf("%w: webhook integration %q: %s", config.ErrInvalid, in.ID, strings.Join(errs, "; "))
 	}
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	value, err := config.Secret(getenv, in.SecretEnv, "")
+	value, err := config.Secret(getenv, c.SecretEnv, "")
 	if err != nil {
-		return nil, fmt.Errorf("webhook integration %q: secret_env: %w; set it to the integration's Standard Webhooks secret (whsec_…)", in.ID, err)
+		return nil, nil, fmt.Errorf("webhook integration %q: secret_env: %w; set it to the integration's Standard Webhooks secret (whsec_…)", in.ID, err)
 	}
 	sec, err := parseSecrets(value)
 	if err != nil {
-		return nil, fmt.Errorf("%w: webhook integration %q: the value of secret_env %s: %w", config.ErrInvalid, in.ID, in.SecretEnv, err)
+		return nil, nil, fmt.Errorf("%w: webhook integration %q: the value of secret_env %s: %w", config.ErrInvalid, in.ID, c.SecretEnv, err)
 	}
-	return sec, nil
+	return c, sec, nil
 }
 
 // parseURL checks a recipient's URL; its error does not repeat the URL,

@@ -108,8 +108,9 @@ func TestRecipients(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newSender(t, secret, tc.recipients, func(in *config.Integration) {
 				if tc.noDefault {
-					in.DefaultRecipient = ""
+					in.Settings.(*webhook.Config).Default = ""
 				}
+				in.Inbound.Enabled = tc.recipients == nil // a webhook that only receives
 			})
 			before := len(srv.Requests())
 			_, err := s.Deliver(t.Context(), tc.d)
@@ -299,11 +300,11 @@ func TestSecretsNeverShown(t *testing.T) {
 		}
 	}
 	logs := &syncBuffer{}
-	in := config.Integration{ID: "ci", Type: "webhook", SecretEnv: secretEnv, DefaultRecipient: "ops", Recipients: map[string]string{
+	in := config.Integration{ID: "ci", Type: "webhook", Settings: &webhook.Config{SecretEnv: secretEnv, Default: "ops", Recipients: map[string]string{
 		"ops":    "http://admin:hunter2pass@" + host + "/services/T0KEN-IN-PATH-123?token=sekrit-query-value",
 		"denied": "http://" + host + "/services/T0KEN-IN-PATH-123?status=401&token=sekrit-query-value",
 		"closed": "http://admin:hunter2pass@127.0.0.1:1/services/T0KEN-IN-PATH-123?token=sekrit-query-value",
-	}}
+	}}}
 	s, err := webhook.New(in, env(t, secret, logs))
 	if err != nil {
 		t.Fatal(err)
@@ -321,10 +322,10 @@ func TestSecretsNeverShown(t *testing.T) {
 	// A bad secret or URL at start-up.
 	for _, edit := range []func(*config.Integration){
 		func(in *config.Integration) {
-			in.Recipients = map[string]string{"ops": "ftp://admin:hunter2pass@x/T0KEN-IN-PATH-123"}
+			in.Settings.(*webhook.Config).Recipients = map[string]string{"ops": "ftp://admin:hunter2pass@x/T0KEN-IN-PATH-123"}
 		},
 		func(in *config.Integration) {
-			in.Recipients = map[string]string{"ops": "http://[::1%zone/T0KEN-IN-PATH-123"}
+			in.Settings.(*webhook.Config).Recipients = map[string]string{"ops": "http://[::1%zone/T0KEN-IN-PATH-123"}
 		},
 	} {
 		bad := in
@@ -410,18 +411,17 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		secret string
 		want   string
 	}{
-		{"no secret_env", func(in *config.Integration) { in.SecretEnv = "" }, secret, "secret_env"},
+		{"no secret_env", func(in *config.Integration) { in.Settings.(*webhook.Config).SecretEnv = "" }, secret, "secret_env"},
 		{"secret_env unset", nil, "", secretEnv},
 		{"not a secret", nil, "hunter2", "whsec_"},
-		{"not http", func(in *config.Integration) { in.Recipients["ops"] = "ftp://x/y" }, secret, "recipients.ops"},
-		{"no host", func(in *config.Integration) { in.Recipients["ops"] = "https:///y" }, secret, "recipients.ops"},
-		{"relative", func(in *config.Integration) { in.Recipients["ops"] = "/hooks/y" }, secret, "recipients.ops"},
-		{"default names none", func(in *config.Integration) { in.DefaultRecipient = "pager" }, secret, `default_recipient "pager"`},
-		{"empty name", func(in *config.Integration) { in.Recipients[" "] = "https://x/y" }, secret, "empty name"},
+		{"not http", func(in *config.Integration) { in.Settings.(*webhook.Config).Recipients["ops"] = "ftp://x/y" }, secret, "recipients.ops"},
+		{"no host", func(in *config.Integration) { in.Settings.(*webhook.Config).Recipients["ops"] = "https:///y" }, secret, "recipients.ops"},
+		{"relative", func(in *config.Integration) { in.Settings.(*webhook.Config).Recipients["ops"] = "/hooks/y" }, secret, "recipients.ops"},
+		{"default names none", func(in *config.Integration) { in.Settings.(*webhook.Config).Default = "pager" }, secret, `default_recipient "pager"`},
+		{"empty name", func(in *config.Integration) { in.Settings.(*webhook.Config).Recipients[" "] = "https://x/y" }, secret, "not a recipient name"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := config.Integration{ID: "ci", Type: "webhook", SecretEnv: secretEnv, DefaultRecipient: "ops",
-				Recipients: map[string]string{"ops": "https://hooks.example.com/herald"}}
+			in := config.Integration{ID: "ci", Type: "webhook", Settings: &webhook.Config{SecretEnv: secretEnv, Default: "ops", Recipients: map[string]string{"ops": "https://hooks.example.com/herald"}}}
 			if tc.edit != nil {
 				tc.edit(&in)
 			}
@@ -432,7 +432,7 @@ func TestNewRefusesBadConfig(t *testing.T) {
 		})
 	}
 	// Inbound only: no recipients is fine.
-	in := config.Integration{ID: "ci", Type: "webhook", SecretEnv: secretEnv}
+	in := config.Integration{ID: "ci", Type: "webhook", Inbound: config.Inbound{Enabled: true}, Settings: &webhook.Config{SecretEnv: secretEnv}}
 	if _, err := webhook.New(in, env(t, secret, nil)); err != nil {
 		t.Errorf("an integration without recipients: %v", err)
 	}

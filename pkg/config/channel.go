@@ -1,0 +1,148 @@
+package config
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// Channel is what a channel type tells the configuration about itself: the
+// keys it adds to its integrations and what it can do. Each channel package
+// registers one (through deliver.Register), so configuration, validation and
+// the messenger know a channel from one place.
+type Channel struct {
+	// Settings returns a new value of the channel's own keys, holding the
+	// defaults that do not depend on other keys; an integration's block is
+	// decoded into it. Nil: the channel has no keys of its own.
+	Settings func() ChannelSettings
+	// Buttons: the channel shows tap buttons under a message (claim_thread).
+	Buttons bool
+	// AlwaysReceives: the channel's integrations take inbound messages even
+	// without an inbound block (the web chat).
+	AlwaysReceives bool
+	// SignedSenders: the channel's own secret authenticates every sender, so
+	// allow_from defaults to anyone and pairing cannot apply (webhooks).
+	SignedSenders bool
+}
+
+// ChannelSettings are an integration's keys that belong to its channel type.
+// The value is a pointer to the channel's struct; its yaml tags name the keys.
+type ChannelSettings interface {
+	// Check reports every problem of the settings, each naming its key
+	// ("needs token_env or token_file"); in is the integration they belong to.
+	Check(in *Integration) []string
+}
+
+// Optional interfaces of ChannelSettings.
+type (
+	// Defaulter fills defaults that depend on what else was written (a
+	// token variable when neither token_env nor token_file is).
+	Defaulter interface{ Defaults() }
+	// EnvOverrider applies the channel's environment overrides
+	// (TELEGRAM_API_URL, SMTP_URL).
+	EnvOverrider interface{ ApplyEnv(getenv Getenv) }
+	// Recipients is implemented by channels that send to addresses; a
+	// channel without it has no recipients to restrict (log, web).
+	Recipients interface {
+		// DefaultRecipient is where a send naming none goes ("" for none).
+		DefaultRecipient() string
+		// NamedRecipients are recipients the operator named besides the
+		// default (a webhook's recipients); with no allow_to, a butler may
+		// send to these.
+		NamedRecipients() []string
+	}
+	// RecipientMatcher decides whether an allow_to entry admits a recipient,
+	// where that is more than equality (email: any case, @domain).
+	RecipientMatcher interface {
+		Admits(entry, recipient string) bool
+	}
+)
+
+var (
+	channelsMu sync.RWMutex
+	channels   = map[string]Channel{}
+)
+
+// RegisterChannel makes typ, one of ChannelTypes, known to configuration.
+// It panics on a type outside the schemas' list or one registered twice:
+// both are programming errors of the build.
+func RegisterChannel(typ string, c Channel) {
+	channelsMu.Lock()
+	defer channelsMu.Unlock()
+	if !slices.Contains(ChannelTypes, typ) {
+		panic(fmt.Sprintf("config: channel type %q is not in the schemas' channel list %v", typ, ChannelTypes))
+	}
+	if _, dup := channels[typ]; dup {
+		panic(fmt.Sprintf("config: channel type %q registered twice", typ))
+	}
+	channels[typ] = c
+}
+
+// ChannelOf returns the registration of channel type typ.
+func ChannelOf(typ string) (Channel, bool) {
+	channelsMu.RLock()
+	defer channelsMu.RUnlock()
+	c, ok := channels[typ]
+	return c, ok
+}
+
+// BuiltChannels are the registered channel types, in ChannelTypes' order.
+func BuiltChannels() []string {
+	channelsMu.RLock()
+	defer channelsMu.RUnlock()
+	var out []string
+	for _, t := range ChannelTypes {
+		if _, ok := channels[t]; ok {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// newSettings returns typ's default settings, or nil.
+func newSettings(typ string) ChannelSettings {
+	c, ok := ChannelOf(typ)
+	if !ok || c.Settings == nil {
+		return nil
+	}
+	return c.Settings()
+}
+
+// SettingsOf returns the integration's channel settings as T (the channel's
+// own pointer type). An integration built in code without settings gets the
+// channel's defaults, so only what differs need be written.
+func SettingsOf[T ChannelSettings](in *Integration) (T, error) {
+	s := in.Settings
+	if s == nil {
+		s = newSettings(in.Type)
+		if d, ok := s.(Defaulter); ok {
+			d.Defaults()
+		}
+	}
+	t, ok := s.(T)
+	if !ok {
+		var zero T
+		return zero, fmt.Errorf("%w: integration %q: its settings are %T, not the %s channel's %T", ErrInvalid, in.ID, in.Settings, in.Type, zero)
+	}
+	return t, nil
+}
+
+// DefaultRecipient is where a send through in naming no recipient goes ("" if
+// the channel has none).
+func (in *Integration) DefaultRecipient() string {
+	if r, ok := in.Settings.(Recipients); ok {
+		return strings.TrimSpace(r.DefaultRecipient())
+	}
+	return ""
+}
+
+// SecretSource names where a secret comes from for messages that must say
+// so without the secret: "token_env NAME" or "token_file PATH", for the keys
+// envKey and fileKey.
+func SecretSource(envKey, env, fileKey, file string) string {
+	if env != "" {
+		return envKey + " " + env
+	}
+	return fileKey + " " + file
+}
