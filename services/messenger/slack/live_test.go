@@ -1,0 +1,47 @@
+package slack_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/slack"
+)
+
+// TestLive posts one real message and a reaction to it through Slack's Web
+// API. It runs only with SLACK_BOT_TOKEN and SLACK_CHANNEL_ID set (the bot
+// must be in that channel; SLACK_API_URL optional).
+func TestLive(t *testing.T) {
+	var unset []string
+	for _, k := range []string{"SLACK_BOT_TOKEN", "SLACK_CHANNEL_ID"} {
+		if os.Getenv(k) == "" {
+			unset = append(unset, k)
+		}
+	}
+	if len(unset) > 0 {
+		t.Skipf("live Slack test: set SLACK_BOT_TOKEN and SLACK_CHANNEL_ID to post one real message (unset: %s)", strings.Join(unset, ", "))
+	}
+	in := config.Integration{ID: "live", Type: "slack", Settings: &slack.Config{
+		TokenEnv: "SLACK_BOT_TOKEN", APIURL: os.Getenv("SLACK_API_URL"), DefaultChannelID: os.Getenv("SLACK_CHANNEL_ID"),
+	}}
+	s, err := slack.New(in, deliver.Env{Getenv: os.Getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Deliver(t.Context(), deliver.Delivery{
+		Key:     "live-" + time.Now().Format("20060102T150405"),
+		Intent:  "send",
+		Message: "Herald live test at " + time.Now().Format(time.RFC3339) + ": **bold**, _italic_, `code` & <escaped>.",
+		Urgency: "high",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.MessageIDs) != 1 {
+		t.Fatalf("receipt %v, want one message id", r.MessageIDs)
+	}
+	t.Logf("posted message %v", r.MessageIDs)
+}
