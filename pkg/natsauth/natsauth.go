@@ -153,7 +153,7 @@ func Users(cfg *config.Config) []User {
 		users = append(users, Butler(b.Name))
 	}
 
-	op := User{Name: "operator", About: "the operator's herald pair, dead and token commands (connection herald-cli)"}
+	op := User{Name: "operator", About: "the operator's herald pair, dead, log and token commands (connection herald-cli)"}
 	op.Publish = concat(
 		bucket(bus.BucketPairing, "herald pair: pending codes and paired senders"),
 		bucket(bus.BucketTokens, "herald token mint / revoke"),
@@ -165,6 +165,11 @@ func Users(cfg *config.Config) []User {
 			"$JS.API.STREAM.MSG.GET."+bus.StreamDeadLetter,
 			"$JS.API.DIRECT.GET."+bus.StreamDeadLetter+".>",
 			"$JS.API.STREAM.MSG.DELETE."+bus.StreamDeadLetter),
+		rules("herald log: reads the audit log through ordered consumers of its own (it may not publish to it)",
+			"$JS.API.CONSUMER.CREATE."+bus.StreamAudit+".>",
+			"$JS.API.CONSUMER.MSG.NEXT."+bus.StreamAudit+".*",
+			"$JS.API.CONSUMER.INFO."+bus.StreamAudit+".*",
+			"$JS.API.CONSUMER.DELETE."+bus.StreamAudit+".*"),
 		rules("a replay goes back where it was first published",
 			"herald.route.>", "herald.deliver.>", "herald.result.>", "herald.ingress.>", "herald.inbox.>"),
 	)

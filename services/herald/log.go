@@ -1,0 +1,453 @@
+package herald
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/audit"
+	"github.com/heraldhq/herald/pkg/bus"
+)
+
+const logUsage = `Usage:
+  herald log [--config FILE] [--butler B] [--channel C] [--kind K] [--request-id ID]
+             [--since D] [--limit N] [--json] [--follow]
+
+The audit log (HERALD_AUDIT, kept 30 days): every notify routed, rejected,
+delivered, failed or uncertain, and every inbound message routed or turned away.
+Without filters it prints every record kept, oldest first, and ends; filters
+combine.
+
+  --butler B        records of butler B
+  --channel C       a channel type (telegram) or one integration (telegram:tg_main)
+  --kind K          routed, rejected, delivered, failed, dropped, uncertain; several
+                    separated by commas (failed,uncertain)
+  --request-id ID   one request's whole trail
+  --since D         a duration back from now (10m, 24h, 7d) or a time (RFC 3339
+                    2026-01-02T15:04:05Z, or a date 2026-01-02 meaning local midnight)
+  --limit N         only the last N matching records (0: all)
+  --json            one JSON record per line, as stored
+  --follow          keep printing new records until interrupted (Ctrl-C)
+  --timeout D       how long to wait for NATS (default 10s)
+`
+
+// logKinds are the kinds of audit records, as pkg/audit writes them.
+var logKinds = []string{audit.Routed, audit.Rejected, audit.Delivered, audit.Failed, audit.Dropped, audit.Uncertain}
+
+// logIdle is how long a read that has not yet caught up waits for a record
+// before it asks the server whether any are left (they may have expired).
+// Records pending that never come (a NATS user allowed to make a consumer
+// but not to pull from it) end the read with an error after --timeout.
+const logIdle = 2 * time.Second
+
+// runLog is `herald log`: the audit stream read through an ordered consumer
+// of its own. The kind and channel type are in each record's subject
+// (herald.audit.<kind>.<type>), so the server filters on those; butler,
+// integration and request id are matched here.
+func runLog(ctx context.Context, args []string, o IO) error {
+	fs := flag.NewFlagSet("herald log", flag.ContinueOnError)
+	fs.SetOutput(o.Stderr)
+	fs.Usage = func() { fmt.Fprint(o.Stderr, logUsage) }
+	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
+	var q logQuery
+	fs.StringVar(&q.butler, "butler", "", "records of this butler")
+	channel := fs.String("channel", "", "a channel type or type:integration_id")
+	kind := fs.String("kind", "", "record kinds, separated by commas")
+	fs.StringVar(&q.requestID, "request-id", "", "one request's trail")
+	since := fs.String("since", "", "a duration back from now, or a time")
+	limit := fs.Int("limit", 0, "only the last N matching records")
+	asJSON := fs.Bool("json", false, "one JSON record per line")
+	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for NATS")
+	pos, err := parseInterleaved(fs, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		fs.Usage()
+		return flag.ErrHelp
+	}
+	if err := q.setKinds(*kind); err != nil {
+		return err
+	}
+	if err := q.setChannel(*channel); err != nil {
+		return err
+	}
+	if *since != "" {
+		if q.since, err = parseSince(*since, time.Now()); err != nil {
+			return err
+		}
+	}
+	if *limit < 0 {
+		return fmt.Errorf("--limit %d: give a number of records, or 0 for all", *limit)
+	}
+
+	setup, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	js, url, closeBus, err := connectCLI(setup, *path, o)
+	if err != nil {
+		return err
+	}
+	defer closeBus()
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: q.subjects()}
+	if !q.since.IsZero() {
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &q.since
+	}
+	if !*follow {
+		// A read that ends should end with an error if NATS goes away, not
+		// wait for it to come back.
+		cfg.MaxResetAttempts = 3
+	}
+	cons, err := js.OrderedConsumer(setup, bus.StreamAudit, cfg)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("NATS at %s has no audit stream yet; start Herald once first", redactURL(url))
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("reading the audit log at %s: JetStream did not answer in %s; under `herald nats-auth` permissions, connect as the operator user: %w", redactURL(url), *timeout, err)
+	}
+	if err != nil {
+		return fmt.Errorf("reading the audit log at %s: %w", redactURL(url), err)
+	}
+	defer func() {
+		// Ordered consumers are ephemeral; delete ours rather than leave it
+		// to the server's inactivity timer.
+		if info := cons.CachedInfo(); info != nil {
+			c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			_ = js.DeleteConsumer(c, bus.StreamAudit, info.Name)
+			cancel()
+		}
+	}()
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("reading the audit log: %w", err)
+	}
+	defer it.Stop()
+	// Interrupting a follow (Ctrl-C) must also end a wait for NATS to return.
+	defer context.AfterFunc(ctx, it.Stop)()
+
+	p := &logPrinter{w: bufio.NewWriter(o.Stdout), json: *asJSON, limit: *limit, holding: *limit > 0}
+	lr := logReader{q: &q, cons: cons, it: it, p: p, follow: *follow, timeout: *timeout, url: redactURL(url), stderr: o.Stderr}
+	err = lr.read(ctx)
+	if err == nil {
+		p.end()
+	}
+	if ferr := p.w.Flush(); err == nil {
+		err = ferr
+	}
+	return err
+}
+
+// logReader reads the audit stream to its end (as it was when the read
+// began, or later), then with follow goes on until ctx is done.
+type logReader struct {
+	q       *logQuery
+	cons    jetstream.Consumer
+	it      jetstream.MessagesContext
+	p       *logPrinter
+	follow  bool
+	timeout time.Duration
+	url     string
+	stderr  io.Writer
+}
+
+func (lr *logReader) read(ctx context.Context) error {
+	// The consumer counted the records it has to give when it was made;
+	// each record says how many remain after it.
+	caughtUp := lr.cons.CachedInfo().NumPending == 0
+	if caughtUp && lr.caughtUp() {
+		return nil
+	}
+	wait := min(logIdle, lr.timeout)
+	var idle time.Duration
+	for {
+		next, cancelNext := ctx, context.CancelFunc(func() {})
+		if !caughtUp {
+			next, cancelNext = context.WithTimeout(ctx, wait)
+		}
+		m, err := lr.it.Next(jetstream.NextContext(next))
+		cancelNext()
+		switch {
+		case err == nil:
+			idle = 0
+		case ctx.Err() != nil:
+			if lr.follow {
+				return nil // interrupted, as a follow ends
+			}
+			return ctx.Err()
+		case errors.Is(err, context.DeadlineExceeded):
+			// Nothing came though records were pending: ask whether any
+			// are left (they expire after 30 days).
+			c, cancel := context.WithTimeout(ctx, lr.timeout)
+			info, err := lr.cons.Info(c)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("reading the audit log at %s: %w", lr.url, err)
+			}
+			idle += wait
+			switch {
+			case info.NumPending == 0:
+				caughtUp = true
+				if lr.caughtUp() {
+					return nil
+				}
+			case idle >= lr.timeout:
+				return fmt.Errorf("reading the audit log at %s: no record came in %s with %d pending; under `herald nats-auth` permissions, connect as the operator user", lr.url, idle, info.NumPending)
+			}
+			continue
+		default:
+			return fmt.Errorf("reading the audit log at %s: %w", lr.url, err)
+		}
+		meta, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("reading the audit log: %w", err)
+		}
+		var r audit.Record
+		if err := json.Unmarshal(m.Data(), &r); err != nil {
+			// Only the services may publish here; still, one broken
+			// record must not hide the rest.
+			fmt.Fprintf(lr.stderr, "herald log: skipped record %d on %s: not an audit record (%v)\n", meta.Sequence.Stream, m.Subject(), err)
+		} else if lr.q.match(r) {
+			lr.p.add(r, m.Data())
+		}
+		switch {
+		case caughtUp:
+			if err := lr.p.w.Flush(); err != nil {
+				return err
+			}
+		case meta.NumPending == 0:
+			caughtUp = true
+			if lr.caughtUp() {
+				return nil
+			}
+		}
+	}
+}
+
+// caughtUp is the read reaching the end of the stream: what the limit held
+// back is printed, and the read ends unless it follows.
+func (lr *logReader) caughtUp() (done bool) {
+	lr.p.release(lr.follow)
+	if !lr.follow {
+		return true
+	}
+	return lr.p.w.Flush() != nil
+}
+
+// logQuery is what `herald log` was asked for.
+type logQuery struct {
+	butler    string
+	kinds     []string
+	chanType  string // the subject token: a channel type
+	chanFull  string // "type:id", matched whole
+	requestID string
+	since     time.Time
+}
+
+func (q *logQuery) setKinds(s string) error {
+	if s == "" {
+		return nil
+	}
+	for k := range strings.SplitSeq(s, ",") {
+		k = strings.TrimSpace(k)
+		if !slices.Contains(logKinds, k) {
+			return fmt.Errorf("--kind %q: the kinds are %s", k, strings.Join(logKinds, ", "))
+		}
+		if !slices.Contains(q.kinds, k) {
+			q.kinds = append(q.kinds, k)
+		}
+	}
+	return nil
+}
+
+// channelType is a channel type as it stands in an audit subject.
+var channelType = regexp.MustCompile(`^[a-z][a-z0-9_-]*$`)
+
+func (q *logQuery) setChannel(s string) error {
+	if s == "" {
+		return nil
+	}
+	typ, id, full := strings.Cut(s, ":")
+	if !channelType.MatchString(typ) || (full && id == "") {
+		return fmt.Errorf("--channel %q: give a channel type (telegram) or one integration (telegram:tg_main)", s)
+	}
+	q.chanType = typ
+	if full {
+		q.chanFull = s
+	}
+	return nil
+}
+
+// subjects are the server-side filters: herald.audit.<kind>.<channel type>.
+// None reads the whole stream.
+func (q *logQuery) subjects() []string {
+	if len(q.kinds) == 0 && q.chanType == "" {
+		return nil
+	}
+	typ := q.chanType
+	if typ == "" {
+		typ = "*"
+	}
+	if len(q.kinds) == 0 {
+		return []string{bus.AuditSubject("*", typ)}
+	}
+	out := make([]string, len(q.kinds))
+	for i, k := range q.kinds {
+		out[i] = bus.AuditSubject(k, typ)
+	}
+	return out
+}
+
+// match applies the filters the subject cannot carry.
+func (q *logQuery) match(r audit.Record) bool {
+	return (q.butler == "" || r.Butler == q.butler) &&
+		(q.chanFull == "" || r.Channel == q.chanFull) &&
+		(q.requestID == "" || r.RequestID == q.requestID)
+}
+
+var daysBack = regexp.MustCompile(`^([0-9]+)d$`)
+
+// parseSince reads --since: a Go duration back from now (plus whole days,
+// "7d", which operators type and time.ParseDuration refuses), an RFC 3339
+// time, or a date meaning local midnight.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if m := daysBack.FindStringSubmatch(s); m != nil {
+		if n, err := strconv.Atoi(m[1]); err == nil && n <= 100*365 {
+			return now.AddDate(0, 0, -n), nil
+		}
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, fmt.Errorf("--since %q: give how far back, without a minus sign", s)
+		}
+		return now.Add(-d), nil
+	}
+	if t, err := time.Parse(time.RFC3339, s); err == nil {
+		return t, nil
+	}
+	if t, err := time.ParseInLocation(time.DateOnly, s, time.Local); err == nil {
+		return t, nil
+	}
+	return time.Time{}, fmt.Errorf("--since %q is neither a duration (10m, 24h, 7d) nor a time (2026-01-02T15:04:05Z, or 2026-01-02)", s)
+}
+
+// logPrinter writes matching records as a table or as JSON lines. With a
+// limit it holds back the last records until the read has caught up.
+type logPrinter struct {
+	w       *bufio.Writer
+	json    bool
+	limit   int
+	holding bool
+	held    []logEntry
+	headed  bool
+}
+
+type logEntry struct {
+	r   audit.Record
+	raw []byte
+}
+
+const logRow = "%-19s  %-9s  %-12s  %-20s  %-36s  %-30s  %s\n"
+
+func (p *logPrinter) add(r audit.Record, raw []byte) {
+	if !p.holding {
+		p.print(r, raw)
+		return
+	}
+	if len(p.held) == p.limit {
+		p.held = slices.Delete(p.held, 0, 1)
+	}
+	p.held = append(p.held, logEntry{r, slices.Clone(raw)})
+}
+
+// release prints what the limit held back; from here on every record is
+// printed as it comes. A table being followed gets its header now, so the
+// wait for records shows what will come.
+func (p *logPrinter) release(follow bool) {
+	for _, e := range p.held {
+		p.print(e.r, e.raw)
+	}
+	p.held, p.holding = nil, false
+	if follow && !p.json {
+		p.header()
+	}
+}
+
+func (p *logPrinter) header() {
+	if !p.headed {
+		fmt.Fprintf(p.w, logRow, "TIME", "KIND", "BUTLER", "CHANNEL", "REQUEST", "DELIVERY", "DETAIL")
+		p.headed = true
+	}
+}
+
+func (p *logPrinter) print(r audit.Record, raw []byte) {
+	if p.json {
+		var b bytes.Buffer
+		_ = json.Compact(&b, raw) // raw was decoded, so it is JSON
+		b.WriteByte('\n')
+		p.w.Write(b.Bytes())
+		return
+	}
+	p.header()
+	fmt.Fprintf(p.w, logRow, r.Time.Local().Format(time.DateTime), cell(r.Kind), cell(r.Butler), cell(r.Channel),
+		cell(r.RequestID), cell(r.DeliveryID), logDetail(r))
+}
+
+// end finishes a read that found its end: a table with nothing in it says so.
+func (p *logPrinter) end() {
+	if !p.json && !p.headed {
+		fmt.Fprintln(p.w, "No audit records.")
+	}
+}
+
+// logDetail is the short why of a record: its intent, class and reason.
+func logDetail(r audit.Record) string {
+	var parts []string
+	if r.Intent != "" {
+		parts = append(parts, r.Intent)
+	}
+	switch {
+	case r.Class != "" && r.Reason != "":
+		parts = append(parts, r.Class+": "+r.Reason)
+	case r.Class != "" || r.Reason != "":
+		parts = append(parts, r.Class+r.Reason)
+	}
+	d := cell(strings.Join(parts, "; "))
+	if utf8.RuneCountInString(d) > 100 {
+		d = string([]rune(d)[:97]) + "..."
+	}
+	return d
+}
+
+// cell is one table value: "-" for none, control characters escaped so a
+// stored value cannot forge rows or drive the terminal.
+func cell(s string) string { return dash(escapeControl(s)) }
+
+func escapeControl(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
