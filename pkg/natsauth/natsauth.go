@@ -24,6 +24,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/obs"
 )
 
 // Rule is one allowed subject, with why.
@@ -42,6 +43,8 @@ type User struct {
 	Publish        []Rule
 	Subscribe      []Rule
 	AllowResponses bool
+	// ResponsesWhy says why it may answer on a reply subject.
+	ResponsesWhy string
 }
 
 // Connection names (and so inbox prefixes, _INBOX.<name>) of the fleet's
@@ -68,6 +71,22 @@ func rules(why string, subjects ...string) []Rule {
 	}
 	return out
 }
+
+// Discovery is what a process needs to answer as the NATS micro service
+// service: $SRV.PING, INFO and STATS (for all services, for its name, and
+// for its instance id) and its status endpoint (obs.AddService).
+func Discovery(service string) []Rule {
+	var out []Rule
+	for _, verb := range []string{"PING", "INFO", "STATS"} {
+		out = append(out, rules("", "$SRV."+verb, "$SRV."+verb+"."+service, "$SRV."+verb+"."+service+".*")...)
+	}
+	out = append(out, Rule{Subject: obs.StatusSubject(service)})
+	out[0].Why = "discovery as the micro service " + service + " ($SRV.PING, INFO, STATS; its status endpoint)"
+	return out
+}
+
+// answersDiscovery is the reason a service user may answer on reply subjects.
+const answersDiscovery = "Answers discovery and status requests on the asker's reply subject, once each."
 
 // durable is what a worker needs of its own durable consumer: to bind it
 // and take from it (herald setup makes it).
@@ -119,7 +138,8 @@ func Users(cfg *config.Config) []User {
 		bucket(bus.BucketApprovals, "permission prompts: where each was sent, and the one answer"),
 		bucket(bus.BucketRequests, "records the inbound messages it routes, so replies name only those"),
 	)
-	sb.Subscribe = rules("", "_INBOX."+ConnSwitchboard+".>")
+	sb.Subscribe = concat(rules("", "_INBOX."+ConnSwitchboard+".>"), Discovery(obs.ServiceSwitchboard))
+	sb.AllowResponses, sb.ResponsesWhy = true, answersDiscovery
 	users = append(users, sb)
 
 	m := User{Name: "messenger", About: "holds every channel credential; delivers and receives"}
@@ -146,7 +166,8 @@ func Users(cfg *config.Config) []User {
 			"$JS.API.CONSUMER.DELETE.HERALD_WEB.*",
 			"$JS.FC.HERALD_WEB.>"),
 	)
-	m.Subscribe = rules("", "_INBOX."+ConnMessenger+".>")
+	m.Subscribe = concat(rules("", "_INBOX."+ConnMessenger+".>"), Discovery(obs.ServiceMessenger))
+	m.AllowResponses, m.ResponsesWhy = true, answersDiscovery
 	users = append(users, m)
 
 	for _, b := range cfg.Butlers {
@@ -170,6 +191,8 @@ func Users(cfg *config.Config) []User {
 			"$JS.API.CONSUMER.MSG.NEXT."+bus.StreamAudit+".*",
 			"$JS.API.CONSUMER.INFO."+bus.StreamAudit+".*",
 			"$JS.API.CONSUMER.DELETE."+bus.StreamAudit+".*"),
+		rules("discovery: $SRV PING, INFO and STATS of every service, and their status endpoints (replies come to its inbox)",
+			"$SRV.>", "herald.status.>"),
 		rules("a replay goes back where it was first published",
 			"herald.route.>", "herald.deliver.>", "herald.result.>", "herald.ingress.>", "herald.inbox.>"),
 	)
@@ -189,7 +212,8 @@ func Users(cfg *config.Config) []User {
 
 // Butler is the user of butler name: its own traffic and nothing else.
 func Butler(name string) User {
-	u := User{Name: "butler-" + name, About: "butler " + name + ": its own traffic only", AllowResponses: true}
+	u := User{Name: "butler-" + name, About: "butler " + name + ": its own traffic only", AllowResponses: true,
+		ResponsesWhy: "Confirms each answer it took, so a caller that left is told by a notice instead; answers discovery and status requests."}
 	own := func(b string) string { return "$JS.API.DIRECT.GET.KV_" + b + ".$KV." + b + "." + name + ".>" }
 	u.Publish = concat(
 		rules("notifies, replies, reactions and prompts, as itself", bus.RouteSubject(name)),
@@ -203,8 +227,10 @@ func Butler(name string) User {
 		rules("receivers' health (channel_status), read only", "$JS.API.DIRECT.GET.KV_"+bus.BucketStatus+".>"),
 		rules("opens its own permission prompts (write only)", "$KV."+bus.BucketApprovals+"."+name+".>"),
 		rules("its own minted MCP tokens (hashes), read only", own(bus.BucketTokens)),
+		rules("readiness: JetStream answers (account info: usage counts, no names)", "$JS.API.INFO"),
 	)
-	u.Subscribe = rules("its answers, and replies to its requests", bus.ReplySubject(name, ">"), "_INBOX."+ConnButler(name)+".>")
+	u.Subscribe = concat(rules("its answers, and replies to its requests", bus.ReplySubject(name, ">"), "_INBOX."+ConnButler(name)+".>"),
+		Discovery(obs.ServiceButler(name)))
 	return u
 }
 
@@ -227,7 +253,7 @@ func Render(cfg *config.Config) []byte {
 		writeRules(&b, "publish", u.Publish)
 		writeRules(&b, "subscribe", u.Subscribe)
 		if u.AllowResponses {
-			b.WriteString("          # Confirms each answer it took, so a caller that left is told by a notice instead.\n")
+			fmt.Fprintf(&b, "          # %s\n", u.ResponsesWhy)
 			b.WriteString("          allow_responses: true\n")
 		}
 		b.WriteString("        }\n      }\n")

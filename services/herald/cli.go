@@ -272,6 +272,7 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 	fs.SetOutput(o.Stderr)
 	synopsis := service + " [--config FILE]      Herald's " + service + ", one process of a fleet (NATS from nats.url or NATS_URL)"
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG)")
+	httpListen := fs.String("http-listen", "", "host:port of /healthz, /readyz and /metrics (default http_listen, or $HERALD_HTTP_LISTEN; a --stdio butler serves them only if one is given)")
 	var name *string
 	var stdio *bool
 	if service == "butler" {
@@ -313,21 +314,42 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 		return err
 	}
 	defer func() { _ = nc.Drain() }()
+	listenGiven := *httpListen != "" || o.Getenv("HERALD_HTTP_LISTEN") != ""
+	if *httpListen != "" {
+		cfg.HTTPListen = *httpListen
+	}
+	p := newProcess(nc, cfg.HTTPListen, log)
 	switch service {
 	case "switchboard":
-		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: nc, Log: log})
+		return p.run(ctx, func(ctx context.Context) error {
+			return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: nc, Log: log, Metrics: p.Metrics, Health: p.Health})
+		})
 	case "messenger":
-		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv})
+		run := func(ctx context.Context) error {
+			return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv})
+		}
+		if messengerServesHTTP(cfg) { // TODO(messenger.Options.HTTP): see serve.go
+			return run(ctx)
+		}
+		return p.run(ctx, run)
 	case "butler":
 		log := log.With("service", "butler")
-		b, err := butler.New(ctx, butler.Options{Name: *name, Config: cfg, NC: nc, Log: log})
-		if err != nil {
-			return err
+		serve := func(ctx context.Context) error {
+			b, err := butler.New(ctx, butler.Options{Name: *name, Config: cfg, NC: nc, Log: log, Metrics: p.Metrics, Health: p.Health})
+			if err != nil {
+				return err
+			}
+			if *stdio {
+				return b.ServeStdio(ctx, o.Stdin, o.Stdout)
+			}
+			return b.ServeHTTP(ctx, cfg.Butler(*name).MCPHTTP, func(url string) { log.Info("MCP endpoint", "url", url) })
 		}
-		if *stdio {
-			return b.ServeStdio(ctx, o.Stdin, o.Stdout)
+		// A --stdio butler is launched by an MCP client, maybe beside other
+		// butlers: it listens only where it was asked to.
+		if *stdio && !listenGiven {
+			return serve(ctx)
 		}
-		return b.ServeHTTP(ctx, cfg.Butler(*name).MCPHTTP, func(url string) { log.Info("MCP endpoint", "url", url) })
+		return p.run(ctx, serve)
 	}
 	return fmt.Errorf("unknown service %q", service)
 }

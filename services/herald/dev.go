@@ -88,14 +88,27 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if err != nil {
 		return err
 	}
+	// /healthz, /readyz and /metrics of the whole fleet on http_listen.
+	proc := newProcess(nc, cfg.HTTPListen, log)
+	serveObs := !messengerServesHTTP(cfg) // TODO(messenger.Options.HTTP): see serve.go
+	if serveObs {
+		if err := proc.listen(); err != nil {
+			return err
+		}
+	}
 	butlers := make([]*butler.Butler, len(cfg.Butlers))
 	for i, bc := range cfg.Butlers {
-		if butlers[i], err = butler.New(ctx, butler.Options{Name: bc.Name, Config: cfg, NC: nc, Log: log, Getenv: o.Getenv}); err != nil {
+		if butlers[i], err = butler.New(ctx, butler.Options{Name: bc.Name, Config: cfg, NC: nc, Log: log, Getenv: o.Getenv, Metrics: proc.Metrics, Health: proc.Health}); err != nil {
 			return err
 		}
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: nc, Log: log}) })
+	if serveObs {
+		g.Go(func() error { return proc.Server.Serve(ctx) })
+	}
+	g.Go(func() error {
+		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: nc, Log: log, Metrics: proc.Metrics, Health: proc.Health})
+	})
 	g.Go(func() error {
 		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv})
 	})
