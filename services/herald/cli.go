@@ -37,6 +37,7 @@ Usage:
   herald setup [--config FILE]         create and repair streams and buckets (privileged NATS user)
   herald nats-auth [--config FILE]     print the NATS server authorization: one least-privilege user per service and butler
   herald token [mint|revoke|ls]        bearer tokens for the butlers' MCP endpoints
+  herald log [filters] [--follow]      the notification log (audit stream)
   herald version
 
 Every command takes --help. Configuration: --config FILE, or HERALD_CONFIG; else the
@@ -66,6 +67,8 @@ func Main(ctx context.Context, args []string, o IO) int {
 		run = runNATSAuth
 	case "token":
 		run = runToken
+	case "log":
+		run = runLog
 	case "version":
 		fmt.Fprintln(o.Stdout, "herald", butler.Version)
 		return 0

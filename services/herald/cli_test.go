@@ -31,6 +31,7 @@ func TestHelp(t *testing.T) {
 		{"dead replay", "", []string{"dead", "replay", "-h"}, 0, "herald dead replay", ""},
 		{"token", "", []string{"token", "--help"}, 0, "herald token mint", ""},
 		{"token mint", "", []string{"token", "mint", "--help"}, 0, "herald token mint", ""},
+		{"log", "", []string{"log", "--help"}, 0, "herald log [--config FILE]", ""},
 		{"setup", "", []string{"setup", "--help"}, 0, "-config", ""},
 		{"nats-auth", "", []string{"nats-auth", "--help"}, 0, "-config", ""},
 		{"switchboard", "switchboard", []string{"--help"}, 0, "switchboard [--config FILE]", ""},
