@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/obs"
 )
 
@@ -38,7 +39,8 @@ func ExampleHealth() {
 // message, and each message it gives up on.
 func ExampleMetrics() {
 	m := obs.NewMetrics()
-	created := time.Now().Add(-2 * time.Second) // the route's created_at
+	routeID := envelope.NewRequestID() // the route's request_context.request_id
+	created := obs.RequestIDTime(routeID)
 	m.ProviderCall("telegram:tg_main", 80*time.Millisecond)
 	m.Retry("telegram:tg_main")
 	m.ProviderCall("telegram:tg_main", 95*time.Millisecond)

@@ -11,6 +11,7 @@ package obs
 
 import (
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -130,16 +131,32 @@ func (m *Metrics) Refused(butler, class string) {
 
 // Delivery records a delivery's final outcome (OutcomeDelivered,
 // OutcomeFailed, OutcomeUncertain), class "" or the failure's error class,
-// and the time since created, the route's creation (zero: not observed).
+// and the time since created, the route's creation (RequestIDTime of the
+// route's request_id; zero: not observed).
 // Call it once per delivery, when its outcome is final, not per attempt.
 func (m *Metrics) Delivery(butler, channel, outcome, class string, created time.Time) {
 	if m == nil {
 		return
 	}
 	m.deliveries.WithLabelValues(butler, channel, outcome, class).Inc()
-	if !created.IsZero() {
-		m.deliverySeconds.WithLabelValues(channel).Observe(time.Since(created).Seconds())
+	// A time from the future (a butler's clock, or a made-up id) is no duration.
+	if took := time.Since(created); !created.IsZero() && took >= 0 {
+		m.deliverySeconds.WithLabelValues(channel).Observe(took.Seconds())
 	}
+}
+
+// RequestIDTime is when a request id made by envelope.NewRequestID (a
+// UUIDv7) was made: a route's creation by its butler, for Delivery. It is
+// zero for an id of any other form.
+func RequestIDTime(id string) time.Time {
+	if len(id) != 36 || id[14] != '7' || id[8] != '-' || id[13] != '-' {
+		return time.Time{}
+	}
+	ms, err := strconv.ParseUint(id[0:8]+id[9:13], 16, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(int64(ms))
 }
 
 // ProviderCall records how long one call to a provider's API took.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/bus/bustest"
+	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/obs"
 )
 
@@ -314,5 +315,19 @@ func TestServerAddressTaken(t *testing.T) {
 	b := obs.NewServer(strings.TrimPrefix(a.URL(), "http://"), nil, nil, nil)
 	if err := b.Serve(t.Context()); err == nil || !strings.Contains(err.Error(), "http_listen") {
 		t.Fatalf("second listener on one address: %v", err)
+	}
+}
+
+func TestRequestIDTime(t *testing.T) {
+	before := time.Now().Truncate(time.Millisecond)
+	id := envelope.NewRequestID()
+	after := time.Now()
+	if got := obs.RequestIDTime(id); got.Before(before) || got.After(after) {
+		t.Errorf("RequestIDTime(%s) = %v, want between %v and %v", id, got, before, after)
+	}
+	for _, id := range []string{"", "given:123", "3b241101-e2bb-4255-8caf-4136c566a962", "zzzzzzzz-zzzz-7zzz-8zzz-zzzzzzzzzzzz"} {
+		if got := obs.RequestIDTime(id); !got.IsZero() {
+			t.Errorf("RequestIDTime(%q) = %v, want zero", id, got)
+		}
 	}
 }
