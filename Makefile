@@ -25,9 +25,23 @@ vet:
 fmt-check:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
-## bench: raw JetStream baseline vs the notify pipeline, one process, one run
-bench:
-	cd e2e && $(GO) test -run '^$$' -bench 'BenchmarkPipeline' -benchtime 1x -count 1 .
+## bench: every measurement of docs/performance.md in one table, each goal beside
+## its figure (about 5 minutes on 2 cores): the raw JetStream baseline, the route
+## pipeline, herald dev (bin/herald) over MCP HTTP, and the 100/1,000-butler fleets.
+## ROWS='raw|route' runs only those rows (raw, route, mcp, scale); PROFILE=1 also
+## writes CPU and allocation profiles of every measured process to a directory it prints.
+ROWS    ?=
+PROFILE ?=
+bench: build
+	@dir=""; if [ -n "$(PROFILE)" ]; then dir=$$(mktemp -d "$${TMPDIR:-/tmp}/herald-profiles.XXXXXX"); echo "profiles go to $$dir"; fi; \
+	cd e2e && HERALD_BIN=$(CURDIR)/bin/herald BENCH_PROFILE_DIR=$$dir $(GO) test -run '^$$' \
+		-bench '^BenchmarkHerald$$$(if $(ROWS),/^($(ROWS))$$)' -benchtime 1x -count 1 -timeout 20m \
+		$$([ -n "$$dir" ] && echo "-o $$dir/e2e.test -cpuprofile $$dir/bench.cpu.pprof -memprofile $$dir/bench.allocs.pprof") . ; \
+	status=$$?; if [ -n "$$dir" ]; then \
+		echo; echo "Profiles in $$dir (bench.*: this benchmark's own process: rows raw and route, the MCP client, the Telegram fake;"; \
+		echo "herald-<process>-<phase>.*: herald dev while it was measured):"; ls "$$dir" | grep pprof | sed 's/^/  /'; \
+		echo "Read one with: go tool pprof -top $$dir/herald-mcp-cl.cpu.pprof (allocations: -sample_index=alloc_space)"; \
+	fi; exit $$status
 
 ## fuzz: a short run of every fuzz target in the tree (FUZZTIME each)
 FUZZTIME ?= 20s

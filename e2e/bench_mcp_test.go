@@ -1,0 +1,363 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
+)
+
+// benchMCPRows measure the path users run: `herald dev` (bin/herald, its own
+// process) driven through a butler's MCP streamable HTTP endpoint, tools/call
+// notify with herald dev's bearer token, delivering to the log channel and to
+// a Telegram Bot API fake over HTTP (run here, in the benchmark's process).
+//
+//	(c) (d) open loop: notify offered at a fixed 1,000/s, timed from when each
+//	        call was due, not when it went out, to the log and to Telegram.
+//	(e)     the process's peak resident set so far: at 1,000/s.
+//	(f) (g) closed loop: 64 sessions, each calling notify again as soon as it
+//	        is answered, to the log and to Telegram: the ceiling (RSS: the
+//	        peak so far).
+//
+// Every row counts deliveries, at the fake and in the process's log, against
+// the calls answered "sent": nothing may be lost or duplicated.
+func benchMCPRows(b *testing.B, t *table) {
+	tg := telegramtest.NewServer(b)
+	dev := startDev(b, t, "mcp", fmt.Sprintf(`
+nats: { listen: "127.0.0.1:0" }
+http_listen: "127.0.0.1:0"
+butlers:
+  - { name: bench, default_channel: log, mcp_http: "127.0.0.1:0" }
+integrations:
+  - id: tg
+    type: telegram
+    token_env: BENCH_TG_TOKEN
+    api_url: %q
+    default_chat: "12345"
+    grants: all
+    rate_limit_out: { disabled: true }
+`, tg.URL()), 0, "BENCH_TG_TOKEN="+tg.Token())
+	c := newMCPClient(dev.state.Butlers["bench"], dev.token("bench"))
+	sessions := make([]*mcpSession, benchWindow)
+	for i := range sessions {
+		s, err := c.open(context.Background())
+		if err != nil {
+			b.Fatalf("MCP session: %v\n%s", err, dev.lastLines())
+		}
+		sessions[i] = s
+	}
+	// Warm up both channels (consumers bound, the Telegram sender's first
+	// call made, connections open) before anything is timed.
+	for _, ch := range []string{"log", "telegram"} {
+		for i := 0; ; i++ {
+			err := sessions[0].notify(context.Background(), ch, "warm up")
+			if err == nil {
+				break
+			}
+			if i == 50 {
+				b.Fatalf("notify via %s during warm-up: %v\n%s", ch, err, dev.lastLines())
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		openLoop(float64(benchRate), time.Second, func(seq int) error {
+			return sessions[seq%len(sessions)].notify(context.Background(), ch, "warm up")
+		})
+	}
+
+	delivered := func(ch, run string, ok int) (int, int) {
+		if ch == "log" {
+			return dev.logs.waitDelivered(run, ok, 10*time.Second)
+		}
+		got := newLedger()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			got = newLedger()
+			for _, call := range tg.Calls("sendMessage") {
+				if call.OK() {
+					got.note(call.Params["text"])
+				}
+			}
+			if n, _ := got.check(run, ok); n >= ok || time.Now().After(deadline) {
+				return got.check(run, ok)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	measure := func(name, run, ch string, loop func(do func(worker, seq int) error) *result) *result {
+		wait := dev.profile(t, run, benchFor)
+		var res *result
+		w := countWrites(b, dev.js, func() {
+			res = loop(func(worker, seq int) error {
+				return sessions[worker%len(sessions)].notify(context.Background(), ch, marker(run, seq)+" "+benchPayload)
+			})
+		})
+		wait()
+		res.writes = w
+		n, dup := delivered(ch, run, res.ok)
+		checkLostDup(b, name, res, n, dup)
+		_, peak := dev.memory()
+		t.add(row{name: name, rate: res.rate(), unit: "notify/s", p50: res.p(50), p99: res.p(99), p999: res.p(99.9),
+			writes: float64(w.total()) / float64(max(res.ok, 1)), breakdown: w.perOp(max(res.ok, 1)), lost: lostDup(res, n, dup), rss: peak})
+		return res
+	}
+	closed := func(do func(worker, seq int) error) *result { return closedLoop(benchWindow, benchFor, do) }
+	open := func(do func(worker, seq int) error) *result {
+		return openLoop(float64(benchRate), benchFor, func(seq int) error { return do(seq, seq) })
+	}
+
+	// Open loop first, on a process that has seen only the warm-up: its
+	// peak resident set is then what 1,000 notify/s costs.
+	for _, r := range []struct {
+		name, run, ch string
+		p99           time.Duration
+	}{
+		{fmt.Sprintf("(c) MCP notify → log, open loop at %s/s", thousands(float64(benchRate))), "ol", "log", 5 * time.Millisecond},
+		{fmt.Sprintf("(d) MCP notify → Telegram fake, open loop at %s/s", thousands(float64(benchRate))), "ot", "telegram", 10 * time.Millisecond},
+	} {
+		res := measure(r.name, r.run, r.ch, open)
+		t.setGoal(fmt.Sprintf("p99 ≤ %s", r.p99), res.p(99) <= r.p99)
+	}
+	rss, peak := dev.memory()
+	t.add(row{name: fmt.Sprintf("(e) herald dev peak RSS, up to %s notify/s", thousands(float64(benchRate))), rss: peak,
+		figure: fmt.Sprintf("%s now", mb(rss)), goal: "≤ 80 MB", met: metIf(true, peak <= 80<<20)})
+	for _, r := range []struct{ name, run, ch string }{
+		{fmt.Sprintf("(f) MCP notify → log, %d sessions, closed loop", benchWindow), "cl", "log"},
+		{fmt.Sprintf("(g) MCP notify → Telegram fake, %d sessions, closed loop", benchWindow), "ct", "telegram"},
+	} {
+		res := measure(r.name, r.run, r.ch, closed)
+		t.setGoal("≥ 5,000 notify/s", res.rate() >= 5000)
+	}
+}
+
+// setGoal sets the goal of the last row added.
+func (t *table) setGoal(goal string, met bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := &t.rows[len(t.rows)-1]
+	r.goal, r.met = goal, &met
+}
+
+// mcpClient is a lean MCP client over streamable HTTP (protocol 2025-06-18,
+// what today's clients speak): just enough JSON-RPC to open sessions, call
+// notify and listen on a session's GET stream, so that the benchmark's own
+// work takes as little as possible of the CPUs it shares with herald dev.
+type mcpClient struct {
+	url, token string
+	hc         *http.Client
+}
+
+const mcpProtocol = "2025-06-18"
+
+func newMCPClient(url, token string) *mcpClient {
+	tr := &http.Transport{MaxIdleConns: 1024, MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}
+	return &mcpClient{url: url, token: token, hc: &http.Client{Transport: tr}}
+}
+
+// mcpSession is one initialized MCP session.
+type mcpSession struct {
+	c  *mcpClient
+	id string
+	n  atomic.Int64
+}
+
+func (c *mcpClient) open(ctx context.Context) (*mcpSession, error) {
+	s := &mcpSession{c: c}
+	if _, err := s.call(ctx, "initialize", map[string]any{
+		"protocolVersion": mcpProtocol, "capabilities": map[string]any{},
+		"clientInfo": map[string]any{"name": "herald-bench", "version": "1"},
+	}); err != nil {
+		return nil, fmt.Errorf("initialize: %w", err)
+	}
+	if s.id == "" {
+		return nil, errors.New("initialize: no Mcp-Session-Id")
+	}
+	if _, err := s.post(ctx, []byte(`{"jsonrpc":"2.0","method":"notifications/initialized"}`), false); err != nil {
+		return nil, fmt.Errorf("notifications/initialized: %w", err)
+	}
+	return s, nil
+}
+
+func (s *mcpSession) request(ctx context.Context, method string, body []byte) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, s.c.url, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.c.token)
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if s.id != "" {
+		req.Header.Set("Mcp-Session-Id", s.id)
+		req.Header.Set("MCP-Protocol-Version", mcpProtocol)
+	}
+	return req, nil
+}
+
+// rpcAnswer is a JSON-RPC response.
+type rpcAnswer struct {
+	ID     json.RawMessage `json:"id"`
+	Result json.RawMessage `json:"result"`
+	Error  *struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// call sends a request and returns its result.
+func (s *mcpSession) call(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	id := s.n.Add(1)
+	body, err := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.post(ctx, body, true)
+	if err != nil {
+		return nil, err
+	}
+	if a.Error != nil {
+		return nil, fmt.Errorf("%s: JSON-RPC error %d: %s", method, a.Error.Code, a.Error.Message)
+	}
+	if string(a.ID) != strconv.FormatInt(id, 10) {
+		return nil, fmt.Errorf("%s: answer to request %s, want %d", method, a.ID, id)
+	}
+	return a.Result, nil
+}
+
+// post sends body and reads the answer, a JSON body or an event stream
+// (the server may upgrade a request to one), when want.
+func (s *mcpSession) post(ctx context.Context, body []byte, want bool) (*rpcAnswer, error) {
+	req, err := s.request(ctx, http.MethodPost, body)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.c.hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if id := resp.Header.Get("Mcp-Session-Id"); id != "" && s.id == "" {
+		s.id = id
+	}
+	if resp.StatusCode/100 != 2 {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return nil, fmt.Errorf("HTTP %s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	if !want {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return nil, nil
+	}
+	var a rpcAnswer
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		err := events(resp.Body, func(data []byte) bool {
+			a = rpcAnswer{}
+			return json.Unmarshal(data, &a) == nil && a.ID != nil // a response, not a notification
+		})
+		if err != nil {
+			return nil, err
+		}
+		return &a, nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&a); err != nil {
+		return nil, err
+	}
+	return &a, nil
+}
+
+// events reads server-sent events from r, passing each one's data to fn
+// until fn returns true or r ends.
+func events(r io.Reader, fn func(data []byte) bool) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 4<<20)
+	var data []byte
+	for sc.Scan() {
+		line := sc.Bytes()
+		switch {
+		case len(line) == 0:
+			if len(data) > 0 && fn(data) {
+				return nil
+			}
+			data = data[:0]
+		case bytes.HasPrefix(line, []byte("data:")):
+			data = append(data, bytes.TrimPrefix(bytes.TrimPrefix(line, []byte("data:")), []byte(" "))...)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return io.ErrUnexpectedEOF
+}
+
+// notify calls the notify tool: an error unless the answer is "Notification
+// sent via ...".
+func (s *mcpSession) notify(ctx context.Context, channel, message string) error {
+	res, err := s.call(ctx, "tools/call", map[string]any{"name": "notify", "arguments": map[string]any{"channel": channel, "message": message}})
+	if err != nil {
+		return err
+	}
+	var r struct {
+		IsError bool `json:"isError"`
+		Content []struct {
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if err := json.Unmarshal(res, &r); err != nil {
+		return err
+	}
+	text := ""
+	if len(r.Content) > 0 {
+		text = r.Content[0].Text
+	}
+	if r.IsError || !strings.HasPrefix(text, "Notification sent via") {
+		return fmt.Errorf("notify answered %q", text)
+	}
+	return nil
+}
+
+// listen opens the session's GET stream and passes every channel
+// notification (notifications/claude/channel) to fn until ctx ends; it
+// returns once the stream is open.
+func (s *mcpSession) listen(ctx context.Context, fn func(content string, at time.Time)) error {
+	req, err := s.request(ctx, http.MethodGet, nil)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := s.c.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return fmt.Errorf("GET stream: %s", resp.Status)
+	}
+	go func() {
+		defer resp.Body.Close()
+		_ = events(resp.Body, func(data []byte) bool {
+			at := time.Now()
+			var n struct {
+				Method string `json:"method"`
+				Params struct {
+					Content string `json:"content"`
+				} `json:"params"`
+			}
+			if json.Unmarshal(data, &n) == nil && n.Method == butler.MethodChannel {
+				fn(n.Params.Content, at)
+			}
+			return false
+		})
+	}()
+	return nil
+}
