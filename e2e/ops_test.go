@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,6 +23,7 @@ import (
 	"github.com/heraldhq/herald/pkg/natsauth"
 	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/messenger"
 	"github.com/heraldhq/herald/services/switchboard"
 )
 
@@ -164,13 +166,13 @@ func TestOpsDiscoveryAndMetrics(t *testing.T) {
 	runFor(t, "switchboard", func(ctx context.Context) error {
 		return switchboard.Run(ctx, switchboard.Options{Config: f.cfg, NC: f.nc, Log: f.logger(), Metrics: o.metrics, Health: o.health})
 	})
-	f.waitConsumers("switchboard")
-	f.start("messenger")
+	runFor(t, "messenger", func(ctx context.Context) error {
+		return messenger.Run(ctx, messenger.Options{Config: f.cfg, NC: f.nc, Log: f.logger(), Getenv: f.getenv, Metrics: o.metrics, Health: o.health})
+	})
+	f.waitConsumers("switchboard", "messenger")
 	f.listen("health") // the butler's background work, which answers discovery
 
-	want := []string{obs.ServiceSwitchboard, obs.ServiceButler("health")}
-	// TODO(messenger discovery): add obs.ServiceMessenger to want once
-	// messenger.Run registers itself with obs.AddService.
+	want := []string{obs.ServiceSwitchboard, obs.ServiceMessenger, obs.ServiceButler("health")}
 	var names map[string]bool
 	eventually(t, 10*time.Second, func() bool {
 		names = ping(t, f.nc)
@@ -200,16 +202,29 @@ func TestOpsDiscoveryAndMetrics(t *testing.T) {
 		t.Errorf("butler status: %+v", hb)
 	}
 
+	ms := status[messenger.Status](t, f.nc, obs.ServiceMessenger)
+	if ms.Service != obs.ServiceMessenger || !slices.Contains(ms.Integrations, "log:audit_log") || len(ms.Consumers) != 1 || ms.Consumers[0].Error != "" {
+		t.Errorf("messenger status: %+v", ms)
+	}
+
 	series := `herald_notifies_routed_total{butler="health",channel="log:audit_log"}`
-	before := o.metric(series)
+	delivered := `herald_deliveries_total{butler="health",channel="log:audit_log",class="",outcome="delivered"}`
+	before, deliveredBefore := o.metric(series), o.metric(delivered)
 	for i := 1; i <= 3; i++ {
 		if res := f.notify("health", map[string]any{"channel": "log", "message": "counted " + strconv.Itoa(i)}); res.IsError {
 			t.Fatalf("notify: %s", text(res))
 		}
-		// The switchboard counts before it forwards, so the answer comes after.
+		// The switchboard counts before it forwards and the messenger
+		// before it answers, so the answer comes after both.
 		if got := o.metric(series); got != before+float64(i) {
 			t.Fatalf("after %d notifies %s is %v, want %v", i, series, got, before+float64(i))
 		}
+		if got := o.metric(delivered); got != deliveredBefore+float64(i) {
+			t.Fatalf("after %d notifies %s is %v, want %v", i, delivered, got, deliveredBefore+float64(i))
+		}
+	}
+	if got := o.metric(`herald_provider_call_seconds_count{channel="log:audit_log"}`); got != deliveredBefore+3 {
+		t.Errorf("provider calls timed: %v, want one per delivery (%v)", got, deliveredBefore+3)
 	}
 	// A refusal is counted once, by class, and routes nothing: the fleet
 	// has no Slack integration.
@@ -225,7 +240,7 @@ func TestOpsDiscoveryAndMetrics(t *testing.T) {
 	if got := o.metric(`herald_consumer_pending{consumer="switchboard",stream="HERALD_ROUTE"}`); got != 0 {
 		t.Errorf("routes waiting for the switchboard after every answer: %v", got)
 	}
-	if code, r := o.readyz(); code != http.StatusOK || !r.Ready || r.Checks[switchboard.HealthCheck] != "ok" || r.Checks["nats"] != "ok" {
+	if code, r := o.readyz(); code != http.StatusOK || !r.Ready || r.Checks[switchboard.HealthCheck] != "ok" || r.Checks[messenger.HealthCheck] != "ok" || r.Checks["nats"] != "ok" {
 		t.Errorf("readyz: %d %+v", code, r)
 	}
 }

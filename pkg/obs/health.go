@@ -210,6 +210,15 @@ func (l *LastError) Record(err error) {
 	l.last = &ErrorRecord{Error: err.Error(), At: time.Now().UTC()}
 }
 
+// Noted is handler h with its errors recorded in l.
+func Noted[M any](l *LastError, h func(context.Context, M) error) func(context.Context, M) error {
+	return func(ctx context.Context, m M) error {
+		err := h(ctx, m)
+		l.Record(err)
+		return err
+	}
+}
+
 // Last is the most recent error, nil if none.
 func (l *LastError) Last() *ErrorRecord {
 	l.mu.Lock()

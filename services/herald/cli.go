@@ -37,7 +37,8 @@ Usage:
   herald setup [--config FILE]         create and repair streams and buckets (privileged NATS user)
   herald nats-auth [--config FILE]     print the NATS server authorization: one least-privilege user per service and butler
   herald token [mint|revoke|ls]        bearer tokens for the butlers' MCP endpoints
-  herald log [filters] [--follow]      the notification log (audit stream)
+  herald log [filters] [--follow]      the audit log: what was routed, delivered, failed or refused, and why
+  herald healthcheck [URL]             exit 0 if URL (default this host's /readyz) answers 2xx, for images with no shell
   herald version
 
 Every command takes --help. Configuration: --config FILE, or HERALD_CONFIG; else the
@@ -69,6 +70,8 @@ func Main(ctx context.Context, args []string, o IO) int {
 		run = runToken
 	case "log":
 		run = runLog
+	case "healthcheck":
+		run = runHealthcheck
 	case "version":
 		fmt.Fprintln(o.Stdout, "herald", butler.Version)
 		return 0
@@ -328,13 +331,9 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 			return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: nc, Log: log, Metrics: p.Metrics, Health: p.Health})
 		})
 	case "messenger":
-		run := func(ctx context.Context) error {
-			return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv})
-		}
-		if messengerServesHTTP(cfg) { // TODO(messenger.Options.HTTP): see serve.go
-			return run(ctx)
-		}
-		return p.run(ctx, run)
+		return p.run(ctx, func(ctx context.Context) error {
+			return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv, Metrics: p.Metrics, Health: p.Health, HTTP: p.Server})
+		})
 	case "butler":
 		log := log.With("service", "butler")
 		serve := func(ctx context.Context) error {

@@ -51,6 +51,9 @@ type Endpoints struct {
 	Store   string
 	Butlers map[string]string // name -> MCP URL
 	Web     map[string]string // web integration id -> chat page URL
+	// HTTP is the listener of /healthz, /readyz, /metrics and the pushed
+	// channels' endpoints (http_listen).
+	HTTP string
 }
 
 // Dev runs the fleet until ctx is done.
@@ -90,12 +93,10 @@ func Dev(ctx context.Context, o DevOptions) error {
 	}
 	// /healthz, /readyz and /metrics of the whole fleet on http_listen.
 	proc := newProcess(nc, cfg.HTTPListen, log)
-	serveObs := !messengerServesHTTP(cfg) // TODO(messenger.Options.HTTP): see serve.go
-	if serveObs {
-		if err := proc.listen(); err != nil {
-			return err
-		}
+	if err := proc.listen(); err != nil {
+		return err
 	}
+	ep.HTTP = proc.Server.URL()
 	butlers := make([]*butler.Butler, len(cfg.Butlers))
 	for i, bc := range cfg.Butlers {
 		if butlers[i], err = butler.New(ctx, butler.Options{Name: bc.Name, Config: cfg, NC: nc, Log: log, Getenv: o.Getenv, Metrics: proc.Metrics, Health: proc.Health}); err != nil {
@@ -103,14 +104,12 @@ func Dev(ctx context.Context, o DevOptions) error {
 		}
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	if serveObs {
-		g.Go(func() error { return proc.Server.Serve(ctx) })
-	}
+	g.Go(func() error { return proc.Server.Serve(ctx) })
 	g.Go(func() error {
 		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: nc, Log: log, Metrics: proc.Metrics, Health: proc.Health})
 	})
 	g.Go(func() error {
-		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv})
+		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv, Metrics: proc.Metrics, Health: proc.Health, HTTP: proc.Server})
 	})
 	var (
 		mu      sync.Mutex
@@ -206,6 +205,9 @@ func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints, bearers map[s
 			state = "   (chat page not up: see the log)"
 		}
 		fmt.Fprintf(w, "  channel         %s%s\n", in.Channel(), state)
+	}
+	if ep.HTTP != "" {
+		fmt.Fprintf(w, "  operations      %s/metrics   %s/readyz\n", ep.HTTP, ep.HTTP)
 	}
 	first := cfg.Butlers[0]
 	fmt.Fprintf(w, "\nTry it:   bin/herald notify --butler %s \"Hello from Herald\"\n", first.Name)

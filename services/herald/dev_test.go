@@ -61,6 +61,7 @@ func devConfig(t *testing.T, dir string) (*config.Config, string) {
 	cfg.NATS.StoreDir = filepath.Join(dir, "nats")
 	cfg.Butlers[0].MCPHTTP = "127.0.0.1:0"
 	cfg.Integration("web").Settings.(*web.Config).Listen = "127.0.0.1:0"
+	cfg.HTTPListen = "127.0.0.1:0"
 	file := filepath.Join(dir, "herald.yaml")
 	writeFile(t, file, fmt.Sprintf("nats: { store_dir: %q }\n", cfg.NATS.StoreDir))
 	return cfg, file
@@ -235,6 +236,7 @@ func TestDevExternalNATSPasswordNotPrinted(t *testing.T) {
 	cfg.NATS.StoreDir = filepath.Join(t.TempDir(), "nats") // where its tokens go
 	cfg.Butlers[0].MCPHTTP = "127.0.0.1:0"
 	cfg.Integration("web").Settings.(*web.Config).Listen = "127.0.0.1:0"
+	cfg.HTTPListen = "127.0.0.1:0"
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	ready := make(chan struct{})

@@ -7,7 +7,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/obs"
 )
 
@@ -61,24 +60,4 @@ func (p *process) run(ctx context.Context, service func(context.Context) error) 
 		return serr
 	}
 	return err
-}
-
-// messengerServesHTTP reports whether the messenger will serve http_listen
-// itself: it does when a webhook or Slack integration receives, mounting
-// their endpoints on a listener of its own.
-//
-// TODO(messenger.Options.HTTP): the messenger is to mount its /hooks/ and
-// /slack/ endpoints (deliver.HTTP, wrapped in http.MaxBytesHandler as its
-// serveHTTP does) on the process's obs.Server through an option instead of
-// listening itself (design §9: one listener per process). Until then a
-// process whose messenger listens does not serve /healthz, /readyz and
-// /metrics on the same address, so the two do not clash; once the option
-// exists, delete this function and its two uses (runService, Dev).
-func messengerServesHTTP(cfg *config.Config) bool {
-	for _, in := range cfg.Integrations {
-		if !in.Disabled && in.Inbound.Enabled && (in.Type == "webhook" || in.Type == "slack") {
-			return true
-		}
-	}
-	return false
 }

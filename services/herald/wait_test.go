@@ -56,7 +56,7 @@ func TestServicesWaitForNATS(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			exit := make(chan int, 1)
 			go func() {
-				exit <- herald.RunService(ctx, service, []string{"--config", path}, herald.IO{Getenv: func(string) string { return "" }, Stdout: &logs, Stderr: &logs})
+				exit <- herald.RunService(ctx, service, []string{"--config", path, "--http-listen", "127.0.0.1:0"}, herald.IO{Getenv: func(string) string { return "" }, Stdout: &logs, Stderr: &logs})
 			}()
 			waitLog(t, &logs, "waiting for NATS and JetStream")
 			if !strings.Contains(logs.String(), url) {
@@ -82,7 +82,7 @@ func TestServicesGiveUpNamingTheURL(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "herald.yaml")
 	writeFile(t, path, "nats: { url: "+url+", wait: 1s }\n")
 	var logs lockedBuffer
-	code := herald.RunService(t.Context(), "switchboard", []string{"--config", path}, herald.IO{Getenv: func(string) string { return "" }, Stdout: &logs, Stderr: &logs})
+	code := herald.RunService(t.Context(), "switchboard", []string{"--config", path, "--http-listen", "127.0.0.1:0"}, herald.IO{Getenv: func(string) string { return "" }, Stdout: &logs, Stderr: &logs})
 	if code != 1 || !strings.Contains(logs.String(), "NATS at "+url+" did not answer") {
 		t.Fatalf("exit %d:\n%s", code, logs.String())
 	}

@@ -33,9 +33,10 @@ type attempt struct {
 
 	mu      sync.Mutex
 	rec     *ledger.Record
-	dirty   bool  // rec holds an accepted id the ledger does not have yet
-	lost    error // another attempt took the record over; write nothing more
-	started bool  // the record is claimed and the heartbeat runs
+	dirty   bool      // rec holds an accepted id the ledger does not have yet
+	lost    error     // another attempt took the record over; write nothing more
+	started bool      // the record is claimed and the heartbeat runs
+	called  time.Time // when the provider call in flight began (zero: none)
 	stop    chan struct{}
 	beat    sync.WaitGroup
 }
@@ -70,7 +71,16 @@ func (a *attempt) begin(ctx context.Context) error {
 		a.beat.Add(1)
 		go a.heartbeat()
 	}
+	a.called = time.Now()
 	return nil
+}
+
+// callEndedLocked counts the provider call in flight, if any, as done.
+func (a *attempt) callEndedLocked() {
+	if !a.called.IsZero() {
+		a.m.metrics.ProviderCall(a.rec.Channel, time.Since(a.called))
+		a.called = time.Time{}
+	}
 }
 
 // sent keeps an id the provider accepted. It is written with the next claim or
@@ -82,6 +92,7 @@ func (a *attempt) sent(id string) error {
 	a.rec.MessageIDs = append(a.rec.MessageIDs, id)
 	a.rec.Calling = false
 	a.dirty = true
+	a.callEndedLocked()
 	return nil
 }
 
@@ -107,6 +118,7 @@ func (a *attempt) abandon(ctx context.Context, cause error) {
 	a.halt()
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.callEndedLocked()
 	if !a.started && !a.dirty {
 		return // nothing was claimed, nothing to release
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/schemas"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -79,8 +80,16 @@ func (s *sink) stop() {
 	}
 }
 
-// Dropped audits what a receiver refused on arrival.
+// state is the receiver's last reported state.
+func (s *sink) state() deliver.Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// Dropped audits and counts what a receiver refused on arrival.
 func (s *sink) Dropped(ctx context.Context, in *envelope.Ingress, reason string) {
+	s.m.metrics.Inbound(s.in.Channel(), obs.InboundDropped, reason)
 	rec := audit.Record{Kind: audit.Dropped, Channel: s.in.Channel(), Reason: reason}
 	if in != nil {
 		rec.RequestID = in.RequestContext.RequestID

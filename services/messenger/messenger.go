@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -19,12 +18,14 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
+	"github.com/heraldhq/herald/pkg/obs"
 	_ "github.com/heraldhq/herald/services/messenger/channels" // every channel of this build
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -42,7 +43,20 @@ type Options struct {
 	Receivers map[string]deliver.ReceiverFactory
 	// Concurrency of deliveries; 0 takes bus.Worker's default.
 	Concurrency int
+	// Metrics, Health and HTTP are the process's (nil: none). The pushed
+	// channels' endpoints are mounted on HTTP; without one, the messenger
+	// serves them on http_listen itself.
+	Metrics *obs.Metrics
+	Health  *obs.Health
+	HTTP    *obs.Server
 }
+
+// HealthCheck names the messenger's readiness check: its deliveries are
+// consumed and its receivers run.
+const HealthCheck = "messenger"
+
+// consumers are the durable consumers the messenger works from.
+var consumers = []obs.Consumer{{Stream: bus.StreamDeliver, Durable: bus.ConsumerMessenger}}
 
 // Messenger delivers.
 type Messenger struct {
@@ -56,9 +70,13 @@ type Messenger struct {
 	instance string
 	leaseTTL time.Duration
 
+	metrics *obs.Metrics
+	lastErr obs.LastError
+
 	mu       sync.Mutex
 	active   map[string]struct{} // idempotency keys being delivered in this process
 	attempts uint64
+	sinks    map[string]*sink // receiving integrations, by id
 }
 
 // Run delivers until ctx is done, then drains and closes its senders.
@@ -78,7 +96,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	m := &Messenger{cfg: o.Config, js: js, log: log, ledger: led, audit: &audit.Writer{JS: js, Log: log},
 		senders: map[string]deliver.Sender{}, broken: map[string]error{}, instance: instanceName(),
-		leaseTTL: ledger.LeaseTTL, active: map[string]struct{}{}}
+		leaseTTL: ledger.LeaseTTL, active: map[string]struct{}{}, metrics: o.Metrics, sinks: map[string]*sink{}}
+	state := obs.NewState()
+	o.Health.Add(HealthCheck, obs.All(state.Check, obs.ConsumerCheck(js, consumers...), m.receiversCheck))
 	getenv := o.Getenv
 	if getenv == nil {
 		getenv = func(string) string { return "" }
@@ -138,30 +158,51 @@ func Run(ctx context.Context, o Options) error {
 		}
 	}
 	defer m.close()
-	aw := m.audit
-	var wg sync.WaitGroup
-	for id, r := range receivers {
-		in := o.Config.Integration(id)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			s := &sink{in: *in, js: js, status: status, audit: aw, m: m}
-			m.receive(ctx, r, s)
-			s.stop()
-		}()
-	}
-	defer wg.Wait()
-	if !env.HTTP.Empty() {
-		stop, err := serveHTTP(ctx, o.Config.HTTPListen, env.HTTP, log)
-		if err != nil {
-			return err
+	srv := o.HTTP
+	if srv == nil && len(env.HTTP.Patterns()) > 0 {
+		srv = obs.NewServer(o.Config.HTTPListen, nil, nil, log)
+		if err := srv.Listen(); err != nil {
+			return fmt.Errorf("http_listen: %w", err)
 		}
-		defer stop()
 	}
-	w := &bus.Worker{Stream: bus.StreamDeliver, Durable: bus.ConsumerMessenger, Handle: m.deliver, GiveUp: m.giveUp,
+	for _, pattern := range env.HTTP.Patterns() {
+		srv.Handle(pattern, http.MaxBytesHandler(env.HTTP, maxHookBody))
+	}
+	svc, err := obs.AddService(o.NC, obs.ServiceMessenger, obs.Version, m.status)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = svc.Stop() }()
+	defer o.Metrics.WatchConsumers(js, consumers...)()
+
+	w := &bus.Worker{Stream: bus.StreamDeliver, Durable: bus.ConsumerMessenger, Handle: obs.Noted(&m.lastErr, m.deliver), GiveUp: m.giveUp,
 		Concurrency: o.Concurrency, RetryFor: time.Duration(o.Config.Delivery.RetryFor), AckWait: ledger.LeaseTTL, Log: log}
+	g, ctx := errgroup.WithContext(ctx)
+	for id, r := range receivers {
+		s := &sink{in: *o.Config.Integration(id), js: js, status: status, audit: m.audit, m: m}
+		m.mu.Lock()
+		m.sinks[id] = s
+		m.mu.Unlock()
+		g.Go(func() error {
+			defer s.stop()
+			m.receive(ctx, r, s)
+			return nil
+		})
+	}
+	if srv != nil && o.HTTP == nil {
+		// Its own listener, for the pushed channels alone.
+		g.Go(func() error { return srv.Serve(ctx) })
+	}
+	g.Go(func() error {
+		err := w.Run(ctx, js)
+		if err != nil {
+			state.Set(fmt.Errorf("%w: consumer %s: %w", obs.ErrStopped, w.Durable, err))
+		}
+		return err
+	})
+	state.Set(nil)
 	log.Info("messenger running", "integrations", len(m.senders), "receivers", len(receivers), "unavailable", len(m.broken))
-	return w.Run(ctx, js)
+	return g.Wait()
 }
 
 func (m *Messenger) close() {
@@ -188,6 +229,9 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 	key := msg.Headers().Get(bus.HeaderKey)
 	if key == "" {
 		key = r.IdempotencyKey()
+	}
+	if meta, err := msg.Metadata(); err == nil && meta.NumDelivered > 1 {
+		m.metrics.Retry(n.Delivery.Channel)
 	}
 	_, id, _ := strings.Cut(n.Delivery.Channel, ":")
 	sender := m.senders[id]
@@ -263,6 +307,11 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 		// stopped: the next attempt finds the call uncertain.
 		return err
 	}
+	counted := obs.OutcomeDelivered
+	if outcome == ledger.OutcomeUncertain {
+		counted = obs.OutcomeUncertain
+	}
+	m.metrics.Delivery(n.OriginButler, n.Delivery.Channel, counted, "", obs.RequestIDTime(r.RequestContext.RequestID))
 	m.log.Info("delivered", "butler", n.OriginButler, "channel", n.Delivery.Channel, "intent", n.Delivery.Intent, "delivery_id", rec.DeliveryID, "chunks", len(receipt.MessageIDs), "outcome", outcome, "request_id", r.RequestContext.RequestID)
 	return m.answer(ctx, r, key, rec.Response(r.RequestContext.RequestID))
 }
@@ -300,6 +349,8 @@ func (m *Messenger) uncertain(ctx context.Context, r *envelope.Route, key string
 // giveUp answers a delivery that will not be tried again, and records a
 // permanent failure so a repeat of the same notify is answered the same way.
 func (m *Messenger) giveUp(ctx context.Context, msg jetstream.Msg, cause error) {
+	m.metrics.DeadLetter(bus.StreamDeliver)
+	m.lastErr.Record(cause)
 	r, err := envelope.DecodeRoute(msg.Data())
 	if err != nil || r.Notify() == nil {
 		m.log.Error("undeliverable and undecodable; dead-lettered", "subject", msg.Subject(), "err", cause)
@@ -344,10 +395,13 @@ func (m *Messenger) giveUp(ctx context.Context, msg jetstream.Msg, cause error) 
 		}
 	}
 	nr := envelope.Failed(r.RequestContext.RequestID, cause)
+	counted, class := obs.OutcomeFailed, envelope.ClassOf(cause)
 	if rec.Status == ledger.Uncertain {
+		counted = obs.OutcomeUncertain
 		nr = rec.Response(r.RequestContext.RequestID)
 		m.audit.Write(ctx, audit.Record{Kind: audit.Uncertain, Butler: n.OriginButler, Channel: n.Delivery.Channel, Intent: n.Delivery.Intent, RequestID: r.RequestContext.RequestID, Key: key, DeliveryID: rec.DeliveryID, Reason: rec.Note})
 	}
+	m.metrics.Delivery(n.OriginButler, n.Delivery.Channel, counted, class, obs.RequestIDTime(r.RequestContext.RequestID))
 	if err := m.answer(ctx, r, key, nr); err != nil {
 		m.log.Error("answering a failed delivery", "request_id", r.RequestContext.RequestID, "err", err)
 	}
@@ -377,30 +431,3 @@ func withMsgID(h nats.Header, id string) nats.Header {
 
 // maxHookBody bounds one request to a pushed channel's endpoint.
 const maxHookBody = 1 << 20
-
-// serveHTTP serves the pushed channels' endpoints on addr until stop.
-func serveHTTP(ctx context.Context, addr string, h http.Handler, log *slog.Logger) (stop func(), err error) {
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("http_listen %s: %w", addr, err)
-	}
-	srv := &http.Server{
-		Handler:           http.MaxBytesHandler(h, maxHookBody),
-		ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute,
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error("http listener stopped", "addr", addr, "err", err)
-		}
-	}()
-	log.Info("http listening", "url", "http://"+ln.Addr().String())
-	return func() {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = srv.Shutdown(sctx)
-		<-done
-	}, nil
-}

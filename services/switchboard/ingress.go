@@ -116,7 +116,7 @@ func (s *Switchboard) ingressWorker(ctx context.Context) (*bus.Worker, error) {
 	g := &inbound{cfg: s.cfg, js: s.js, log: s.log, audit: s.audit, pairing: pairing, approvals: s.approvals, requests: s.requests, sessions: sess, s: s, metrics: s.metrics}
 	// One at a time, in the order the messenger stored them: a chat's messages
 	// reach its butler in the order they were sent.
-	return &bus.Worker{Stream: bus.StreamIngress, Durable: bus.ConsumerIngress, Handle: s.noted(g.handle), GiveUp: g.giveUp, Concurrency: 1, Log: s.log}, nil
+	return &bus.Worker{Stream: bus.StreamIngress, Durable: bus.ConsumerIngress, Handle: obs.Noted(&s.lastErr, g.handle), GiveUp: g.giveUp, Concurrency: 1, Log: s.log}, nil
 }
 
 // handle takes one inbound message through the steps above.

@@ -111,8 +111,8 @@ func run(ctx context.Context, o Options, log *slog.Logger, state *obs.State) err
 	}
 	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}, ledger: led, approvals: approvals, requests: requests, sessionsKV: sessionsKV, metrics: o.Metrics}
 	retryFor := time.Duration(o.Config.Delivery.RetryFor)
-	routes := &bus.Worker{Stream: bus.StreamRoute, Durable: bus.ConsumerSwitchboard, Handle: s.noted(s.route), GiveUp: s.reject, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
-	results := &bus.Worker{Stream: bus.StreamResult, Durable: bus.ConsumerResults, Handle: s.noted(s.relay), GiveUp: s.giveUpResult, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
+	routes := &bus.Worker{Stream: bus.StreamRoute, Durable: bus.ConsumerSwitchboard, Handle: obs.Noted(&s.lastErr, s.route), GiveUp: s.reject, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
+	results := &bus.Worker{Stream: bus.StreamResult, Durable: bus.ConsumerResults, Handle: obs.Noted(&s.lastErr, s.relay), GiveUp: s.giveUpResult, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
 	ingress, err := s.ingressWorker(ctx)
 	if err != nil {
 		return err
@@ -138,15 +138,6 @@ func run(ctx context.Context, o Options, log *slog.Logger, state *obs.State) err
 	}
 	state.Set(nil)
 	return g.Wait()
-}
-
-// noted records a handler's failures as the switchboard's last error.
-func (s *Switchboard) noted(h func(context.Context, jetstream.Msg) error) func(context.Context, jetstream.Msg) error {
-	return func(ctx context.Context, m jetstream.Msg) error {
-		err := h(ctx, m)
-		s.lastErr.Record(err)
-		return err
-	}
 }
 
 // Status is the switchboard's answer on its status endpoint

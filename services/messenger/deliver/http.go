@@ -2,16 +2,17 @@ package deliver
 
 import (
 	"net/http"
+	"slices"
 	"sync"
 )
 
 // HTTP is where the receivers of channels that push to Herald (webhooks,
 // Slack's Events API) mount their endpoints, in their factories; the
-// messenger serves it on http_listen when anything is mounted.
+// messenger mounts them on the process's listener (http_listen).
 type HTTP struct {
-	mu  sync.Mutex
-	mux *http.ServeMux
-	n   int
+	mu       sync.Mutex
+	mux      *http.ServeMux
+	patterns []string
 }
 
 // NewHTTP is an empty set of endpoints.
@@ -22,14 +23,14 @@ func (h *HTTP) Handle(pattern string, handler http.Handler) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mux.Handle(pattern, handler)
-	h.n++
+	h.patterns = append(h.patterns, pattern)
 }
 
-// Empty reports whether nothing is mounted.
-func (h *HTTP) Empty() bool {
+// Patterns are the mounted patterns, in the order they were mounted.
+func (h *HTTP) Patterns() []string {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.n == 0
+	return slices.Clone(h.patterns)
 }
 
 // ServeHTTP serves the mounted endpoints.
