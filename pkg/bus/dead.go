@@ -54,8 +54,12 @@ func DeadLetters(ctx context.Context, js jetstream.JetStream) ([]DeadLetter, err
 	var out []DeadLetter
 	for range info.State.Msgs {
 		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
-		if errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) {
-			break
+		if (errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout)) && len(out) > 0 {
+			break // the rest were replayed or removed meanwhile
+		}
+		if err != nil && len(out) == 0 {
+			// The stream holds some, and none came: never "none" for that.
+			return nil, fmt.Errorf("the dead-letter stream holds %d message(s) but reading them failed (may this NATS user pull from it?): %w", info.State.Msgs, err)
 		}
 		if err != nil {
 			return out, err

@@ -636,3 +636,33 @@ accounts {
 		t.Errorf("%q, %v", out, err)
 	}
 }
+
+// TestDeadAsOperator: under the generated permissions the operator's herald
+// dead ls lists what the services dead-lettered (it once said "No dead
+// letters." because it could not pull from the stream).
+func TestDeadAsOperator(t *testing.T) {
+	cfg, err := config.Parse([]byte("butlers:\n  - { name: health }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw := map[string]string{}
+	for _, u := range natsauth.Users(cfg) {
+		pw[u.Name] = "pw-" + strings.ReplaceAll(u.Name, "-", "")
+		t.Setenv(u.PasswordEnv, pw[u.Name])
+	}
+	url := runAuthNATS(t, natsauth.Render(cfg))
+	setup := connAs(t, url, "setup", pw["setup"], natsauth.ConnCLI)
+	if err := bus.EnsureTopology(t.Context(), setup, bus.Topology{Replicas: 1, Repair: true, Butlers: cfg.ButlerNames()}); err != nil {
+		t.Fatal(err)
+	}
+	sb := connAs(t, url, "switchboard", pw["switchboard"], natsauth.ConnSwitchboard)
+	if _, err := sb.Publish(t.Context(), bus.DeadSubject(bus.StreamRoute, "herald.route.health"), []byte(`{"x":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	url = strings.Replace(url, "nats://", "nats://operator:"+pw["operator"]+"@", 1)
+	var out, errs bytes.Buffer
+	err = runDead(t.Context(), []string{"ls", "--timeout", "20s"}, IO{Getenv: func(k string) string { return map[string]string{"NATS_URL": url}[k] }, Stdout: &out, Stderr: &errs})
+	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); err != nil || len(lines) != 2 || !strings.HasPrefix(strings.TrimSpace(lines[1]), "1 ") {
+		t.Fatalf("herald dead ls as the operator: %v\n%s%s", err, out.String(), errs.String())
+	}
+}
