@@ -143,6 +143,31 @@ func Connect(url, name, credsFile string, log *slog.Logger) (*nats.Conn, error) 
 	return nc, nil
 }
 
+// DrainTimeout bounds how long a stopping service drains its connection.
+const DrainTimeout = 10 * time.Second
+
+// Drain drains nc (subscriptions finish the messages they hold, buffered
+// publishes are flushed) and waits until it is closed, at most timeout;
+// then it closes it. An error says what may not have gone out.
+func Drain(nc *nats.Conn, timeout time.Duration) error {
+	if nc.IsClosed() {
+		return nil
+	}
+	if err := nc.Drain(); err != nil {
+		nc.Close()
+		return fmt.Errorf("draining the NATS connection: %w", err)
+	}
+	deadline := time.Now().Add(timeout)
+	for !nc.IsClosed() {
+		if time.Now().After(deadline) {
+			nc.Close()
+			return fmt.Errorf("draining the NATS connection took more than %s; closed it", timeout)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
+}
+
 // Topology is what EnsureTopology creates: every stream and bucket, or with
 // Uses only those a service works with.
 type Topology struct {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -68,6 +69,12 @@ type Butler struct {
 	health  *obs.Health
 	state   *obs.State // ready while Run runs
 	lastErr obs.LastError
+
+	// prompts are permission prompts being sent; Run stops and waits for
+	// them before it returns.
+	prompts     sync.WaitGroup
+	promptsCtx  context.Context
+	stopPrompts context.CancelFunc
 }
 
 // New connects a butler to the bus and builds its MCP server.
@@ -103,6 +110,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		health:  o.Health,
 		state:   obs.NewState(),
 	}
+	b.promptsCtx, b.stopPrompts = context.WithCancel(context.Background())
 	if b.health == nil {
 		b.health = obs.NewHealth()
 		b.health.Add("nats", obs.NATSCheck(o.NC))
@@ -155,6 +163,8 @@ func (b *Butler) Run(ctx context.Context) error {
 	b.state.Set(nil)
 	defer b.state.Set(obs.ErrStopped)
 	err = b.channel.run(ctx)
+	b.stopPrompts()
+	b.prompts.Wait()
 	// Notifications answered "queued" may still be on their way to the bus.
 	wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()

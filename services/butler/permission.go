@@ -44,8 +44,8 @@ func (b *Butler) permissionRequest(ctx context.Context, n mcp.JSONRPCNotificatio
 	b.metrics.ApprovalAsked(b.name)
 	// The prompts go out in the background: a notification handler must not
 	// block the client's session.
-	go func() {
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	b.prompts.Go(func() {
+		ctx, cancel := context.WithTimeout(b.promptsCtx, time.Minute)
 		defer cancel()
 		for _, t := range targets {
 			d := envelope.Delivery{
@@ -57,7 +57,7 @@ func (b *Butler) permissionRequest(ctx context.Context, n mcp.JSONRPCNotificatio
 				b.log.Warn("permission prompt not delivered", "request_id", id, "channel", t.channel)
 			}
 		}
-	}()
+	})
 }
 
 type approverTarget struct{ channel, recipient string }

@@ -319,7 +319,11 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 	if err != nil {
 		return err
 	}
-	defer func() { _ = nc.Drain() }()
+	defer func() {
+		if err := bus.Drain(nc, bus.DrainTimeout); err != nil {
+			log.Warn("stopping", "err", err)
+		}
+	}()
 	listenGiven := *httpListen != "" || o.Getenv("HERALD_HTTP_LISTEN") != ""
 	if *httpListen != "" {
 		cfg.HTTPListen = *httpListen

@@ -80,7 +80,11 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer func() {
+		if err := bus.Drain(nc, bus.DrainTimeout); err != nil {
+			log.Warn("stopping", "err", err)
+		}
+	}()
 	// herald dev is its own operator: it sets up (and repairs) the whole
 	// topology, as `herald setup` does for a fleet.
 	if _, err := bus.Open(ctx, nc, bus.Topology{Replicas: cfg.NATS.Replicas, Repair: true, Log: log, Butlers: cfg.ButlerNames()}, time.Duration(cfg.NATS.Wait), log); err != nil {

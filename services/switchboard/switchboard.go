@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -67,6 +68,11 @@ type Switchboard struct {
 	metrics    *obs.Metrics
 	// lastErr is the last failure of any handler, for the status answer.
 	lastErr obs.LastError
+	// later is work that outlives the message that started it (answering a
+	// repeat from the ledger); Run cancels it at stop and waits for it.
+	later     sync.WaitGroup
+	laterCtx  context.Context
+	stopLater context.CancelFunc
 }
 
 // Run routes until ctx is done, then drains.
@@ -110,6 +116,8 @@ func run(ctx context.Context, o Options, log *slog.Logger, state *obs.State) err
 		return err
 	}
 	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}, ledger: led, approvals: approvals, requests: requests, sessionsKV: sessionsKV, metrics: o.Metrics}
+	s.laterCtx, s.stopLater = context.WithCancel(context.WithoutCancel(ctx))
+	defer s.stopLater()
 	retryFor := time.Duration(o.Config.Delivery.RetryFor)
 	routes := &bus.Worker{Stream: bus.StreamRoute, Durable: bus.ConsumerSwitchboard, Handle: obs.Noted(&s.lastErr, s.route), GiveUp: s.reject, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
 	results := &bus.Worker{Stream: bus.StreamResult, Durable: bus.ConsumerResults, Handle: obs.Noted(&s.lastErr, s.relay), GiveUp: s.giveUpResult, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
@@ -137,7 +145,10 @@ func run(ctx context.Context, o Options, log *slog.Logger, state *obs.State) err
 		})
 	}
 	state.Set(nil)
-	return g.Wait()
+	err = g.Wait()
+	s.stopLater()
+	s.later.Wait()
+	return err
 }
 
 // Status is the switchboard's answer on its status endpoint
@@ -228,7 +239,7 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 	if ack.Duplicate {
 		// The messenger has this delivery already: answer this copy from the
 		// ledger once it is final, and send nothing again.
-		go s.answerFromLedger(r, butler, key)
+		s.later.Go(func() { s.answerFromLedger(r, butler, key) })
 	} else {
 		s.metrics.Routed(butler, n.Delivery.Channel)
 	}
@@ -273,7 +284,7 @@ func (s *Switchboard) prompts(ctx context.Context, butler string, in *config.Int
 // answerFromLedger answers a repeated route with the outcome recorded for its
 // idempotency key.
 func (s *Switchboard) answerFromLedger(r *envelope.Route, butler, key string) {
-	ctx, cancel := context.WithTimeout(context.Background(), ledgerWait)
+	ctx, cancel := context.WithTimeout(s.laterCtx, ledgerWait)
 	defer cancel()
 	rec, err := s.ledger.Wait(ctx, butler, key)
 	if err != nil {
