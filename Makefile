@@ -29,12 +29,14 @@ fmt-check:
 ## its figure (about 5 minutes on 2 cores): the raw JetStream baseline, the route
 ## pipeline, herald dev (bin/herald) over MCP HTTP, and the 100/1,000-butler fleets.
 ## ROWS='raw|route' runs only those rows (raw, route, mcp, scale); PROFILE=1 also
-## writes CPU and allocation profiles of every measured process to a directory it prints.
-ROWS    ?=
-PROFILE ?=
+## writes CPU and allocation profiles of every measured process to a directory it
+## prints; HERALD_BIN=path measures another herald binary (an older build, say).
+ROWS       ?=
+PROFILE    ?=
+HERALD_BIN ?= $(CURDIR)/bin/herald
 bench: build
 	@dir=""; if [ -n "$(PROFILE)" ]; then dir=$$(mktemp -d "$${TMPDIR:-/tmp}/herald-profiles.XXXXXX"); echo "profiles go to $$dir"; fi; \
-	cd e2e && HERALD_BIN=$(CURDIR)/bin/herald BENCH_PROFILE_DIR=$$dir $(GO) test -run '^$$' \
+	cd e2e && HERALD_BIN=$(HERALD_BIN) BENCH_PROFILE_DIR=$$dir $(GO) test -run '^$$' \
 		-bench '^BenchmarkHerald$$$(if $(ROWS),/^($(ROWS))$$)' -benchtime 1x -count 1 -timeout 20m \
 		$$([ -n "$$dir" ] && echo "-o $$dir/e2e.test -cpuprofile $$dir/bench.cpu.pprof -memprofile $$dir/bench.allocs.pprof") . ; \
 	status=$$?; if [ -n "$$dir" ]; then \

@@ -38,6 +38,7 @@ type devProc struct {
 	js      jetstream.JetStream
 	logs    *ledgerOf // the log channel's records (logger llm_notify), by marker
 	pprof   string    // the process's profiler address, when profiling
+	env     []string
 	exited  chan struct{}
 
 	// startProfiled is closed once the profile of the start is under way
@@ -67,29 +68,47 @@ var heraldBin = sync.OnceValues(func() (string, error) {
 	return out, nil
 })
 
-// startDev starts herald dev with the configuration yaml and waits until it
-// prints its banner (every butler listening). env is added to a clean
-// environment: nothing of the caller's HERALD_* or NATS_URL leaks in. When
-// profiling, a profile of the first profileStart (if any) is taken from the
-// moment the process's profiler answers: waitStartProfile waits for it.
+// startDev starts herald dev with the configuration yaml in a directory of
+// its own and waits until it prints its banner (every butler listening). env
+// is added to a clean environment: nothing of the caller's HERALD_* or
+// NATS_URL leaks in. When profiling, a profile of the first profileStart (if
+// any) is taken from the moment the process's profiler answers:
+// waitStartProfile waits for it.
 func startDev(b *testing.B, t *table, name, yaml string, profileStart time.Duration, env ...string) *devProc {
+	b.Helper()
+	p := &devProc{b: b, name: name, dir: b.TempDir(), logs: newLedger()}
+	if err := os.WriteFile(filepath.Join(p.dir, "herald.yaml"), []byte(yaml), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	p.env = env
+	if benchProfiles != "" {
+		p.pprof = freeAddr(b)
+		p.env = append(p.env, herald.PprofEnv+"="+p.pprof)
+	}
+	p.launch(t, "start", profileStart)
+	return p
+}
+
+// restart stops the process and starts it again on the same directory (its
+// NATS store, tokens and consumers kept), as a second `make run` does.
+func (p *devProc) restart(t *table, profileStart time.Duration) {
+	p.b.Helper()
+	p.stop()
+	p.nc.Close()
+	p.launch(t, "restart", profileStart)
+}
+
+func (p *devProc) launch(t *table, phase string, profileStart time.Duration) {
+	b := p.b
 	b.Helper()
 	bin, err := heraldBin()
 	if err != nil {
 		b.Fatal(err)
 	}
-	p := &devProc{b: b, name: name, dir: b.TempDir(), logs: newLedger(), exited: make(chan struct{}), startProfiled: make(chan struct{}), startWait: func() {}}
-	cfgPath := filepath.Join(p.dir, "herald.yaml")
-	if err := os.WriteFile(cfgPath, []byte(yaml), 0o600); err != nil {
-		b.Fatal(err)
-	}
-	if benchProfiles != "" {
-		p.pprof = freeAddr(b)
-		env = append(env, herald.PprofEnv+"="+p.pprof)
-	}
-	p.cmd = exec.Command(bin, "dev", "--config", cfgPath)
+	p.exited, p.startProfiled, p.startWait = make(chan struct{}), make(chan struct{}), func() {}
+	p.cmd = exec.Command(bin, "dev", "--config", filepath.Join(p.dir, "herald.yaml"))
 	p.cmd.Dir = p.dir
-	p.cmd.Env = append(cleanEnv(), env...)
+	p.cmd.Env = append(cleanEnv(), p.env...)
 	stdout, err := p.cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
@@ -103,32 +122,9 @@ func startDev(b *testing.B, t *table, name, yaml string, profileStart time.Durat
 		b.Fatal(err)
 	}
 	go p.readLog(stderr)
-	banner := make(chan struct{})
+	banner, upIn := make(chan struct{}), make(chan time.Duration, 1)
 	if p.pprof != "" && profileStart > 0 {
-		go func() {
-			defer close(p.startProfiled)
-			for time.Since(p.started) < 2*time.Minute {
-				if c, err := net.Dial("tcp", p.pprof); err == nil {
-					c.Close()
-					wait := p.profile(t, "start", profileStart)
-					p.mu.Lock()
-					p.startWait = wait
-					p.mu.Unlock()
-					return
-				}
-				select {
-				case <-banner:
-					if time.Since(p.started) > p.upIn+time.Second {
-						t.note("herald dev (%s) serves no profiler: is services/herald's servePprof called from Dev?", name)
-						return
-					}
-				case <-p.exited:
-					return
-				default:
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-		}()
+		go p.profileStart(t, phase, profileStart, banner)
 	} else {
 		close(p.startProfiled)
 	}
@@ -137,24 +133,25 @@ func startDev(b *testing.B, t *table, name, yaml string, profileStart time.Durat
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			if strings.HasPrefix(sc.Text(), "Stop:") {
-				p.upIn = time.Since(p.started)
+				upIn <- time.Since(p.started)
 				close(banner)
 				break
 			}
 		}
 		_, _ = io.Copy(io.Discard, stdout)
 	}()
-	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	exited := p.exited
+	go func() { _ = p.cmd.Wait(); close(exited) }()
 	b.Cleanup(p.stop)
 	select {
-	case <-banner:
+	case p.upIn = <-upIn:
 	case <-p.exited:
-		b.Fatalf("herald dev (%s) exited before it was up:\n%s", name, p.lastLines())
+		b.Fatalf("herald dev (%s) exited before it was up:\n%s", p.name, p.lastLines())
 	case <-time.After(2 * time.Minute):
-		b.Fatalf("herald dev (%s) not up after 2 minutes:\n%s", name, p.lastLines())
+		b.Fatalf("herald dev (%s) not up after 2 minutes:\n%s", p.name, p.lastLines())
 	}
 	if p.state, err = herald.ReadDevState(filepath.Join(p.dir, herald.DevStateFile)); err != nil || p.state == nil {
-		b.Fatalf("herald dev (%s) recorded no state: %v", name, err)
+		b.Fatalf("herald dev (%s) recorded no state: %v", p.name, err)
 	}
 	if p.nc, err = nats.Connect(p.state.NATS, nats.Name("herald-bench")); err != nil {
 		b.Fatal(err)
@@ -163,7 +160,31 @@ func startDev(b *testing.B, t *table, name, yaml string, profileStart time.Durat
 	if p.js, err = jetstream.New(p.nc); err != nil {
 		b.Fatal(err)
 	}
-	return p
+}
+
+// profileStart takes a profile of the process's first d from the moment its
+// profiler answers.
+func (p *devProc) profileStart(t *table, phase string, d time.Duration, banner <-chan struct{}) {
+	defer close(p.startProfiled)
+	for time.Since(p.started) < 2*time.Minute {
+		if c, err := net.Dial("tcp", p.pprof); err == nil {
+			c.Close()
+			wait := p.profile(t, phase, d)
+			p.mu.Lock()
+			p.startWait = wait
+			p.mu.Unlock()
+			return
+		}
+		select {
+		case <-banner:
+			t.note("herald dev (%s) serves no profiler: is services/herald's servePprof called from Dev?", p.name)
+			return
+		case <-p.exited:
+			return
+		default:
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // waitStartProfile waits until the profile of the start is written.

@@ -233,7 +233,11 @@ func (w writes) perOp(ops int) string {
 	slices.Sort(names)
 	parts := make([]string, len(names))
 	for i, s := range names {
-		parts[i] = fmt.Sprintf("%s %.2f", s, float64(w[s])/float64(ops))
+		if per := float64(w[s]) / float64(ops); per >= 0.005 {
+			parts[i] = fmt.Sprintf("%s %.2f", s, per)
+		} else {
+			parts[i] = fmt.Sprintf("%s %d in all", s, w[s]) // background work: leases, status
+		}
 	}
 	return strings.Join(parts, ", ")
 }
