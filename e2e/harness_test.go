@@ -25,6 +25,7 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
+	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/pkg/route"
 	"github.com/heraldhq/herald/pkg/token"
 	"github.com/heraldhq/herald/services/butler"
@@ -124,7 +125,7 @@ func (f *fleet) bearer() transport.StreamableHTTPCOption {
 }
 
 func (f *fleet) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(obs.TraceLog(slog.NewJSONHandler(f.logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 }
 
 // start runs services ("switchboard", "messenger") until stopped.

@@ -16,6 +16,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/envelope"
 )
 
 // Streams, buckets and durable consumers.
@@ -468,6 +470,7 @@ func URL(nc *nats.Conn) string {
 // Publish sends data to a stream subject with Nats-Msg-Id = key, so a
 // re-publish inside DuplicateWindow is dropped by JetStream (ack.Duplicate).
 // The Herald-Idempotency-Key header carries key to the next hop.
+// The trace ctx carries (envelope.Traceparent) goes in its traceparent header.
 func Publish(ctx context.Context, js jetstream.JetStream, subject string, data []byte, key string, h nats.Header, opts ...jetstream.PublishOpt) (*jetstream.PubAck, error) {
 	m := &nats.Msg{Subject: subject, Data: data, Header: h}
 	if m.Header == nil {
@@ -476,6 +479,9 @@ func Publish(ctx context.Context, js jetstream.JetStream, subject string, data [
 	if key != "" {
 		m.Header.Set(nats.MsgIdHdr, key)
 		m.Header.Set(HeaderKey, key)
+	}
+	if tp := envelope.Traceparent(ctx); tp != "" && m.Header.Get(envelope.HeaderTraceparent) == "" {
+		m.Header.Set(envelope.HeaderTraceparent, tp)
 	}
 	ack, err := js.PublishMsg(ctx, m, opts...)
 	if err != nil {

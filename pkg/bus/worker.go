@@ -162,6 +162,8 @@ func maxDeliver(n int) int {
 }
 
 func (w *Worker) handle(runCtx, work context.Context, m jetstream.Msg) {
+	// The message's trace goes with everything its handling logs and publishes.
+	work = envelope.WithTraceparent(work, m.Headers().Get(envelope.HeaderTraceparent))
 	meta, merr := m.Metadata()
 	if merr == nil && meta.NumDelivered > 1 && time.Since(meta.Timestamp) > w.RetryFor+w.AckWait {
 		// Back after a crash (or a stop) past its horizon: do not try again.
@@ -191,7 +193,7 @@ func (w *Worker) handle(runCtx, work context.Context, m jetstream.Msg) {
 func (w *Worker) call(ctx context.Context, m jetstream.Msg) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			w.Log.Error("handler panicked", "stream", w.Stream, "subject", m.Subject(), "panic", p, "stack", string(debug.Stack()))
+			w.Log.ErrorContext(ctx, "handler panicked", "stream", w.Stream, "subject", m.Subject(), "panic", p, "stack", string(debug.Stack()))
 			err = fmt.Errorf("%w: the handler panicked: %v", envelope.ErrInternal, p)
 		}
 	}()
@@ -201,7 +203,7 @@ func (w *Worker) call(ctx context.Context, m jetstream.Msg) (err error) {
 func (w *Worker) settle(runCtx, work context.Context, m jetstream.Msg, err error) {
 	if err == nil {
 		if aerr := m.Ack(); aerr != nil {
-			w.Log.Warn("ack failed; the message will be redelivered and answered from the ledger", "subject", m.Subject(), "err", aerr)
+			w.Log.WarnContext(work, "ack failed; the message will be redelivered and answered from the ledger", "subject", m.Subject(), "err", aerr)
 		}
 		return
 	}
@@ -223,7 +225,7 @@ func (w *Worker) settle(runCtx, work context.Context, m jetstream.Msg, err error
 		}
 		// The last try comes at the horizon, not before it.
 		delay = min(delay, left)
-		w.Log.Warn("will retry", "stream", w.Stream, "subject", m.Subject(), "try", tries, "delay", delay, "err", err)
+		w.Log.WarnContext(work, "will retry", "stream", w.Stream, "subject", m.Subject(), "try", tries, "delay", delay, "err", err)
 		_ = m.NakWithDelay(delay)
 		return
 	}
@@ -236,13 +238,13 @@ func (w *Worker) settle(runCtx, work context.Context, m jetstream.Msg, err error
 // giveUp hands a message that will not be tried again to GiveUp and then to
 // the dead-letter stream.
 func (w *Worker) giveUp(ctx context.Context, m jetstream.Msg, err error, tries uint64) {
-	w.Log.Error("giving up; dead-lettered", "stream", w.Stream, "subject", m.Subject(), "tries", tries, "err", err)
+	w.Log.ErrorContext(ctx, "giving up; dead-lettered", "stream", w.Stream, "subject", m.Subject(), "tries", tries, "err", err)
 	if w.GiveUp != nil {
 		w.GiveUp(ctx, m, err)
 	}
 	if derr := w.deadLetter(ctx, m, err, tries); derr != nil {
 		// Keep it in the stream rather than lose it; it will come back after AckWait.
-		w.Log.Error("dead-letter publish failed; leaving the message in place", "subject", m.Subject(), "err", derr)
+		w.Log.ErrorContext(ctx, "dead-letter publish failed; leaving the message in place", "subject", m.Subject(), "err", derr)
 		_ = m.NakWithDelay(w.AckWait)
 		return
 	}

@@ -63,6 +63,10 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	if r.TraceContext != nil {
+		// Its publishes carry the trace (header traceparent).
+		ctx = envelope.WithTraceparent(ctx, r.TraceContext.Traceparent)
+	}
 
 	data, err := json.Marshal(r)
 	if err != nil {

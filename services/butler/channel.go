@@ -66,7 +66,7 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 	deadline := time.Now().Add(wait)
 	cons, err := bus.BindConsumer(ctx, js, bus.StreamInbox, cfg, b.log)
 	for delay := 250 * time.Millisecond; errors.Is(err, jetstream.ErrStreamNotFound) && time.Now().Add(delay).Before(deadline); delay = min(delay*2, 5*time.Second) {
-		b.log.Warn("waiting for the inbox stream; run herald setup if it never comes", "stream", bus.StreamInbox, "retry_in", delay)
+		b.log.WarnContext(ctx, "waiting for the inbox stream; run herald setup if it never comes", "stream", bus.StreamInbox, "retry_in", delay)
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
@@ -177,7 +177,7 @@ func (c *channelSide) run(ctx context.Context) error {
 		c.pulling.Unlock()
 		if err != nil && !idle(err) && ctx.Err() == nil {
 			c.b.lastErr.Record(err)
-			c.b.log.Warn("reading the inbox", "err", err)
+			c.b.log.WarnContext(ctx, "reading the inbox", "err", err)
 			time.Sleep(time.Second)
 		}
 	}
@@ -251,11 +251,11 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 	v, err := c.take(ctx, msg)
 	switch {
 	case errors.Is(err, envelope.ErrValidation):
-		c.b.log.Error("dropping an undecodable inbox message", "subject", msg.Subject(), "err", err)
+		c.b.log.ErrorContext(ctx, "dropping an undecodable inbox message", "subject", msg.Subject(), "err", err)
 		_ = msg.Term()
 		return
 	case err != nil:
-		c.b.log.Warn("inbox message not delivered yet", "err", err)
+		c.b.log.WarnContext(ctx, "inbox message not delivered yet", "err", err)
 		_ = msg.NakWithDelay(time.Second)
 		return
 	case v == nil: // a verdict, already handled
@@ -266,7 +266,7 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 	sent := 0
 	for _, id := range c.receivers() {
 		if err := c.b.mcp.SendNotificationToSpecificClient(id, MethodChannel, params); err != nil {
-			c.b.log.Warn("channel notification not sent", "session", id, "err", err)
+			c.b.log.WarnContext(ctx, "channel notification not sent", "session", id, "err", err)
 			continue
 		}
 		sent++
@@ -275,7 +275,7 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
-	c.b.log.Info("inbound message delivered to the model", "request_id", v.Meta["request_id"], "source", v.Meta["source"], "sessions", sent)
+	c.b.log.InfoContext(ctx, "inbound message delivered to the model", "request_id", v.Meta["request_id"], "source", v.Meta["source"], "sessions", sent)
 	_ = msg.Ack()
 }
 

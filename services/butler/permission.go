@@ -23,7 +23,7 @@ func (b *Butler) permissionRequest(ctx context.Context, n mcp.JSONRPCNotificatio
 	id := str("request_id")
 	session := server.ClientSessionFromContext(ctx)
 	if session == nil || !approval.IDPattern.MatchString(id) {
-		b.log.Warn("ignoring a malformed permission request", "request_id", id)
+		b.log.WarnContext(ctx, "ignoring a malformed permission request", "request_id", id)
 		return
 	}
 	now := time.Now().UTC()
@@ -33,19 +33,19 @@ func (b *Butler) permissionRequest(ctx context.Context, n mcp.JSONRPCNotificatio
 		CreatedAt: now, ExpiresAt: now.Add(approval.DefaultTTL),
 	}
 	if err := b.channel.approvals.Create(ctx, req); err != nil {
-		b.log.Warn("permission request not opened", "request_id", id, "err", err)
+		b.log.WarnContext(ctx, "permission request not opened", "request_id", id, "err", err)
 		return
 	}
 	targets := b.approvers()
 	if len(targets) == 0 {
-		b.log.Warn("permission request has nobody to ask: no integration granted to this butler lists approvers", "request_id", id)
+		b.log.WarnContext(ctx, "permission request has nobody to ask: no integration granted to this butler lists approvers", "request_id", id)
 		return
 	}
 	b.metrics.ApprovalAsked(b.name)
 	// The prompts go out in the background: a notification handler must not
 	// block the client's session.
 	b.prompts.Go(func() {
-		ctx, cancel := context.WithTimeout(b.promptsCtx, time.Minute)
+		ctx, cancel := context.WithTimeout(envelope.WithTraceparent(b.promptsCtx, envelope.NewTraceparent()), time.Minute)
 		defer cancel()
 		for _, t := range targets {
 			d := envelope.Delivery{
@@ -54,7 +54,7 @@ func (b *Butler) permissionRequest(ctx context.Context, n mcp.JSONRPCNotificatio
 			}
 			res := b.send(ctx, envelope.NewNotify(b.name, d, nil))
 			if res.IsError {
-				b.log.Warn("permission prompt not delivered", "request_id", id, "channel", t.channel)
+				b.log.WarnContext(ctx, "permission prompt not delivered", "request_id", id, "channel", t.channel)
 			}
 		}
 	})

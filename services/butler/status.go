@@ -7,6 +7,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/obs"
 )
 
@@ -39,9 +40,15 @@ func (b *Butler) inboxConsumer() obs.Consumer {
 }
 
 // counted counts a sending tool's calls (notify, reply, react) by result: an
-// isError answer or a Go error is an error.
+// isError answer or a Go error is an error. It also starts the call's trace,
+// continuing the client's when the request's _meta carries a traceparent.
 func (b *Butler) counted(h server.ToolHandlerFunc) server.ToolHandlerFunc {
 	return func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		var parent string
+		if m := req.Params.Meta; m != nil {
+			parent, _ = m.AdditionalFields[envelope.HeaderTraceparent].(string)
+		}
+		ctx = envelope.WithTraceparent(ctx, envelope.ChildTraceparent(parent))
 		res, err := h(ctx, req)
 		result := obs.CallOK
 		if err != nil || res == nil || res.IsError {

@@ -85,11 +85,12 @@ func (b *Butler) notify(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 // the tool's answer; notify, reply and react all end here.
 func (b *Butler) send(ctx context.Context, n *envelope.Notify) *mcp.CallToolResult {
 	r := envelope.NewRoute(n)
+	r.TraceContext = envelope.TraceContextOf(ctx)
 	resp, err := b.client.Send(ctx, r)
 	switch {
 	case errors.Is(err, route.ErrQueued):
 		id := r.RequestContext.RequestID
-		b.log.Warn("no answer in time; notification queued", "request_id", id)
+		b.log.WarnContext(ctx, "no answer in time; notification queued", "request_id", id)
 		queued := &envelope.RouteResponse{SchemaVersion: envelope.RouteResponseV1, RequestContext: envelope.RequestRef{RequestID: id}, Status: envelope.StatusAccepted}
 		return mcp.NewToolResultStructured(queued, fmt.Sprintf(
 			"Notification queued (request_id %s): Herald has it but no delivery answer came within %s. "+

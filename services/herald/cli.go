@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/messenger"
 	"github.com/heraldhq/herald/services/switchboard"
@@ -201,7 +202,7 @@ func runDev(ctx context.Context, args []string, o IO) error {
 	if err != nil {
 		return err
 	}
-	log := slog.New(slog.NewTextHandler(o.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	log := slog.New(obs.TraceLog(slog.NewTextHandler(o.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	err = Dev(ctx, DevOptions{Config: cfg, Getenv: o.Getenv, Log: log, Out: o.Stdout, ConfigFile: *path, StateFile: DevStateFile})
 	if err == nil || errors.Is(err, context.Canceled) {
 		if cfg.NATS.URL == "" {
@@ -307,7 +308,7 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 		return fmt.Errorf("%w: set nats.url or NATS_URL (only herald dev embeds NATS)", config.ErrInvalid)
 	}
 	// switchboard.Run and messenger.Run name themselves in their log lines.
-	log := slog.New(slog.NewJSONHandler(o.Stderr, nil))
+	log := slog.New(obs.TraceLog(slog.NewJSONHandler(o.Stderr, nil)))
 	conn := service
 	if service == "butler" {
 		if *name == "" {

@@ -127,7 +127,7 @@ func (a *attempt) abandon(ctx context.Context, cause error) {
 	}
 	a.rec.Attempt = ""
 	if err := a.writeLocked(ctx); err != nil {
-		a.m.log.Warn("releasing a delivery record", "delivery_id", a.rec.DeliveryID, "err", err)
+		a.m.log.WarnContext(ctx, "releasing a delivery record", "delivery_id", a.rec.DeliveryID, "err", err)
 	}
 }
 
@@ -159,7 +159,7 @@ func (a *attempt) heartbeat() {
 			a.mu.Lock()
 			ctx, cancel := context.WithTimeout(context.Background(), a.m.leaseTTL/3)
 			if err := a.writeLocked(ctx); err != nil {
-				a.m.log.Warn("keeping the delivery record fresh", "delivery_id", a.rec.DeliveryID, "err", err)
+				a.m.log.WarnContext(ctx, "keeping the delivery record fresh", "delivery_id", a.rec.DeliveryID, "err", err)
 			}
 			cancel()
 			a.mu.Unlock()
@@ -184,20 +184,20 @@ func (a *attempt) writeLocked(ctx context.Context) error {
 		case errors.Is(err, ledger.ErrConflict):
 			a.lost = fmt.Errorf("%w: delivery %s was %w", envelope.ErrTargetUnavailable, a.rec.DeliveryID, errTakenOver)
 			if a.dirty {
-				a.m.log.Error("another attempt took over this delivery while an accepted message was not yet recorded; it may be sent again",
+				a.m.log.ErrorContext(ctx, "another attempt took over this delivery while an accepted message was not yet recorded; it may be sent again",
 					"delivery_id", a.rec.DeliveryID, "message_ids", a.rec.MessageIDs)
 			}
 			return a.lost
 		}
 		if ctx.Err() != nil {
 			if a.dirty {
-				a.m.log.Error("delivered but not recorded: the ledger could not be written before stopping; the next attempt will treat the last call as uncertain",
+				a.m.log.ErrorContext(ctx, "delivered but not recorded: the ledger could not be written before stopping; the next attempt will treat the last call as uncertain",
 					"delivery_id", a.rec.DeliveryID, "message_ids", a.rec.MessageIDs, "err", err)
 			}
 			return err
 		}
 		if try == 1 || try%20 == 0 {
-			a.m.log.Warn("ledger write failed; retrying the write", "delivery_id", a.rec.DeliveryID, "try", try, "err", err)
+			a.m.log.WarnContext(ctx, "ledger write failed; retrying the write", "delivery_id", a.rec.DeliveryID, "try", try, "err", err)
 		}
 		select {
 		case <-ctx.Done():

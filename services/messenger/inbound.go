@@ -40,7 +40,7 @@ func (s *sink) Ingress(ctx context.Context, in *envelope.Ingress) error {
 	in.SchemaVersion = envelope.IngressV1
 	in.IntegrationID = s.in.ID
 	if err := envelope.Check(schemas.Ingress, in); err != nil {
-		s.m.log.Error("inbound message malformed; dropped", "integration", s.in.ID, "native_id", in.NativeID, "err", err)
+		s.m.log.ErrorContext(ctx, "inbound message malformed; dropped", "integration", s.in.ID, "native_id", in.NativeID, "err", err)
 		s.Dropped(ctx, in, "malformed")
 		return nil
 	}
@@ -48,6 +48,8 @@ func (s *sink) Ingress(ctx context.Context, in *envelope.Ingress) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
+	// A person's message starts its trace here, on its way to the butler.
+	ctx = envelope.WithTraceparent(ctx, envelope.NewTraceparent())
 	if _, err := bus.Publish(ctx, s.js, bus.IngressSubject(s.in.Type), b, s.in.ID+":"+in.NativeID, nil); err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)
 	}
@@ -119,7 +121,7 @@ func (s *sink) Status(st deliver.Status) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := s.status.Put(ctx, s.in.ID, b); err != nil {
-		s.m.log.Warn("status not recorded", "integration", s.in.ID, "err", err)
+		s.m.log.WarnContext(ctx, "status not recorded", "integration", s.in.ID, "err", err)
 	}
 }
 

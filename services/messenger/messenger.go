@@ -127,7 +127,7 @@ func Run(ctx context.Context, o Options) error {
 		s, err := factory(in, env)
 		if err != nil {
 			// One misconfigured account must not silence the others.
-			log.Error("integration unavailable", "integration", in.ID, "channel", in.Type, "err", err)
+			log.ErrorContext(ctx, "integration unavailable", "integration", in.ID, "channel", in.Type, "err", err)
 			m.broken[in.ID] = err
 			continue
 		}
@@ -145,12 +145,12 @@ func Run(ctx context.Context, o Options) error {
 			rf = ch.NewReceiver
 		}
 		if rf == nil {
-			log.Warn("inbound is configured but this channel type cannot receive yet", "integration", in.ID, "channel", in.Type)
+			log.WarnContext(ctx, "inbound is configured but this channel type cannot receive yet", "integration", in.ID, "channel", in.Type)
 			continue
 		}
 		r, err := rf(in, env)
 		if err != nil {
-			log.Error("receiver unavailable", "integration", in.ID, "channel", in.Type, "err", err)
+			log.ErrorContext(ctx, "receiver unavailable", "integration", in.ID, "channel", in.Type, "err", err)
 			continue
 		}
 		if r != nil {
@@ -201,7 +201,7 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	})
 	state.Set(nil)
-	log.Info("messenger running", "integrations", len(m.senders), "receivers", len(receivers), "unavailable", len(m.broken))
+	log.InfoContext(ctx, "messenger running", "integrations", len(m.senders), "receivers", len(receivers), "unavailable", len(m.broken))
 	return g.Wait()
 }
 
@@ -222,6 +222,7 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 	if err != nil {
 		return err
 	}
+	ctx = envelope.Traced(ctx, r)
 	n := r.Notify()
 	if n == nil {
 		return fmt.Errorf("%w: delivery carries no notify_request", envelope.ErrValidation)
@@ -258,11 +259,11 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 	if rec != nil && rec.Status == ledger.Failed && msg.Headers().Get(bus.HeaderReplay) != "" {
 		// An operator replayed it: a failure is tried again (a delivery
 		// that got out is still answered from its record below).
-		m.log.Info("replayed; trying a failed delivery again", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "request_id", r.RequestContext.RequestID)
+		m.log.InfoContext(ctx, "replayed; trying a failed delivery again", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "request_id", r.RequestContext.RequestID)
 		rec.Status, rec.Error = ledger.Sending, nil
 	}
 	if rec != nil && rec.Final() {
-		m.log.Info("already delivered; answering from the ledger", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "request_id", r.RequestContext.RequestID)
+		m.log.InfoContext(ctx, "already delivered; answering from the ledger", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "request_id", r.RequestContext.RequestID)
 		return m.answer(ctx, r, key, rec.Response(r.RequestContext.RequestID))
 	}
 	if rec == nil {
@@ -280,7 +281,7 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 			return err
 		}
 	} else if len(rec.MessageIDs) > 0 {
-		m.log.Warn("resuming an interrupted delivery", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "chunks_sent", len(rec.MessageIDs))
+		m.log.WarnContext(ctx, "resuming an interrupted delivery", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "chunks_sent", len(rec.MessageIDs))
 	}
 	a := m.newAttempt(rec)
 	d := deliver.Delivery{
@@ -312,7 +313,7 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 		counted = obs.OutcomeUncertain
 	}
 	m.metrics.Delivery(n.OriginButler, n.Delivery.Channel, counted, "", obs.RequestIDTime(r.RequestContext.RequestID))
-	m.log.Info("delivered", "butler", n.OriginButler, "channel", n.Delivery.Channel, "intent", n.Delivery.Intent, "delivery_id", rec.DeliveryID, "chunks", len(receipt.MessageIDs), "outcome", outcome, "request_id", r.RequestContext.RequestID)
+	m.log.InfoContext(ctx, "delivered", "butler", n.OriginButler, "channel", n.Delivery.Channel, "intent", n.Delivery.Intent, "delivery_id", rec.DeliveryID, "chunks", len(receipt.MessageIDs), "outcome", outcome, "request_id", r.RequestContext.RequestID)
 	return m.answer(ctx, r, key, rec.Response(r.RequestContext.RequestID))
 }
 
@@ -342,7 +343,7 @@ func (m *Messenger) uncertain(ctx context.Context, r *envelope.Route, key string
 		return "", "", err
 	}
 	m.audit.Write(ctx, audit.Record{Kind: audit.Uncertain, Butler: n.OriginButler, Channel: n.Delivery.Channel, Intent: n.Delivery.Intent, RequestID: r.RequestContext.RequestID, Key: key, DeliveryID: rec.DeliveryID, Reason: note})
-	m.log.Warn("uncertain delivery", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "on_uncertain", policy, "chunk", chunk, "request_id", r.RequestContext.RequestID)
+	m.log.WarnContext(ctx, "uncertain delivery", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "on_uncertain", policy, "chunk", chunk, "request_id", r.RequestContext.RequestID)
 	return ledger.OutcomeUncertain, note, nil
 }
 
@@ -353,7 +354,7 @@ func (m *Messenger) giveUp(ctx context.Context, msg jetstream.Msg, cause error) 
 	m.lastErr.Record(cause)
 	r, err := envelope.DecodeRoute(msg.Data())
 	if err != nil || r.Notify() == nil {
-		m.log.Error("undeliverable and undecodable; dead-lettered", "subject", msg.Subject(), "err", cause)
+		m.log.ErrorContext(ctx, "undeliverable and undecodable; dead-lettered", "subject", msg.Subject(), "err", cause)
 		return
 	}
 	n, key := r.Notify(), msg.Headers().Get(bus.HeaderKey)
@@ -367,11 +368,11 @@ func (m *Messenger) giveUp(ctx context.Context, msg jetstream.Msg, cause error) 
 	// accepted, or whose last call's outcome is unknown, is uncertain.
 	rec, err := m.ledger.Get(ctx, n.OriginButler, key)
 	if err != nil {
-		m.log.Warn("reading the delivery record of a failed delivery", "request_id", r.RequestContext.RequestID, "err", err)
+		m.log.WarnContext(ctx, "reading the delivery record of a failed delivery", "request_id", r.RequestContext.RequestID, "err", err)
 	}
 	if rec != nil {
 		if held, _ := rec.HeldBy("", m.leaseTTL); rec.Final() || held {
-			m.log.Warn("giving up on a copy of a delivery that is done or in progress elsewhere", "delivery_id", rec.DeliveryID, "err", cause)
+			m.log.WarnContext(ctx, "giving up on a copy of a delivery that is done or in progress elsewhere", "delivery_id", rec.DeliveryID, "err", cause)
 			return
 		}
 	}
@@ -391,7 +392,7 @@ func (m *Messenger) giveUp(ctx context.Context, msg jetstream.Msg, cause error) 
 		}
 		rec.Calling, rec.Attempt = false, ""
 		if err := m.ledger.Save(ctx, rec); err != nil {
-			m.log.Warn("recording failure", "delivery_id", rec.DeliveryID, "err", err)
+			m.log.WarnContext(ctx, "recording failure", "delivery_id", rec.DeliveryID, "err", err)
 		}
 	}
 	nr := envelope.Failed(r.RequestContext.RequestID, cause)
@@ -403,7 +404,7 @@ func (m *Messenger) giveUp(ctx context.Context, msg jetstream.Msg, cause error) 
 	}
 	m.metrics.Delivery(n.OriginButler, n.Delivery.Channel, counted, class, obs.RequestIDTime(r.RequestContext.RequestID))
 	if err := m.answer(ctx, r, key, nr); err != nil {
-		m.log.Error("answering a failed delivery", "request_id", r.RequestContext.RequestID, "err", err)
+		m.log.ErrorContext(ctx, "answering a failed delivery", "request_id", r.RequestContext.RequestID, "err", err)
 	}
 }
 
@@ -416,6 +417,9 @@ func (m *Messenger) answer(ctx context.Context, r *envelope.Route, key string, n
 	h := nats.Header{}
 	h.Set(bus.HeaderChannel, r.Notify().Delivery.Channel)
 	h.Set(bus.HeaderKey, key)
+	if tp := envelope.Traceparent(envelope.Traced(ctx, r)); tp != "" {
+		h.Set(envelope.HeaderTraceparent, tp)
+	}
 	id := r.RequestContext.RequestID
 	_, err = m.js.PublishMsg(ctx, &nats.Msg{Subject: bus.ResultSubject(r.Target.Butler, id), Data: b, Header: withMsgID(h, "result:"+id)})
 	if err != nil && !errors.Is(err, context.Canceled) {

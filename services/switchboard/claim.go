@@ -133,7 +133,7 @@ func (g *inbound) claimed(ctx context.Context, it *config.Integration, in *envel
 			return true, err
 		}
 		g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: c.Butler, Channel: it.Channel(), RequestID: in.RequestContext.RequestID, Reason: ReasonThreadClaimed})
-		g.log.Info("thread claimed", "butler", c.Butler, "integration", it.ID, "thread", thread)
+		g.log.InfoContext(ctx, "thread claimed", "butler", c.Butler, "integration", it.ID, "thread", thread)
 		return true, nil
 	case in.Meta["reply_to_message_id"] != "":
 		var c claim

@@ -204,7 +204,7 @@ func (g *inbound) forward(ctx context.Context, it *config.Integration, in *envel
 	}
 	g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: it.Channel(), RequestID: in.RequestContext.RequestID, Reason: ReasonInboundMessage})
 	g.metrics.Inbound(it.Channel(), obs.InboundAccepted, "")
-	g.log.Debug("inbound routed", "butler", butler, "channel", it.Channel(), "request_id", in.RequestContext.RequestID)
+	g.log.DebugContext(ctx, "inbound routed", "butler", butler, "channel", it.Channel(), "request_id", in.RequestContext.RequestID)
 	return nil
 }
 
@@ -212,6 +212,7 @@ func (g *inbound) forward(ctx context.Context, it *config.Integration, in *envel
 // so a message handled twice (a redelivery after a crash) is one message there.
 func (g *inbound) publish(ctx context.Context, butler string, in *envelope.Ingress) error {
 	r := envelope.NewInboundRoute(butler, in)
+	ctx = envelope.Traced(ctx, r)
 	if err := envelope.Check(schemas.Route, r); err != nil {
 		return err
 	}

@@ -132,7 +132,7 @@ func run(ctx context.Context, o Options, log *slog.Logger, state *obs.State) err
 	defer func() { _ = svc.Stop() }()
 	defer o.Metrics.WatchConsumers(js, consumers...)()
 	o.Health.Add(HealthCheck, obs.All(state.Check, obs.ConsumerCheck(js, consumers...)))
-	log.Info("switchboard running", "butlers", len(o.Config.Butlers), "integrations", len(o.Config.Integrations))
+	log.InfoContext(ctx, "switchboard running", "butlers", len(o.Config.Butlers), "integrations", len(o.Config.Integrations))
 	g, ctx := errgroup.WithContext(ctx)
 	for _, w := range []*bus.Worker{routes, results, ingress} {
 		g.Go(func() error {
@@ -196,6 +196,7 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return err
 	}
+	ctx = envelope.Traced(ctx, r)
 	n := r.Notify()
 	switch {
 	case n == nil:
@@ -244,7 +245,7 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 		s.metrics.Routed(butler, n.Delivery.Channel)
 	}
 	s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: n.Delivery.Channel, Intent: n.Delivery.Intent, RequestID: r.RequestContext.RequestID, Key: key})
-	s.log.Debug("routed", "butler", butler, "channel", n.Delivery.Channel, "request_id", r.RequestContext.RequestID)
+	s.log.DebugContext(ctx, "routed", "butler", butler, "channel", n.Delivery.Channel, "request_id", r.RequestContext.RequestID)
 	return nil
 }
 
@@ -288,7 +289,7 @@ func (s *Switchboard) answerFromLedger(r *envelope.Route, butler, key string) {
 	defer cancel()
 	rec, err := s.ledger.Wait(ctx, butler, key)
 	if err != nil {
-		s.log.Warn("repeat not answered: no final delivery record in time", "butler", butler, "request_id", r.RequestContext.RequestID, "err", err)
+		s.log.WarnContext(ctx, "repeat not answered: no final delivery record in time", "butler", butler, "request_id", r.RequestContext.RequestID, "err", err)
 		return
 	}
 	s.answer(butler, r.RequestContext.RequestID, envelope.Answer(r, rec.Response(r.RequestContext.RequestID)))
@@ -353,7 +354,7 @@ func (s *Switchboard) reject(ctx context.Context, m jetstream.Msg, cause error) 
 		return
 	}
 	if err := s.settle(ctx, butler, id, d.Channel, envelope.Reject(id, cause)); err != nil {
-		s.log.Error("a failed notify's butler could not be told", "butler", butler, "request_id", id, "err", err)
+		s.log.ErrorContext(ctx, "a failed notify's butler could not be told", "butler", butler, "request_id", id, "err", err)
 	}
 }
 
@@ -410,7 +411,9 @@ func (s *Switchboard) settle(ctx context.Context, butler, id, channel string, re
 		channel = nr.Delivery.Channel
 	}
 	notice := envelope.NewDeliveryNotice(id, channel, nr)
-	b, err := json.Marshal(envelope.NewInboundRoute(butler, notice))
+	ir := envelope.NewInboundRoute(butler, notice)
+	ctx = envelope.Traced(ctx, ir)
+	b, err := json.Marshal(ir)
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
@@ -418,7 +421,7 @@ func (s *Switchboard) settle(ctx context.Context, butler, id, channel string, re
 		return fmt.Errorf("%w: telling butler %s about request %s: %w", envelope.ErrTargetUnavailable, butler, id, err)
 	}
 	s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: channel, RequestID: id, Reason: notice.Meta[envelope.MetaKind]})
-	s.log.Info("butler told of a late outcome", "butler", butler, "request_id", id, "kind", notice.Meta[envelope.MetaKind])
+	s.log.InfoContext(ctx, "butler told of a late outcome", "butler", butler, "request_id", id, "kind", notice.Meta[envelope.MetaKind])
 	return nil
 }
 

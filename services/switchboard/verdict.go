@@ -85,7 +85,7 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 	}
 	g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: req.Butler, Channel: channel, RequestID: in.RequestContext.RequestID, Reason: ReasonPermissionVerdict})
 	g.metrics.Inbound(channel, obs.InboundAccepted, "")
-	g.log.Info("permission verdict", "butler", req.Butler, "permission_request_id", id, "behavior", behavior, "request_id", in.RequestContext.RequestID)
+	g.log.InfoContext(ctx, "permission verdict", "butler", req.Butler, "permission_request_id", id, "behavior", behavior, "request_id", in.RequestContext.RequestID)
 	return true, nil
 }
 
