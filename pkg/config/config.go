@@ -309,6 +309,9 @@ func Parse(b []byte) (*Config, error) {
 	var c Config
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
+		if hint := indentHint(string(b)); hint != "" {
+			return nil, fmt.Errorf("%w: %s (the YAML parser says: %w)", ErrInvalid, hint, err)
+		}
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	if doc.Kind != 0 {
