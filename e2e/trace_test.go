@@ -1,9 +1,16 @@
 package e2e
 
 import (
+	"encoding/json"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/heraldhq/herald/pkg/audit"
+	"github.com/heraldhq/herald/pkg/envelope"
 )
 
 // TestTraceFollowsANotify: a notify whose MCP request carries
@@ -44,4 +51,44 @@ func TestTraceFollowsANotify(t *testing.T) {
 	if id, _ := recs[0]["trace_id"].(string); len(id) != 32 || id == traceID {
 		t.Errorf("a notify without a traceparent: trace_id %q, want a new trace", id)
 	}
+}
+
+// TestLogFindsANotifysTrail: `herald log --request-id` shows what happened
+// to one notify, from the real audit records the fleet wrote: routed, then
+// delivered, and nothing of another notify.
+func TestLogFindsANotifysTrail(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	var ids []string
+	for _, msg := range []string{"first", "second"} {
+		res := f.notify("health", map[string]any{"channel": "log", "message": msg})
+		if res.IsError {
+			t.Fatalf("notify: %s", text(res))
+		}
+		b, _ := json.Marshal(res.StructuredContent)
+		var nr envelope.NotifyResponse
+		if err := json.Unmarshal(b, &nr); err != nil || nr.RequestContext.RequestID == "" {
+			t.Fatalf("notify answer %s: %v", b, err)
+		}
+		ids = append(ids, nr.RequestContext.RequestID)
+	}
+	var kinds []string
+	eventually(t, 10*time.Second, func() bool {
+		out, err := f.herald("log", "--request-id", ids[0], "--json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds = nil
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			var r audit.Record
+			if err := json.Unmarshal([]byte(line), &r); err != nil {
+				t.Fatalf("herald log --json line %q: %v", line, err)
+			}
+			if r.RequestID != ids[0] {
+				t.Fatalf("herald log --request-id %s printed %s's record", ids[0], r.RequestID)
+			}
+			kinds = append(kinds, string(r.Kind))
+		}
+		return slices.Equal(kinds, []string{"routed", "delivered"})
+	}, "herald log --request-id to show the notify routed, then delivered")
 }
