@@ -569,20 +569,7 @@ func logAs(t *testing.T, url, user, password string, args ...string) (string, er
 // TestLogAsOperator: under the permissions `herald nats-auth` generates, the
 // operator user reads the audit log, filters and all; a butler may not.
 func TestLogAsOperator(t *testing.T) {
-	cfg, err := config.Parse([]byte("butlers:\n  - { name: health }\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pw := map[string]string{}
-	for _, u := range natsauth.Users(cfg) {
-		pw[u.Name] = "pw-" + strings.ReplaceAll(u.Name, "-", "")
-		t.Setenv(u.PasswordEnv, pw[u.Name])
-	}
-	url := runAuthNATS(t, natsauth.Render(cfg))
-	setup := connAs(t, url, "setup", pw["setup"], natsauth.ConnCLI)
-	if err := bus.EnsureTopology(t.Context(), setup, bus.Topology{Replicas: 1, Repair: true, Butlers: cfg.ButlerNames()}); err != nil {
-		t.Fatal(err)
-	}
+	url, pw := secureBus(t)
 	w := &audit.Writer{JS: connAs(t, url, "switchboard", pw["switchboard"], natsauth.ConnSwitchboard), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, r := range sample {
 		w.Write(t.Context(), r)
@@ -641,28 +628,37 @@ accounts {
 // dead ls lists what the services dead-lettered (it once said "No dead
 // letters." because it could not pull from the stream).
 func TestDeadAsOperator(t *testing.T) {
-	cfg, err := config.Parse([]byte("butlers:\n  - { name: health }\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pw := map[string]string{}
-	for _, u := range natsauth.Users(cfg) {
-		pw[u.Name] = "pw-" + strings.ReplaceAll(u.Name, "-", "")
-		t.Setenv(u.PasswordEnv, pw[u.Name])
-	}
-	url := runAuthNATS(t, natsauth.Render(cfg))
-	setup := connAs(t, url, "setup", pw["setup"], natsauth.ConnCLI)
-	if err := bus.EnsureTopology(t.Context(), setup, bus.Topology{Replicas: 1, Repair: true, Butlers: cfg.ButlerNames()}); err != nil {
-		t.Fatal(err)
-	}
+	url, pw := secureBus(t)
 	sb := connAs(t, url, "switchboard", pw["switchboard"], natsauth.ConnSwitchboard)
 	if _, err := sb.Publish(t.Context(), bus.DeadSubject(bus.StreamRoute, "herald.route.health"), []byte(`{"x":1}`)); err != nil {
 		t.Fatal(err)
 	}
 	url = strings.Replace(url, "nats://", "nats://operator:"+pw["operator"]+"@", 1)
 	var out, errs bytes.Buffer
-	err = runDead(t.Context(), []string{"ls", "--timeout", "20s"}, IO{Getenv: func(k string) string { return map[string]string{"NATS_URL": url}[k] }, Stdout: &out, Stderr: &errs})
+	err := runDead(t.Context(), []string{"ls", "--timeout", "20s"}, IO{Getenv: func(k string) string { return map[string]string{"NATS_URL": url}[k] }, Stdout: &out, Stderr: &errs})
 	if lines := strings.Split(strings.TrimSpace(out.String()), "\n"); err != nil || len(lines) != 2 || !strings.HasPrefix(strings.TrimSpace(lines[1]), "1 ") {
 		t.Fatalf("herald dead ls as the operator: %v\n%s%s", err, out.String(), errs.String())
 	}
+}
+
+// secureBus is a nats-server with the permissions herald nats-auth derives
+// for a fleet of one butler, health, with its topology set up; pw are the
+// users' passwords.
+func secureBus(t *testing.T) (url string, pw map[string]string) {
+	t.Helper()
+	cfg, err := config.Parse([]byte("butlers:\n  - { name: health }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw = map[string]string{}
+	for _, u := range natsauth.Users(cfg) {
+		pw[u.Name] = "pw-" + strings.ReplaceAll(u.Name, "-", "")
+		t.Setenv(u.PasswordEnv, pw[u.Name])
+	}
+	url = runAuthNATS(t, natsauth.Render(cfg))
+	setup := connAs(t, url, "setup", pw["setup"], natsauth.ConnCLI)
+	if err := bus.EnsureTopology(t.Context(), setup, bus.Topology{Replicas: 1, Repair: true, Butlers: cfg.ButlerNames()}); err != nil {
+		t.Fatal(err)
+	}
+	return url, pw
 }
