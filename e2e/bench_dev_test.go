@@ -333,18 +333,19 @@ func fetch(url, file string) error {
 }
 
 // cleanEnv is the environment of the herald process: what a shell gives any
-// program, and the Go runtime's own knobs (GOGC, GOMAXPROCS, GOMEMLIMIT,
-// GODEBUG), so that they can be tried on it.
+// program, plus BENCH_HERALD_ENV ("GOGC=50 GOMEMLIMIT=64MiB", say), so that
+// the Go runtime's knobs can be tried on herald dev without turning them on
+// the benchmark's own process too.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
 		switch k {
-		case "PATH", "HOME", "TMPDIR", "LANG", "USER", "GOGC", "GOMAXPROCS", "GOMEMLIMIT", "GODEBUG":
+		case "PATH", "HOME", "TMPDIR", "LANG", "USER":
 			env = append(env, kv)
 		}
 	}
-	return env
+	return append(env, strings.Fields(os.Getenv("BENCH_HERALD_ENV"))...)
 }
 
 // freeAddr is a loopback address with a port free a moment ago.
