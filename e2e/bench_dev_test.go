@@ -36,7 +36,7 @@ type devProc struct {
 	state   *herald.DevState
 	nc      *nats.Conn
 	js      jetstream.JetStream
-	logs    *ledgerOf // the log channel's records (logger llm_notify), by marker
+	logs    *arrivals // the log channel's records (logger llm_notify)
 	pprof   string    // the process's profiler address, when profiling
 	env     []string
 	exited  chan struct{}
@@ -76,7 +76,7 @@ var heraldBin = sync.OnceValues(func() (string, error) {
 // waitStartProfile waits for it.
 func startDev(b *testing.B, t *table, name, yaml string, profileStart time.Duration, env ...string) *devProc {
 	b.Helper()
-	p := &devProc{b: b, name: name, dir: b.TempDir(), logs: newLedger()}
+	p := &devProc{b: b, name: name, dir: b.TempDir(), logs: newArrivals()}
 	if err := os.WriteFile(filepath.Join(p.dir, "herald.yaml"), []byte(yaml), 0o600); err != nil {
 		b.Fatal(err)
 	}
@@ -204,7 +204,7 @@ func (p *devProc) readLog(r io.Reader) {
 	for sc.Scan() {
 		line := sc.Text()
 		if strings.Contains(line, "logger=llm_notify") {
-			p.logs.note(line)
+			p.logs.note(line, time.Now())
 			continue
 		}
 		p.mu.Lock()

@@ -76,21 +76,21 @@ integrations:
 		})
 	}
 
+	// delivered counts a row's deliveries: in the process's log, or at the fake.
 	delivered := func(ch, run string, ok int) (int, int) {
 		if ch == "log" {
-			return dev.logs.waitDelivered(run, ok, 10*time.Second)
+			return dev.logs.wait(run, ok, 10*time.Second)
 		}
-		got := newLedger()
 		deadline := time.Now().Add(10 * time.Second)
 		for {
-			got = newLedger()
+			got := newArrivals()
 			for _, call := range tg.Calls("sendMessage") {
 				if call.OK() {
-					got.note(call.Params["text"])
+					got.note(call.Params["text"], call.Arrived)
 				}
 			}
-			if n, _ := got.check(run, ok); n >= ok || time.Now().After(deadline) {
-				return got.check(run, ok)
+			if n, dup := got.of(run); n >= ok || time.Now().After(deadline) {
+				return n, dup
 			}
 			time.Sleep(100 * time.Millisecond)
 		}

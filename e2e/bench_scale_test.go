@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -135,8 +134,7 @@ func benchInbound(b *testing.B, t *table, dev *devProc, n int) {
 	ctx := context.Background()
 	chats := activeChats(n)
 	rate := float64(benchInboundPerMin) / 60
-	total := int(benchInboundFor.Seconds() * rate)
-	inbox, notified := newArrivals(total), newArrivals(total)
+	inbox, notified := newArrivals(), newArrivals()
 
 	// The models: one session per active butler, its GET stream open.
 	for _, c := range chats {
@@ -163,7 +161,7 @@ func benchInbound(b *testing.B, t *table, dev *devProc, n int) {
 			b.Fatal(err)
 		}
 	}
-	if got := notified.waitRun("warm", len(chats), 30*time.Second); got < len(chats) {
+	if got, _ := notified.wait("warm", len(chats), 30*time.Second); got < len(chats) {
 		b.Fatalf("warm-up: %d of %d inbound messages reached their butler's session\n%s", got, len(chats), dev.lastLines())
 	}
 
@@ -185,8 +183,8 @@ func benchInbound(b *testing.B, t *table, dev *devProc, n int) {
 		{fmt.Sprintf("(k) inbound %s/min → butler inbox (%d of %s butlers)", thousands(float64(benchInboundPerMin)), len(chats), thousands(float64(n))), inbox},
 		{"(l) inbound → channel notification on the model's MCP session", notified},
 	} {
-		got := r.a.waitRun("in", res.ok, 30*time.Second)
-		lat, dup := r.a.latencies("in", res.due)
+		got, dup := r.a.wait("in", res.ok, 30*time.Second)
+		lat := r.a.latencies("in", res.due)
 		lr := &result{ok: res.ok, failed: res.failed, lat: lat}
 		t.add(row{name: r.name, figure: fmt.Sprintf("%s msgs", thousands(float64(res.ok))), p50: lr.p(50), p99: lr.p(99), p999: lr.p(99.9),
 			writes: float64(w.total()) / float64(max(res.ok, 1)), breakdown: breakdown, rss: peak,
@@ -214,61 +212,3 @@ func publishIngress(dev *devProc, c chat, text string) error {
 // ingressSeq numbers the Telegram messages people "send" (message_id and
 // update id).
 var ingressSeq atomic.Int64
-
-// arrivals records when each marked message arrived, and how often.
-type arrivals struct {
-	mu    sync.Mutex
-	first map[string]time.Time
-	count map[string]int
-}
-
-func newArrivals(n int) *arrivals {
-	return &arrivals{first: make(map[string]time.Time, n), count: make(map[string]int, n)}
-}
-
-func (a *arrivals) note(text string, at time.Time) {
-	m := markerRE.FindString(text)
-	if m == "" {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.count[m]++; a.count[m] == 1 {
-		a.first[m] = at
-	}
-}
-
-// latencies are the times from when each message of run was due
-// (due(seq)) to its first arrival, and how many arrived more than once.
-func (a *arrivals) latencies(run string, due func(seq int) time.Time) (lat []time.Duration, dup int) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for m, at := range a.first {
-		rest, ok := strings.CutPrefix(m, "hb-"+run+"-")
-		if !ok {
-			continue
-		}
-		seq, _ := strconv.Atoi(rest)
-		lat = append(lat, at.Sub(due(seq)))
-		dup += a.count[m] - 1
-	}
-	return lat, dup
-}
-
-func (a *arrivals) waitRun(run string, want int, timeout time.Duration) int {
-	deadline := time.Now().Add(timeout)
-	for {
-		a.mu.Lock()
-		got := 0
-		for m := range a.first {
-			if strings.HasPrefix(m, "hb-"+run+"-") {
-				got++
-			}
-		}
-		a.mu.Unlock()
-		if got >= want || time.Now().After(deadline) {
-			return got
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}

@@ -259,57 +259,76 @@ func countWrites(b *testing.B, js jetstream.JetStream, fn func()) writes {
 	return after.since(before)
 }
 
-// ledgerOf counts deliveries by marker, to find any lost or duplicated.
-type ledgerOf struct {
-	mu   sync.Mutex
-	seen map[string]int
-}
-
-func newLedger() *ledgerOf { return &ledgerOf{seen: map[string]int{}} }
-
-// markerRE finds a request's marker, "hb-<run>-<seq>", in a delivered message.
+// markerRE finds a request's marker, "hb-<run>-<seq>", in what was delivered.
 var markerRE = regexp.MustCompile(`hb-([a-z0-9]+)-([0-9]+)`)
 
 func marker(run string, seq int) string { return "hb-" + run + "-" + strconv.Itoa(seq) }
 
-func (l *ledgerOf) note(text string) {
+// arrivals records, by marker, when each request was first delivered and how
+// often: nothing may be missing, nothing there twice.
+type arrivals struct {
+	mu    sync.Mutex
+	first map[string]time.Time
+	count map[string]int
+}
+
+func newArrivals() *arrivals {
+	return &arrivals{first: map[string]time.Time{}, count: map[string]int{}}
+}
+
+// note records the marker in text, if any, as delivered at at.
+func (a *arrivals) note(text string, at time.Time) {
 	m := markerRE.FindString(text)
 	if m == "" {
 		return
 	}
-	l.mu.Lock()
-	l.seen[m]++
-	l.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.count[m]++; a.count[m] == 1 {
+		a.first[m] = at
+	}
 }
 
-// check compares what was delivered for run with the requests answered
-// ok (oks) and the ones that failed: lost are answered ok but not
-// delivered, dup delivered more than once.
-func (l *ledgerOf) check(run string, sent int) (delivered, dup int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
+// of is how many requests of run were delivered, and how many deliveries
+// were repeats.
+func (a *arrivals) of(run string) (delivered, dup int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	prefix := "hb-" + run + "-"
-	for m, n := range l.seen {
+	for m, n := range a.count {
 		if strings.HasPrefix(m, prefix) {
 			delivered++
-			if n > 1 {
-				dup += n - 1
-			}
+			dup += n - 1
 		}
 	}
 	return delivered, dup
 }
 
-// waitDelivered waits until the ledger holds want deliveries of run.
-func (l *ledgerOf) waitDelivered(run string, want int, timeout time.Duration) (delivered, dup int) {
+// wait waits until want requests of run were delivered, or timeout.
+func (a *arrivals) wait(run string, want int, timeout time.Duration) (delivered, dup int) {
 	deadline := time.Now().Add(timeout)
 	for {
-		delivered, dup = l.check(run, want)
+		delivered, dup = a.of(run)
 		if delivered >= want || time.Now().After(deadline) {
 			return delivered, dup
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// latencies are the times from when each request of run was due (due(seq))
+// to its first delivery.
+func (a *arrivals) latencies(run string, due func(seq int) time.Time) []time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var lat []time.Duration
+	for m, at := range a.first {
+		if rest, ok := strings.CutPrefix(m, "hb-"+run+"-"); ok {
+			seq, _ := strconv.Atoi(rest)
+			lat = append(lat, at.Sub(due(seq)))
+		}
+	}
+	return lat
 }
 
 // benchRawRow is the baseline: the fastest correct two-hop JetStream
@@ -449,10 +468,10 @@ func benchRawRow(b *testing.B, t *table) {
 }
 
 // instant is a provider that accepts every message at once and counts them.
-type instant struct{ got *ledgerOf }
+type instant struct{ got *arrivals }
 
 func (p instant) Deliver(_ context.Context, d deliver.Delivery) (deliver.Receipt, error) {
-	p.got.note(d.Message)
+	p.got.note(d.Message, time.Now())
 	return deliver.Receipt{MessageIDs: []string{"1"}}, nil
 }
 
@@ -467,7 +486,7 @@ func benchRouteRow(b *testing.B, t *table) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	got := newLedger()
+	got := newArrivals()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	b.Cleanup(func() { cancel(); wg.Wait() })
@@ -514,7 +533,7 @@ func benchRouteRow(b *testing.B, t *table) {
 		})
 	})
 	res.writes = w
-	delivered, dup := got.waitDelivered("route", res.ok, 10*time.Second)
+	delivered, dup := got.wait("route", res.ok, 10*time.Second)
 	goal, ratio := "≥ 0.5× raw (raw not run)", 0.0
 	if t.raw != nil {
 		ratio = res.rate() / t.rawRate()
