@@ -26,7 +26,7 @@ fmt-check:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 ## bench: every measurement of docs/performance.md in one table, each goal beside
-## its figure (about 5 minutes on 2 cores): the raw JetStream baseline, the route
+## its figure (about 2.5 minutes on 2 cores): the raw JetStream baseline, the route
 ## pipeline, herald dev (bin/herald) over MCP HTTP, and the 100/1,000-butler fleets.
 ## ROWS='raw|route' runs only those rows (raw, route, mcp, scale); PROFILE=1 also
 ## writes CPU and allocation profiles of every measured process to a directory it
