@@ -62,6 +62,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	if log == nil {
 		log = slog.Default()
 	}
+	defer servePprof(o.Getenv, log)() // only with HERALD_PPROF=host:port (make bench PROFILE=1)
 	defer forgetDevState(o.StateFile)
 	ep := Endpoints{NATS: cfg.NATS.URL, Butlers: map[string]string{}, Web: map[string]string{}}
 	if ep.NATS == "" {
