@@ -48,13 +48,15 @@ type Writer struct {
 	Log *slog.Logger
 }
 
-// Write publishes r on herald.audit.<kind>.<channel type>. A failure to audit
-// is logged, never allowed to block or fail the message itself.
+// Write publishes r on herald.audit.<kind>.<channel type> without waiting
+// for JetStream's ack: auditing never holds up or fails the message itself.
+// A publish that cannot start is logged here; one JetStream refuses later is
+// logged by the JetStream context's async error handler (bus.Open).
 func (w *Writer) Write(ctx context.Context, r Record) {
 	r.Time = time.Now().UTC()
 	b, err := json.Marshal(r)
 	if err == nil {
-		_, err = w.JS.Publish(ctx, bus.AuditSubject(r.Kind, channelToken(r.Channel)), b)
+		_, err = w.JS.PublishAsync(bus.AuditSubject(r.Kind, channelToken(r.Channel)), b)
 	}
 	if err != nil {
 		log := w.Log

@@ -410,7 +410,11 @@ func Open(ctx context.Context, nc *nats.Conn, t Topology, wait time.Duration, lo
 	if wait <= 0 {
 		wait = DefaultWaitForNATS
 	}
-	js, err := jetstream.New(nc)
+	// Records that must not hold up a message (the audit log) are published
+	// without waiting for their acks; a failure is logged here.
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncErrHandler(func(_ jetstream.JetStream, m *nats.Msg, err error) {
+		log.Error("asynchronous publish failed", "subject", m.Subject, "err", err)
+	}), jetstream.WithPublishAsyncTimeout(30*time.Second))
 	if err != nil {
 		return nil, err
 	}

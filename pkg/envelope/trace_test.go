@@ -2,6 +2,8 @@ package envelope_test
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 
@@ -35,5 +37,31 @@ func TestTraceparent(t *testing.T) {
 	}
 	if envelope.Traceparent(envelope.WithTraceparent(context.Background(), "junk")) != "" || envelope.TraceContextOf(context.Background()) != nil {
 		t.Errorf("junk became a trace")
+	}
+}
+
+// TestDecodeTrusted: what Herald's own services publish is decoded without a
+// schema check, but never taken for another envelope or from broken JSON.
+func TestDecodeTrusted(t *testing.T) {
+	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "log", Message: "hi"}, nil))
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := envelope.DecodeTrustedRoute(b)
+	if err != nil || got.Notify().Delivery.Message != "hi" || got.RequestContext.RequestID != r.RequestContext.RequestID {
+		t.Fatalf("DecodeTrustedRoute: %+v, %v", got, err)
+	}
+	resp, _ := json.Marshal(envelope.Answer(r, envelope.Failed(r.RequestContext.RequestID, envelope.ErrForbidden)))
+	for _, bad := range [][]byte{[]byte("{"), resp} {
+		if _, err := envelope.DecodeTrustedRoute(bad); !errors.Is(err, envelope.ErrValidation) {
+			t.Errorf("DecodeTrustedRoute(%s): %v, want a validation error", bad, err)
+		}
+	}
+	if got, err := envelope.DecodeTrustedResponse(resp); err != nil || got.Status != envelope.StatusError {
+		t.Errorf("DecodeTrustedResponse: %+v, %v", got, err)
+	}
+	if _, err := envelope.DecodeTrustedResponse(b); !errors.Is(err, envelope.ErrValidation) {
+		t.Errorf("a route taken for a response: %v", err)
 	}
 }

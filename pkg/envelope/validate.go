@@ -292,6 +292,36 @@ func DecodeRoute(data []byte) (*Route, error) {
 	return &r, nil
 }
 
+// DecodeTrustedRoute decodes a route.v1 that a Herald service built and
+// published on a subject only that service may publish to (HERALD_DELIVER:
+// the switchboard; HERALD_INBOX: the switchboard). Its schema was checked
+// where it entered Herald (the switchboard validates every route a butler
+// sends, the messenger every ingress a receiver builds), so the hot path
+// does not check it again; what decoding can tell is still checked.
+func DecodeTrustedRoute(data []byte) (*Route, error) {
+	var r Route
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrValidation, err)
+	}
+	if r.SchemaVersion != RouteV1 {
+		return nil, fmt.Errorf("%w: schema_version %q, want %s", ErrValidation, r.SchemaVersion, RouteV1)
+	}
+	return &r, nil
+}
+
+// DecodeTrustedResponse decodes a route_response.v1 the messenger published
+// on HERALD_RESULT (only it may), without checking its schema again.
+func DecodeTrustedResponse(data []byte) (*RouteResponse, error) {
+	var r RouteResponse
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrValidation, err)
+	}
+	if r.SchemaVersion != RouteResponseV1 {
+		return nil, fmt.Errorf("%w: schema_version %q, want %s", ErrValidation, r.SchemaVersion, RouteResponseV1)
+	}
+	return &r, nil
+}
+
 // Check validates an envelope built in Go against its schema.
 func Check(schema string, v any) error {
 	b, err := json.Marshal(v)

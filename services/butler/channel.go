@@ -198,7 +198,7 @@ type inbound struct {
 // take decodes an inbox message, remembers it so reply and react can answer
 // it, and returns what the model sees; verdicts are handled here and return nil.
 func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, error) {
-	r, err := envelope.DecodeRoute(msg.Data())
+	r, err := envelope.DecodeTrustedRoute(msg.Data())
 	if err != nil || r.Input.Context.Ingress == nil || r.Target.Butler != c.b.name {
 		return nil, fmt.Errorf("%w: not an inbound route for %s: %w", envelope.ErrValidation, c.b.name, err)
 	}

@@ -218,7 +218,7 @@ func (m *Messenger) close() {
 // deliver carries out one routed notify, exactly once as far as the ledger
 // can tell: a final record is answered from, a half-done one is resumed.
 func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
-	r, err := envelope.DecodeRoute(msg.Data())
+	r, err := envelope.DecodeTrustedRoute(msg.Data())
 	if err != nil {
 		return err
 	}
@@ -352,7 +352,7 @@ func (m *Messenger) uncertain(ctx context.Context, r *envelope.Route, key string
 func (m *Messenger) giveUp(ctx context.Context, msg jetstream.Msg, cause error) {
 	m.metrics.DeadLetter(bus.StreamDeliver)
 	m.lastErr.Record(cause)
-	r, err := envelope.DecodeRoute(msg.Data())
+	r, err := envelope.DecodeTrustedRoute(msg.Data())
 	if err != nil || r.Notify() == nil {
 		m.log.ErrorContext(ctx, "undeliverable and undecodable; dead-lettered", "subject", msg.Subject(), "err", cause)
 		return

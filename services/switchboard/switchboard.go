@@ -26,7 +26,6 @@ import (
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
 	"github.com/heraldhq/herald/pkg/obs"
-	"github.com/heraldhq/herald/schemas"
 )
 
 // Options configure a switchboard.
@@ -365,12 +364,9 @@ func (s *Switchboard) relay(ctx context.Context, m jetstream.Msg) error {
 	if !ok {
 		return fmt.Errorf("%w: result on unexpected subject %s", envelope.ErrValidation, m.Subject())
 	}
-	if err := envelope.Validate(schemas.RouteResponse, m.Data()); err != nil {
+	resp, err := envelope.DecodeTrustedResponse(m.Data())
+	if err != nil {
 		return err
-	}
-	var resp envelope.RouteResponse
-	if err := json.Unmarshal(m.Data(), &resp); err != nil {
-		return fmt.Errorf("%w: %w", envelope.ErrValidation, err)
 	}
 	rec := audit.Record{Kind: audit.Delivered, Butler: butler, RequestID: id, Key: m.Headers().Get(bus.HeaderKey)}
 	if nr := resp.Result; nr != nil && nr.NotifyResponse != nil && nr.NotifyResponse.Delivery != nil {
@@ -386,7 +382,7 @@ func (s *Switchboard) relay(ctx context.Context, m jetstream.Msg) error {
 			return err
 		}
 	}
-	return s.settle(ctx, butler, id, m.Headers().Get(bus.HeaderChannel), &resp)
+	return s.settle(ctx, butler, id, m.Headers().Get(bus.HeaderChannel), resp)
 }
 
 // settle gives the waiting butler its answer. When nobody waits any more (the
