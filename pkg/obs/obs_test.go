@@ -259,6 +259,10 @@ func TestServiceDiscovery(t *testing.T) {
 	if err := svc.Stop(); err != nil {
 		t.Fatal(err)
 	}
+	// Stop unsubscribes; Flush returns once the server has taken that.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := client.Request("$SRV.PING."+obs.ServiceSwitchboard, nil, 200*time.Millisecond); !errors.Is(err, nats.ErrNoResponders) {
 		t.Errorf("a stopped service still answers: %v", err)
 	}
