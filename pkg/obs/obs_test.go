@@ -230,6 +230,10 @@ func TestServiceDiscovery(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Stop()
+	// Its subscriptions reach the server before another connection asks.
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	client, _ := srv.Connect()
 	for _, subject := range []string{"$SRV.PING", "$SRV.PING." + obs.ServiceSwitchboard} {
 		msg, err := client.Request(subject, nil, 2*time.Second)
