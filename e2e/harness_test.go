@@ -306,6 +306,20 @@ func (f *fleet) publishRaw(butler, requestID string, data []byte) *envelope.Rout
 	return &resp
 }
 
+// auditN returns the audit records of kind once there are at least n (or
+// after 5s, whatever there are then): services publish them without waiting
+// for JetStream, so a record is stored a moment after its message is handled.
+// A test that wants exactly n checks the length itself.
+func (f *fleet) auditN(kind string, n int) []map[string]any {
+	f.t.Helper()
+	var recs []map[string]any
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if recs = f.audit(kind); len(recs) >= n || time.Now().After(deadline) {
+			return recs
+		}
+	}
+}
+
 // audit returns every audit record written so far.
 func (f *fleet) audit(kind string) []map[string]any {
 	f.t.Helper()

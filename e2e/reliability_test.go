@@ -53,7 +53,7 @@ func TestUncertainCallIsResentAndSaid(t *testing.T) {
 	if d.Outcome != ledger.OutcomeUncertain || !strings.Contains(d.Note, "twice") || len(d.MessageIDs) != len(chunks) {
 		t.Fatalf("delivery %+v: want outcome uncertain, a note saying it may be there twice, an id per chunk", d)
 	}
-	audits := f.audit("uncertain")
+	audits := f.auditN("uncertain", 1)
 	if len(audits) != 1 || audits[0]["request_id"] != r.RequestContext.RequestID || audits[0]["delivery_id"] != d.DeliveryID {
 		t.Fatalf("uncertain audit records %v", audits)
 	}
@@ -86,7 +86,7 @@ func TestUncertainCallIsSkipped(t *testing.T) {
 	if d.Outcome != ledger.OutcomeUncertain || !strings.Contains(d.Note, "may not have it") || len(d.MessageIDs) != len(chunks) || d.MessageIDs[1] != "" {
 		t.Fatalf("delivery %+v: want outcome uncertain, a note saying it may be missing, no id for chunk 2", d)
 	}
-	if audits := f.audit("uncertain"); len(audits) != 1 {
+	if audits := f.auditN("uncertain", 1); len(audits) != 1 {
 		t.Fatalf("uncertain audit records %v", audits)
 	}
 }
@@ -234,7 +234,7 @@ func TestLateFailureReachesTheButler(t *testing.T) {
 	if !strings.Contains(n["content"].(string), id) {
 		t.Fatalf("notification text %q does not name the request", n["content"])
 	}
-	failed := f.audit("failed")
+	failed := f.auditN("failed", 1)
 	if len(failed) == 0 || failed[len(failed)-1]["request_id"] != id {
 		t.Fatalf("failed audit records %v", failed)
 	}
@@ -418,7 +418,7 @@ func TestUncertainIsSaidOnceAndKept(t *testing.T) {
 	if d := resp.Result.NotifyResponse.Delivery; d.Outcome != ledger.OutcomeUncertain || len(d.MessageIDs) != len(chunks) {
 		t.Fatalf("delivery %+v: the retried resend must still say uncertain", d)
 	}
-	if audits := f.audit("uncertain"); len(audits) != 1 {
+	if audits := f.auditN("uncertain", 1); len(audits) != 1 {
 		t.Fatalf("%d uncertain audit records, want 1", len(audits))
 	}
 }

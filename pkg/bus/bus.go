@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/heraldhq/herald/pkg/envelope"
 )
@@ -317,14 +318,21 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 		// (or herald dev) makes the fleet's.
 		return nil
 	}
+	// A fleet of many butlers has as many inbox consumers: check and make
+	// them a few at a time rather than one round trip after another.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
 	for stream, consumers := range t.durables() {
 		for _, want := range consumers {
-			if _, err := BindConsumer(ctx, js, stream, want, log); err != nil {
-				return fmt.Errorf("consumer %s on %s: %w", want.Durable, stream, setupHint(js, err))
-			}
+			g.Go(func() error {
+				if _, err := BindConsumer(gctx, js, stream, want, log); err != nil {
+					return fmt.Errorf("consumer %s on %s: %w", want.Durable, stream, setupHint(js, err))
+				}
+				return nil
+			})
 		}
 	}
-	return nil
+	return g.Wait()
 }
 
 // errRepair says a repair is due; it never leaves EnsureTopology.

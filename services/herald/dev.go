@@ -102,11 +102,19 @@ func Dev(ctx context.Context, o DevOptions) error {
 		return err
 	}
 	ep.HTTP = proc.Server.URL()
+	// Each butler checks its part of the bus as it starts: a few at a time,
+	// so a fleet of many is up in about the time of its slowest.
 	butlers := make([]*butler.Butler, len(cfg.Butlers))
+	starting, sctx := errgroup.WithContext(ctx)
+	starting.SetLimit(16)
 	for i, bc := range cfg.Butlers {
-		if butlers[i], err = butler.New(ctx, butler.Options{Name: bc.Name, Config: cfg, NC: nc, Log: log, Getenv: o.Getenv, Metrics: proc.Metrics, Health: proc.Health}); err != nil {
+		starting.Go(func() (err error) {
+			butlers[i], err = butler.New(sctx, butler.Options{Name: bc.Name, Config: cfg, NC: nc, Log: log, Getenv: o.Getenv, Metrics: proc.Metrics, Health: proc.Health})
 			return err
-		}
+		})
+	}
+	if err := starting.Wait(); err != nil {
+		return err
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return proc.Server.Serve(ctx) })

@@ -58,6 +58,7 @@ func (f *logFleet) write(t *testing.T, recs ...audit.Record) {
 	for _, r := range recs {
 		f.w.Write(t.Context(), r)
 	}
+	stored(t, f.js)
 	f.n += uint64(len(recs))
 	if got := bustest.Msgs(t, f.js, bus.StreamAudit); got != f.n {
 		t.Fatalf("the audit stream holds %d records, want %d", got, f.n)
@@ -574,6 +575,7 @@ func TestLogAsOperator(t *testing.T) {
 	for _, r := range sample {
 		w.Write(t.Context(), r)
 	}
+	stored(t, w.JS)
 	for _, tt := range []struct {
 		args []string
 		want []string
@@ -618,6 +620,7 @@ accounts {
 		t.Fatal(err)
 	}
 	(&audit.Writer{JS: admin}).Write(t.Context(), sample[0])
+	stored(t, admin)
 	out, err := logAs(t, url, "reader", "reader")
 	if err == nil || !strings.Contains(err.Error(), "with 1 pending; under `herald nats-auth` permissions, connect as the operator user") || out != "" {
 		t.Errorf("%q, %v", out, err)
@@ -661,4 +664,15 @@ func secureBus(t *testing.T) (url string, pw map[string]string) {
 		t.Fatal(err)
 	}
 	return url, pw
+}
+
+// stored waits until JetStream has acked every audit record js published
+// (the writer does not wait for them).
+func stored(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(10 * time.Second):
+		t.Fatal("audit records not stored within 10s")
+	}
 }

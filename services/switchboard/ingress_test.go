@@ -390,7 +390,8 @@ func TestUndecodableIngressIsDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "the dead letter", func() bool { return len(f.stored(t, bus.StreamDeadLetter, "herald.dead.")) == 1 })
-	rec := f.audits(t)["not-a-uuid"]
+	var rec []audit.Record
+	eventually(t, "the audit record", func() bool { rec = f.audits(t)["not-a-uuid"]; return len(rec) > 0 })
 	if len(rec) != 1 {
 		t.Fatalf("audit records: %+v", rec)
 	}
