@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/config"
@@ -71,7 +69,7 @@ func TestReceiversFeedTheIngressStream(t *testing.T) {
 	// Audit records are stored a moment after the message is handled.
 	for _, want := range []string{"malformed", "auto_submitted"} {
 		deadline := time.Now().Add(5 * time.Second)
-		for !droppedFor(t, js, want) {
+		for !bustest.Dropped(t, js, want) {
 			if time.Now().After(deadline) {
 				t.Fatalf("no audit record for the %s drop", want)
 			}
@@ -109,25 +107,5 @@ func TestUnimplementedChannelIsAnErrorAtStart(t *testing.T) {
 	err = messenger.Run(t.Context(), messenger.Options{Config: cfg, NC: nc, Channels: map[string]deliver.Factory{"slack": nil}})
 	if err == nil || !strings.Contains(err.Error(), `"mystery"`) || !strings.Contains(err.Error(), "no implementation") {
 		t.Fatalf("Run = %v, want an error naming the integration", err)
-	}
-}
-
-// droppedFor reports whether the audit log holds a drop for reason.
-func droppedFor(t *testing.T, js jetstream.JetStream, reason string) bool {
-	t.Helper()
-	s, err := js.Stream(t.Context(), bus.StreamAudit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for seq := uint64(1); ; seq++ {
-		m, err := s.GetMsg(t.Context(), seq)
-		if err != nil {
-			return false
-		}
-		var rec map[string]any
-		_ = json.Unmarshal(m.Data, &rec)
-		if rec["kind"] == "dropped" && rec["reason"] == reason {
-			return true
-		}
 	}
 }

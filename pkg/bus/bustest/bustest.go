@@ -4,6 +4,7 @@ package bustest
 
 import (
 	"context"
+	"encoding/json"
 	"testing"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -79,4 +80,25 @@ func Msgs(t testing.TB, js jetstream.JetStream, stream string) uint64 {
 		t.Fatal(err)
 	}
 	return info.State.Msgs
+}
+
+// Dropped reports whether the audit log holds a drop (kind dropped) for
+// reason.
+func Dropped(t testing.TB, js jetstream.JetStream, reason string) bool {
+	t.Helper()
+	s, err := js.Stream(context.Background(), bus.StreamAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); ; seq++ {
+		m, err := s.GetMsg(context.Background(), seq)
+		if err != nil {
+			return false
+		}
+		var rec struct{ Kind, Reason string }
+		_ = json.Unmarshal(m.Data, &rec)
+		if rec.Kind == "dropped" && rec.Reason == reason {
+			return true
+		}
+	}
 }

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/config"
@@ -105,7 +103,7 @@ integrations:
 	if in.NativeID != "ci:msg_812" || in.Content.Text != "Build 812 failed" || in.RequestContext.SourceSenderIdentity != "github-actions" || m.Subject != bus.IngressSubject("webhook") {
 		t.Errorf("stored %s: %+v", m.Subject, in)
 	}
-	waitFor(t, "the refusal in the audit log", func() bool { return audited(t, js, "bad_signature") })
+	waitFor(t, "the refusal in the audit log", func() bool { return bustest.Dropped(t, js, "bad_signature") })
 
 	// Outbound.
 	n := envelope.NewNotify("health", envelope.Delivery{Channel: "webhook:ci", Message: "Build 812 is fixed"}, nil)
@@ -122,25 +120,6 @@ integrations:
 	got := sink.Accepted()[0]
 	if got.ID != envelope.DeliveryID(key) || got.Payload["message"] != "Build 812 is fixed" || got.Payload["butler"] != "health" || got.Path != "/ops" {
 		t.Errorf("webhook %s %s: %v", got.Path, got.ID, got.Payload)
-	}
-}
-
-func audited(t *testing.T, js jetstream.JetStream, reason string) bool {
-	t.Helper()
-	s, err := js.Stream(t.Context(), bus.StreamAudit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for seq := uint64(1); ; seq++ {
-		m, err := s.GetMsg(t.Context(), seq)
-		if err != nil {
-			return false
-		}
-		var rec map[string]any
-		_ = json.Unmarshal(m.Data, &rec)
-		if rec["kind"] == "dropped" && rec["reason"] == reason {
-			return true
-		}
 	}
 }
 
