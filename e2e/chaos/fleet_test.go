@@ -330,16 +330,62 @@ func (f *fleet) binary(name string) string {
 	return p
 }
 
+// setup runs herald setup with the config file cfg.
+func (f *fleet) setup(cfg string) {
+	f.t.Helper()
+	setup := exec.Command(f.binary("herald"), "setup", "--config", cfg)
+	setup.Env = append(os.Environ(), "HERALD_CONFIG="+cfg, "NATS_URL="+f.natsURL())
+	if out, err := setup.CombinedOutput(); err != nil {
+		f.fatalf("herald setup: %v\n%s", err, out)
+	}
+}
+
+// checkReplicas fails unless every stream, the buckets' included, has n
+// replicas.
+func (f *fleet) checkReplicas(n int) {
+	f.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	names := f.js.StreamNames(ctx)
+	count := 0
+	for name := range names.Name() {
+		s, err := f.js.Stream(ctx, name)
+		if err != nil {
+			f.fatalf("stream %s: %v", name, err)
+		}
+		if r := s.CachedInfo().Config.Replicas; r != n {
+			f.fatalf("stream %s has %d replicas after herald setup with replicas %d", name, r, n)
+		}
+		count++
+	}
+	if err := names.Err(); err != nil {
+		f.fatalf("listing streams: %v", err)
+	}
+	f.t.Logf("all %d streams and buckets have %d replicas", count, n)
+}
+
 // startServices starts switchboard, messenger and the butler, each as its
 // own process, and waits until the butler serves MCP.
 func (f *fleet) startServices() {
 	f.t.Helper()
 	// As an operator does: herald setup makes the topology, then the
-	// services start and only check it.
-	setup := exec.Command(f.binary("herald"), "setup", "--config", f.cfg)
-	setup.Env = append(os.Environ(), "HERALD_CONFIG="+f.cfg, "NATS_URL="+f.natsURL())
-	if out, err := setup.CombinedOutput(); err != nil {
-		f.fatalf("herald setup: %v\n%s", err, out)
+	// services start and only check it. On a cluster, as an operator who
+	// outgrew one node does: setup ran once with replicas 1, and runs again
+	// with replicas 3, which must move every stream and bucket to 3.
+	if len(f.nodes) > 1 && !legacyConfig() {
+		one := filepath.Join(f.dir, "herald.one-node.yaml")
+		b, err := os.ReadFile(f.cfg)
+		if err != nil {
+			f.fatalf("%v", err)
+		}
+		if err := os.WriteFile(one, []byte(strings.Replace(string(b), fmt.Sprintf("replicas: %d", len(f.nodes)), "replicas: 1", 1)), 0o644); err != nil {
+			f.fatalf("%v", err)
+		}
+		f.setup(one)
+	}
+	f.setup(f.cfg)
+	if len(f.nodes) > 1 && !legacyConfig() {
+		f.checkReplicas(len(f.nodes))
 	}
 	for _, s := range []struct{ name, ready string }{
 		{"switchboard", "switchboard running"},

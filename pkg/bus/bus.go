@@ -304,7 +304,9 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
 			_, err = js.CreateKeyValue(ctx, want)
-		case err == nil && kvTampered(want.Bucket, s.CachedInfo().Config):
+		case err == nil && (kvTampered(want.Bucket, s.CachedInfo().Config) || s.CachedInfo().Config.Replicas != want.Replicas):
+			// Replicas too: a fleet moved from one node to a cluster keeps
+			// its ledger and sessions on every node, not only on the first.
 			if err = drift("bucket", want.Bucket); err != nil {
 				_, err = js.CreateOrUpdateKeyValue(ctx, want)
 			}
