@@ -128,6 +128,20 @@ func SettingsOf[T ChannelSettings](in *Integration) (T, error) {
 	return t, nil
 }
 
+// CheckedSettings is SettingsOf with the settings' Check run: what a
+// channel's sender or receiver takes at start, so an integration built in
+// code gets the same checks as one loaded from a file.
+func CheckedSettings[T ChannelSettings](in *Integration) (T, error) {
+	t, err := SettingsOf[T](in)
+	if err != nil {
+		return t, err
+	}
+	if errs := t.Check(in); len(errs) > 0 {
+		return t, fmt.Errorf("%w: %s integration %q: %s", ErrInvalid, in.Type, in.ID, strings.Join(errs, "; "))
+	}
+	return t, nil
+}
+
 // DefaultRecipient is where a send through in naming no recipient goes ("" if
 // the channel has none).
 func (in *Integration) DefaultRecipient() string {

@@ -123,12 +123,9 @@ func newReceiver(in config.Integration, env deliver.Env, opts []ReceiverOption) 
 	if !in.Inbound.Enabled || in.Disabled {
 		return nil, nil
 	}
-	c, err := config.SettingsOf[*Config](&in)
+	c, err := config.CheckedSettings[*Config](&in)
 	if err != nil {
 		return nil, err
-	}
-	if errs := c.Check(&in); len(errs) > 0 {
-		return nil, fmt.Errorf("%w: email integration %q: %s", config.ErrInvalid, in.ID, strings.Join(errs, "; "))
 	}
 	ib := c.Inbound
 	getenv := env.Getenv

@@ -81,12 +81,9 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	c, err := config.SettingsOf[*Config](&in)
+	c, err := config.CheckedSettings[*Config](&in)
 	if err != nil {
 		return nil, err
-	}
-	if errs := c.Check(&in); len(errs) > 0 {
-		return nil, fmt.Errorf("%w: email integration %q: %s", config.ErrInvalid, in.ID, strings.Join(errs, "; "))
 	}
 	s := &Sender{id: in.ID, log: log, now: time.Now, secretName: secretName(c)}
 

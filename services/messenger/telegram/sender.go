@@ -83,12 +83,9 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	if getenv == nil {
 		getenv = func(string) string { return "" }
 	}
-	c, err := config.SettingsOf[*Config](&in)
+	c, err := config.CheckedSettings[*Config](&in)
 	if err != nil {
 		return nil, err
-	}
-	if errs := c.Check(&in); len(errs) > 0 {
-		return nil, fmt.Errorf("%w: telegram integration %q: %s", config.ErrInvalid, in.ID, strings.Join(errs, "; "))
 	}
 	token, err := config.Secret(getenv, c.TokenEnv, c.TokenFile)
 	if err != nil {

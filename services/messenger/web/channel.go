@@ -100,12 +100,9 @@ type Channel struct {
 // integration's deliver.Receiver. With env.JS nil, conversations are kept in
 // memory only (tests, or a messenger without a bus).
 func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
-	c, err := config.SettingsOf[*Config](&in)
+	c, err := config.CheckedSettings[*Config](&in)
 	if err != nil {
 		return nil, err
-	}
-	if errs := c.Check(&in); len(errs) > 0 {
-		return nil, fmt.Errorf("%w: web integration %q: %s", config.ErrInvalid, in.ID, errs[0])
 	}
 	log := env.Logger
 	if log == nil {

@@ -103,12 +103,9 @@ func transport() http.RoundTripper {
 // loadSecrets checks the integration's settings and resolves and parses
 // secret_env.
 func loadSecrets(in config.Integration, getenv config.Getenv) (*Config, *secrets, error) {
-	c, err := config.SettingsOf[*Config](&in)
+	c, err := config.CheckedSettings[*Config](&in)
 	if err != nil {
 		return nil, nil, err
-	}
-	if errs := c.Check(&in); len(errs) > 0 {
-		return nil, nil, fmt.Errorf("%w: webhook integration %q: %s", config.ErrInvalid, in.ID, strings.Join(errs, "; "))
 	}
 	if getenv == nil {
 		getenv = func(string) string { return "" }
