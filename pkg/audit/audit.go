@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/envelope"
 )
 
 // Kinds of records.
@@ -40,6 +41,21 @@ type Record struct {
 	DeliveryID string    `json:"delivery_id,omitempty"`
 	Class      string    `json:"class,omitempty"`
 	Reason     string    `json:"reason,omitempty"`
+}
+
+// Outcome is the record of a delivery's outcome as the waiting butler is
+// told it: delivered (with its delivery id) or failed (with the class and
+// reason). channel is the integration the notify went to.
+func Outcome(butler, requestID, key, channel string, resp *envelope.RouteResponse) Record {
+	rec := Record{Kind: Delivered, Butler: butler, RequestID: requestID, Key: key}
+	if nr := resp.Result; nr != nil && nr.NotifyResponse != nil && nr.NotifyResponse.Delivery != nil {
+		rec.Channel, rec.DeliveryID = nr.NotifyResponse.Delivery.Channel, nr.NotifyResponse.Delivery.DeliveryID
+	}
+	if resp.Status == envelope.StatusError && resp.Error != nil {
+		rec.Kind, rec.Class, rec.Reason = Failed, resp.Error.Class, resp.Error.Message
+		rec.Channel = channel
+	}
+	return rec
 }
 
 // Writer publishes records.

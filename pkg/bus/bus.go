@@ -79,6 +79,11 @@ const (
 	HeaderChannel = "Herald-Channel"
 	// HeaderDeliveries is how many times it was tried.
 	HeaderDeliveries = "Herald-Deliveries"
+	// HeaderRelay on a delivery asks the messenger to hand its outcome to
+	// the switchboard (HERALD_RESULT) even when the butler is waiting: the
+	// switchboard has bookkeeping to do with it (a claimed thread's message
+	// ids). Without it the messenger answers the waiting butler itself.
+	HeaderRelay = "Herald-Relay"
 )
 
 // The web chat's history: how long, and how many messages per visitor.
@@ -91,6 +96,11 @@ const (
 // same Nats-Msg-Id. It covers a butler's retries after a lost answer (the
 // notify timeout is 30 s); beyond it, the herald_deliveries ledger decides.
 const DuplicateWindow = 5 * time.Minute
+
+// AnswerWait is how long whoever answers a waiting butler (the messenger,
+// or the switchboard relaying) waits for the butler to confirm it took the
+// answer; without a confirmation the caller is taken to have left.
+const AnswerWait = 2 * time.Second
 
 // Subject prefixes; each is followed by a butler name.
 const (

@@ -170,21 +170,29 @@ func (w *Worker) handle(runCtx, work context.Context, m jetstream.Msg) {
 		w.giveUp(work, m, fmt.Errorf("%w: %w: tried since %s (retry_for %s), and the last try did not finish", envelope.ErrTimeout, ErrHorizon, meta.Timestamp.Format(time.RFC3339), w.RetryFor), meta.NumDelivered)
 		return
 	}
-	stop := make(chan struct{})
-	go func() {
-		t := time.NewTicker(w.AckWait / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-t.C:
-				_ = m.InProgress()
-			}
+	// A long handler (a provider retrying, a slow SMTP server) keeps the
+	// message from being redelivered elsewhere: one timer per message, re-armed
+	// every AckWait/3, not a goroutine.
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock()
+	t = time.AfterFunc(w.AckWait/3, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			_ = m.InProgress()
+			t.Reset(w.AckWait / 3)
 		}
-	}()
+	})
+	mu.Unlock()
 	err := w.call(work, m)
-	close(stop)
+	mu.Lock()
+	stopped = true
+	t.Stop()
+	mu.Unlock()
 	w.settle(runCtx, work, m, err)
 }
 

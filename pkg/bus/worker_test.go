@@ -357,3 +357,30 @@ func TestEnsureTopologyRepairsTampering(t *testing.T) {
 		}
 	}
 }
+
+// TestLongHandlerKeepsItsMessage: a handler that works for several AckWaits
+// (a slow provider) is not handed the same message again meanwhile.
+func TestLongHandlerKeepsItsMessage(t *testing.T) {
+	srv := bustest.RunServer(t)
+	_, js := srv.Connect()
+	var calls atomic.Int32
+	done := make(chan struct{})
+	runWorker(t, js, &bus.Worker{
+		Stream: bus.StreamDeliver, Durable: "test", AckWait: 300 * time.Millisecond,
+		Handle: func(context.Context, jetstream.Msg) error {
+			if calls.Add(1) == 1 {
+				time.Sleep(1200 * time.Millisecond)
+				close(done)
+			}
+			return nil
+		},
+	})
+	if _, err := bus.Publish(t.Context(), js, bus.DeliverSubject("messenger"), []byte("x"), "k-long", nil); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	time.Sleep(500 * time.Millisecond) // a redelivery would have come by now
+	if n := calls.Load(); n != 1 {
+		t.Fatalf("handled %d times, want once", n)
+	}
+}

@@ -145,6 +145,7 @@ func Users(cfg *config.Config) []User {
 	m := User{Name: "messenger", About: "holds every channel credential; delivers and receives"}
 	m.Publish = concat(
 		rules("delivery outcomes and what people sent, to the switchboard", "herald.result.>", "herald.ingress.>"),
+		rules("a delivery's outcome, to the butler waiting for it", "herald.reply.>"),
 		rules("mail dropped on arrival, and what it gives up on", "herald.audit.>", "herald.dead.>"),
 		rules("", "$JS.API.INFO"),
 		streamInfo(bus.StreamDeliver, bus.StreamResult, bus.StreamIngress, bus.StreamAudit, bus.StreamDeadLetter),

@@ -1,7 +1,8 @@
 // Package messenger is the only holder of channel credentials (design §1). It
 // consumes deliveries from the switchboard, carries each out once on its
 // integration (Telegram, email, log, ...), records it in the herald_deliveries
-// ledger chunk by chunk, and publishes the outcome back to the switchboard.
+// ledger chunk by chunk, and answers the waiting butler (or, when nobody
+// waits, hands the outcome back to the switchboard).
 package messenger
 
 import (
@@ -61,6 +62,7 @@ var consumers = []obs.Consumer{{Stream: bus.StreamDeliver, Durable: bus.Consumer
 // Messenger delivers.
 type Messenger struct {
 	cfg      *config.Config
+	nc       *nats.Conn
 	js       jetstream.JetStream
 	log      *slog.Logger
 	ledger   *ledger.Ledger
@@ -94,7 +96,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
-	m := &Messenger{cfg: o.Config, js: js, log: log, ledger: led, audit: &audit.Writer{JS: js, Log: log},
+	m := &Messenger{cfg: o.Config, nc: o.NC, js: js, log: log, ledger: led, audit: &audit.Writer{JS: js, Log: log},
 		senders: map[string]deliver.Sender{}, broken: map[string]error{}, instance: instanceName(),
 		leaseTTL: ledger.LeaseTTL, active: map[string]struct{}{}, metrics: o.Metrics, sinks: map[string]*sink{}}
 	state := obs.NewState()
@@ -264,7 +266,7 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 	}
 	if rec != nil && rec.Final() {
 		m.log.InfoContext(ctx, "already delivered; answering from the ledger", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "request_id", r.RequestContext.RequestID)
-		return m.answer(ctx, r, key, rec.Response(r.RequestContext.RequestID))
+		return m.answer(ctx, msg, r, key, rec.Response(r.RequestContext.RequestID))
 	}
 	if rec == nil {
 		rec = &ledger.Record{Key: key, Butler: n.OriginButler, Channel: n.Delivery.Channel, DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending}
@@ -314,7 +316,7 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 	}
 	m.metrics.Delivery(n.OriginButler, n.Delivery.Channel, counted, "", obs.RequestIDTime(r.RequestContext.RequestID))
 	m.log.InfoContext(ctx, "delivered", "butler", n.OriginButler, "channel", n.Delivery.Channel, "intent", n.Delivery.Intent, "delivery_id", rec.DeliveryID, "chunks", len(receipt.MessageIDs), "outcome", outcome, "request_id", r.RequestContext.RequestID)
-	return m.answer(ctx, r, key, rec.Response(r.RequestContext.RequestID))
+	return m.answer(ctx, msg, r, key, rec.Response(r.RequestContext.RequestID))
 }
 
 // uncertain handles a delivery whose last attempt died while calling the
@@ -403,25 +405,39 @@ func (m *Messenger) giveUp(ctx context.Context, msg jetstream.Msg, cause error) 
 		m.audit.Write(ctx, audit.Record{Kind: audit.Uncertain, Butler: n.OriginButler, Channel: n.Delivery.Channel, Intent: n.Delivery.Intent, RequestID: r.RequestContext.RequestID, Key: key, DeliveryID: rec.DeliveryID, Reason: rec.Note})
 	}
 	m.metrics.Delivery(n.OriginButler, n.Delivery.Channel, counted, class, obs.RequestIDTime(r.RequestContext.RequestID))
-	if err := m.answer(ctx, r, key, nr); err != nil {
+	if err := m.answer(ctx, msg, r, key, nr); err != nil {
 		m.log.ErrorContext(ctx, "answering a failed delivery", "request_id", r.RequestContext.RequestID, "err", err)
 	}
 }
 
-// answer publishes the outcome for the switchboard to relay.
-func (m *Messenger) answer(ctx context.Context, r *envelope.Route, key string, nr *envelope.NotifyResponse) error {
-	b, err := json.Marshal(envelope.Answer(r, nr))
+// answer gives the outcome to the butler waiting for it, on its reply
+// subject, and audits it. The butler confirms it took the answer; when it
+// does not (it answered its caller "queued" and left, or it is gone), or when
+// the switchboard asked for the outcome (bus.HeaderRelay), the outcome is
+// stored on HERALD_RESULT instead, for the switchboard to relay, audit and,
+// for a caller that left, turn into a delivery notice on its inbox. The
+// outcome is in the ledger before this runs, so a crash in between is
+// answered from there on redelivery.
+func (m *Messenger) answer(ctx context.Context, msg jetstream.Msg, r *envelope.Route, key string, nr *envelope.NotifyResponse) error {
+	resp := envelope.Answer(r, nr)
+	b, err := json.Marshal(resp)
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
+	channel, id, butler := r.Notify().Delivery.Channel, r.RequestContext.RequestID, r.Target.Butler
 	h := nats.Header{}
-	h.Set(bus.HeaderChannel, r.Notify().Delivery.Channel)
-	h.Set(bus.HeaderKey, key)
 	if tp := envelope.Traceparent(envelope.Traced(ctx, r)); tp != "" {
 		h.Set(envelope.HeaderTraceparent, tp)
 	}
-	id := r.RequestContext.RequestID
-	_, err = m.js.PublishMsg(ctx, &nats.Msg{Subject: bus.ResultSubject(r.Target.Butler, id), Data: b, Header: withMsgID(h, "result:"+id)})
+	if m.nc != nil && msg.Headers().Get(bus.HeaderRelay) == "" {
+		if _, err := m.nc.RequestMsg(&nats.Msg{Subject: bus.ReplySubject(butler, id), Data: b, Header: h}, bus.AnswerWait); err == nil {
+			m.audit.Write(ctx, audit.Outcome(butler, id, key, channel, resp))
+			return nil
+		}
+	}
+	h.Set(bus.HeaderChannel, channel)
+	h.Set(bus.HeaderKey, key)
+	_, err = m.js.PublishMsg(ctx, &nats.Msg{Subject: bus.ResultSubject(butler, id), Data: b, Header: withMsgID(h, "result:"+id)})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%w: publishing result: %w", envelope.ErrTargetUnavailable, err)
 	}

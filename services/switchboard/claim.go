@@ -57,12 +57,13 @@ func claimKey(integration, thread string) string {
 }
 
 // offerClaim adds the claim buttons to a notify with claim_thread on a
-// channel that shows buttons (Telegram), and records the offer. Other
-// channels have no buttons: there the flag changes nothing.
-func (s *Switchboard) offerClaim(ctx context.Context, butler string, in *config.Integration, r *envelope.Route) error {
+// channel that shows buttons (Telegram), records the offer, and reports
+// whether it did: the outcome must then come back through the switchboard
+// (claimSent). Other channels have no buttons: there the flag changes nothing.
+func (s *Switchboard) offerClaim(ctx context.Context, butler string, in *config.Integration, r *envelope.Route) (bool, error) {
 	n := r.Notify()
 	if ch, _ := config.ChannelOf(in.Type); !n.Delivery.ClaimThread || !ch.Buttons || n.Delivery.Intent == envelope.IntentReact {
-		return nil
+		return false, nil
 	}
 	chat := n.Delivery.Recipient
 	if chat == "" && n.RequestContext != nil {
@@ -78,10 +79,10 @@ func (s *Switchboard) offerClaim(ctx context.Context, butler string, in *config.
 	}
 	c := claim{Butler: butler, Label: label, Integration: in.ID, Chat: chat}
 	if err := s.putJSON(ctx, claimReqKey(id), c); err != nil {
-		return err
+		return false, err
 	}
 	n.Delivery.Actions = append(n.Delivery.Actions, envelope.Action{Label: claimButton, Data: claimData + id}, envelope.Action{Label: keepButton, Data: keepData + id})
-	return nil
+	return true, nil
 }
 
 // claimSent maps the sent messages of an offered claim to it, so a reply to

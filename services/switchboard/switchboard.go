@@ -225,14 +225,20 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 	if err := s.prompts(ctx, butler, in, n); err != nil {
 		return err
 	}
-	if err := s.offerClaim(ctx, butler, in, r); err != nil {
+	claimed, err := s.offerClaim(ctx, butler, in, r)
+	if err != nil {
 		return err
 	}
 	data, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
-	ack, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, nil)
+	h := nats.Header{}
+	if claimed {
+		// Its sent message ids are recorded by relay (claimSent).
+		h.Set(bus.HeaderRelay, "claim")
+	}
+	ack, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, h)
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)
 	}
@@ -368,15 +374,7 @@ func (s *Switchboard) relay(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return err
 	}
-	rec := audit.Record{Kind: audit.Delivered, Butler: butler, RequestID: id, Key: m.Headers().Get(bus.HeaderKey)}
-	if nr := resp.Result; nr != nil && nr.NotifyResponse != nil && nr.NotifyResponse.Delivery != nil {
-		rec.Channel, rec.DeliveryID = nr.NotifyResponse.Delivery.Channel, nr.NotifyResponse.Delivery.DeliveryID
-	}
-	if resp.Status == envelope.StatusError && resp.Error != nil {
-		rec.Kind, rec.Class, rec.Reason = audit.Failed, resp.Error.Class, resp.Error.Message
-		rec.Channel = m.Headers().Get(bus.HeaderChannel)
-	}
-	s.audit.Write(ctx, rec)
+	s.audit.Write(ctx, audit.Outcome(butler, id, m.Headers().Get(bus.HeaderKey), m.Headers().Get(bus.HeaderChannel), resp))
 	if resp.Result != nil {
 		if err := s.claimSent(ctx, id, resp.Result.NotifyResponse); err != nil {
 			return err
@@ -421,10 +419,6 @@ func (s *Switchboard) settle(ctx context.Context, butler, id, channel string, re
 	return nil
 }
 
-// answerWait is how long the switchboard waits for a butler to confirm it
-// took an answer.
-const answerWait = 2 * time.Second
-
 // answer sends a route_response to the caller's reply subject (core NATS) and
 // reports whether the caller confirmed it: false means nobody is waiting any
 // more (the ledger still holds the outcome).
@@ -434,7 +428,7 @@ func (s *Switchboard) answer(butler, id string, resp *envelope.RouteResponse) bo
 		s.log.Error("encoding answer", "request_id", id, "err", err)
 		return false
 	}
-	if _, err := s.nc.Request(bus.ReplySubject(butler, id), b, answerWait); err != nil {
+	if _, err := s.nc.Request(bus.ReplySubject(butler, id), b, bus.AnswerWait); err != nil {
 		if !errors.Is(err, nats.ErrNoResponders) {
 			s.log.Warn("answer not confirmed", "butler", butler, "request_id", id, "err", err)
 		}
