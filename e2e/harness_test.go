@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/config"
@@ -343,9 +344,13 @@ func streamJSON(t *testing.T, js jetstream.JetStream, stream, subject string) []
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rec map[string]any
-		_ = json.Unmarshal(m.Data(), &rec)
-		out = append(out, rec)
+		// An audit message may hold several records, one per line; the
+		// other streams' messages are one JSON document each.
+		for _, line := range audit.Lines(m.Data()) {
+			var rec map[string]any
+			_ = json.Unmarshal(line, &rec)
+			out = append(out, rec)
+		}
 	}
 	return out
 }

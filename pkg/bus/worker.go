@@ -103,6 +103,9 @@ func (w *Worker) backOff(tries uint64) time.Duration {
 // still run Concurrency at a time, in delivery order.
 const minPull = 16
 
+// handlerIdle is how long a handler goroutine waits for another message.
+const handlerIdle = 5 * time.Second
+
 // Run consumes until ctx is done, then stops taking messages, lets in-flight
 // ones finish within DrainTimeout, and hands back (Nak) whatever could not.
 func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
@@ -119,16 +122,39 @@ func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelWork()
 	var (
-		wg  sync.WaitGroup
-		sem = make(chan struct{}, w.Concurrency)
+		wg   sync.WaitGroup
+		sem  = make(chan struct{}, w.Concurrency)
+		jobs = make(chan jetstream.Msg)
+		quit = make(chan struct{})
 	)
+	// Handlers run on goroutines that stay for the next message while there
+	// is work (a fresh goroutine per message would grow its stack anew each
+	// time) and leave after handlerIdle without any.
+	handler := func(m jetstream.Msg) {
+		defer wg.Done()
+		idle := time.NewTimer(handlerIdle)
+		defer idle.Stop()
+		for {
+			w.handle(ctx, work, m)
+			<-sem
+			idle.Reset(handlerIdle)
+			select {
+			case m = <-jobs:
+			case <-idle.C:
+				return
+			case <-quit:
+				return
+			}
+		}
+	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			w.handle(ctx, work, m)
-		}()
+		select {
+		case jobs <- m:
+		default:
+			wg.Add(1)
+			go handler(m)
+		}
 	}, jetstream.PullMaxMessages(max(w.Concurrency, minPull)), jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) {
 		if !errors.Is(err, jetstream.ErrNoHeartbeat) {
 			w.Log.Debug("consume", "stream", w.Stream, "err", err)
@@ -140,7 +166,7 @@ func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 	<-ctx.Done()
 	cc.Drain()
 	done := make(chan struct{})
-	go func() { <-cc.Closed(); wg.Wait(); close(done) }()
+	go func() { <-cc.Closed(); close(quit); wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(w.DrainTimeout):

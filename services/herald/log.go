@@ -215,13 +215,16 @@ func (lr *logReader) read(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("reading the audit log: %w", err)
 		}
-		var r audit.Record
-		if err := json.Unmarshal(m.Data(), &r); err != nil {
-			// Only the services may publish here; still, one broken
-			// record must not hide the rest.
-			fmt.Fprintf(lr.stderr, "herald log: skipped record %d on %s: not an audit record (%v)\n", meta.Sequence.Stream, m.Subject(), err)
-		} else if lr.q.match(r) {
-			lr.p.add(r, m.Data())
+		// One stored message holds one record, or several written together.
+		for _, line := range audit.Lines(m.Data()) {
+			var r audit.Record
+			if err := json.Unmarshal(line, &r); err != nil {
+				// Only the services may publish here; still, one broken
+				// record must not hide the rest.
+				fmt.Fprintf(lr.stderr, "herald log: skipped record %d on %s: not an audit record (%v)\n", meta.Sequence.Stream, m.Subject(), err)
+			} else if lr.q.match(r) {
+				lr.p.add(r, line)
+			}
 		}
 		switch {
 		case caughtUp:

@@ -57,6 +57,7 @@ func (f *logFleet) write(t *testing.T, recs ...audit.Record) {
 	t.Helper()
 	for _, r := range recs {
 		f.w.Write(t.Context(), r)
+		f.w.Flush() // one stored message each, so the count below holds
 	}
 	stored(t, f.js)
 	f.n += uint64(len(recs))
@@ -181,6 +182,46 @@ func TestLogJSONKeepsRecords(t *testing.T) {
 		if diff := cmp.Diff(sample[i], r); diff != "" {
 			t.Errorf("record %d (-stored +printed):\n%s", i, diff)
 		}
+	}
+}
+
+// TestLogReadsBatchedRecords: delivered records written together are stored
+// together, and herald log still shows each of them, filters and all.
+func TestLogReadsBatchedRecords(t *testing.T) {
+	f := newLogFleet(t)
+	const n = 40
+	for i := range n {
+		f.w.Write(t.Context(), audit.Record{Kind: audit.Delivered, Butler: "health", Channel: "log:log", RequestID: fmt.Sprintf("b%02d", i), DeliveryID: fmt.Sprintf("dlv_%02d", i)})
+	}
+	f.w.Write(t.Context(), audit.Record{Kind: audit.Failed, Butler: "health", Channel: "log:log", RequestID: "f", Class: "timeout"})
+	f.w.Flush()
+	stored(t, f.js)
+	if msgs := bustest.Msgs(t, f.js, bus.StreamAudit); msgs >= n {
+		t.Fatalf("%d records in %d stored messages; written together, they should share messages", n+1, msgs)
+	}
+	out, _, err := f.log(t, "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := records(t, out)
+	if len(got) != n+1 {
+		t.Fatalf("herald log printed %d records, want %d", len(got), n+1)
+	}
+	seen := map[string]bool{}
+	for _, r := range got {
+		seen[r.RequestID] = true
+	}
+	for i := range n {
+		if !seen[fmt.Sprintf("b%02d", i)] {
+			t.Errorf("record b%02d is missing", i)
+		}
+	}
+	out, _, err = f.log(t, "--json", "--request-id", "b07")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := records(t, out); len(got) != 1 || got[0].DeliveryID != "dlv_07" {
+		t.Fatalf("--request-id b07 printed %v", got)
 	}
 }
 
@@ -574,6 +615,7 @@ func TestLogAsOperator(t *testing.T) {
 	w := &audit.Writer{JS: connAs(t, url, "switchboard", pw["switchboard"], natsauth.ConnSwitchboard), Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	for _, r := range sample {
 		w.Write(t.Context(), r)
+		w.Flush() // stored in the order written
 	}
 	stored(t, w.JS)
 	for _, tt := range []struct {

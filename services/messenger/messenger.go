@@ -99,6 +99,7 @@ func Run(ctx context.Context, o Options) error {
 	m := &Messenger{cfg: o.Config, nc: o.NC, js: js, log: log, ledger: led, audit: &audit.Writer{JS: js, Log: log},
 		senders: map[string]deliver.Sender{}, broken: map[string]error{}, instance: instanceName(),
 		leaseTTL: ledger.LeaseTTL, active: map[string]struct{}{}, metrics: o.Metrics, sinks: map[string]*sink{}}
+	defer m.audit.Flush()
 	state := obs.NewState()
 	o.Health.Add(HealthCheck, obs.All(state.Check, obs.ConsumerCheck(js, consumers...), m.receiversCheck))
 	getenv := o.Getenv

@@ -206,11 +206,13 @@ func (f *fleet) audits(t *testing.T) map[string][]audit.Record {
 	t.Helper()
 	out := map[string][]audit.Record{}
 	for _, m := range f.stored(t, bus.StreamAudit, "herald.audit.") {
-		var r audit.Record
-		if err := json.Unmarshal(m.Data, &r); err != nil {
+		recs, err := audit.Decode(m.Data)
+		if err != nil {
 			t.Fatal(err)
 		}
-		out[r.RequestID] = append(out[r.RequestID], r)
+		for _, r := range recs {
+			out[r.RequestID] = append(out[r.RequestID], r)
+		}
 	}
 	return out
 }

@@ -116,6 +116,7 @@ func run(ctx context.Context, o Options, log *slog.Logger, state *obs.State) err
 	}
 	s := &Switchboard{cfg: o.Config, nc: o.NC, js: js, log: log, audit: &audit.Writer{JS: js, Log: log}, ledger: led, approvals: approvals, requests: requests, sessionsKV: sessionsKV, metrics: o.Metrics}
 	s.laterCtx, s.stopLater = context.WithCancel(context.WithoutCancel(ctx))
+	defer s.audit.Flush()
 	defer s.stopLater()
 	retryFor := time.Duration(o.Config.Delivery.RetryFor)
 	routes := &bus.Worker{Stream: bus.StreamRoute, Durable: bus.ConsumerSwitchboard, Handle: obs.Noted(&s.lastErr, s.route), GiveUp: s.reject, Concurrency: o.Concurrency, RetryFor: retryFor, Log: log}
