@@ -35,3 +35,23 @@ func (h *HTTP) Patterns() []string {
 
 // ServeHTTP serves the mounted endpoints.
 func (h *HTTP) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
+
+// ProviderConns is how many idle connections to one provider host a sender
+// keeps: as many as the messenger delivers at once (bus.DefaultConcurrency).
+// net/http keeps 2 by default, so 64 deliveries at once to one API would
+// close and dial connections all the time.
+const ProviderConns = 64
+
+// NewTransport is a transport for a sender's calls to its provider: the
+// default one (proxy from the environment, timeouts, HTTP/2) keeping
+// ProviderConns idle connections per host. Each integration has its own, so
+// one provider's connections never serve another's.
+func NewTransport() *http.Transport {
+	t, ok := http.DefaultTransport.(*http.Transport)
+	if !ok {
+		t = &http.Transport{Proxy: http.ProxyFromEnvironment}
+	}
+	t = t.Clone()
+	t.MaxIdleConnsPerHost = ProviderConns
+	return t
+}

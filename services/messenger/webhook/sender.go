@@ -68,7 +68,9 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 		recipients: map[string]*url.URL{},
 		client: &http.Client{
 			Timeout:   requestTimeout,
-			Transport: transport(),
+			// Its own connection pool, proxy included (HTTPS_PROXY: an
+			// egress proxy that keeps webhooks out of internal networks).
+			Transport: deliver.NewTransport(),
 			// A receiver that moved is a configuration to fix, not a hop
 			// to take: the signature and the body would go wherever a
 			// compromised receiver points.
@@ -88,16 +90,6 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	slices.Sort(s.names)
 	s.def = c.DefaultRecipient()
 	return s, nil
-}
-
-// transport is the integration's own connection pool, with Go's default
-// settings, proxy included (HTTPS_PROXY: an egress proxy that keeps webhooks out
-// of internal networks).
-func transport() http.RoundTripper {
-	if t, ok := http.DefaultTransport.(*http.Transport); ok {
-		return t.Clone()
-	}
-	return &http.Transport{Proxy: http.ProxyFromEnvironment}
 }
 
 // loadSecrets checks the integration's settings and resolves and parses
