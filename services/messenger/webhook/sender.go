@@ -67,7 +67,7 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 		secrets:    sec,
 		recipients: map[string]*url.URL{},
 		client: &http.Client{
-			Timeout:   requestTimeout,
+			Timeout: requestTimeout,
 			// Its own connection pool, proxy included (HTTPS_PROXY: an
 			// egress proxy that keeps webhooks out of internal networks).
 			Transport: deliver.NewTransport(),
