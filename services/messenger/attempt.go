@@ -75,6 +75,14 @@ func (a *attempt) begin(ctx context.Context) error {
 	return nil
 }
 
+// claimed reports whether this attempt ever held the record (its first
+// claim was written).
+func (a *attempt) claimed() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.started
+}
+
 // callEndedLocked counts the provider call in flight, if any, as done.
 func (a *attempt) callEndedLocked() {
 	if !a.called.IsZero() {

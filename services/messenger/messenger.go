@@ -234,8 +234,15 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 	if key == "" {
 		key = r.IdempotencyKey()
 	}
+	// A message's first delivery (not an operator's replay) most likely has
+	// no ledger record yet: it is not read first, and the claim before the
+	// provider call creates it. If one exists after all (the same notify
+	// again, past the duplicate window), the create fails before any call
+	// and the delivery starts over from the record.
+	fresh := msg.Headers().Get(bus.HeaderReplay) == ""
 	if meta, err := msg.Metadata(); err == nil && meta.NumDelivered > 1 {
 		m.metrics.Retry(n.Delivery.Channel)
+		fresh = false
 	}
 	_, id, _ := strings.Cut(n.Delivery.Channel, ":")
 	sender := m.senders[id]
@@ -254,10 +261,20 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 		return &envelope.RetryAfterError{Wait: time.Second, Err: fmt.Errorf("%w: delivery %s is in progress in this messenger", envelope.ErrTargetUnavailable, envelope.DeliveryID(key))}
 	}
 	defer m.releaseKey(key)
+	return m.attempt(ctx, msg, r, key, sender, fresh)
+}
 
-	rec, err := m.ledger.Get(ctx, n.OriginButler, key)
-	if err != nil {
-		return err
+// attempt delivers r on sender; fresh skips reading its ledger record first.
+func (m *Messenger) attempt(ctx context.Context, msg jetstream.Msg, r *envelope.Route, key string, sender deliver.Sender, fresh bool) error {
+	n := r.Notify()
+	var (
+		rec *ledger.Record
+		err error
+	)
+	if !fresh {
+		if rec, err = m.ledger.Get(ctx, n.OriginButler, key); err != nil {
+			return err
+		}
 	}
 	if rec != nil && rec.Status == ledger.Failed && msg.Headers().Get(bus.HeaderReplay) != "" {
 		// An operator replayed it: a failure is tried again (a delivery
@@ -301,6 +318,10 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 	receipt, err := sender.Deliver(ctx, d)
 	if err != nil {
 		a.abandon(ctx, err)
+		if fresh && errors.Is(err, errTakenOver) && !a.claimed() {
+			// The record exists: no call was made; start over from it.
+			return m.attempt(ctx, msg, r, key, sender, false)
+		}
 		return err
 	}
 	if outcome == "" {
