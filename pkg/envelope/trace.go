@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"regexp"
 )
 
 // W3C trace context (design §3's trace_context): a notify's trace starts at
@@ -15,8 +14,6 @@ import (
 
 // HeaderTraceparent is the NATS header that carries a message's trace.
 const HeaderTraceparent = "traceparent"
-
-var traceparentPattern = regexp.MustCompile(`^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$`)
 
 // NewTraceparent starts a trace: version 00, a random trace id and span id,
 // sampled.
@@ -32,14 +29,38 @@ func ChildTraceparent(parent string) string {
 	return "00-" + id + "-" + randomHex(8) + "-" + parent[len(parent)-2:]
 }
 
-// TraceID is the trace id of a traceparent, "" if it is not one (the all-zero
-// ids are invalid, as the spec says).
+// TraceID is the trace id of a traceparent, "" if it is not one
+// (version-traceid-spanid-flags in lower-case hex; the all-zero ids and
+// version ff are invalid, as the spec says).
 func TraceID(traceparent string) string {
-	m := traceparentPattern.FindStringSubmatch(traceparent)
-	if m == nil || m[1] == "00000000000000000000000000000000" || m[2] == "0000000000000000" || traceparent[:2] == "ff" {
+	if !isTraceparent(traceparent) {
 		return ""
 	}
-	return m[1]
+	id, span := traceparent[3:35], traceparent[36:52]
+	if id == "00000000000000000000000000000000" || span == "0000000000000000" || traceparent[:2] == "ff" {
+		return ""
+	}
+	return id
+}
+
+// isTraceparent matches ^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$.
+func isTraceparent(s string) bool {
+	if len(s) != 55 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch i {
+		case 2, 35, 52:
+			if s[i] != '-' {
+				return false
+			}
+		default:
+			if !isLowerHex(s[i]) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // TraceID is the route's trace id, "" if it carries none.

@@ -1,0 +1,485 @@
+package envelope
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// The fast path: every route a butler publishes is checked, and the schema
+// interpreter costs a map decode, a tree walk and a second decode each time.
+// fastRoute and fastNotify decode once into the Go types and check, in plain
+// Go, what schemas/route.v1.json, notify.v1.json and request_context.v1.json
+// (and goRules) say about a notify_request route. They answer ok only when
+// sure the schema would accept; anything else (an ingress, a null, an empty
+// string, a key with an escape, a duplicate key, a field they do not model)
+// is left to the schema, which says what is wrong. They may be stricter than
+// the schema, never looser: they mirror those three files and must change
+// with them (TestFastSchemasUnchanged notices when they change).
+
+// shape is the schema object a JSON value must be, for the key scan.
+type shape uint8
+
+const (
+	shNone shape = iota // no value expected here
+	shLeaf              // a string or a boolean
+	shRoute
+	shRouteRC // route.v1's request_context
+	shTarget
+	shInput
+	shContext
+	shNotify
+	shNotifyRC // request_context.v1
+	shDelivery
+	shActions // the one array
+	shAction
+	shTrace
+)
+
+type shapeKey struct {
+	name  string
+	child shape
+}
+
+var rcFields = []shapeKey{
+	{"request_id", shLeaf}, {"source_channel", shLeaf}, {"source_endpoint_identity", shLeaf},
+	{"source_sender_identity", shLeaf}, {"source_thread_identity", shLeaf}, {"received_at", shLeaf},
+}
+
+// shapeKeys lists, for each object shape, the keys the schema allows there (and
+// the fast path models), the shape of each key's value, and which keys are
+// required, as a bit mask over the key indexes.
+var shapeKeys = [...]struct {
+	fields   []shapeKey
+	required uint32
+}{
+	shRoute: {[]shapeKey{
+		{"schema_version", shLeaf}, {"request_context", shRouteRC}, {"target", shTarget},
+		{"input", shInput}, {"trace_context", shTrace},
+	}, 0b1111},
+	shRouteRC:  {rcFields, 1<<0 | 1<<5},
+	shTarget:   {[]shapeKey{{"butler", shLeaf}, {"tool", shLeaf}}, 0b11},
+	shInput:    {[]shapeKey{{"prompt", shLeaf}, {"context", shContext}}, 0b10},
+	shContext:  {[]shapeKey{{"notify_request", shNotify}}, 0b1}, // an ingress is left to the schema
+	shNotify:   {[]shapeKey{{"schema_version", shLeaf}, {"origin_butler", shLeaf}, {"delivery", shDelivery}, {"request_context", shNotifyRC}}, 0b111},
+	shNotifyRC: {rcFields, 0b1111},
+	shDelivery: {[]shapeKey{
+		{"intent", shLeaf}, {"channel", shLeaf}, {"message", shLeaf}, {"recipient", shLeaf},
+		{"subject", shLeaf}, {"emoji", shLeaf}, {"urgency", shLeaf}, {"topic", shLeaf}, {"level", shLeaf},
+		{"claim_thread", shLeaf}, {"claim_thread_label", shLeaf}, {"actions", shActions},
+	}, 0},
+	shAction: {[]shapeKey{{"label", shLeaf}, {"data", shLeaf}}, 0b11},
+	shTrace:  {[]shapeKey{{"traceparent", shLeaf}}, 0},
+}
+
+// scan walks data once and reports whether every key is one the schema
+// allows at its place, spelled byte for byte as there (so no escapes, and no
+// "Message", which encoding/json would take for "message"), at most once per
+// object (the schema sees the last of two, encoding/json merges them),
+// whether every required key is there, and whether there is no null, no
+// number and no empty string. The last rule makes "" mean "absent" in the
+// decoded struct, which the checks below rely on. Syntax is left to the
+// decoder.
+func scanKeys(data []byte, root shape) bool {
+	type frame struct {
+		shape shape
+		seen  uint32
+	}
+	var stack [8]frame
+	depth := 0
+	next := root
+	key := false // the next string is a key
+	for i := 0; i < len(data); i++ {
+		switch c := data[i]; c {
+		case ' ', '\t', '\n', '\r':
+		case ':':
+			if depth == 0 {
+				return false
+			}
+		case ',':
+			if depth == 0 {
+				return false
+			}
+			if s := stack[depth-1].shape; s == shActions {
+				next = shAction
+			} else {
+				key = true
+			}
+		case '{':
+			if next <= shLeaf || next == shActions || depth == len(stack) {
+				return false
+			}
+			stack[depth] = frame{shape: next}
+			depth++
+			next, key = shNone, true
+		case '[':
+			if next != shActions || depth == len(stack) {
+				return false
+			}
+			stack[depth] = frame{shape: shActions}
+			depth++
+			next, key = shAction, false
+		case '}', ']':
+			if depth == 0 {
+				return false
+			}
+			depth--
+			f := stack[depth]
+			if f.shape != shActions {
+				req := shapeKeys[f.shape].required
+				if f.seen&req != req {
+					return false
+				}
+			}
+			next, key = shNone, false
+		case '"':
+			end := stringEnd(data, i+1)
+			if end <= i+1 { // unterminated, or ""
+				return false
+			}
+			s := data[i+1 : end]
+			i = end
+			if !key {
+				if next != shLeaf {
+					return false
+				}
+				next = shNone
+				continue
+			}
+			f := &stack[depth-1]
+			n := -1
+			for j, fd := range shapeKeys[f.shape].fields {
+				if string(s) == fd.name {
+					n = j
+					break
+				}
+			}
+			if n < 0 || f.seen&(1<<n) != 0 {
+				return false
+			}
+			f.seen |= 1 << n
+			next, key = shapeKeys[f.shape].fields[n].child, false
+		case 't', 'f':
+			lit := "false"
+			if c == 't' {
+				lit = "true"
+			}
+			if next != shLeaf || !bytes.HasPrefix(data[i:], []byte(lit)) {
+				return false
+			}
+			i += len(lit) - 1
+			next = shNone
+		default: // null, numbers, anything else
+			return false
+		}
+	}
+	return depth == 0 && next == shNone
+}
+
+// stringEnd is the index of the quote that closes the string whose contents
+// start at i, or -1.
+func stringEnd(data []byte, i int) int {
+	for i < len(data) {
+		switch data[i] {
+		case '"':
+			return i
+		case '\\':
+			i += 2
+		default:
+			i++
+		}
+	}
+	return -1
+}
+
+// fastRoute decodes a route.v1 carrying a notify_request and reports whether
+// it is sure the schema and goRules accept it.
+func fastRoute(data []byte) (*Route, bool) {
+	if !scanKeys(data, shRoute) {
+		return nil, false
+	}
+	var r Route
+	if !strictDecode(data, &r) || !routeOK(&r) {
+		return nil, false
+	}
+	return &r, true
+}
+
+// fastNotify is fastRoute for a bare notify.v1.
+func fastNotify(data []byte) (*Notify, bool) {
+	if !scanKeys(data, shNotify) {
+		return nil, false
+	}
+	var n Notify
+	if !strictDecode(data, &n) || !notifyOK(&n) {
+		return nil, false
+	}
+	return &n, true
+}
+
+// strictDecode decodes data into v. scanKeys has refused unknown keys
+// already; DisallowUnknownFields refuses them again should a struct lose a
+// field the key tables still list.
+func strictDecode(data []byte, v any) bool {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.DisallowUnknownFields()
+	return d.Decode(v) == nil && !d.More()
+}
+
+func routeOK(r *Route) bool {
+	rc := &r.RequestContext
+	return r.SchemaVersion == RouteV1 &&
+		rcOK(rc) && rc.ReceivedAt != "" && // request_id is checked by rcOK
+		isName(r.Target.Butler) && r.Target.Tool == ToolRouteExecute &&
+		r.Input.Context.Ingress == nil && r.Input.Context.NotifyRequest != nil &&
+		notifyOK(r.Input.Context.NotifyRequest) &&
+		(r.TraceContext == nil || r.TraceContext.Traceparent == "" || isTraceparent(r.TraceContext.Traceparent))
+}
+
+// rcOK checks the fields both request_context schemas share; each caller
+// adds what its schema requires.
+func rcOK(rc *RequestContext) bool {
+	return isUUID7(rc.RequestID) &&
+		(rc.SourceChannel == "" || isSourceChannel(rc.SourceChannel)) &&
+		runes(rc.SourceEndpointIdentity, 0, 512) &&
+		runes(rc.SourceSenderIdentity, 0, 512) &&
+		runes(rc.SourceThreadIdentity, 0, 998) &&
+		(rc.ReceivedAt == "" || isDateTime(rc.ReceivedAt))
+}
+
+func notifyOK(n *Notify) bool {
+	if n.SchemaVersion != NotifyV1 || !isName(n.OriginButler) {
+		return false
+	}
+	rc := n.RequestContext
+	if rc != nil && !(rcOK(rc) && rc.SourceChannel != "" && rc.SourceEndpointIdentity != "" && rc.SourceSenderIdentity != "") {
+		return false
+	}
+	d := &n.Delivery
+	switch d.Intent {
+	case "", IntentSend, IntentReply, IntentReact:
+	default:
+		return false
+	}
+	switch d.Urgency {
+	case "", "low", "normal", "high":
+	default:
+		return false
+	}
+	switch d.Level {
+	case "", "info", "warn", "error":
+	default:
+		return false
+	}
+	if d.Channel != "" && !isChannel(d.Channel) ||
+		len(d.Message) > MaxMessageBytes || // bytes bound runes: maxLength 65536 holds too
+		!runes(d.Recipient, 0, 512) || !runes(d.Subject, 0, 998) || !runes(d.Emoji, 0, 32) ||
+		d.Topic != "" && !isName(d.Topic) ||
+		!runes(d.ClaimThreadLabel, 0, 128) {
+		return false
+	}
+	if d.Actions != nil && (len(d.Actions) < 1 || len(d.Actions) > 8) {
+		return false
+	}
+	for _, a := range d.Actions {
+		if !runes(a.Label, 1, 64) || !isActionData(a.Data) {
+			return false
+		}
+	}
+
+	// The allOf rules. An absent intent is not react, so rule 1 holds for it.
+	if d.Intent != IntentReact && !hasNonSpace(d.Message) {
+		return false // send and reply need a message
+	}
+	if (d.Intent == IntentReply || d.Intent == IntentReact) && rc == nil {
+		return false // they answer a request
+	}
+	if d.Intent == IntentReact && (d.Emoji == "" || rc.SourceThreadIdentity == "") {
+		return false // react needs an emoji and the message it reacts to
+	}
+	telegram := d.Channel == "telegram" || strings.HasPrefix(d.Channel, "telegram:") ||
+		d.Channel == "" && rc != nil && rc.SourceChannel == "telegram"
+	if d.Intent == IntentReply && telegram && rc.SourceThreadIdentity == "" {
+		return false // a Telegram reply needs the message it replies to
+	}
+	return true
+}
+
+// runes reports whether s has lo (0 or 1) to hi runes, as JSON Schema
+// counts length. Bytes bound runes from above, so most strings need no count.
+func runes(s string, lo, hi int) bool {
+	if len(s) < lo {
+		return false
+	}
+	return len(s) <= hi || utf8.RuneCountInString(s) <= hi
+}
+
+// hasNonSpace stands for the pattern \S. Go's regexp takes only \t\n\f\r and
+// space as \s; this also counts every Unicode space and U+FEFF (ECMA-262's
+// \s), so it is stricter whichever engine the schema runs on.
+func hasNonSpace(s string) bool {
+	for _, r := range s {
+		if !unicode.IsSpace(r) && r != '\uFEFF' {
+			return true
+		}
+	}
+	return false
+}
+
+// isName matches ^[a-z][a-z0-9_-]{0,62}$ (butler, origin_butler, topic).
+func isName(s string) bool {
+	if len(s) < 1 || len(s) > 63 || s[0] < 'a' || s[0] > 'z' {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// isChannel matches delivery.channel's pattern
+// ^(type|...)(:[A-Za-z0-9][A-Za-z0-9_-]{0,62})?$, whose types are
+// channelTypes, so goRules' known-type check holds too.
+func isChannel(s string) bool {
+	typ, id, hasID := strings.Cut(s, ":")
+	known := false
+	for _, t := range channelTypes {
+		if typ == t {
+			known = true
+			break
+		}
+	}
+	if !known {
+		return false
+	}
+	if !hasID {
+		return true
+	}
+	if len(id) < 1 || len(id) > 63 || !isAlnum(id[0]) {
+		return false
+	}
+	for i := 1; i < len(id); i++ {
+		if c := id[i]; !isAlnum(c) && c != '_' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+// isActionData matches ^[A-Za-z0-9_:.-]{1,64}$.
+func isActionData(s string) bool {
+	if len(s) < 1 || len(s) > 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '_' && c != ':' && c != '.' && c != '-' {
+			return false
+		}
+	}
+	return true
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+func isSourceChannel(s string) bool {
+	switch s {
+	case "telegram", "email", "slack", "webhook", "web", "mcp", "api", "cli":
+		return true
+	}
+	return false
+}
+
+// isUUID7 matches ^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$
+// (which the uuid format accepts too).
+func isUUID7(s string) bool {
+	if len(s) != 36 || s[14] != '7' || !strings.ContainsRune("89ab", rune(s[19])) {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch i {
+		case 8, 13, 18, 23:
+			if s[i] != '-' {
+				return false
+			}
+		default:
+			if !isLowerHex(s[i]) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func isLowerHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' }
+
+// isDateTime accepts yyyy-mm-ddThh:mm:ss[.frac](Z|+hh:mm|-hh:mm) with an
+// upper-case T and Z, a real calendar day and no leap second: a narrow form
+// that both the schema's date-time format and time.Parse(time.RFC3339Nano)
+// accept.
+func isDateTime(s string) bool {
+	if len(s) < 20 || s[4] != '-' || s[7] != '-' || s[10] != 'T' || s[13] != ':' || s[16] != ':' {
+		return false
+	}
+	year, ok1 := digits(s[0:4])
+	month, ok2 := digits(s[5:7])
+	day, ok3 := digits(s[8:10])
+	hour, ok4 := digits(s[11:13])
+	minute, ok5 := digits(s[14:16])
+	sec, ok6 := digits(s[17:19])
+	if !(ok1 && ok2 && ok3 && ok4 && ok5 && ok6) ||
+		month < 1 || month > 12 || day < 1 || day > daysIn(month, year) ||
+		hour > 23 || minute > 59 || sec > 59 {
+		return false
+	}
+	rest := s[19:]
+	if rest[0] == '.' {
+		n := 1
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		if n == 1 {
+			return false
+		}
+		rest = rest[n:]
+	}
+	if rest == "Z" {
+		return true
+	}
+	if len(rest) != 6 || rest[0] != '+' && rest[0] != '-' || rest[3] != ':' {
+		return false
+	}
+	oh, ok1 := digits(rest[1:3])
+	om, ok2 := digits(rest[4:6])
+	return ok1 && ok2 && oh <= 23 && om <= 59
+}
+
+// digits parses a short run of ASCII digits.
+func digits(s string) (int, bool) {
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, true
+}
+
+func daysIn(month, year int) int {
+	switch month {
+	case 2:
+		if year%4 == 0 && (year%100 != 0 || year%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
+}
