@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -269,6 +270,100 @@ func TestServiceDiscovery(t *testing.T) {
 	}
 	if _, err := client.Request("$SRV.PING."+obs.ServiceSwitchboard, nil, 200*time.Millisecond); !errors.Is(err, nats.ErrNoResponders) {
 		t.Errorf("a stopped service still answers: %v", err)
+	}
+}
+
+// TestManyServicesOnOneConnection: a process with many services (herald dev
+// with a service per butler) answers a scatter-gather $SRV.PING once per
+// service, counts each service's status requests in its STATS, stops each on
+// its own, and does not spend a goroutine per subscription.
+func TestManyServicesOnOneConnection(t *testing.T) {
+	srv := bustest.RunServer(t)
+	nc, _ := srv.Connect()
+	client, _ := srv.Connect()
+	const n = 50
+	before := runtime.NumGoroutine()
+	var svcs []*obs.Service
+	for i := range n {
+		svc, err := obs.AddService(nc, obs.ServiceButler(fmt.Sprintf("b%02d", i)), "0.1.0", func() any { return i })
+		if err != nil {
+			t.Fatal(err)
+		}
+		svcs = append(svcs, svc)
+	}
+	if grown := runtime.NumGoroutine() - before; grown > 5 {
+		t.Errorf("%d services took %d goroutines", n, grown)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	pings := func() map[string]int {
+		inbox := client.NewInbox()
+		sub, err := client.SubscribeSync(inbox)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer sub.Unsubscribe()
+		if err := client.PublishRequest("$SRV.PING", inbox, nil); err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]int{}
+		for {
+			m, err := sub.NextMsg(500 * time.Millisecond)
+			if err != nil {
+				return got
+			}
+			var p micro.Ping
+			if err := json.Unmarshal(m.Data, &p); err != nil || p.Type != micro.PingResponseType {
+				t.Fatalf("ping answer %s (%v)", m.Data, err)
+			}
+			got[p.Name]++
+		}
+	}
+	got := pings()
+	if len(got) != n {
+		t.Fatalf("%d services answered $SRV.PING, want %d", len(got), n)
+	}
+	for name, k := range got {
+		if k != 1 {
+			t.Errorf("%s answered %d times", name, k)
+		}
+	}
+	name := obs.ServiceButler("b07")
+	if msg, err := client.Request(obs.StatusSubject(name), nil, 2*time.Second); err != nil || string(msg.Data) != "7" {
+		t.Fatalf("status of %s: %v", name, err)
+	}
+	msg, err := client.Request("$SRV.STATS."+name, nil, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st micro.Stats
+	if err := json.Unmarshal(msg.Data, &st); err != nil || st.Name != name || len(st.Endpoints) != 1 || st.Endpoints[0].NumRequests != 1 {
+		t.Fatalf("stats of %s: %s (%v)", name, msg.Data, err)
+	}
+	msg, err = client.Request("$SRV.PING."+name+"."+st.ID, nil, 2*time.Second)
+	if err != nil {
+		t.Fatalf("ping by instance id: %v", err)
+	}
+	for _, svc := range svcs[:n/2] {
+		if err := svc.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := pings(); len(got) != n-n/2 {
+		t.Fatalf("%d services answered after %d of %d stopped", len(got), n/2, n)
+	}
+	for _, svc := range svcs[n/2:] {
+		_ = svc.Stop()
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.Request("$SRV.PING", nil, 200*time.Millisecond); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("after every service stopped, $SRV.PING: %v", err)
 	}
 }
 
