@@ -3,6 +3,7 @@ package markdown
 import (
 	"strings"
 	"unicode/utf16"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -28,6 +29,13 @@ const minLimit = 64
 func TelegramChunks(md string, limit int) []string {
 	limit = max(limit, minLimit)
 	h := TelegramHTML(md)
+	if utf16Len(h) <= limit {
+		// One chunk, the common case: no need to split it into tokens.
+		if !visible(h) {
+			return nil // Telegram refuses a message with nothing to show.
+		}
+		return []string{h}
+	}
 	toks := tokenize(h)
 	last := -1 // the last token with visible, non-blank text
 	for i, t := range toks {
@@ -38,9 +46,6 @@ func TelegramChunks(md string, limit int) []string {
 	if last < 0 {
 		// Telegram refuses a message with nothing to show.
 		return nil
-	}
-	if utf16Len(h) <= limit {
-		return []string{h}
 	}
 	var chunks []string
 	var open []token
@@ -189,6 +194,26 @@ func (t token) apply(stack []token) []token {
 		}
 	}
 	return stack
+}
+
+// visible reports whether HTML that TelegramHTML produced has a text token
+// that is not blank (as tokenize would split it), without splitting it.
+func visible(h string) bool {
+	for i := 0; i < len(h); {
+		switch h[i] {
+		case '<':
+			i += strings.IndexByte(h[i:], '>') + 1
+		case '&':
+			return true // an entity is never blank
+		default:
+			r, n := utf8.DecodeRuneInString(h[i:])
+			if !unicode.IsSpace(r) {
+				return true
+			}
+			i += n
+		}
+	}
+	return false
 }
 
 // tokenize splits HTML that TelegramHTML produced. It relies on that: every
