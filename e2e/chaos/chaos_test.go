@@ -105,7 +105,7 @@ func TestChaos(t *testing.T) {
 	var rows []*result
 	t.Cleanup(func() {
 		printTable(os.Stdout, rows, legacyConfig())
-		if t.Failed() {
+		if t.Failed() || os.Getenv("CHAOS_KEEP") != "" {
 			t.Logf("logs kept in %s", root)
 			return
 		}
