@@ -2,8 +2,8 @@ package markdown
 
 import (
 	"strings"
-	"unicode/utf16"
 	"unicode"
+	"unicode/utf16"
 	"unicode/utf8"
 )
 
