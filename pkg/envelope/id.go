@@ -47,15 +47,20 @@ func (r *Route) IdempotencyKey() string {
 	if intent == "" {
 		intent = IntentSend
 	}
-	h := sha256.New()
-	for _, part := range []string{n.OriginButler, requestID, intent, n.Delivery.Channel, n.Delivery.Recipient, thread, n.Delivery.Message, n.Delivery.Emoji} {
-		// Length-prefixed, so no two different tuples hash the same bytes.
-		var l [8]byte
-		binary.BigEndian.PutUint64(l[:], uint64(len(part)))
-		h.Write(l[:])
-		h.Write([]byte(part))
+	parts := [...]string{n.OriginButler, requestID, intent, n.Delivery.Channel, n.Delivery.Recipient, thread, n.Delivery.Message, n.Delivery.Emoji}
+	size := 0
+	for _, part := range parts {
+		size += 8 + len(part)
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	// One buffer, hashed at once: the message is copied once, not per write.
+	b := make([]byte, 0, size)
+	for _, part := range parts {
+		// Length-prefixed, so no two different tuples hash the same bytes.
+		b = binary.BigEndian.AppendUint64(b, uint64(len(part)))
+		b = append(b, part...)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // DeliveryID is the stable id of the delivery an idempotency key names; every
