@@ -1,0 +1,82 @@
+package audit_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/audit"
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/bus/bustest"
+	"github.com/heraldhq/herald/pkg/envelope"
+)
+
+// stored reads every record in the audit stream.
+func stored(t *testing.T, w *audit.Writer) []audit.Record {
+	t.Helper()
+	select {
+	case <-w.JS.PublishAsyncComplete():
+	case <-time.After(10 * time.Second):
+		t.Fatal("audit records not stored within 10s")
+	}
+	s, err := w.JS.Stream(context.Background(), bus.StreamAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []audit.Record
+	for seq := uint64(1); ; seq++ {
+		m, err := s.GetMsg(context.Background(), seq)
+		if err != nil {
+			return out
+		}
+		recs, err := audit.Decode(m.Data)
+		if err != nil {
+			t.Fatalf("message %d: %v", seq, err)
+		}
+		out = append(out, recs...)
+	}
+}
+
+// TestFailuresAreNotHeldBack: a failure is stored at once, without waiting
+// for delivered records to gather; what was waiting is stored at Flush.
+func TestFailuresAreNotHeldBack(t *testing.T) {
+	srv := bustest.RunServer(t)
+	_, js := srv.Connect()
+	w := &audit.Writer{JS: js}
+	w.Write(t.Context(), audit.Record{Kind: audit.Failed, Butler: "health", Channel: "log:log", RequestID: "f", Class: "timeout"})
+	found := false
+	for _, r := range stored(t, w) {
+		found = found || r.RequestID == "f"
+	}
+	if !found {
+		t.Fatal("the failure was not stored before Flush")
+	}
+	for i := range 10 {
+		w.Write(t.Context(), audit.Record{Kind: audit.Delivered, Butler: "health", Channel: "log:log", RequestID: fmt.Sprint(i)})
+	}
+	w.Flush()
+	if got := len(stored(t, w)); got != 11 {
+		t.Fatalf("%d records stored, want 11", got)
+	}
+}
+
+// TestOutcome: the record of an outcome says delivered with its delivery id,
+// or failed with the class and reason, and never the message.
+func TestOutcome(t *testing.T) {
+	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg", Message: "secret words"}, nil))
+	ok := envelope.Answer(r, &envelope.NotifyResponse{Status: envelope.StatusOK, Delivery: &envelope.DeliveryResult{Channel: "telegram:tg", DeliveryID: "dlv_1"}})
+	if rec := audit.Outcome("health", "id", "key", "telegram:tg", ok); rec.Kind != audit.Delivered || rec.DeliveryID != "dlv_1" || rec.Channel != "telegram:tg" {
+		t.Errorf("delivered: %+v", rec)
+	}
+	failed := envelope.Answer(r, envelope.Failed("id", fmt.Errorf("%w: provider down", envelope.ErrTargetUnavailable)))
+	rec := audit.Outcome("health", "id", "key", "telegram:tg", failed)
+	if rec.Kind != audit.Failed || rec.Class != "target_unavailable" || rec.Channel != "telegram:tg" {
+		t.Errorf("failed: %+v", rec)
+	}
+	if b, _ := json.Marshal(rec); strings.Contains(string(b), "secret words") {
+		t.Errorf("the record carries the message: %s", b)
+	}
+}
