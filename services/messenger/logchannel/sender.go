@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"unicode/utf8"
 	"sync/atomic"
 	"time"
 
@@ -80,8 +81,20 @@ func (s *Sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 // Escape makes control characters visible (\n, \t, \u001b, ...), so a message
 // can never start a forged log line or drive a terminal.
 func Escape(s string) string {
+	start := -1
+	for i, r := range s {
+		if needsEscape(r) {
+			start = i
+			break
+		}
+	}
+	if start < 0 {
+		return s // the common case: nothing to escape, nothing to copy
+	}
 	var b strings.Builder
-	for _, r := range s {
+	b.Grow(len(s) + 16)
+	b.WriteString(s[:start])
+	for _, r := range s[start:] {
 		switch {
 		case r == '\n':
 			b.WriteString(`\n`)
@@ -98,6 +111,12 @@ func Escape(s string) string {
 		}
 	}
 	return b.String()
+}
+
+// needsEscape reports whether Escape writes r as something else (a byte
+// that is not UTF-8 comes as RuneError and is written as U+FFFD).
+func needsEscape(r rune) bool {
+	return r == '\\' || r == utf8.RuneError || r < 0x20 || r == 0x7f || r >= 0x80 && r <= 0x9f || r == 0x2028 || r == 0x2029
 }
 
 func init() {

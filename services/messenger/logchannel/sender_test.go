@@ -52,6 +52,8 @@ func TestEscape(t *testing.T) {
 		{"tab\there", `tab\there`},
 		{"back\\slash", `back\\slash`},
 		{"line\u2028separator", `line\u2028separator`},
+		{"not \xffutf-8", "not \ufffdutf-8"},
+		{"late\x00", `late\u0000`},
 	}
 	for _, tt := range tests {
 		if got := logchannel.Escape(tt.in); got != tt.want {
