@@ -8,9 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"unicode/utf8"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
