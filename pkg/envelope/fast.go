@@ -401,22 +401,26 @@ func isUUID7(s string) bool {
 	if len(s) != 36 || s[14] != '7' || !strings.ContainsRune("89ab", rune(s[19])) {
 		return false
 	}
+	return dashedHex(s, 8, 13, 18, 23)
+}
+
+func isLowerHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' }
+
+// dashedHex reports whether s is lower-case hex digits with a '-' at each of
+// dashes (ascending) and nowhere else.
+func dashedHex(s string, dashes ...int) bool {
 	for i := 0; i < len(s); i++ {
-		switch i {
-		case 8, 13, 18, 23:
+		if len(dashes) > 0 && i == dashes[0] {
 			if s[i] != '-' {
 				return false
 			}
-		default:
-			if !isLowerHex(s[i]) {
-				return false
-			}
+			dashes = dashes[1:]
+		} else if !isLowerHex(s[i]) {
+			return false
 		}
 	}
 	return true
 }
-
-func isLowerHex(c byte) bool { return c >= '0' && c <= '9' || c >= 'a' && c <= 'f' }
 
 // isDateTime accepts yyyy-mm-ddThh:mm:ss[.frac](Z|+hh:mm|-hh:mm) with an
 // upper-case T and Z, a real calendar day and no leap second: a narrow form

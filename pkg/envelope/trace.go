@@ -45,22 +45,7 @@ func TraceID(traceparent string) string {
 
 // isTraceparent matches ^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$.
 func isTraceparent(s string) bool {
-	if len(s) != 55 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		switch i {
-		case 2, 35, 52:
-			if s[i] != '-' {
-				return false
-			}
-		default:
-			if !isLowerHex(s[i]) {
-				return false
-			}
-		}
-	}
-	return true
+	return len(s) == 55 && dashedHex(s, 2, 35, 52)
 }
 
 // TraceID is the route's trace id, "" if it carries none.
