@@ -116,7 +116,11 @@ func (a *access) guard(bound string, next http.Handler) http.Handler {
 			return
 		}
 		if r.Body != nil && r.Body != http.NoBody {
-			body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBody))
+			// Sized from Content-Length when given, so the read does not
+			// grow its buffer step by step.
+			buf := bytes.NewBuffer(make([]byte, 0, max(r.ContentLength, 0)+bytes.MinRead))
+			_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, MaxRequestBody))
+			body := buf.Bytes()
 			if _, tooLarge := errors.AsType[*http.MaxBytesError](err); tooLarge {
 				http.Error(w, fmt.Sprintf("request body over %d bytes", MaxRequestBody), http.StatusRequestEntityTooLarge)
 				return
