@@ -16,9 +16,9 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/nats-io/nats.go/micro"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/natsauth"
 	"github.com/heraldhq/herald/pkg/obs"
@@ -115,34 +115,6 @@ func runFor(t *testing.T, name string, f func(ctx context.Context) error) {
 	})
 }
 
-// ping asks every micro service on nc's server for a ping and returns the
-// names that answered.
-func ping(t *testing.T, nc *nats.Conn) map[string]bool {
-	t.Helper()
-	inbox := nc.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sub.Unsubscribe()
-	if err := nc.PublishRequest("$SRV.PING", inbox, nil); err != nil {
-		t.Fatal(err)
-	}
-	names := map[string]bool{}
-	for {
-		msg, err := sub.NextMsg(300 * time.Millisecond)
-		if err != nil {
-			return names
-		}
-		var p micro.Ping
-		if err := json.Unmarshal(msg.Data, &p); err != nil || p.Type != micro.PingResponseType {
-			t.Errorf("not a ping answer: %s", msg.Data)
-			continue
-		}
-		names[p.Name] = true
-	}
-}
-
 // status asks service's status endpoint.
 func status[T any](t *testing.T, nc *nats.Conn, service string) T {
 	t.Helper()
@@ -173,11 +145,11 @@ func TestOpsDiscoveryAndMetrics(t *testing.T) {
 	f.listen("health") // the butler's background work, which answers discovery
 
 	want := []string{obs.ServiceSwitchboard, obs.ServiceMessenger, obs.ServiceButler("health")}
-	var names map[string]bool
+	var names map[string]int
 	eventually(t, 10*time.Second, func() bool {
-		names = ping(t, f.nc)
+		names = bustest.Ping(t, f.nc)
 		for _, n := range want {
-			if !names[n] {
+			if names[n] == 0 {
 				return false
 			}
 		}
@@ -335,9 +307,9 @@ func TestOpsDiscoveryUnderLeastPrivilege(t *testing.T) {
 	opNC, _, _ := s.conn("operator", natsauth.ConnCLI)
 	services := []string{obs.ServiceSwitchboard, obs.ServiceMessenger, obs.ServiceButler("health")}
 	eventually(t, 10*time.Second, func() bool {
-		names := ping(t, opNC)
+		names := bustest.Ping(t, opNC)
 		for _, n := range services {
-			if !names[n] {
+			if names[n] == 0 {
 				return false
 			}
 		}

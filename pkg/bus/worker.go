@@ -108,8 +108,8 @@ const minPull = 16
 // default (30 s) a consumer whose leader moved (a NATS node of a cluster
 // killed) stalled for up to 30 s before it asked the new leader: in the chaos
 // cluster scenario, 128 of 300 notifies were answered "queued" and the burst
-// took 49 s; with 5 s, 48 and 26 s (the rest is the election itself; 2 s
-// changed nothing). An idle worker pays one pull request every 5 s.
+// took 49 s; with 5 s, 48–54 and 26–27 s over three runs (the rest is the
+// election itself; 2 s changed nothing). An idle worker pays one pull request every 5 s.
 const pullExpiry = 5 * time.Second
 
 // handlerIdle is how long a handler goroutine waits for another message.

@@ -297,30 +297,7 @@ func TestManyServicesOnOneConnection(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	pings := func() map[string]int {
-		inbox := client.NewInbox()
-		sub, err := client.SubscribeSync(inbox)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sub.Unsubscribe()
-		if err := client.PublishRequest("$SRV.PING", inbox, nil); err != nil {
-			t.Fatal(err)
-		}
-		got := map[string]int{}
-		for {
-			m, err := sub.NextMsg(500 * time.Millisecond)
-			if err != nil {
-				return got
-			}
-			var p micro.Ping
-			if err := json.Unmarshal(m.Data, &p); err != nil || p.Type != micro.PingResponseType {
-				t.Fatalf("ping answer %s (%v)", m.Data, err)
-			}
-			got[p.Name]++
-		}
-	}
-	got := pings()
+	got := bustest.Ping(t, client)
 	if len(got) != n {
 		t.Fatalf("%d services answered $SRV.PING, want %d", len(got), n)
 	}
@@ -353,7 +330,7 @@ func TestManyServicesOnOneConnection(t *testing.T) {
 	if err := nc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	if got := pings(); len(got) != n-n/2 {
+	if got := bustest.Ping(t, client); len(got) != n-n/2 {
 		t.Fatalf("%d services answered after %d of %d stopped", len(got), n/2, n)
 	}
 	for _, svc := range svcs[n/2:] {

@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 
 	"github.com/heraldhq/herald/pkg/bus"
 )
@@ -100,5 +102,33 @@ func Dropped(t testing.TB, js jetstream.JetStream, reason string) bool {
 		if rec.Kind == "dropped" && rec.Reason == reason {
 			return true
 		}
+	}
+}
+
+// Ping asks every NATS micro service reachable from nc for a ping
+// ($SRV.PING, scatter-gather) and counts the answers by service name; it
+// fails the test on an answer that is not a micro ping response.
+func Ping(t testing.TB, nc *nats.Conn) map[string]int {
+	t.Helper()
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	if err := nc.PublishRequest("$SRV.PING", inbox, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for {
+		m, err := sub.NextMsg(500 * time.Millisecond)
+		if err != nil {
+			return got
+		}
+		var p micro.Ping
+		if err := json.Unmarshal(m.Data, &p); err != nil || p.Type != micro.PingResponseType {
+			t.Fatalf("not a ping answer: %s (%v)", m.Data, err)
+		}
+		got[p.Name]++
 	}
 }
