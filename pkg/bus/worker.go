@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,7 +49,9 @@ type Worker struct {
 	DrainTimeout time.Duration // how long in-flight work may finish at stop; default 10s
 	Log          *slog.Logger
 
-	js jetstream.JetStream
+	js     jetstream.JetStream
+	acker  acker
+	inHand atomic.Int32 // messages taken from the consumer and not yet settled
 }
 
 // DefaultConcurrency is how many messages a worker handles at once.
@@ -115,11 +118,75 @@ const pullExpiry = 5 * time.Second
 // handlerIdle is how long a handler goroutine waits for another message.
 const handlerIdle = 5 * time.Second
 
+// ackLinger is how long the ack of a message handled while no other was in
+// hand waits for the acks of the messages after it. On a work-queue stream an
+// ack removes the message, and an ack that leaves the stream empty makes
+// nats-server replace the stream's last block file (create a file, write a
+// tombstone, delete the old one) under the stream's lock. With messages
+// arriving one at a time that happened on every ack: a fifth of herald dev's
+// CPU at 1,000 notify/s. Acks sent together empty the stream once. Nobody
+// waits for an ack (the answer has gone when the handler returns), and a
+// crash inside the linger redelivers the message after AckWait, as any crash
+// between handling and ack already did; the ledger and the duplicate window
+// answer it without doing the work again.
+const ackLinger = 10 * time.Millisecond
+
+// acker sends acks: at once while other messages are in hand (the stream
+// is not emptied by them), else ackLinger after the first, together with the
+// ones that came meanwhile.
+type acker struct {
+	log *slog.Logger
+
+	mu      sync.Mutex
+	pending []jetstream.Msg
+	timer   *time.Timer
+}
+
+// add acks m; busy says other messages are being handled.
+func (a *acker) add(m jetstream.Msg, busy bool) {
+	a.mu.Lock()
+	if busy && len(a.pending) == 0 {
+		a.mu.Unlock()
+		a.ack(m)
+		return
+	}
+	a.pending = append(a.pending, m)
+	if a.timer == nil {
+		a.timer = time.AfterFunc(ackLinger, a.flush)
+	}
+	a.mu.Unlock()
+}
+
+// flush sends every ack waiting now.
+func (a *acker) flush() {
+	a.mu.Lock()
+	pending := a.pending
+	a.pending = nil
+	if a.timer != nil {
+		a.timer.Stop()
+		a.timer = nil
+	}
+	a.mu.Unlock()
+	for _, m := range pending {
+		a.ack(m)
+	}
+}
+
+func (a *acker) ack(m jetstream.Msg) {
+	if err := m.Ack(); err != nil {
+		a.log.Warn("ack failed; the message will be redelivered and answered from the ledger", "subject", m.Subject(), "err", err)
+	}
+}
+
 // Run consumes until ctx is done, then stops taking messages, lets in-flight
 // ones finish within DrainTimeout, and hands back (Nak) whatever could not.
 func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 	w.defaults()
 	w.js = js
+	w.acker.log = w.Log
+	// Acks still waiting go out before Run returns (its caller may close
+	// the connection next).
+	defer w.acker.flush()
 	cons, err := BindConsumer(ctx, js, w.Stream, WorkConsumer(w.Durable, w.Concurrency, w.AckWait, w.MaxDeliver), w.Log)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -145,6 +212,7 @@ func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 		defer idle.Stop()
 		for {
 			w.handle(ctx, work, m)
+			w.inHand.Add(-1)
 			<-sem
 			idle.Reset(handlerIdle)
 			select {
@@ -158,6 +226,7 @@ func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
 		sem <- struct{}{}
+		w.inHand.Add(1)
 		select {
 		case jobs <- m:
 		default:
@@ -245,9 +314,7 @@ func (w *Worker) call(ctx context.Context, m jetstream.Msg) (err error) {
 
 func (w *Worker) settle(runCtx, work context.Context, m jetstream.Msg, err error) {
 	if err == nil {
-		if aerr := m.Ack(); aerr != nil {
-			w.Log.WarnContext(work, "ack failed; the message will be redelivered and answered from the ledger", "subject", m.Subject(), "err", aerr)
-		}
+		w.acker.add(m, w.inHand.Load() > 1)
 		return
 	}
 	tries, stored := uint64(1), time.Now()

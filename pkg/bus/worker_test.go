@@ -384,3 +384,38 @@ func TestLongHandlerKeepsItsMessage(t *testing.T) {
 		t.Fatalf("handled %d times, want once", n)
 	}
 }
+
+// Acks of messages handled one at a time wait a moment to go out together
+// (an emptied work queue costs nats-server a block file each time); a stop
+// right after the work must still send them, or every one of those messages
+// would be handled again by the next worker.
+func TestStopRightAfterWorkSendsItsAcks(t *testing.T) {
+	srv := bustest.RunServer(t)
+	_, js := srv.Connect()
+	var handled atomic.Int32
+	stop := runWorker(t, js, &bus.Worker{
+		Stream: bus.StreamDeliver, Durable: "test", AckWait: time.Minute,
+		Handle: func(context.Context, jetstream.Msg) error { handled.Add(1); return nil },
+	})
+	const n = 20
+	for i := range n {
+		if _, err := bus.Publish(t.Context(), js, bus.DeliverSubject("messenger"), []byte("x"), fmt.Sprintf("k%d", i), nil); err != nil {
+			t.Fatal(err)
+		}
+		want := int32(i + 1)
+		waitFor(t, func() bool { return handled.Load() == want }, "the message to be handled")
+	}
+	stop()
+	if left := bustest.Msgs(t, js, bus.StreamDeliver); left != 0 {
+		t.Fatalf("%d handled messages still in the work queue after the worker stopped", left)
+	}
+	var again atomic.Int32
+	runWorker(t, js, &bus.Worker{
+		Stream: bus.StreamDeliver, Durable: "test", AckWait: time.Minute,
+		Handle: func(context.Context, jetstream.Msg) error { again.Add(1); return nil },
+	})
+	time.Sleep(300 * time.Millisecond)
+	if k := again.Load(); k != 0 {
+		t.Fatalf("the next worker handled %d messages again", k)
+	}
+}
