@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -35,6 +36,9 @@ func TestTraceFollowsANotify(t *testing.T) {
 		{"msg": "delivered", "service": "messenger"},
 		{"msg": "notification", "logger": "llm_notify", "message": "traced"},
 	} {
+		// The switchboard logs "routed" after its publish, which may be
+		// after the notify was answered.
+		eventually(t, 5*time.Second, func() bool { return len(f.logs.records(match)) > 0 }, fmt.Sprintf("a log line %v", match))
 		recs := f.logs.records(match)
 		if len(recs) != 1 || recs[0]["trace_id"] != traceID {
 			t.Errorf("log lines %v: %v, want one with trace_id %s", match, recs, traceID)

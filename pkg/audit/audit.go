@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -67,25 +68,33 @@ const (
 	MaxBatch = 256
 )
 
-// Writer publishes records. Delivered records of one channel type written
-// within Linger of each other are stored as one message, one JSON record per
-// line (Decode reads them); at a few a second each is alone. Every other kind
-// is published at once: refusals and failures are never held back, and a
-// notify's routed record (the switchboard's) is stored before its delivered
-// one (the messenger's, written a whole delivery later), so the log reads in
-// order.
+// Writer publishes records. Routed and delivered records, one or two of
+// every notify, are gathered: those written close together are stored as
+// one message per run of one subject, one JSON record per line (Decode reads
+// them), at a few a second each alone. A routed record waits at most Linger;
+// a delivered one waits at least Linger and at most twice that. So a notify's
+// routed record (the switchboard's) is still stored before its delivered one
+// (the messenger's, written later, in another process): the second waits
+// longer than the first can. Every other kind is published at once:
+// refusals, failures and uncertain deliveries are never held back. Records of
+// one Writer are stored in the order they were written, except that those
+// published at once may pass records still gathering.
 type Writer struct {
 	JS  jetstream.JetStream
 	Log *slog.Logger
 
 	mu      sync.Mutex
-	pending map[string]*batch // by subject
+	pending []held // in the order written
 	timer   *time.Timer
+	due     time.Time // when timer fires
 }
 
-type batch struct {
-	data []byte
-	n    int
+// held is a record waiting: it may be published from ready, and must be by
+// ready + Linger.
+type held struct {
+	subject string
+	data    []byte
+	ready   time.Time
 }
 
 // Write publishes r on herald.audit.<kind>.<channel type> without waiting
@@ -93,56 +102,110 @@ type batch struct {
 // A publish that cannot start is logged here; one JetStream refuses later is
 // logged by the JetStream context's async error handler (bus.Open).
 func (w *Writer) Write(ctx context.Context, r Record) {
-	r.Time = time.Now().UTC()
+	now := time.Now()
+	r.Time = now.UTC()
 	b, err := json.Marshal(r)
 	if err != nil {
 		w.failed(r.Kind, r.RequestID, err)
 		return
 	}
 	subject := bus.AuditSubject(r.Kind, channelToken(r.Channel))
-	if r.Kind != Delivered {
+	ready := now
+	switch r.Kind {
+	case Routed:
+	case Delivered:
+		ready = now.Add(Linger)
+	default:
 		w.publish(subject, b, r.Kind, r.RequestID)
 		return
 	}
 	w.mu.Lock()
-	if w.pending == nil {
-		w.pending = map[string]*batch{}
-	}
-	bt := w.pending[subject]
-	if bt == nil {
-		bt = &batch{}
-		w.pending[subject] = bt
-	}
-	if bt.n > 0 {
-		bt.data = append(bt.data, '\n')
-	}
-	bt.data = append(bt.data, b...)
-	bt.n++
-	full := bt.n >= MaxBatch
-	if full {
-		delete(w.pending, subject)
-	} else if w.timer == nil {
-		w.timer = time.AfterFunc(Linger, w.Flush)
-	}
-	w.mu.Unlock()
-	if full {
-		w.publish(subject, bt.data, r.Kind, r.RequestID)
+	defer w.mu.Unlock()
+	w.pending = append(w.pending, held{subject, b, ready})
+	if deadline := ready.Add(Linger); w.timer == nil || deadline.Before(w.due) {
+		w.armLocked(deadline)
 	}
 }
 
-// Flush publishes what is waiting; a service calls it before it stops.
+// armLocked sets the timer to fire at t.
+func (w *Writer) armLocked(t time.Time) {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
+	w.due = t
+	w.timer = time.AfterFunc(time.Until(t), w.flushReady)
+}
+
+// flushReady publishes the records that may go now, from the oldest on, and
+// sets the timer for the next one due.
+func (w *Writer) flushReady() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	n := 0
+	for n < len(w.pending) && !w.pending[n].ready.After(now) {
+		n++
+	}
+	w.publishLocked(w.pending[:n])
+	w.pending = slices.Delete(w.pending, 0, n)
+	if w.timer != nil {
+		w.timer.Stop() // this one, or one set while this waited for the lock
+		w.timer = nil
+	}
+	if len(w.pending) > 0 {
+		next := w.pending[0].ready
+		for _, h := range w.pending[1:] {
+			next = minTime(next, h.ready)
+		}
+		w.armLocked(next.Add(Linger))
+	}
+}
+
+// Flush publishes everything waiting; a service calls it before it stops.
 func (w *Writer) Flush() {
 	w.mu.Lock()
-	pending := w.pending
-	w.pending = nil
+	defer w.mu.Unlock()
 	if w.timer != nil {
 		w.timer.Stop()
 		w.timer = nil
 	}
-	w.mu.Unlock()
-	for subject, bt := range pending {
-		w.publish(subject, bt.data, "", "")
+	w.publishLocked(w.pending)
+	w.pending = nil
+}
+
+// publishLocked stores hs in order: each run of one subject as one message
+// (MaxBatch records at most), under the lock so that two flushes cannot
+// interleave.
+func (w *Writer) publishLocked(hs []held) {
+	for len(hs) > 0 {
+		n := 1
+		for n < len(hs) && n < MaxBatch && hs[n].subject == hs[0].subject {
+			n++
+		}
+		data := hs[0].data
+		if n > 1 {
+			size := n - 1
+			for _, h := range hs[:n] {
+				size += len(h.data)
+			}
+			data = make([]byte, 0, size)
+			for i, h := range hs[:n] {
+				if i > 0 {
+					data = append(data, '\n')
+				}
+				data = append(data, h.data...)
+			}
+		}
+		w.publish(hs[0].subject, data, "", "")
+		hs = hs[n:]
 	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func (w *Writer) publish(subject string, data []byte, kind, requestID string) {

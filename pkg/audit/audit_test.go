@@ -80,3 +80,48 @@ func TestOutcome(t *testing.T) {
 		t.Errorf("the record carries the message: %s", b)
 	}
 }
+
+// TestGatheredRecordsKeepTheirOrder: routed and delivered records are
+// gathered into fewer stored messages, and one Writer's records are stored in
+// the order it wrote them, whether its timer or Flush publishes them.
+func TestGatheredRecordsKeepTheirOrder(t *testing.T) {
+	srv := bustest.RunServer(t)
+	_, js := srv.Connect()
+	w := &audit.Writer{JS: js}
+	const n = 400
+	var want []string
+	for i := range n {
+		kind, channel := audit.Routed, "log:log"
+		if (i/10)%2 == 1 {
+			kind = audit.Delivered
+		}
+		if (i/50)%2 == 1 {
+			channel = "telegram:tg"
+		}
+		id := fmt.Sprintf("%s-%03d", kind, i)
+		want = append(want, id)
+		w.Write(t.Context(), audit.Record{Kind: kind, Butler: "health", Channel: channel, RequestID: id})
+		if i%37 == 0 {
+			time.Sleep(3 * audit.Linger) // let the timer publish what is due
+		}
+	}
+	w.Flush()
+	var got []string
+	for _, r := range stored(t, w) {
+		got = append(got, r.RequestID)
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("stored in another order or incomplete:\ngot  %v\nwant %v", got, want)
+	}
+	s, err := js.Stream(t.Context(), bus.StreamAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs >= n/2 {
+		t.Fatalf("%d records took %d stored messages; runs of ten of one subject should share them", n, info.State.Msgs)
+	}
+}

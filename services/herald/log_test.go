@@ -661,7 +661,9 @@ accounts {
 	if err := bus.EnsureTopology(t.Context(), admin, bus.Topology{Replicas: 1}); err != nil {
 		t.Fatal(err)
 	}
-	(&audit.Writer{JS: admin}).Write(t.Context(), sample[0])
+	w := &audit.Writer{JS: admin}
+	w.Write(t.Context(), sample[0])
+	w.Flush()
 	stored(t, admin)
 	out, err := logAs(t, url, "reader", "reader")
 	if err == nil || !strings.Contains(err.Error(), "with 1 pending; under `herald nats-auth` permissions, connect as the operator user") || out != "" {
