@@ -129,7 +129,7 @@ func DeadSubject(stream, subject string) string { return "herald.dead." + stream
 // "messenger", "butler.health") is also the connection's inbox prefix,
 // _INBOX.<name>, so NATS permissions can let each service see only the
 // replies meant for it.
-func Connect(url, name, credsFile string, log *slog.Logger, extra ...nats.Option) (*nats.Conn, error) {
+func Connect(url, name, credsFile string, log *slog.Logger) (*nats.Conn, error) {
 	if log == nil {
 		log = slog.Default()
 	}
@@ -149,7 +149,6 @@ func Connect(url, name, credsFile string, log *slog.Logger, extra ...nats.Option
 	if credsFile != "" {
 		opts = append(opts, nats.UserCredentials(credsFile))
 	}
-	opts = append(opts, extra...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to NATS: %w", err)

@@ -65,7 +65,6 @@ func Dev(ctx context.Context, o DevOptions) error {
 	defer servePprof(o.Getenv, log)() // only with HERALD_PPROF=host:port (make bench PROFILE=1)
 	defer forgetDevState(o.StateFile)
 	ep := Endpoints{NATS: cfg.NATS.URL, Butlers: map[string]string{}, Web: map[string]string{}}
-	var inProcess []nats.Option
 	if ep.NATS == "" {
 		host, port, err := splitListen(cfg.NATS.Listen)
 		if err != nil {
@@ -77,12 +76,8 @@ func Dev(ctx context.Context, o DevOptions) error {
 		}
 		defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
 		ep.NATS, ep.Store = srv.ClientURL(), cfg.NATS.StoreDir
-		// The fleet in this process talks to the server in-process, not
-		// over loopback TCP (a quarter of the CPU at 1,000 notify/s went
-		// to socket calls); the listener is for the CLI and other processes.
-		inProcess = append(inProcess, nats.InProcessServer(srv))
 	}
-	nc, err := bus.Connect(ep.NATS, "herald-dev", cfg.NATS.CredsFile, log, inProcess...)
+	nc, err := bus.Connect(ep.NATS, "herald-dev", cfg.NATS.CredsFile, log)
 	if err != nil {
 		return err
 	}
