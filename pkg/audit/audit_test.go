@@ -113,15 +113,7 @@ func TestGatheredRecordsKeepTheirOrder(t *testing.T) {
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("stored in another order or incomplete:\ngot  %v\nwant %v", got, want)
 	}
-	s, err := js.Stream(t.Context(), bus.StreamAudit)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs >= n/2 {
-		t.Fatalf("%d records took %d stored messages; runs of ten of one subject should share them", n, info.State.Msgs)
+	if msgs := bustest.Msgs(t, js, bus.StreamAudit); msgs >= n/2 {
+		t.Fatalf("%d records took %d stored messages; runs of ten of one subject should share them", n, msgs)
 	}
 }
