@@ -726,3 +726,54 @@ func BenchmarkDecodeRoute(b *testing.B) {
 		}
 	})
 }
+
+// TestShapeKeysAreFields: strictDecode trusts scanKeys to have refused every
+// key the structs lack, so each key the tables allow must be a field of the
+// struct its shape decodes into, spelled the same, and each key's child
+// shape must be that field's type. A struct that loses a field, or a table
+// that gains a key no struct has, fails here instead of decoding quietly.
+func TestShapeKeysAreFields(t *testing.T) {
+	types := map[shape]reflect.Type{
+		shRoute: reflect.TypeFor[Route](), shRouteRC: reflect.TypeFor[RequestContext](),
+		shTarget: reflect.TypeFor[Target](), shInput: reflect.TypeFor[Input](),
+		shContext: reflect.TypeFor[InputContext](), shNotify: reflect.TypeFor[Notify](),
+		shNotifyRC: reflect.TypeFor[RequestContext](), shDelivery: reflect.TypeFor[Delivery](),
+		shActions: reflect.TypeFor[[]Action](), shAction: reflect.TypeFor[Action](),
+		shTrace: reflect.TypeFor[TraceContext](),
+	}
+	deref := func(rt reflect.Type) reflect.Type {
+		for rt.Kind() == reflect.Pointer {
+			rt = rt.Elem()
+		}
+		return rt
+	}
+	for sh := range shapeKeys {
+		fields := shapeKeys[sh].fields
+		if fields == nil {
+			continue
+		}
+		rt, ok := types[shape(sh)]
+		if !ok {
+			t.Fatalf("shape %d has keys but no struct in this test", sh)
+		}
+		byName := map[string]reflect.StructField{}
+		for f := range rt.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			byName[name] = f
+		}
+		for _, k := range fields {
+			f, ok := byName[k.name]
+			if !ok {
+				t.Errorf("%s has no field for key %q, which the fast path allows", rt, k.name)
+				continue
+			}
+			if k.child > shLeaf {
+				if want := types[k.child]; deref(f.Type) != want {
+					t.Errorf("%s.%s is %s, but key %q is scanned as %s", rt, f.Name, f.Type, k.name, want)
+				}
+			} else if kind := deref(f.Type).Kind(); kind != reflect.String && kind != reflect.Bool {
+				t.Errorf("%s.%s is %s, but key %q is scanned as a string or boolean", rt, f.Name, f.Type, k.name)
+			}
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -52,16 +54,28 @@ func (r *Route) IdempotencyKey() string {
 	for _, part := range parts {
 		size += 8 + len(part)
 	}
-	// One buffer, hashed at once: the message is copied once, not per write.
-	b := make([]byte, 0, size)
+	// One buffer, hashed at once: the message is copied once, not per write,
+	// into a buffer the next key reuses.
+	bp := keyBufs.Get().(*[]byte)
+	b := slices.Grow((*bp)[:0], size)
 	for _, part := range parts {
 		// Length-prefixed, so no two different tuples hash the same bytes.
 		b = binary.BigEndian.AppendUint64(b, uint64(len(part)))
 		b = append(b, part...)
 	}
 	sum := sha256.Sum256(b)
+	if cap(b) <= maxKeyBuf {
+		*bp = b
+		keyBufs.Put(bp)
+	}
 	return hex.EncodeToString(sum[:])
 }
+
+// keyBufs hold IdempotencyKey's buffers; one over maxKeyBuf (a message of
+// many kilobytes) is left to the garbage collector rather than kept.
+var keyBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxKeyBuf = 16 << 10
 
 // DeliveryID is the stable id of the delivery an idempotency key names; every
 // answer for the same key carries the same one.
