@@ -111,7 +111,7 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	s.bot, err = bot.New(token,
 		bot.WithServerURL(apiURL),
 		bot.WithSkipGetMe(),
-		bot.WithHTTPClient(requestTimeout, s.client),
+		bot.WithHTTPClient(requestTimeout, sizedBodies{s.client}),
 		// The library reports some failures (closing a request body) only
 		// here; its default handler would print them with the standard logger.
 		bot.WithErrorsHandler(func(err error) {
