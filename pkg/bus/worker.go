@@ -423,9 +423,11 @@ func BindConsumer(ctx context.Context, js jetstream.JetStream, stream string, wa
 	return updated, nil
 }
 
-// sameConsumer compares the settings Herald chooses.
+// sameConsumer compares the settings Herald chooses. An unset MaxDeliver
+// (0, as InboxConsumer leaves it) is the server's -1: both are unlimited.
 func sameConsumer(have, want jetstream.ConsumerConfig) bool {
-	return have.AckPolicy == want.AckPolicy && have.AckWait == want.AckWait && have.MaxDeliver == want.MaxDeliver &&
+	return have.AckPolicy == want.AckPolicy && have.AckWait == want.AckWait &&
+		unlimited(int64(have.MaxDeliver)) == unlimited(int64(want.MaxDeliver)) &&
 		have.MaxAckPending == want.MaxAckPending && have.FilterSubject == want.FilterSubject
 }
 

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -417,5 +419,54 @@ func TestStopRightAfterWorkSendsItsAcks(t *testing.T) {
 	time.Sleep(300 * time.Millisecond)
 	if k := again.Load(); k != 0 {
 		t.Fatalf("the next worker handled %d messages again", k)
+	}
+}
+
+// TestBindingAgainChangesNothing: herald dev and herald setup check every
+// durable consumer of the fleet at each start, and each butler and worker
+// binds its own again; a consumer that already has Herald's settings is used
+// as it is, with no create or update request (each one rewrites the
+// consumer's files: 1,000 butlers restarted paid for 2,000 of them).
+func TestBindingAgainChangesNothing(t *testing.T) {
+	srv := bustest.RunServer(t)
+	nc, js := srv.Connect()
+	creates, err := nc.SubscribeSync("$JS.API.CONSUMER.CREATE.>")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	topology := bus.Topology{Replicas: 1, Repair: true, Butlers: []string{"alpha", "beta"}}
+	for range 2 {
+		if err := bus.EnsureTopology(t.Context(), js, topology); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []jetstream.ConsumerConfig{bus.InboxConsumer("alpha"), bus.WorkConsumer(bus.ConsumerSwitchboard, bus.DefaultConcurrency, 30*time.Second, 0)} {
+		stream := bus.StreamInbox
+		if want.Durable == bus.ConsumerSwitchboard {
+			stream = bus.StreamRoute
+		}
+		if _, err := bus.BindConsumer(t.Context(), js, stream, want, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var made []string
+	for {
+		m, err := creates.NextMsg(200 * time.Millisecond)
+		if err != nil {
+			break
+		}
+		made = append(made, m.Subject)
+	}
+	// The first EnsureTopology made the workers' consumers (bustest made the
+	// streams, not the consumers) and the two inboxes; nothing after it.
+	slices.Sort(made)
+	if n := len(slices.Compact(slices.Clone(made))); n != len(made) {
+		t.Errorf("%d create or update requests for %d consumers; a consumer with Herald's settings was changed again:\n%s", len(made), n, strings.Join(made, "\n"))
 	}
 }
