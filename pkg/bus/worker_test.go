@@ -469,4 +469,9 @@ func TestBindingAgainChangesNothing(t *testing.T) {
 	if n := len(slices.Compact(slices.Clone(made))); n != len(made) {
 		t.Errorf("%d create or update requests for %d consumers; a consumer with Herald's settings was changed again:\n%s", len(made), n, strings.Join(made, "\n"))
 	}
+	for _, inbox := range []string{bus.ConsumerInbox("alpha"), bus.ConsumerInbox("beta")} {
+		if !slices.ContainsFunc(made, func(s string) bool { return strings.Contains(s, "."+inbox+".") }) {
+			t.Errorf("no create request for %s seen; the test watched the wrong subject:\n%s", inbox, strings.Join(made, "\n"))
+		}
+	}
 }
