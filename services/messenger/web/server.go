@@ -354,12 +354,20 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusForbidden, "no visitor cookie: reload the page")
 		return
 	}
-	p, err := decodePost(http.MaxBytesReader(w, r.Body, maxBody))
+	// Read whole before decoding, as the other receivers do, so a body over
+	// the limit is told by the read itself, whatever the JSON decoder makes
+	// of the error it would have met.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+		fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the message is too long; the limit is %d bytes", MaxText))
+		return
+	}
 	if err != nil {
-		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
-			fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the message is too long; the limit is %d bytes", MaxText))
-			return
-		}
+		fail(w, http.StatusBadRequest, "the body could not be read")
+		return
+	}
+	p, err := decodePost(bytes.NewReader(body))
+	if err != nil {
 		fail(w, http.StatusBadRequest, err.Error())
 		return
 	}
