@@ -450,11 +450,11 @@ func TestBindingAgainChangesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, want := range []jetstream.ConsumerConfig{bus.InboxConsumer("alpha"), bus.WorkConsumer(bus.ConsumerSwitchboard, bus.DefaultConcurrency, 30*time.Second, 0)} {
-		stream := bus.StreamInbox
-		if want.Durable == bus.ConsumerSwitchboard {
-			stream = bus.StreamRoute
-		}
+	// A butler and the switchboard bind theirs as they start.
+	for stream, want := range map[string]jetstream.ConsumerConfig{
+		bus.StreamInbox: bus.InboxConsumer("alpha"),
+		bus.StreamRoute: bus.WorkConsumer(bus.ConsumerSwitchboard, bus.DefaultConcurrency, 30*time.Second, 0),
+	} {
 		if _, err := bus.BindConsumer(t.Context(), js, stream, want, nil); err != nil {
 			t.Fatal(err)
 		}
