@@ -242,13 +242,16 @@ func (p *devProc) stop() {
 }
 
 // memory is the process's resident set now (VmRSS) and at its peak (VmHWM).
-func (p *devProc) memory() (rss, peak uint64) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+func (p *devProc) memory() (rss, peak uint64) { return procMemory(p.b, p.cmd.Process.Pid) }
+
+// procMemory is process pid's resident set now and its peak so far.
+func procMemory(b *testing.B, pid int) (rss, peak uint64) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		p.b.Logf("reading the memory of herald dev: %v", err)
+		b.Logf("reading the memory of process %d: %v", pid, err)
 		return 0, 0
 	}
-	for _, line := range strings.Split(string(b), "\n") {
+	for _, line := range strings.Split(string(data), "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
 			continue

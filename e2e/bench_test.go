@@ -68,6 +68,7 @@ var benchPayload = func() string {
 //	route  route.v1 → switchboard → messenger → answer, in this process
 //	mcp    herald dev as its own process, driven over MCP streamable HTTP
 //	scale  herald dev with 100 and 1,000 butlers, and inbound through the gates
+//	floor  mcp-go alone with a notify tool that only answers: the MCP rows' floor
 //
 // Sub-benchmarks select rows: -bench 'Herald/(raw|route)$'.
 func BenchmarkHerald(b *testing.B) {
@@ -77,6 +78,7 @@ func BenchmarkHerald(b *testing.B) {
 	b.Run("route", func(b *testing.B) { benchRouteRow(b, t) })
 	b.Run("mcp", func(b *testing.B) { benchMCPRows(b, t) })
 	b.Run("scale", func(b *testing.B) { benchScaleRows(b, t) })
+	b.Run("floor", func(b *testing.B) { benchFloorRows(b, t) })
 }
 
 // result is one measured run: how many requests completed, how long it took,
