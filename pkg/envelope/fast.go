@@ -74,158 +74,358 @@ var shapeKeys = [...]struct {
 	shTrace:  {[]shapeKey{{"traceparent", shLeaf}}, 0},
 }
 
-// scan walks data once and reports whether every key is one the schema
-// allows at its place, spelled byte for byte as there (so no escapes, and no
-// "Message", which encoding/json would take for "message"), at most once per
-// object (the schema sees the last of two, encoding/json merges them),
-// whether every required key is there, and whether there is no null, no
-// number and no empty string. The last rule makes "" mean "absent" in the
-// decoded struct, which the checks below rely on. Syntax is left to the
-// decoder.
-func scanKeys(data []byte, root shape) bool {
-	type frame struct {
-		shape shape
-		seen  uint32
+// decodeFast decodes data, one JSON object of shape root, into dst (a *Route
+// for shRoute, a *Notify for shNotify) in a single pass, and reports whether
+// it could be sure of it: every key is one the schema allows at its place,
+// spelled byte for byte as there (so no escapes, and no "Message", which
+// encoding/json would take for "message"), at most once per object (the
+// schema sees the last of two, encoding/json merges them), every required key
+// is there, and there is no null, no number and no empty string. The last
+// rule makes "" mean "absent" in the decoded struct, which the checks below
+// rely on. What it decodes is what json.Unmarshal would (FuzzFastRoute and
+// FuzzFastNotify hold it to that); anything it is not sure of, bad syntax
+// included, is false, and left to the schema and json.Unmarshal. It replaces
+// a key scan followed by json.Unmarshal, which spent most of the switchboard's
+// decoding time in reflection.
+func decodeFast(data []byte, root shape, dst any) bool {
+	d := fastDecoder{data: data}
+	if !d.object(root, dst) {
+		return false
 	}
-	var stack [8]frame
-	depth := 0
-	next := root
-	key := false // the next string is a key
-	for i := 0; i < len(data); i++ {
-		switch c := data[i]; c {
+	d.space()
+	return d.i == len(d.data)
+}
+
+// fastDecoder is decodeFast's position in its input. Each decoded string is
+// a copy of its own, never a part of one copy of the input: a field kept
+// long (a metric's label, say) would keep the whole envelope alive.
+type fastDecoder struct {
+	data []byte
+	i    int
+}
+
+// space skips JSON whitespace.
+func (d *fastDecoder) space() {
+	for d.i < len(d.data) {
+		switch d.data[d.i] {
 		case ' ', '\t', '\n', '\r':
-		case ':':
-			if depth == 0 {
-				return false
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+// next skips whitespace and returns the byte there (0 at the end).
+func (d *fastDecoder) next() byte {
+	d.space()
+	if d.i < len(d.data) {
+		return d.data[d.i]
+	}
+	return 0
+}
+
+// object decodes an object of shape s into obj, the struct that shape
+// decodes into.
+func (d *fastDecoder) object(s shape, obj any) bool {
+	if d.next() != '{' {
+		return false
+	}
+	d.i++
+	fields, required := shapeKeys[s].fields, shapeKeys[s].required
+	var seen uint32
+	if d.next() == '}' {
+		d.i++
+		return required == 0
+	}
+	for {
+		if d.next() != '"' {
+			return false
+		}
+		key, plain := d.rawString()
+		if key == nil || !plain {
+			return false
+		}
+		n := -1
+		for j, f := range fields {
+			if string(key) == f.name {
+				n = j
+				break
 			}
+		}
+		if n < 0 || seen&(1<<n) != 0 {
+			return false
+		}
+		seen |= 1 << n
+		if d.next() != ':' {
+			return false
+		}
+		d.i++
+		if !d.value(s, obj, fields[n]) {
+			return false
+		}
+		switch d.next() {
 		case ',':
-			if depth == 0 {
-				return false
-			}
-			if s := stack[depth-1].shape; s == shActions {
-				next = shAction
-			} else {
-				key = true
-			}
-		case '{':
-			if next <= shLeaf || next == shActions || depth == len(stack) {
-				return false
-			}
-			stack[depth] = frame{shape: next}
-			depth++
-			next, key = shNone, true
-		case '[':
-			if next != shActions || depth == len(stack) {
-				return false
-			}
-			stack[depth] = frame{shape: shActions}
-			depth++
-			next, key = shAction, false
-		case '}', ']':
-			if depth == 0 {
-				return false
-			}
-			depth--
-			f := stack[depth]
-			if f.shape != shActions {
-				req := shapeKeys[f.shape].required
-				if f.seen&req != req {
-					return false
-				}
-			}
-			next, key = shNone, false
-		case '"':
-			end := stringEnd(data, i+1)
-			if end <= i+1 { // unterminated, or ""
-				return false
-			}
-			s := data[i+1 : end]
-			i = end
-			if !key {
-				if next != shLeaf {
-					return false
-				}
-				next = shNone
-				continue
-			}
-			f := &stack[depth-1]
-			n := -1
-			for j, fd := range shapeKeys[f.shape].fields {
-				if string(s) == fd.name {
-					n = j
-					break
-				}
-			}
-			if n < 0 || f.seen&(1<<n) != 0 {
-				return false
-			}
-			f.seen |= 1 << n
-			next, key = shapeKeys[f.shape].fields[n].child, false
-		case 't', 'f':
-			lit := "false"
-			if c == 't' {
-				lit = "true"
-			}
-			if next != shLeaf || !bytes.HasPrefix(data[i:], []byte(lit)) {
-				return false
-			}
-			i += len(lit) - 1
-			next = shNone
-		default: // null, numbers, anything else
+			d.i++
+		case '}':
+			d.i++
+			return seen&required == required
+		default:
 			return false
 		}
 	}
-	return depth == 0 && next == shNone
 }
 
-// stringEnd is the index of the quote that closes the string whose contents
-// start at i, or -1.
-func stringEnd(data []byte, i int) int {
-	for i < len(data) {
-		switch data[i] {
+// value decodes the value of key k of obj, an object of shape s.
+func (d *fastDecoder) value(s shape, obj any, k shapeKey) bool {
+	switch k.child {
+	case shLeaf:
+		switch d.next() {
 		case '"':
-			return i
-		case '\\':
-			i += 2
+			v, ok := d.str()
+			return ok && setString(obj, k.name, v)
+		case 't':
+			return d.literal("true") && setBool(obj, k.name, true)
+		case 'f':
+			return d.literal("false") && setBool(obj, k.name, false)
+		}
+		return false
+	case shActions:
+		del, ok := obj.(*Delivery)
+		return ok && d.actions(&del.Actions)
+	}
+	child := childObject(obj, k.name)
+	return child != nil && d.object(k.child, child)
+}
+
+// actions decodes delivery.actions, a non-empty array of actions (an empty
+// one is left to the schema, which refuses it).
+func (d *fastDecoder) actions(dst *[]Action) bool {
+	if d.next() != '[' {
+		return false
+	}
+	d.i++
+	for {
+		*dst = append(*dst, Action{})
+		if !d.object(shAction, &(*dst)[len(*dst)-1]) {
+			return false
+		}
+		switch d.next() {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return true
 		default:
-			i++
+			return false
 		}
 	}
-	return -1
+}
+
+// literal consumes lit (true or false).
+func (d *fastDecoder) literal(lit string) bool {
+	if !bytes.HasPrefix(d.data[d.i:], []byte(lit)) {
+		return false
+	}
+	d.i += len(lit)
+	return true
+}
+
+// rawString consumes the string at d.i (an opening quote) and returns its
+// bytes as written, and whether they are plain: no escape and nothing but
+// ASCII. nil: unterminated, empty, or holding a control character, which
+// JSON forbids.
+func (d *fastDecoder) rawString() (raw []byte, plain bool) {
+	start := d.i + 1
+	plain = true
+	for j := start; j < len(d.data); j++ {
+		switch c := d.data[j]; {
+		case c == '"':
+			d.i = j + 1
+			if j == start {
+				return nil, false
+			}
+			return d.data[start:j], plain
+		case c == '\\':
+			plain = false
+			j++ // the escaped byte; a \u's hex digits are plain bytes
+		case c < 0x20:
+			return nil, false
+		case c >= utf8.RuneSelf:
+			plain = false
+		}
+	}
+	return nil, false
+}
+
+// str consumes a string value and returns it decoded as encoding/json
+// decodes it. A plain one is its bytes; one with escapes or bytes beyond
+// ASCII, rarer, goes to json.Unmarshal alone (which also replaces invalid
+// UTF-8 as it does everywhere).
+func (d *fastDecoder) str() (string, bool) {
+	start := d.i
+	raw, plain := d.rawString()
+	switch {
+	case raw == nil:
+		return "", false
+	case plain, !bytes.ContainsRune(raw, '\\') && utf8.Valid(raw):
+		return string(raw), true
+	}
+	var s string
+	if json.Unmarshal(d.data[start:d.i], &s) != nil || s == "" {
+		return "", false
+	}
+	return s, true
+}
+
+// childObject is the struct that key name of obj decodes into,
+// made where the field is a pointer; nil if there is none.
+func childObject(obj any, name string) any {
+	switch o := obj.(type) {
+	case *Route:
+		switch name {
+		case "request_context":
+			return &o.RequestContext
+		case "target":
+			return &o.Target
+		case "input":
+			return &o.Input
+		case "trace_context":
+			o.TraceContext = new(TraceContext)
+			return o.TraceContext
+		}
+	case *Input:
+		if name == "context" {
+			return &o.Context
+		}
+	case *InputContext:
+		if name == "notify_request" {
+			o.NotifyRequest = new(Notify)
+			return o.NotifyRequest
+		}
+	case *Notify:
+		switch name {
+		case "delivery":
+			return &o.Delivery
+		case "request_context":
+			o.RequestContext = new(RequestContext)
+			return o.RequestContext
+		}
+	}
+	return nil
+}
+
+// setString sets the string field that key name of obj stands for; false if
+// it is not a string field.
+func setString(obj any, name, v string) bool {
+	var f *string
+	switch o := obj.(type) {
+	case *Route:
+		if name == "schema_version" {
+			f = &o.SchemaVersion
+		}
+	case *RequestContext:
+		switch name {
+		case "request_id":
+			f = &o.RequestID
+		case "source_channel":
+			f = &o.SourceChannel
+		case "source_endpoint_identity":
+			f = &o.SourceEndpointIdentity
+		case "source_sender_identity":
+			f = &o.SourceSenderIdentity
+		case "source_thread_identity":
+			f = &o.SourceThreadIdentity
+		case "received_at":
+			f = &o.ReceivedAt
+		}
+	case *Target:
+		switch name {
+		case "butler":
+			f = &o.Butler
+		case "tool":
+			f = &o.Tool
+		}
+	case *Input:
+		if name == "prompt" {
+			f = &o.Prompt
+		}
+	case *Notify:
+		switch name {
+		case "schema_version":
+			f = &o.SchemaVersion
+		case "origin_butler":
+			f = &o.OriginButler
+		}
+	case *Delivery:
+		switch name {
+		case "intent":
+			f = &o.Intent
+		case "channel":
+			f = &o.Channel
+		case "message":
+			f = &o.Message
+		case "recipient":
+			f = &o.Recipient
+		case "subject":
+			f = &o.Subject
+		case "emoji":
+			f = &o.Emoji
+		case "urgency":
+			f = &o.Urgency
+		case "topic":
+			f = &o.Topic
+		case "level":
+			f = &o.Level
+		case "claim_thread_label":
+			f = &o.ClaimThreadLabel
+		}
+	case *Action:
+		switch name {
+		case "label":
+			f = &o.Label
+		case "data":
+			f = &o.Data
+		}
+	case *TraceContext:
+		if name == "traceparent" {
+			f = &o.Traceparent
+		}
+	}
+	if f == nil {
+		return false
+	}
+	*f = v
+	return true
+}
+
+// setBool sets the boolean field that key name of obj stands for; false if
+// it is not one.
+func setBool(obj any, name string, v bool) bool {
+	if o, ok := obj.(*Delivery); ok && name == "claim_thread" {
+		o.ClaimThread = v
+		return true
+	}
+	return false
 }
 
 // fastRoute decodes a route.v1 carrying a notify_request and reports whether
 // it is sure the schema and goRules accept it.
 func fastRoute(data []byte) (*Route, bool) {
-	if !scanKeys(data, shRoute) {
+	r := new(Route)
+	if !decodeFast(data, shRoute, r) || !routeOK(r) {
 		return nil, false
 	}
-	var r Route
-	if !strictDecode(data, &r) || !routeOK(&r) {
-		return nil, false
-	}
-	return &r, true
+	return r, true
 }
 
 // fastNotify is fastRoute for a bare notify.v1.
 func fastNotify(data []byte) (*Notify, bool) {
-	if !scanKeys(data, shNotify) {
+	n := new(Notify)
+	if !decodeFast(data, shNotify, n) || !notifyOK(n) {
 		return nil, false
 	}
-	var n Notify
-	if !strictDecode(data, &n) || !notifyOK(&n) {
-		return nil, false
-	}
-	return &n, true
-}
-
-// strictDecode decodes data into v. scanKeys has refused every key the
-// schema does not allow, spelled byte for byte, so json.Unmarshal meets only
-// keys the structs have (TestShapeKeysAreFields keeps the tables and the
-// structs in step); a json.Decoder with DisallowUnknownFields, which this
-// used to be, copied each envelope into a buffer of its own first.
-func strictDecode(data []byte, v any) bool {
-	return json.Unmarshal(data, v) == nil
+	return n, true
 }
 
 func routeOK(r *Route) bool {

@@ -727,11 +727,11 @@ func BenchmarkDecodeRoute(b *testing.B) {
 	})
 }
 
-// TestShapeKeysAreFields: strictDecode trusts scanKeys to have refused every
-// key the structs lack, so each key the tables allow must be a field of the
-// struct its shape decodes into, spelled the same, and each key's child
-// shape must be that field's type. A struct that loses a field, or a table
-// that gains a key no struct has, fails here instead of decoding quietly.
+// TestShapeKeysAreFields: decodeFast refuses every key the tables lack, so
+// each key the tables allow must be a field of the struct its shape decodes
+// into, spelled the same, and each key's child shape must be that field's
+// type. A struct that loses a field, or a table that gains a key no struct
+// has, fails here instead of decoding quietly.
 func TestShapeKeysAreFields(t *testing.T) {
 	types := map[shape]reflect.Type{
 		shRoute: reflect.TypeFor[Route](), shRouteRC: reflect.TypeFor[RequestContext](),
@@ -775,5 +775,52 @@ func TestShapeKeysAreFields(t *testing.T) {
 				t.Errorf("%s.%s is %s, but key %q is scanned as a string or boolean", rt, f.Name, f.Type, k.name)
 			}
 		}
+	}
+}
+
+// TestFastDecodesEveryKey: one route that uses every key the fast path
+// allows, each with a value of its own, decodes on the fast path exactly as
+// json.Unmarshal decodes it, so no key the tables allow is dropped or set
+// into the wrong field.
+func TestFastDecodesEveryKey(t *testing.T) {
+	rc := `{"request_id":"` + testUUID + `","source_channel":"telegram","source_endpoint_identity":"tg_main",` +
+		`"source_sender_identity":"12345","source_thread_identity":"12345:42","received_at":"2026-11-22T09:00:00.123456Z"}`
+	doc := []byte(`{"schema_version":"route.v1","request_context":` + rc + `,` +
+		`"target":{"butler":"health","tool":"route.execute"},"input":{"prompt":"Say it","context":{"notify_request":` +
+		`{"schema_version":"notify.v1","origin_butler":"health","delivery":{"intent":"reply","channel":"telegram:tg_main",` +
+		`"message":"Refill the pills?","recipient":"12345","subject":"Pills","emoji":"👍","urgency":"high","topic":"meds",` +
+		`"level":"warn","claim_thread":true,"claim_thread_label":"Refill","actions":[{"label":"Yes","data":"refill:yes"},` +
+		`{"label":"No \u2014 not yet","data":"refill:no"}]},"request_context":` + rc + `}}},` +
+		`"trace_context":{"traceparent":"` + testTP + `"}}`)
+	var tree any
+	if err := json.Unmarshal(doc, &tree); err != nil {
+		t.Fatal(err)
+	}
+	// Every key of every shape is in the document.
+	used := map[string]bool{}
+	var walk func(v any, at string)
+	walk = func(v any, at string) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				used[k] = true
+				walk(x, at+"/"+k)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x, at)
+			}
+		}
+	}
+	walk(tree, "")
+	for sh := range shapeKeys {
+		for _, f := range shapeKeys[sh].fields {
+			if !used[f.name] {
+				t.Errorf("the document lacks key %q of shape %d", f.name, sh)
+			}
+		}
+	}
+	if !checkFast(t, schemas.Route, doc) {
+		t.Fatalf("the fast path left the document to the schema:\n%s", doc)
 	}
 }
