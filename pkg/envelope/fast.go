@@ -142,8 +142,8 @@ func (d *fastDecoder) object(s shape, obj any) bool {
 		if d.next() != '"' {
 			return false
 		}
-		key, plain := d.rawString()
-		if key == nil || !plain {
+		key, plain, ok := d.rawString()
+		if !ok || !plain {
 			return false
 		}
 		n := -1
@@ -233,46 +233,50 @@ func (d *fastDecoder) literal(lit string) bool {
 
 // rawString consumes the string at d.i (an opening quote) and returns its
 // bytes as written, and whether they are plain: no escape and nothing but
-// ASCII. nil: unterminated, empty, or holding a control character, which
-// JSON forbids.
-func (d *fastDecoder) rawString() (raw []byte, plain bool) {
+// ASCII. ok is false if it is unterminated or holds a control character,
+// which JSON forbids.
+func (d *fastDecoder) rawString() (raw []byte, plain, ok bool) {
 	start := d.i + 1
 	plain = true
 	for j := start; j < len(d.data); j++ {
 		switch c := d.data[j]; {
 		case c == '"':
 			d.i = j + 1
-			if j == start {
-				return nil, false
-			}
-			return d.data[start:j], plain
+			return d.data[start:j], plain, true
 		case c == '\\':
 			plain = false
 			j++ // the escaped byte; a \u's hex digits are plain bytes
 		case c < 0x20:
-			return nil, false
+			return nil, false, false
 		case c >= utf8.RuneSelf:
 			plain = false
 		}
 	}
-	return nil, false
+	return nil, false, false
 }
 
 // str consumes a string value and returns it decoded as encoding/json
-// decodes it. A plain one is its bytes; one with escapes or bytes beyond
-// ASCII, rarer, goes to json.Unmarshal alone (which also replaces invalid
-// UTF-8 as it does everywhere).
+// decodes it; "" is refused (in a route it means "absent").
 func (d *fastDecoder) str() (string, bool) {
+	s, ok := d.anyStr()
+	return s, ok && s != ""
+}
+
+// anyStr consumes a string value, "" included, and returns it decoded as
+// encoding/json decodes it. A plain one is its bytes; one with escapes or
+// bytes beyond ASCII, rarer, goes to json.Unmarshal alone (which also
+// replaces invalid UTF-8 as it does everywhere).
+func (d *fastDecoder) anyStr() (string, bool) {
 	start := d.i
-	raw, plain := d.rawString()
+	raw, plain, ok := d.rawString()
 	switch {
-	case raw == nil:
+	case !ok:
 		return "", false
 	case plain, !bytes.ContainsRune(raw, '\\') && utf8.Valid(raw):
 		return string(raw), true
 	}
 	var s string
-	if json.Unmarshal(d.data[start:d.i], &s) != nil || s == "" {
+	if json.Unmarshal(d.data[start:d.i], &s) != nil {
 		return "", false
 	}
 	return s, true

@@ -330,11 +330,15 @@ func DecodeTrustedRoute(data []byte) (*Route, error) {
 }
 
 // DecodeTrustedResponse decodes a route_response.v1 the messenger published
-// on HERALD_RESULT (only it may), without checking its schema again.
+// (on HERALD_RESULT, or to the butler waiting for it: only it may), without
+// checking its schema again.
 func DecodeTrustedResponse(data []byte) (*RouteResponse, error) {
 	var r RouteResponse
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrValidation, err)
+	if !decodeFastResponse(data, &r) {
+		r = RouteResponse{}
+		if err := json.Unmarshal(data, &r); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrValidation, err)
+		}
 	}
 	if r.SchemaVersion != RouteResponseV1 {
 		return nil, fmt.Errorf("%w: schema_version %q, want %s", ErrValidation, r.SchemaVersion, RouteResponseV1)

@@ -106,11 +106,11 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 		// Tell the switchboard the answer arrived; without this it would
 		// also send the butler a notice, as to a caller that left.
 		_ = m.Respond(nil)
-		var resp envelope.RouteResponse
-		if err := json.Unmarshal(m.Data, &resp); err != nil {
+		resp, err := envelope.DecodeTrustedResponse(m.Data)
+		if err != nil {
 			return nil, fmt.Errorf("%w: undecodable answer: %w", envelope.ErrInternal, err)
 		}
-		return &resp, nil
+		return resp, nil
 	case rec := <-fromLedger:
 		return envelope.Answer(r, rec.Response(id)), nil
 	case <-ctx.Done():
