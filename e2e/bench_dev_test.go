@@ -242,14 +242,19 @@ func (p *devProc) stop() {
 }
 
 // memory is the process's resident set now (VmRSS) and at its peak (VmHWM).
-func (p *devProc) memory() (rss, peak uint64) { return procMemory(p.b, p.cmd.Process.Pid) }
+func (p *devProc) memory() (rss, peak uint64) {
+	rss, peak, _ = procMemory(p.b, p.cmd.Process.Pid)
+	return rss, peak
+}
 
-// procMemory is process pid's resident set now and its peak so far.
-func procMemory(b *testing.B, pid int) (rss, peak uint64) {
+// procMemory is process pid's resident set now, its peak so far, and how
+// much of it now is files mapped (RssFile: the binary's code and read-only
+// data, as the kernel pages them in).
+func procMemory(b *testing.B, pid int) (rss, peak, files uint64) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Logf("reading the memory of process %d: %v", pid, err)
-		return 0, 0
+		return 0, 0, 0
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		k, v, ok := strings.Cut(line, ":")
@@ -262,9 +267,11 @@ func procMemory(b *testing.B, pid int) (rss, peak uint64) {
 			rss = kb << 10
 		case "VmHWM":
 			peak = kb << 10
+		case "RssFile":
+			files = kb << 10
 		}
 	}
-	return rss, peak
+	return rss, peak, files
 }
 
 // token is herald dev's bearer token for butler (the one it made on first

@@ -71,7 +71,7 @@ func benchFloorRows(b *testing.B, t *table) {
 	}
 	openLoop(float64(benchRate), time.Second, func(seq int) error { return notify(seq, seq) }) // warm up
 
-	peak := func() uint64 { _, p := procMemory(b, cmd.Process.Pid); return p }
+	peak := func() uint64 { _, p, _ := procMemory(b, cmd.Process.Pid); return p }
 	res := openLoop(float64(benchRate), benchFor, func(seq int) error { return notify(seq, seq) })
 	checkFloor(b, "(n)", res)
 	t.add(row{name: fmt.Sprintf("(n) MCP floor: mcp-go alone, notify answered at once, open loop at %s/s", thousands(float64(benchRate))),
