@@ -26,12 +26,12 @@ fmt-check:
 	@out=$$(gofmt -l $(MODULES)); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 
 ## bench: every measurement of docs/performance.md in one table, each goal beside
-## its figure (about 2.5 minutes on 2 cores): the raw JetStream baseline, the route
+## its figure (about 3 minutes on 2 cores): the raw JetStream baseline, the route
 ## pipeline, herald dev (bin/herald) over MCP HTTP, the 100/1,000-butler fleets, and
 ## mcp-go alone as the MCP rows' floor. ROWS='raw|route' runs only those rows (raw,
-## route, mcp, scale, floor); PROFILE=1 also
-## writes CPU and allocation profiles of every measured process to a directory it
-## prints; HERALD_BIN=path measures another herald binary (an older build, say).
+## route, mcp, scale, floor); PROFILE=1 also writes CPU and allocation profiles of
+## every measured process to a directory it prints; HERALD_BIN=path measures another
+## herald binary (an older build, say).
 ROWS       ?=
 PROFILE    ?=
 HERALD_BIN ?= $(CURDIR)/bin/herald
