@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -56,17 +57,23 @@ var heraldBin = sync.OnceValues(func() (string, error) {
 	if p := os.Getenv("HERALD_BIN"); p != "" {
 		return p, nil
 	}
-	dir, err := os.MkdirTemp("", "herald-bench-bin-")
+	return goBuild("github.com/heraldhq/herald/services/cmd/herald")
+})
+
+// goBuild builds the command pkg into a directory of its own and returns the
+// binary's path.
+func goBuild(pkg string) (string, error) {
+	name := path.Base(pkg)
+	dir, err := os.MkdirTemp("", "herald-bench-"+name+"-")
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "herald")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/heraldhq/herald/services/cmd/herald")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building herald: %v\n%s", err, b)
+	out := filepath.Join(dir, name)
+	if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building %s: %v\n%s", name, err, b)
 	}
 	return out, nil
-})
+}
 
 // startDev starts herald dev with the configuration yaml in a directory of
 // its own and waits until it prints its banner (every butler listening). env

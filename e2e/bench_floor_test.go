@@ -5,9 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -15,18 +13,7 @@ import (
 )
 
 // floorBin builds e2e/mcpfloor once.
-var floorBin = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "herald-bench-floor-")
-	if err != nil {
-		return "", err
-	}
-	out := filepath.Join(dir, "mcpfloor")
-	cmd := exec.Command("go", "build", "-o", out, "github.com/heraldhq/herald/e2e/mcpfloor")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("building mcpfloor: %v\n%s", err, b)
-	}
-	return out, nil
-})
+var floorBin = sync.OnceValues(func() (string, error) { return goBuild("github.com/heraldhq/herald/e2e/mcpfloor") })
 
 // benchFloorRows measure the floor under the MCP rows: mcp-go's streamable
 // HTTP server with a notify tool that answers at once (e2e/mcpfloor, its own

@@ -128,52 +128,17 @@ func (d *fastDecoder) next() byte {
 // object decodes an object of shape s into obj, the struct that shape
 // decodes into.
 func (d *fastDecoder) object(s shape, obj any) bool {
-	if d.next() != '{' {
-		return false
-	}
-	d.i++
 	fields, required := shapeKeys[s].fields, shapeKeys[s].required
 	var seen uint32
-	if d.next() == '}' {
-		d.i++
-		return required == 0
-	}
-	for {
-		if d.next() != '"' {
-			return false
-		}
-		key, plain, ok := d.rawString()
-		if !ok || !plain {
-			return false
-		}
-		n := -1
+	return d.members(func(key []byte) bool {
 		for j, f := range fields {
 			if string(key) == f.name {
-				n = j
-				break
+				seen |= 1 << j
+				return d.value(s, obj, f)
 			}
 		}
-		if n < 0 || seen&(1<<n) != 0 {
-			return false
-		}
-		seen |= 1 << n
-		if d.next() != ':' {
-			return false
-		}
-		d.i++
-		if !d.value(s, obj, fields[n]) {
-			return false
-		}
-		switch d.next() {
-		case ',':
-			d.i++
-		case '}':
-			d.i++
-			return seen&required == required
-		default:
-			return false
-		}
-	}
+		return false
+	}) && seen&required == required
 }
 
 // value decodes the value of key k of obj, an object of shape s.
@@ -201,25 +166,11 @@ func (d *fastDecoder) value(s shape, obj any, k shapeKey) bool {
 // actions decodes delivery.actions, a non-empty array of actions (an empty
 // one is left to the schema, which refuses it).
 func (d *fastDecoder) actions(dst *[]Action) bool {
-	if d.next() != '[' {
-		return false
-	}
-	d.i++
-	for {
+	n, ok := d.elements(func() bool {
 		*dst = append(*dst, Action{})
-		if !d.object(shAction, &(*dst)[len(*dst)-1]) {
-			return false
-		}
-		switch d.next() {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return true
-		default:
-			return false
-		}
-	}
+		return d.object(shAction, &(*dst)[len(*dst)-1])
+	})
+	return ok && n > 0
 }
 
 // literal consumes lit (true or false).

@@ -112,7 +112,8 @@ func (d *fastDecoder) errorBody(e *ErrorBody) bool {
 
 // members consumes an object, calling member for each key (spelled plainly:
 // no escape, nothing beyond ASCII) with d at the key's value, which member
-// consumes. A key met twice is refused: encoding/json would merge the two.
+// consumes. A key met twice is refused (encoding/json would merge the two),
+// and so is an object of more keys than any envelope has.
 func (d *fastDecoder) members(member func(key []byte) bool) bool {
 	if d.next() != '{' {
 		return false
@@ -122,7 +123,7 @@ func (d *fastDecoder) members(member func(key []byte) bool) bool {
 		d.i++
 		return true
 	}
-	var seen [8][]byte
+	var seen [16][]byte
 	n := 0
 	for {
 		if d.next() != '"' {
@@ -156,6 +157,33 @@ func (d *fastDecoder) members(member func(key []byte) bool) bool {
 	}
 }
 
+// elements consumes an array, calling element with d at each element, which
+// element consumes, and returns how many there were.
+func (d *fastDecoder) elements(element func() bool) (int, bool) {
+	if d.next() != '[' {
+		return 0, false
+	}
+	d.i++
+	if d.next() == ']' {
+		d.i++
+		return 0, true
+	}
+	for n := 1; ; n++ {
+		if !element() {
+			return n, false
+		}
+		switch d.next() {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return n, true
+		default:
+			return n, false
+		}
+	}
+}
+
 // strTo consumes a string value ("" too) into dst.
 func (d *fastDecoder) strTo(dst *string) bool {
 	if d.next() != '"' {
@@ -169,31 +197,16 @@ func (d *fastDecoder) strTo(dst *string) bool {
 // strings consumes an array of strings into dst; [] is an empty slice, not
 // nil, as json.Unmarshal makes it.
 func (d *fastDecoder) strings(dst *[]string) bool {
-	if d.next() != '[' {
-		return false
-	}
-	d.i++
 	*dst = []string{}
-	if d.next() == ']' {
-		d.i++
-		return true
-	}
-	for {
+	_, ok := d.elements(func() bool {
 		var s string
 		if !d.strTo(&s) {
 			return false
 		}
 		*dst = append(*dst, s)
-		switch d.next() {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return true
-		default:
-			return false
-		}
-	}
+		return true
+	})
+	return ok
 }
 
 // number consumes a JSON number into dst as encoding/json does
