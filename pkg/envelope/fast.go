@@ -19,7 +19,7 @@ import (
 // the schema, never looser: they mirror those three files and must change
 // with them (TestFastSchemasUnchanged notices when they change).
 
-// shape is the schema object a JSON value must be, for the key scan.
+// shape is the schema object a JSON value must be, for decodeFast.
 type shape uint8
 
 const (
