@@ -134,15 +134,15 @@ func (d *fastDecoder) object(s shape, obj any) bool {
 		for j, f := range fields {
 			if string(key) == f.name {
 				seen |= 1 << j
-				return d.value(s, obj, f)
+				return d.value(obj, f)
 			}
 		}
 		return false
 	}) && seen&required == required
 }
 
-// value decodes the value of key k of obj, an object of shape s.
-func (d *fastDecoder) value(s shape, obj any, k shapeKey) bool {
+// value decodes the value of key k of obj.
+func (d *fastDecoder) value(obj any, k shapeKey) bool {
 	switch k.child {
 	case shLeaf:
 		switch d.next() {
