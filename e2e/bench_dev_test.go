@@ -349,11 +349,16 @@ func fetch(url, file string) error {
 	return f.Close()
 }
 
-// cleanEnv is the environment of the herald process: what a shell gives any
-// program, plus BENCH_HERALD_ENV ("GOGC=50 GOMEMLIMIT=64MiB", say), so that
-// the Go runtime's knobs can be tried on herald dev without turning them on
-// the benchmark's own process too.
+// cleanEnv is the environment of the herald process: shellEnv, plus
+// BENCH_HERALD_ENV ("GOGC=50 GOMEMLIMIT=64MiB", say), so that the Go
+// runtime's knobs can be tried on herald dev without turning them on the
+// benchmark's own process too.
 func cleanEnv() []string {
+	return append(shellEnv(), strings.Fields(os.Getenv("BENCH_HERALD_ENV"))...)
+}
+
+// shellEnv is what a shell gives any program of the caller's environment.
+func shellEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		k, _, _ := strings.Cut(kv, "=")
@@ -362,7 +367,7 @@ func cleanEnv() []string {
 			env = append(env, kv)
 		}
 	}
-	return append(env, strings.Fields(os.Getenv("BENCH_HERALD_ENV"))...)
+	return env
 }
 
 // freeAddr is a loopback address with a port free a moment ago.

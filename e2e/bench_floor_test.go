@@ -30,7 +30,7 @@ func benchFloorRows(b *testing.B, t *table) {
 		b.Fatal(err)
 	}
 	cmd := exec.Command(bin)
-	cmd.Env = cleanEnv()
+	cmd.Env = shellEnv() // BENCH_HERALD_ENV is for herald dev only
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		b.Fatal(err)
