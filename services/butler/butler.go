@@ -130,12 +130,20 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		server.WithRecovery(),
 		server.WithInstructions(instructions(o.Name)),
 		server.WithExperimental(map[string]any{CapabilityChannel: map[string]any{}, CapabilityChannelPermission: map[string]any{}}),
-		server.WithHooks(b.channel.hooks()),
+		server.WithHooks(b.hooks()),
 	)
 	b.mcp.AddTool(notifyTool(o.Config, o.Name), b.counted(b.notify))
 	b.addChannelTools()
 	b.mcp.AddNotificationHandler(MethodPermissionRequest, b.permissionRequest)
 	return b, nil
+}
+
+// hooks are the channel side's session tracking and the refusal of MCP
+// revisions the butler does not serve (ServedProtocolVersions).
+func (b *Butler) hooks() *server.Hooks {
+	h := b.channel.hooks()
+	h.AddOnRequestInitialization(refuseUnservedRevision)
+	return h
 }
 
 func instructions(name string) string {
@@ -204,6 +212,7 @@ func (b *Butler) handler(bound string) http.Handler {
 		// The guard checks Host wherever the butler listens, allowed_hosts
 		// included; the library's own check knows only loopback names.
 		server.WithDisableLocalhostProtection(true),
+		server.WithStreamableHTTPProtocolVersions(ServedProtocolVersions...),
 	)
 	mux := http.NewServeMux()
 	mux.Handle(MCPPath, b.access.guard(bound, b.channel.trackStreams(mcpHTTP)))
@@ -269,6 +278,7 @@ func (b *Butler) ServeStdio(ctx context.Context, in io.Reader, out io.Writer) er
 	defer func() { stop(); <-ran }()
 	s := server.NewStdioServer(b.mcp)
 	s.SetErrorLogger(slog.NewLogLogger(b.log.Handler(), slog.LevelError))
+	s.SetContextFunc(protocolVersionsContext)
 	err := s.Listen(ctx, in, out)
 	if errors.Is(err, context.Canceled) || errors.Is(err, io.EOF) {
 		return nil

@@ -43,6 +43,14 @@ func inboundRoute(t *testing.T, js jetstream.JetStream, butlerName, text string,
 // transport option with its bearer token.
 func startButler(t *testing.T) (*butler.Butler, jetstream.JetStream, string, transport.StreamableHTTPCOption) {
 	t.Helper()
+	b, js, url, tok := serveButler(t)
+	return b, js, url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok})
+}
+
+// serveButler serves a butler over HTTP and returns its /mcp URL and its
+// bearer token.
+func serveButler(t *testing.T) (*butler.Butler, jetstream.JetStream, string, string) {
+	t.Helper()
 	srv := bustest.RunServer(t)
 	nc, js := srv.Connect()
 	cfg := config.Default()
@@ -59,7 +67,7 @@ func startButler(t *testing.T) (*butler.Butler, jetstream.JetStream, string, tra
 	t.Cleanup(func() { cancel(); <-done })
 	hs := httptest.NewServer(b.Handler())
 	t.Cleanup(hs.Close)
-	return b, js, hs.URL + butler.MCPPath, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok})
+	return b, js, hs.URL + butler.MCPPath, tok
 }
 
 func TestWaitingMessagesArriveInOrderWhenAClientConnects(t *testing.T) {
