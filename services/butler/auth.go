@@ -70,6 +70,25 @@ func newAccess(name string, bc *config.Butler, getenv config.Getenv, minted *tok
 	return a
 }
 
+// whereTokensAre ends a 401: where the right token is found. It names no
+// butler, since whoever reads it has not shown a token yet.
+const whereTokensAre = "A butler's token is in the Claude: line herald dev prints " +
+	`(claude mcp add ... --header "Authorization: Bearer <token>"), ` +
+	"in the variable or file its mcp_token_env / mcp_token_file names (deploy/.env for the compose fleet), " +
+	"or minted with: herald token mint --butler <name>"
+
+// warnIfNoStaticToken says once, at start, that only minted tokens open
+// the endpoint: a butler configured without a token answers 401 to every
+// client until one is minted, which is otherwise a silent surprise.
+func (a *access) warnIfNoStaticToken() {
+	if a.static != "" || a.staticErr != nil {
+		return
+	}
+	a.log.Warn("this butler has no static MCP token: its HTTP endpoint answers 401 to every request without a token minted for it; "+
+		"mint one with `herald token mint --butler "+a.butler+"`, or set mcp_token_env (or mcp_token_file) for it in herald.yaml "+
+		"(herald init writes one per butler into deploy/.env)", "mcp_token_env", "")
+}
+
 // minStaticToken is the shortest static token taken: anything a person
 // would type is guessable.
 const minStaticToken = 16
@@ -146,7 +165,7 @@ func (a *access) authorize(w http.ResponseWriter, r *http.Request) (token.Record
 	tok, ok := bearer(r)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="herald"`)
-		http.Error(w, "send Authorization: Bearer <token>", http.StatusUnauthorized)
+		http.Error(w, "no bearer token: send Authorization: Bearer <token>. "+whereTokensAre, http.StatusUnauthorized)
 		return token.Record{}, false
 	}
 	if a.static != "" && token.Equal(tok, a.static) {
@@ -164,7 +183,7 @@ func (a *access) authorize(w http.ResponseWriter, r *http.Request) (token.Record
 		}
 		a.log.Warn("refused an MCP request with an invalid token", attrs...)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
-		http.Error(w, "invalid token", http.StatusUnauthorized)
+		http.Error(w, "invalid token: it is not this butler's, or it was revoked or expired. "+whereTokensAre, http.StatusUnauthorized)
 	default:
 		a.log.Error("cannot check MCP tokens", "err", err)
 		w.Header().Set("Retry-After", "5")

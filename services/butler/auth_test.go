@@ -2,6 +2,7 @@ package butler_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"log/slog"
@@ -137,6 +138,16 @@ func TestMCPNeedsAValidToken(t *testing.T) {
 			}
 			if strings.Contains(body, "jsonrpc") || resp.Header.Get("Mcp-Session-Id") != "" {
 				t.Errorf("a refused request reached MCP: %q", body)
+			}
+			// The body says how to fix it, and names no butler to a caller
+			// that has shown no token.
+			for _, fix := range []string{`--header "Authorization: Bearer <token>"`, "mcp_token_env", "herald token mint --butler <name>"} {
+				if !strings.Contains(body, fix) {
+					t.Errorf("401 body %q does not say %q", body, fix)
+				}
+			}
+			if strings.Contains(body, "assistant") {
+				t.Errorf("401 body %q names the butler", body)
 			}
 		})
 	}
@@ -427,6 +438,55 @@ func TestStaticTokenMissing(t *testing.T) {
 			err = b.ServeHTTP(t.Context(), "127.0.0.1:0", nil)
 			if err == nil || !strings.Contains(err.Error(), tt.want) || (tt.value != "" && strings.Contains(err.Error(), tt.value)) {
 				t.Fatalf("ServeHTTP = %v, want an error saying %q without the value", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestNoStaticTokenSaysSoAtStart: a butler serving HTTP with no token
+// configured says once, at start, that only minted tokens open it and how
+// to give it one; one with a token says nothing of the kind.
+func TestNoStaticTokenSaysSoAtStart(t *testing.T) {
+	srv := bustest.RunServer(t)
+	nc, _ := srv.Connect()
+	for _, tt := range []struct {
+		name  string
+		env   string
+		warns int
+	}{
+		{"no token configured", "", 1},
+		{"static token", "HEALTH_MCP_TOKEN", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := config.Default()
+			cfg.Butlers[0].MCPTokenEnv = tt.env
+			var logs bytes.Buffer // read once ServeHTTP has returned, when nothing writes to it
+			tok := token.NewStatic()
+			b, err := butler.New(t.Context(), butler.Options{Name: "assistant", Config: cfg, NC: nc, Getenv: func(string) string { return tok }, Log: slog.New(slog.NewTextHandler(&logs, nil))})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(t.Context())
+			up := make(chan string, 1)
+			done := make(chan error, 1)
+			go func() { done <- b.ServeHTTP(ctx, "127.0.0.1:0", func(url string) { up <- url }) }()
+			url := <-up
+			for range 3 {
+				resp, _ := post(t, url, nil, initialize)
+				if resp.StatusCode != http.StatusUnauthorized {
+					t.Fatalf("status %d without a token", resp.StatusCode)
+				}
+			}
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			out := logs.String()
+			if got := strings.Count(out, "no static MCP token"); got != tt.warns {
+				t.Fatalf("%d warnings about the missing token, want %d:\n%s", got, tt.warns, out)
+			}
+			if tt.warns > 0 && !(strings.Contains(out, "herald token mint --butler assistant") && strings.Contains(out, "mcp_token_env")) {
+				t.Fatalf("the warning does not say how to fix it:\n%s", out)
 			}
 		})
 	}

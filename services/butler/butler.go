@@ -227,6 +227,7 @@ func (b *Butler) ServeHTTP(ctx context.Context, addr string, ready func(url stri
 	if err := b.access.staticErr; err != nil {
 		return err
 	}
+	b.access.warnIfNoStaticToken()
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("butler %s: listening on %s: %w", b.name, addr, err)
