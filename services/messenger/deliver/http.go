@@ -1,9 +1,11 @@
 package deliver
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"sync"
+	"time"
 )
 
 // HTTP is where the receivers of channels that push to Herald (webhooks,
@@ -54,4 +56,32 @@ func NewTransport() *http.Transport {
 	t = t.Clone()
 	t.MaxIdleConnsPerHost = ProviderConns
 	return t
+}
+
+// RedirectError is a provider's answer pointing elsewhere (a 3xx). Senders
+// follow no redirect: the chat id, the text and for 307/308 the whole body
+// would go wherever the answer points, and a provider that moved is a
+// configuration to fix (api_url), not a hop to take. Nothing is re-sent.
+type RedirectError struct {
+	Status   int    // the provider's status code
+	Location string // where it pointed, its password redacted; senders scrub tokens from it
+}
+
+func (e *RedirectError) Error() string {
+	return fmt.Sprintf("answered %d %s pointing to %s; Herald follows no redirect", e.Status, http.StatusText(e.Status), e.Location)
+}
+
+// NewClient is a sender's HTTP client for calls to its provider: its own
+// NewTransport, the timeout of one call, and no redirect followed (a 3xx
+// ends the call with a *RedirectError).
+func NewClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: NewTransport(), CheckRedirect: refuseRedirect}
+}
+
+func refuseRedirect(next *http.Request, _ []*http.Request) error {
+	e := &RedirectError{Location: next.URL.Redacted()}
+	if next.Response != nil {
+		e.Status = next.Response.StatusCode
+	}
+	return e
 }

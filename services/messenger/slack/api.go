@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
 // maxAnswer bounds the answer of one Web API call read into memory.
@@ -85,6 +87,9 @@ func (s *sender) call(ctx context.Context, method string, params any) (*answer, 
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	resp, err := s.client.Do(req)
+	if moved, ok := errors.AsType[*deliver.RedirectError](err); ok {
+		return nil, &apiError{method: method, status: moved.Status, cause: &deliver.RedirectError{Status: moved.Status, Location: s.scrub(moved.Location)}}
+	}
 	if err != nil {
 		return nil, &apiError{method: method, cause: errors.New(s.scrub(err.Error()))}
 	}

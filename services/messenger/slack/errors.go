@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
 // Slack's error codes by what they mean for a delivery. Codes not listed
@@ -50,7 +51,12 @@ func (s *sender) classify(ctx context.Context, method, chat string, params any, 
 		chat = p.Channel
 	}
 	code := ae.code
+	var moved *deliver.RedirectError
 	switch {
+	case errors.As(err, &moved):
+		return fmt.Errorf("%w: the Web API at api_url %s %s: the message would go there; set api_url of integration %q to the address that answers itself, like %s",
+			envelope.ErrNotFound, s.apiURL, moved.Error(), s.id, DefaultAPIURL)
+
 	case ctx.Err() != nil:
 		// The outcome is unknown: Slack may have taken the message.
 		return fmt.Errorf("%w: slack %s%s did not finish: %w", envelope.ErrTimeout, method, where, ctx.Err())

@@ -122,7 +122,7 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 		id:             in.ID,
 		token:          token,
 		apiURL:         strings.TrimRight(apiURL, "/") + "/",
-		client:         &http.Client{Timeout: requestTimeout, Transport: deliver.NewTransport()},
+		client:         deliver.NewClient(requestTimeout),
 		defaultChannel: defaultChannel,
 		log:            log.With("channel", "slack:"+in.ID),
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/slack"
 	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
 )
@@ -604,5 +605,20 @@ func TestSlowSlackTimesOut(t *testing.T) {
 	_, err := newSender(t, srv, srv.Token()).Deliver(ctx, deliver.Delivery{Message: "x"})
 	if envelope.ClassOf(err) != "timeout" {
 		t.Errorf("deliver: %v, want timeout (Slack may have the message)", err)
+	}
+}
+
+// TestRedirectIsNotFollowed: an api_url answering 307 gets nothing re-sent
+// to the host it points to; the error names it.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	moved := delivertest.NewMoved(t)
+	srv := slacktest.NewServer(t)
+	s := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*slack.Config).APIURL = moved.URL })
+	_, err := s.Deliver(t.Context(), deliver.Delivery{Message: "secret plans", Recipient: "C0EVILCHAN"})
+	if envelope.ClassOf(err) != "not_found" || !strings.Contains(err.Error(), "307") || !strings.Contains(err.Error(), moved.Target.URL) || !strings.Contains(err.Error(), "api_url") {
+		t.Fatalf("deliver: %v, want not_found naming the 307, where it pointed and api_url", err)
+	}
+	if n := moved.Followed(); n != 0 {
+		t.Fatalf("the redirect was followed %d times", n)
 	}
 }

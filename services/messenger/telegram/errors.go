@@ -9,6 +9,7 @@ import (
 	"github.com/go-telegram/bot"
 
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
 // reactionList is Telegram's fixed set of reaction emoji (Bot API,
@@ -23,7 +24,12 @@ func (s *sender) classify(ctx context.Context, method, chat string, err error) e
 	desc := s.scrub(err.Error())
 	lower := strings.ToLower(desc)
 	var migrate *bot.MigrateError
+	var moved *deliver.RedirectError
 	switch {
+	case errors.As(err, &moved):
+		return fmt.Errorf("%w: the Bot API at api_url %s %s: the chat id and text would go there; set api_url of integration %q to the address that answers itself",
+			envelope.ErrNotFound, s.apiURL, s.scrub(moved.Error()), s.id)
+
 	case ctx.Err() != nil:
 		// The outcome is unknown: Telegram may have taken the message.
 		return fmt.Errorf("%w: telegram %s to chat %s did not finish: %w", envelope.ErrTimeout, method, chat, ctx.Err())

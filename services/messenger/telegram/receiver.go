@@ -96,7 +96,7 @@ func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, erro
 		timing:   defaultTiming,
 	}
 	r.log = r.log.With("bot_id", botID, "instance", instance)
-	r.poller = &http.Client{Timeout: r.timing.poll + requestTimeout}
+	r.poller = deliver.NewClient(r.timing.poll + requestTimeout)
 	return r, nil
 }
 

@@ -98,7 +98,7 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	apiURL := c.api()
 	s := &sender{
 		id:          in.ID,
-		client:      &http.Client{Timeout: requestTimeout, Transport: deliver.NewTransport()},
+		client:      deliver.NewClient(requestTimeout),
 		token:       token,
 		apiURL:      apiURL,
 		defaultChat: strings.TrimSpace(c.DefaultChat),

@@ -15,6 +15,7 @@ import (
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/markdown"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/telegram"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
@@ -582,5 +583,24 @@ func TestBadActions(t *testing.T) {
 				t.Errorf("%d calls reached Telegram, want none", n)
 			}
 		})
+	}
+}
+
+// TestRedirectIsNotFollowed: an api_url answering 307 gets nothing re-sent
+// (the chat id and text would go wherever it points); the error says where
+// it pointed, without the token in its path.
+func TestRedirectIsNotFollowed(t *testing.T) {
+	moved := delivertest.NewMoved(t)
+	srv := telegramtest.NewServer(t)
+	s := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*telegram.Config).APIURL = moved.URL })
+	_, err := s.Deliver(t.Context(), deliver.Delivery{Message: "secret plans", Recipient: "999999"})
+	if envelope.ClassOf(err) != "not_found" || !strings.Contains(err.Error(), "307") || !strings.Contains(err.Error(), moved.Target.URL) || !strings.Contains(err.Error(), "api_url") {
+		t.Fatalf("deliver: %v, want not_found naming the 307, where it pointed and api_url", err)
+	}
+	if strings.Contains(err.Error(), srv.Token()) {
+		t.Fatalf("error %q holds the bot token", err)
+	}
+	if n := moved.Followed(); n != 0 {
+		t.Fatalf("the redirect was followed %d times", n)
 	}
 }
