@@ -423,14 +423,22 @@ func bareURL(s string, i int) (string, int, bool) {
 }
 
 // allowedURL admits only schemes that cannot run script in a mail client or
-// be refused by Telegram.
+// be refused by Telegram. Of Telegram's own tg: links only tg://resolve (a
+// user, bot or channel by name) passes: tg://proxy and tg://socks would
+// offer the reader a proxy of the sender's choosing, tg://login and the like
+// act on their account.
 func allowedURL(u string) bool {
 	colon := strings.IndexByte(u, ':')
 	if colon <= 0 {
 		return false
 	}
 	switch strings.ToLower(u[:colon]) {
-	case "http", "https", "mailto", "tg":
+	case "http", "https", "mailto":
+	case "tg":
+		rest := strings.ToLower(u[colon:])
+		if rest != "://resolve" && !strings.HasPrefix(rest, "://resolve?") {
+			return false
+		}
 	default:
 		return false
 	}
