@@ -38,3 +38,37 @@ func ExampleHTML() {
 	// <p>Hi <em>Ana</em>,<br>
 	// the report is <strong>ready</strong>.</p>
 }
+
+func ExampleEscape() {
+	description := "Remove **everything** in <b>bin</b>, see [docs](http://evil.example)"
+	md := "Claude asks: " + markdown.Escape(description)
+	fmt.Println(md)
+	fmt.Println(markdown.TelegramHTML(md))
+	// Output:
+	// Claude asks: Remove \*\*everything\*\* in \<b>bin\</b>, see \[docs\](http\://evil.example)
+	// Claude asks: Remove **everything** in &lt;b&gt;bin&lt;/b&gt;, see [docs](http://evil.example)
+}
+
+func ExampleCodeBlock() {
+	command := "cat <<'EOF'\n```\n**not bold**\nEOF"
+	fmt.Println(markdown.TelegramHTML(markdown.CodeBlock(command) + "\n\nAllow?"))
+	// Output:
+	// <pre>cat &lt;&lt;'EOF'
+	// ```
+	// **not bold**
+	// EOF</pre>
+	//
+	// Allow?
+}
+
+func ExampleLimitOf() {
+	md := "**Build failed**\n\n" + markdown.CodeBlock("make: *** [all] Error 2")
+	for _, typ := range []string{"telegram", "slack", "email"} {
+		l := markdown.LimitOf(typ)
+		fmt.Printf("%s: %d of %d, fits: %v\n", typ, l.Size(md)+l.Mark, l.Max, l.Fits(md))
+	}
+	// Output:
+	// telegram: 58 of 4096, fits: true
+	// slack: 55 of 3000, fits: true
+	// email: 49 of 65536, fits: true
+}

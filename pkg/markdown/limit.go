@@ -1,0 +1,104 @@
+package markdown
+
+import "strings"
+
+// Limit is how much one message of a channel type holds, counted the way
+// that channel counts it. It is the contract between whoever writes a
+// message and the messenger that delivers it: a message that does not fit
+// is split into several (Telegram, Slack) or refused, so a writer that needs
+// one message (a permission prompt and its buttons) shortens it to fit.
+type Limit struct {
+	// Max is the most one message holds, in the units Size counts.
+	Max int
+	// Mark is room the channel's sender takes for a mark of its own in
+	// front of the text (Telegram's "‼️ " on an urgent message).
+	Mark int
+	// size measures md; nil counts its bytes.
+	size func(md string) int
+}
+
+// Channel limits, each as its sender counts (the values are the senders'
+// own; a test of the butler holds them equal).
+var (
+	// TelegramLimit: a sendMessage text holds 4096 characters; the sender
+	// cuts its HTML at that many UTF-16 code units.
+	TelegramLimit = Limit{Max: 4096, Mark: 3, size: func(md string) int { return utf16Len(TelegramHTML(md)) }}
+	// SlackLimit: the sender cuts messages at 3000 UTF-16 code units of
+	// mrkdwn, what a person reads on one screen (Slack takes more).
+	SlackLimit = Limit{Max: 3000, size: slackSize}
+	// WholeLimit is that of a channel that shows a message whole (email,
+	// web chat, webhook, log): the notify's own bound on delivery.message,
+	// 64 KiB (envelope.MaxMessageBytes).
+	WholeLimit = Limit{Max: 64 << 10}
+)
+
+// LimitOf returns the limit of a channel type: TelegramLimit, SlackLimit,
+// or WholeLimit for every other.
+func LimitOf(channelType string) Limit {
+	switch channelType {
+	case "telegram":
+		return TelegramLimit
+	case "slack":
+		return SlackLimit
+	}
+	return WholeLimit
+}
+
+// Size is how long md is on the channel, in the units of Max.
+func (l Limit) Size(md string) int {
+	if l.size == nil {
+		return len(md)
+	}
+	return l.size(md)
+}
+
+// Fits reports whether md goes as one message, mark included.
+func (l Limit) Fits(md string) bool { return l.Size(md)+l.Mark <= l.Max }
+
+// slackSize bounds from above the length of the mrkdwn Slack's sender
+// makes of md. It writes mrkdwn from TelegramHTML(md), and mrkdwn is never
+// longer than that HTML except by what this adds: a zero-width space
+// between two backticks (so that text opens no code block); per line break
+// inside bold, italic, strike or a quote, the markers that line gets (Slack
+// formatting ends at a line break, and each quoted line starts with "> ");
+// a code block in a quote, whose fences become quoted lines; and the
+// "%7C" that stands for a "|" in a link's address.
+func slackSize(md string) int {
+	h := TelegramHTML(md)
+	n := utf16Len(h)
+	wraps, quotes := 0, 0 // b, i, s and blockquote open; blockquotes open
+	for _, t := range tokenize(h) {
+		switch t.kind {
+		case tokText:
+			switch t.s {
+			case "`":
+				n++
+			case "\n":
+				n += 2 * wraps
+			}
+		case tokOpen:
+			switch t.name {
+			case "b", "i", "s", "blockquote":
+				wraps++
+				if t.name == "blockquote" {
+					quotes++
+				}
+			case "pre":
+				if quotes > 0 {
+					n += 4
+				}
+			case "a":
+				n += 2 * strings.Count(t.s, "|")
+			}
+		case tokClose:
+			switch t.name {
+			case "b", "i", "s", "blockquote":
+				wraps--
+				if t.name == "blockquote" {
+					quotes--
+				}
+			}
+		}
+	}
+	return n
+}
