@@ -1,16 +1,19 @@
 package e2e
 
-// The compose fleet cannot be started here (no Docker engine), so these
-// tests load deploy/'s compose files the way `docker compose` does, with
-// compose-go, and check what would otherwise show only on someone's first
-// `docker compose up`: a service without a health check or restart policy,
-// a dependency that waits for the wrong thing, a binary the image does not
-// have, a mounted file that is not there, a cluster whose routes, names or
-// replicas disagree. The NATS configuration itself runs in the chaos
-// scenarios (e2e/chaos), from the same files.
+// These tests load deploy/'s compose files the way `docker compose` does,
+// with compose-go, in every `make test`, and check what would otherwise
+// show only on someone's `docker compose up`: a service without a health
+// check or restart policy, a health check Docker Engine 20.10 refuses, a
+// port published beyond 127.0.0.1, a connection to NATS without a user of
+// its own, a dependency that waits for the wrong thing, a binary the image
+// does not have, a mounted file that is not there, a cluster whose routes,
+// names or replicas disagree. The fleet itself runs in real containers in
+// `make compose-test` (e2e/compose), and its NATS configuration in the
+// chaos scenarios (e2e/chaos).
 
 import (
 	"encoding/json"
+	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -26,13 +29,14 @@ import (
 
 	"github.com/compose-spec/compose-go/v2/cli"
 	"github.com/compose-spec/compose-go/v2/types"
+	"github.com/heraldhq/herald/pkg/natsauth"
 	"go.yaml.in/yaml/v3"
 )
 
 const deployDir = "../deploy"
 
 // composeEnv stands in for deploy/.env: every variable the compose files
-// require (${VAR:?...}) has a value, as .env.example asks.
+// require (${VAR:?...}) has a value, as herald init writes them.
 var composeEnv = []string{
 	"HEALTH_MCP_TOKEN=health-token",
 	"FINANCE_MCP_TOKEN=finance-token",
@@ -56,7 +60,6 @@ var fleets = []struct {
 	nodes []string // the NATS services
 }{
 	{"single node", []string{"compose.yaml"}, []string{"nats"}},
-	{"secure", []string{"compose.yaml", "compose.secure.yaml"}, []string{"nats"}},
 	{"cluster", []string{"compose.yaml", "compose.cluster.yaml"}, []string{"nats", "nats-2", "nats-3"}},
 }
 
@@ -90,36 +93,46 @@ type image struct {
 	binaries []string
 }
 
+// readImage checks that deploy/Dockerfile builds every services/cmd binary
+// and that deploy/rootfs.sh puts them all into the image's /usr/local/bin.
 func readImage(t *testing.T) image {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join(deployDir, "Dockerfile"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	df := string(b)
-	if !regexp.MustCompile(`(?m)^\s*go build .*-o /out/ \./services/cmd/\.\.\.\s*$`).MatchString(df) {
-		t.Fatal("deploy/Dockerfile no longer builds ./services/cmd/... into /out/; update this test")
+	if !regexp.MustCompile(`(?m)^RUN go build .*-o /out/ \./services/cmd/\.\.\. github\.com/nats-io/nats-server/v2 `).Match(b) {
+		t.Fatal("deploy/Dockerfile no longer builds ./services/cmd/... and nats-server into /out/; update this test")
 	}
-	m := regexp.MustCompile(`(?m)^COPY --from=build /out/ (\S+)\s*$`).FindStringSubmatch(df)
-	if m == nil {
-		t.Fatal("deploy/Dockerfile no longer copies /out/ into the runtime image; update this test")
+	rootfs, err := os.ReadFile(filepath.Join(deployDir, "rootfs.sh"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	img := image{binDir: m[1]}
+	img := image{binDir: "/usr/local/bin"}
 	dirs, err := os.ReadDir("../services/cmd")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range dirs {
-		if _, err := os.Stat(filepath.Join("../services/cmd", d.Name(), "main.go")); err == nil {
-			img.binaries = append(img.binaries, d.Name())
+		if _, err := os.Stat(filepath.Join("../services/cmd", d.Name(), "main.go")); err != nil {
+			continue
+		}
+		img.binaries = append(img.binaries, d.Name())
+		if !regexp.MustCompile(`(?m)^cp .*"\$bin/` + d.Name() + `".* "\$out/(base|herald)/usr/local/bin/"$`).Match(rootfs) {
+			t.Errorf("deploy/rootfs.sh does not put %s into the Herald image's /usr/local/bin", d.Name())
 		}
 	}
 	return img
 }
 
-// isHerald reports whether s runs the Herald image (built from deploy/Dockerfile).
+// isHerald reports whether s runs the Herald image (deploy/Dockerfile, target herald).
 func isHerald(s types.ServiceConfig) bool {
-	return s.Build != nil && s.Build.Dockerfile == "deploy/Dockerfile"
+	return s.Build != nil && s.Build.Dockerfile == "deploy/Dockerfile" && s.Build.Target == "herald"
+}
+
+// isNATS reports whether s runs the NATS image (deploy/Dockerfile, target nats).
+func isNATS(s types.ServiceConfig) bool {
+	return s.Build != nil && s.Build.Dockerfile == "deploy/Dockerfile" && s.Build.Target == "nats"
 }
 
 // natsHTTPPort is the monitoring port of deploy/nats.conf (http_port).
@@ -144,7 +157,7 @@ func TestComposeServices(t *testing.T) {
 			p := loadCompose(t, composeEnv, fl.files...)
 			var nodes []string
 			for name, s := range p.Services {
-				if strings.HasPrefix(s.Image, "nats:") {
+				if isNATS(s) {
 					nodes = append(nodes, name)
 				}
 			}
@@ -158,6 +171,7 @@ func TestComposeServices(t *testing.T) {
 				checkLifecycle(t, name, s, oneShot)
 				checkDependencies(t, p, name, s)
 				checkMounts(t, name, s)
+				checkPorts(t, name, s)
 				if isHerald(s) {
 					checkHerald(t, img, fl.nodes, name, s, oneShot)
 				}
@@ -216,6 +230,20 @@ func checkLifecycle(t *testing.T, name string, s types.ServiceConfig, oneShot bo
 	}
 	if hc.Interval == nil || hc.Timeout == nil || hc.Retries == nil || hc.StartPeriod == nil {
 		t.Errorf("%s: health check without interval, timeout, retries and start_period: %+v", name, hc)
+	}
+	if hc.StartInterval != nil {
+		t.Errorf("%s: health check with start_interval, which Docker Engine before 25 refuses (the fleet supports 20.10)", name)
+	}
+}
+
+// checkPorts: every published port is bound to HERALD_BIND, 127.0.0.1
+// unless the operator opts in (composeEnv does not set it).
+func checkPorts(t *testing.T, name string, s types.ServiceConfig) {
+	t.Helper()
+	for _, p := range s.Ports {
+		if p.HostIP != "127.0.0.1" {
+			t.Errorf("%s publishes %s on %q; only 127.0.0.1 unless HERALD_BIND says otherwise", name, p.Published, p.HostIP)
+		}
 	}
 }
 
@@ -314,45 +342,30 @@ func checkHerald(t *testing.T, img image, nodes []string, name string, s types.S
 	}
 }
 
-// checkNATSURL: the service knows every NATS node, and only those.
+// checkNATSURL: the service connects as a NATS user with a password, to
+// the name every NATS node answers to.
 func checkNATSURL(t *testing.T, name, natsURL string, nodes []string) {
 	t.Helper()
-	var hosts []string
-	for _, u := range strings.Split(natsURL, ",") {
-		pu, err := url.Parse(u)
-		if err != nil || pu.Scheme != "nats" {
-			t.Errorf("%s: NATS_URL %q: not a list of nats:// URLs", name, natsURL)
-			return
-		}
-		hosts = append(hosts, pu.Hostname())
+	u, err := url.Parse(natsURL)
+	if err != nil || u.Scheme != "nats" || strings.Contains(natsURL, ",") {
+		t.Errorf("%s: NATS_URL %q: want one nats:// URL", name, natsURL)
+		return
 	}
-	sort.Strings(hosts)
-	if !slices.Equal(hosts, nodes) {
-		t.Errorf("%s: NATS_URL names %v, the NATS services are %v", name, hosts, nodes)
+	if pw, ok := u.User.Password(); u.User == nil || u.User.Username() == "" || !ok || pw == "" {
+		t.Errorf("%s: NATS_URL %q has no user and password: no unauthenticated NATS in the fleet", name, natsURL)
+	}
+	if u.Hostname() != "nats" {
+		t.Errorf("%s: NATS_URL names %s; the NATS nodes %v all answer to nats", name, u.Hostname(), nodes)
 	}
 }
 
-// checkNATSNode: NATS runs from a mounted configuration (with what it
-// includes), keeps its store on a volume, and its health check works
-// without a shell, on the monitoring port of nats.conf.
+// checkNATSNode: NATS runs from a mounted configuration with users (no
+// unauthenticated NATS), with everything it includes mounted, keeps its
+// store on a volume, reads the users' passwords from .env, and its health
+// check is the image's herald asking the monitoring port of nats.conf.
 func checkNATSNode(t *testing.T, httpPort, name string, s types.ServiceConfig) {
 	t.Helper()
-	if !strings.HasSuffix(s.Image, "-alpine") {
-		t.Errorf("%s: image %s; the health check runs busybox wget, which only the -alpine variant has", name, s.Image)
-	}
-	// The version the tests and the chaos scenarios run (e2e/go.mod).
-	gomod, err := os.ReadFile("go.mod")
-	if err != nil {
-		t.Fatal(err)
-	}
-	v := regexp.MustCompile(`github\.com/nats-io/nats-server/v2 v(\d+\.\d+)\.`).FindSubmatch(gomod)
-	if v == nil {
-		t.Fatal("e2e/go.mod requires no nats-server")
-	}
-	if want := "nats:" + string(v[1]) + "-alpine"; s.Image != want {
-		t.Errorf("%s: image %s, want %s: the version the tests run", name, s.Image, want)
-	}
-	want := []string{"CMD", "wget", "-q", "-O", "/dev/null", "http://127.0.0.1:" + httpPort + "/healthz"}
+	want := []string{"CMD", "/usr/local/bin/herald", "healthcheck", "http://127.0.0.1:" + httpPort + "/healthz"}
 	if s.HealthCheck != nil && !slices.Equal(s.HealthCheck.Test, want) {
 		t.Errorf("%s: health check %q, want %q", name, s.HealthCheck.Test, want)
 	}
@@ -362,19 +375,29 @@ func checkNATSNode(t *testing.T, httpPort, name string, s types.ServiceConfig) {
 		return
 	}
 	conf := s.Command[i+1]
-	src := mount(s, conf)
-	if src == "" {
-		t.Errorf("%s: %s is not mounted", name, conf)
-		return
-	}
-	b, err := os.ReadFile(src)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range regexp.MustCompile(`(?m)^include\s+(\S+)\s*$`).FindAllStringSubmatch(string(b), -1) {
-		if inc := path.Join(path.Dir(conf), m[1]); mount(s, inc) == "" {
-			t.Errorf("%s: %s includes %s, which is not mounted", name, conf, inc)
+	var text strings.Builder
+	var walk func(conf string)
+	walk = func(conf string) {
+		src := mount(s, conf)
+		if src == "" {
+			t.Errorf("%s: %s is not mounted", name, conf)
+			return
 		}
+		b, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text.Write(b)
+		for _, m := range regexp.MustCompile(`(?m)^include\s+(\S+)\s*$`).FindAllStringSubmatch(string(b), -1) {
+			walk(path.Join(path.Dir(conf), m[1]))
+		}
+	}
+	walk(conf)
+	if !strings.Contains(text.String(), "accounts {") || !strings.Contains(text.String(), `user: "setup"`) {
+		t.Errorf("%s: %s has no users (nats-secure.conf): NATS would take anyone", name, conf)
+	}
+	if len(s.EnvFiles) == 0 {
+		t.Errorf("%s: no env_file: nats-secure.conf reads the users' passwords from the environment (.env)", name)
 	}
 	var data *types.ServiceVolumeConfig
 	for _, v := range s.Volumes {
@@ -429,16 +452,32 @@ func checkCluster(t *testing.T, p *types.Project, nodes []string) {
 	if listen == nil {
 		t.Fatal("nats-cluster.conf: no cluster listen on 0.0.0.0")
 	}
-	var hosts []string
+	// Each route names one node (by its service name or an alias of its
+	// own), every node has one, and the clients' name nats is every node's.
+	routed := map[string]bool{}
 	for _, m := range regexp.MustCompile(`nats-route://([^:\s]+):(\d+)`).FindAllStringSubmatch(string(b), -1) {
-		hosts = append(hosts, m[1])
 		if m[2] != listen[1] {
 			t.Errorf("nats-cluster.conf: route to %s:%s, the nodes listen on %s", m[1], m[2], listen[1])
 		}
+		var to []string
+		for _, n := range nodes {
+			if slices.Contains(nodeNames(p.Services[n], n), m[1]) {
+				to = append(to, n)
+			}
+		}
+		if len(to) != 1 {
+			t.Errorf("nats-cluster.conf: the route to %s reaches %v, want one node", m[1], to)
+			continue
+		}
+		routed[to[0]] = true
 	}
-	sort.Strings(hosts)
-	if !slices.Equal(hosts, nodes) {
-		t.Errorf("nats-cluster.conf routes to %v, the NATS services are %v", hosts, nodes)
+	for _, n := range nodes {
+		if !routed[n] {
+			t.Errorf("nats-cluster.conf has no route to %s", n)
+		}
+		if !slices.Contains(nodeNames(p.Services[n], n), "nats") {
+			t.Errorf("%s does not answer to nats, the name in every service's NATS_URL", n)
+		}
 	}
 	for _, name := range p.ServiceNames() {
 		s := p.Services[name]
@@ -455,6 +494,15 @@ func checkCluster(t *testing.T, p *types.Project, nodes []string) {
 			t.Errorf("%s reads a herald.yaml with nats.replicas %d on %d nodes", name, cfg.NATS.Replicas, len(nodes))
 		}
 	}
+}
+
+// nodeNames are the names a service answers to on the default network.
+func nodeNames(s types.ServiceConfig, name string) []string {
+	names := []string{name}
+	if n, ok := s.Networks["default"]; ok && n != nil {
+		names = append(names, n.Aliases...)
+	}
+	return names
 }
 
 func readYAML(t *testing.T, file string, v any) {
@@ -481,34 +529,43 @@ func TestComposeClusterConfig(t *testing.T) {
 	}
 }
 
-// TestComposeSecureUsers: with compose.secure.yaml every Herald service
-// connects as a user of its own, and NATS has that user's password.
+// TestComposeSecureUsers: every Herald service connects as a NATS user of
+// its own, with the password variable nats-secure.conf gives that user, and
+// the fleet's one-node and cluster files leave none out.
 func TestComposeSecureUsers(t *testing.T) {
-	p := loadCompose(t, composeEnv, "compose.yaml", "compose.secure.yaml")
-	nats := p.Services["nats"]
-	users := map[string]string{}
-	for _, name := range p.ServiceNames() {
-		s := p.Services[name]
-		if !isHerald(s) {
-			continue
-		}
-		u, err := url.Parse(*s.Environment["NATS_URL"])
-		if err != nil || u.User == nil {
-			t.Errorf("%s: NATS_URL without a user", name)
-			continue
-		}
-		pw, _ := u.User.Password()
-		if other, dup := users[u.User.Username()]; dup {
-			t.Errorf("%s and %s both connect as %s", other, name, u.User.Username())
-		}
-		users[u.User.Username()] = name
-		found := false
-		for _, v := range nats.Environment {
-			found = found || (v != nil && *v == pw)
-		}
-		if !found {
-			t.Errorf("%s connects as %s with a password the nats service is not given", name, u.User.Username())
-		}
+	conf, err := os.ReadFile(filepath.Join(deployDir, "nats-secure.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, fl := range fleets {
+		t.Run(fl.name, func(t *testing.T) {
+			p := loadCompose(t, composeEnv, fl.files...)
+			users := map[string]string{}
+			for _, name := range p.ServiceNames() {
+				s := p.Services[name]
+				if !isHerald(s) {
+					continue
+				}
+				u, err := url.Parse(*s.Environment["NATS_URL"])
+				if err != nil || u.User == nil {
+					t.Errorf("%s: NATS_URL without a user", name)
+					continue
+				}
+				user := u.User.Username()
+				pw, _ := u.User.Password()
+				if other, dup := users[user]; dup {
+					t.Errorf("%s and %s both connect as %s", other, name, user)
+				}
+				users[user] = name
+				env := natsauth.PasswordEnv(user)
+				if !slices.Contains(composeEnv, env+"="+pw) {
+					t.Errorf("%s connects as %s with a password other than %s's", name, user, env)
+				}
+				if !strings.Contains(string(conf), fmt.Sprintf("user: %q\n        password: $%s\n", user, env)) {
+					t.Errorf("%s connects as %s, which nats-secure.conf does not have with password $%s", name, user, env)
+				}
+			}
+		})
 	}
 }
 

@@ -36,6 +36,7 @@ Usage:
   herald notify [flags] MESSAGE        send a notification through a butler's notify tool
   herald pair [list|approve|revoke]    let in people who were sent a pairing code
   herald dead [ls|replay ID|--all]     messages Herald gave up on, and replaying them
+  herald init [--config FILE]          write deploy/.env (tokens, NATS passwords) and the butlers' compose services
   herald setup [--config FILE]         create and repair streams and buckets (privileged NATS user)
   herald nats-auth [--config FILE]     print the NATS server authorization: one least-privilege user per service and butler
   herald token [mint|revoke|ls]        bearer tokens for the butlers' MCP endpoints
@@ -64,6 +65,8 @@ func Main(ctx context.Context, args []string, o IO) int {
 		run = runPair
 	case "dead":
 		run = runDead
+	case "init":
+		run = runInit
 	case "setup":
 		run = runSetup
 	case "nats-auth":
