@@ -97,8 +97,12 @@ func stepMissingSecret(t *testing.T, f *fleet) {
 		t.Errorf("the messenger's log does not name the integration mail as unavailable:\n%s", logs)
 	}
 	// Ready all the same: the other integrations work (compose would stop
-	// here if herald healthcheck exited non-zero).
-	f.compose("exec", "-T", "messenger", "herald", "healthcheck", "http://127.0.0.1:8790/readyz")
+	// here if herald healthcheck exited non-zero); /readyz names the one
+	// that cannot, with its variable, and the health check says so.
+	ready := f.compose("exec", "-T", "messenger", "herald", "healthcheck", "http://127.0.0.1:8790/readyz")
+	if !strings.Contains(ready, "integration.mail cannot work") || !strings.Contains(ready, "SMTP_URL") {
+		t.Errorf("the messenger's health check does not name integration mail and SMTP_URL:\n%s", ready)
+	}
 	r := notifyOnce(t, "7702", f.env("FINANCE_MCP_TOKEN"), map[string]any{"channel": "email", "message": "compose no smtp"})
 	if !r.isError || !strings.Contains(r.text, "not_found") || !strings.Contains(r.text, "SMTP_URL") {
 		t.Errorf("notify on email without SMTP_URL answered %q; want not_found naming SMTP_URL", r.text)

@@ -31,12 +31,30 @@ type Check func(ctx context.Context) error
 // Health holds a process's named readiness checks, served as /readyz; /healthz
 // only says the process is alive. A nil *Health registers nothing.
 type Health struct {
-	mu     sync.Mutex
-	checks map[string]Check
+	mu       sync.Mutex
+	checks   map[string]Check
+	degraded map[string]string
 }
 
 // NewHealth is a Health with no checks: ready.
-func NewHealth() *Health { return &Health{checks: map[string]Check{}} }
+func NewHealth() *Health { return &Health{checks: map[string]Check{}, degraded: map[string]string{}} }
+
+// Degrade notes a part that cannot work while the rest does (an integration
+// whose secret is missing): /readyz names it and why, and stays ready, so
+// one misconfigured account neither hides nor stops the others. An empty
+// reason clears the note.
+func (h *Health) Degrade(name, reason string) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if reason == "" {
+		delete(h.degraded, name)
+		return
+	}
+	h.degraded[name] = reason
+}
 
 // checkTimeout bounds a whole readiness round, so /readyz answers within a
 // health prober's timeout even when NATS does not.
@@ -71,6 +89,9 @@ type Report struct {
 	Ready bool `json:"ready"`
 	// Checks maps each check's name to "ok" or why it failed.
 	Checks map[string]string `json:"checks"`
+	// Degraded maps each part that cannot work, though the process is
+	// ready, to why (Health.Degrade).
+	Degraded map[string]string `json:"degraded,omitempty"`
 }
 
 // Ready runs every check at once, within checkTimeout.
@@ -81,6 +102,9 @@ func (h *Health) Ready(ctx context.Context) Report {
 	}
 	h.mu.Lock()
 	checks := maps.Clone(h.checks)
+	if len(h.degraded) > 0 {
+		r.Degraded = maps.Clone(h.degraded)
+	}
 	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()

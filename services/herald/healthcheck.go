@@ -2,16 +2,20 @@ package herald
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/obs"
 )
 
 const healthcheckUsage = `Usage:
@@ -19,7 +23,9 @@ const healthcheckUsage = `Usage:
 
 GETs URL (default http://<HERALD_HTTP_LISTEN or 127.0.0.1:8790>/readyz) and
 exits 0 on a 2xx answer, else 1 with the reason on one line. For health
-checks of images with no shell (compose, Kubernetes exec probes).
+checks of images with no shell (compose, Kubernetes exec probes). A ready
+process's parts that cannot work (an integration whose secret is missing)
+are printed, one line each, for docker inspect to show.
 `
 
 // runHealthcheck is `herald healthcheck [URL]`.
@@ -57,11 +63,19 @@ func runHealthcheck(ctx context.Context, args []string, o IO) error {
 		return fmt.Errorf("%s: %w", url, unwrapURLError(err))
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode/100 == 2 {
+		// Ready; what cannot work all the same (an integration without its
+		// secret) is said, so `docker inspect` shows it in the health log.
+		var rep obs.Report
+		if json.Unmarshal(body, &rep) == nil {
+			for _, part := range slices.Sorted(maps.Keys(rep.Degraded)) {
+				fmt.Fprintf(o.Stdout, "ready, but %s cannot work: %s\n", part, oneLine(rep.Degraded[part]))
+			}
+		}
 		return nil
 	}
-	reason := oneLine(string(body))
+	reason := oneLine(string(body[:min(len(body), 1024)]))
 	if reason == "" {
 		return fmt.Errorf("%s: %s", url, resp.Status)
 	}

@@ -31,24 +31,31 @@ func TestHealthcheck(t *testing.T) {
 	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	t.Cleanup(hung.Close)
 
+	degraded := serve(http.StatusOK, `{"ready":true,"checks":{"nats":"ok"},"degraded":{"integration.mail":"email integration \"mail\": SMTP_URL is not set"}}`)
+
 	tests := []struct {
 		name    string
 		args    []string
 		wantErr []string // all in the one-line error; none: success
+		wantOut string   // printed on success
 	}{
-		{"2xx passes", []string{ready}, nil},
-		{"503 fails with the body", []string{notReady}, []string{notReady, "503 Service Unavailable", `"nats":"NATS is reconnecting"`}},
-		{"nobody listening", []string{gone}, []string{gone, "connection refused"}},
-		{"no answer in time", []string{"--timeout", "50ms", hung.URL + "/readyz"}, []string{hung.URL + "/readyz", "no answer within 50ms"}},
-		{"not a URL", []string{"::"}, []string{"is not a URL"}},
+		{"2xx passes", []string{ready}, nil, ""},
+		{"2xx passes and names what cannot work", []string{degraded}, nil, "ready, but integration.mail cannot work: email integration \"mail\": SMTP_URL is not set\n"},
+		{"503 fails with the body", []string{notReady}, []string{notReady, "503 Service Unavailable", `"nats":"NATS is reconnecting"`}, ""},
+		{"nobody listening", []string{gone}, []string{gone, "connection refused"}, ""},
+		{"no answer in time", []string{"--timeout", "50ms", hung.URL + "/readyz"}, []string{hung.URL + "/readyz", "no answer within 50ms"}, ""},
+		{"not a URL", []string{"::"}, []string{"is not a URL"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var errs bytes.Buffer
-			err := runHealthcheck(t.Context(), tt.args, IO{Getenv: func(string) string { return "" }, Stdout: io.Discard, Stderr: &errs})
+			var out, errs bytes.Buffer
+			err := runHealthcheck(t.Context(), tt.args, IO{Getenv: func(string) string { return "" }, Stdout: &out, Stderr: &errs})
 			if tt.wantErr == nil {
 				if err != nil {
 					t.Fatalf("healthcheck: %v", err)
+				}
+				if out.String() != tt.wantOut {
+					t.Fatalf("printed %q, want %q", out.String(), tt.wantOut)
 				}
 				return
 			}

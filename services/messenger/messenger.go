@@ -132,6 +132,7 @@ func Run(ctx context.Context, o Options) error {
 			// One misconfigured account must not silence the others.
 			log.ErrorContext(ctx, "integration unavailable", "integration", in.ID, "channel", in.Type, "err", err)
 			m.broken[in.ID] = err
+			o.Health.Degrade("integration."+in.ID, err.Error())
 			continue
 		}
 		m.senders[in.ID] = s
