@@ -30,6 +30,7 @@ func TestFleet(t *testing.T) {
 	}{
 		{"init and up", stepUp},
 		{"first notify", stepFirstNotify},
+		{"connect Claude Code as docs/fleet.md says", stepConnect},
 		{"missing provider secret", stepMissingSecret},
 		{"restart messenger, kill switchboard", stepBurst},
 		{"down and up keep a queued message", stepDownUp},

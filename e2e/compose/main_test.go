@@ -142,9 +142,10 @@ func run(m *testing.M) (code int) {
 	} else {
 		fmt.Printf("make images: %s\n%s", time.Since(start).Round(time.Second), out)
 	}
+	// herald for the host's commands, butler for docs/fleet.md's stdio recipe.
 	heraldBin = filepath.Join(work, "bin", "herald")
-	if out, err := cmd(context.Background(), repoRoot, "go", "build", "-o", heraldBin, "./services/cmd/herald"); err != nil {
-		return fail("building herald: %v\n%s", err, out)
+	if out, err := cmd(context.Background(), repoRoot, "go", "build", "-o", filepath.Join(work, "bin")+"/", "./services/cmd/herald", "./services/cmd/butler"); err != nil {
+		return fail("building herald and butler: %v\n%s", err, out)
 	}
 	if err := buildStandin(work); err != nil {
 		return fail("%v", err)
