@@ -67,3 +67,46 @@ chaos:
 	$(GO) build -o bin/ ./services/cmd/...
 	cd e2e && $(GO) build -o ../bin/nats-server github.com/nats-io/nats-server/v2
 	cd e2e && HERALD_BIN=$(CURDIR)/bin $(GO) test -tags chaos -count=1 -timeout 15m -v $(if $(SCENARIO),-run 'TestChaos/$(SCENARIO)') ./chaos/
+
+## claude-test: the Claude Code CLI at CLAUDE_CODE_VERSION against herald dev, as a
+## user connects it (the banner's claude mcp add line, the README's .mcp.json, the
+## plugin), with a stand-in of the Anthropic API on loopback so nothing leaves the
+## machine (about 15 s once built). npm installs the CLI once into CLAUDE_CODE_DIR;
+## without npm (or tmux, which the interactive session needs) the test says so and skips.
+CLAUDE_CODE_VERSION ?= 2.1.332
+CLAUDE_CODE_DIR     ?= $${XDG_CACHE_HOME:-$$HOME/.cache}/herald/claude-code-$(CLAUDE_CODE_VERSION)
+.PHONY: claude-test
+claude-test:
+	$(GO) build -o bin/ ./services/cmd/...
+	@dir="$(CLAUDE_CODE_DIR)"; cli="$$dir/node_modules/.bin/claude"; \
+	if "$$cli" --version 2>/dev/null | grep -q '^$(CLAUDE_CODE_VERSION) '; then \
+		echo "Claude Code $(CLAUDE_CODE_VERSION): $$cli"; \
+	elif ! command -v npm >/dev/null; then \
+		echo "npm is not installed, so Claude Code $(CLAUDE_CODE_VERSION) cannot be: the test skips (apt-get install npm)"; cli=""; \
+	elif echo "installing Claude Code $(CLAUDE_CODE_VERSION) (npm @anthropic-ai/claude-code) into $$dir"; \
+		npm install --prefix "$$dir" --no-audit --no-fund --loglevel=error '@anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION)' && \
+		"$$cli" --version | grep -q '^$(CLAUDE_CODE_VERSION) '; then \
+		echo "Claude Code $(CLAUDE_CODE_VERSION): $$cli"; \
+	else \
+		echo "npm could not install @anthropic-ai/claude-code@$(CLAUDE_CODE_VERSION) (see above): the test skips"; cli=""; \
+	fi; \
+	cd e2e && CLAUDE_BIN="$$cli" HERALD_BIN=$(CURDIR)/bin $(GO) test -tags claude -count=1 -timeout 10m -v ./claude/
+
+## images: the fleet's images with no registry: herald:local (herald, switchboard,
+## messenger, butler) and herald-nats:local (nats-server from its Go module), static
+## binaries built here on scratch with the final stages of deploy/Dockerfile
+.PHONY: images
+images:
+	GO=$(GO) sh deploy/images.sh
+
+## compose-test: the compose fleet of deploy/ in real containers under a dockerd of its
+## own (docs/fleet.md walks the same steps); installs docker.io and builds Compose v2
+## from the Go module proxy (cached) when they are missing. Needs root. docs/fleet.md's
+## claude mcp add lines run with the CLI make claude-test installed (else they skip).
+COMPOSE_VERSION ?= v2.40.3
+.PHONY: compose-test
+compose-test:
+	@plugin=$$(COMPOSE_VERSION=$(COMPOSE_VERSION) GO=$(GO) sh e2e/compose/prepare.sh) || exit 1; \
+	cli="$(CLAUDE_CODE_DIR)/node_modules/.bin/claude"; [ -x "$$cli" ] || cli=""; \
+	cd e2e && COMPOSE_PLUGIN="$$plugin" CLAUDE_BIN="$$cli" $(GO) test -tags compose -count=1 -timeout 25m -v ./compose/; \
+	status=$$?; sh compose/cleanup.sh; exit $$status
