@@ -365,6 +365,20 @@ func text(res *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
+// saysInStructured fails unless the tool's structured content carries its
+// text as "summary": Claude Code gives the model the structured content in
+// place of the text, so the sentence (queued, do not resend; possibly twice;
+// retrying will not help) must be there too.
+func saysInStructured(t *testing.T, res *mcp.CallToolResult) {
+	t.Helper()
+	got := structured[struct {
+		Summary string `json:"summary"`
+	}](t, res)
+	if got.Summary == "" || got.Summary != text(res) {
+		t.Fatalf("structured content's summary %q is not the answer's text %q", got.Summary, text(res))
+	}
+}
+
 // structured decodes the tool's structured content.
 func structured[T any](t *testing.T, res *mcp.CallToolResult) T {
 	t.Helper()

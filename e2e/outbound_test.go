@@ -38,6 +38,7 @@ func TestNotifyTelegram(t *testing.T) {
 			if nr.Status != "ok" || nr.Delivery.DeliveryID != m[2] || len(nr.Delivery.MessageIDs) != 1 {
 				t.Fatalf("structured answer %+v does not match %q", nr, text(res))
 			}
+			saysInStructured(t, res)
 			calls := f.tg.Calls("sendMessage")
 			call := calls[len(calls)-1]
 			if call.Params["chat_id"] != chatID || call.Params["parse_mode"] != "HTML" {
@@ -224,6 +225,7 @@ func TestValidationRules(t *testing.T) {
 			if !strings.Contains(text(res), "(validation_error)") || !strings.Contains(text(res), tt.field+":") {
 				t.Fatalf("answer %q does not give class validation_error and field %s", text(res), tt.field)
 			}
+			saysInStructured(t, res)
 		})
 	}
 	if n := len(f.tg.Calls("sendMessage")); n != 0 {
@@ -380,6 +382,7 @@ func TestQueuedWhileSwitchboardDown(t *testing.T) {
 	if queued.Status != "accepted" || !strings.Contains(text(res), "queued (request_id "+queued.RequestContext.RequestID+")") {
 		t.Fatalf("answer %q / %+v, want queued with the request_id", text(res), queued)
 	}
+	saysInStructured(t, res)
 	if n := countText(f.tg, "patience"); n != 0 {
 		t.Fatalf("delivered %d times with no switchboard", n)
 	}

@@ -92,9 +92,9 @@ func (b *Butler) send(ctx context.Context, n *envelope.Notify) *mcp.CallToolResu
 		id := r.RequestContext.RequestID
 		b.log.WarnContext(ctx, "no answer in time; notification queued", "request_id", id)
 		queued := &envelope.RouteResponse{SchemaVersion: envelope.RouteResponseV1, RequestContext: envelope.RequestRef{RequestID: id}, Status: envelope.StatusAccepted}
-		return mcp.NewToolResultStructured(queued, fmt.Sprintf(
-			"Notification queued (request_id %s): Herald has it but no delivery answer came within %s. "+
-				"It will be delivered once the pipeline is running, or you will get a delivery_failed notification naming this request_id; do not send it again.", id, b.client.Timeout))
+		text := fmt.Sprintf("Notification queued (request_id %s): Herald has it but no delivery answer came within %s. "+
+			"It will be delivered once the pipeline is running, or you will get a delivery_failed notification naming this request_id; do not send it again.", id, b.client.Timeout)
+		return mcp.NewToolResultStructured(queuedAnswer{queued, text}, text)
 	case err != nil:
 		b.lastErr.Record(err)
 		return toolError(err)
@@ -107,8 +107,24 @@ func (b *Butler) send(ctx context.Context, n *envelope.Notify) *mcp.CallToolResu
 		return toolError(body)
 	}
 	nr := resp.Result.NotifyResponse
-	return mcp.NewToolResultStructured(nr, sentText(nr.Delivery))
+	text := sentText(nr.Delivery)
+	return mcp.NewToolResultStructured(sentAnswer{nr, text}, text)
 }
+
+// The structured content of notify's answers carries the text too, as
+// "summary": Claude Code (2.1.332) gives the model a result's structured
+// content in place of its text, and the sentence is what tells the model
+// what to do next ("do not send it again", "possibly twice").
+type (
+	sentAnswer struct {
+		*envelope.NotifyResponse
+		Summary string `json:"summary"`
+	}
+	queuedAnswer struct {
+		*envelope.RouteResponse
+		Summary string `json:"summary"`
+	}
+)
 
 // sentText is the answer to a delivered notify; an uncertain outcome says
 // what is uncertain, so the model never believes more than Herald knows.
@@ -201,8 +217,9 @@ func toolError(err error) *mcp.CallToolResult {
 	case body.Class == envelope.ErrInternal.Error():
 		advice = "This is a fault in Herald; retrying as is will not help."
 	}
-	res := mcp.NewToolResultError(fmt.Sprintf("Notification failed (%s): %s. %s", body.Class, body.Message, advice))
-	res.StructuredContent = map[string]any{"status": envelope.StatusError, "error": body}
+	text := fmt.Sprintf("Notification failed (%s): %s. %s", body.Class, body.Message, advice)
+	res := mcp.NewToolResultError(text)
+	res.StructuredContent = map[string]any{"status": envelope.StatusError, "error": body, "summary": text}
 	return res
 }
 
