@@ -1,10 +1,15 @@
 package e2e
 
 import (
+	"context"
+	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/butler"
@@ -68,5 +73,55 @@ func TestSlackBothWays(t *testing.T) {
 	a, err := slacktest.SendEvent(t.Context(), url, f.env["SLACK_SIGNING_SECRET"], cb, slacktest.WithSignature("v0=forged"))
 	if err != nil || a.Status != http.StatusUnauthorized {
 		t.Fatalf("forged event: %v %+v, want 401", err, a)
+	}
+}
+
+// TestSlackApproverAnswersByTyping: a permission prompt goes to a Slack
+// approver by user id (U…); the approver types "yes <id>" in their direct
+// chat with the bot (D…), and the verdict reaches the session that asked.
+func TestSlackApproverAnswersByTyping(t *testing.T) {
+	f := newFleet(t)
+	sl := slacktest.NewServer(t)
+	f.env["SLACK_BOT_TOKEN"], f.env["SLACK_SIGNING_SECRET"] = sl.Token(), "8f742231b10e8888abcd99yyyzzz85a5"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	f.cfg.HTTPListen = addr
+	f.cfg.Integrations = append(f.cfg.Integrations, config.Integration{ID: "sl", Type: "slack", Grants: config.Grants{All: true}, OnUncertain: "resend", RateLimitOut: config.OutLimits{Disabled: true},
+		Inbound:  config.Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{"U0HUMAN01"}, Approvers: []string{"U0HUMAN01"}},
+		Settings: &slack.Config{TokenEnv: "SLACK_BOT_TOKEN", SigningSecretEnv: "SLACK_SIGNING_SECRET", APIURL: sl.URL(), DefaultChannelID: "C0OPS"}})
+	if err := f.cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	f.start("switchboard", "messenger")
+	c := f.listen("health")
+	err = c.GetTransport().SendNotification(context.Background(), mcp.JSONRPCNotification{
+		JSONRPC: mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{Method: butler.MethodPermissionRequest, Params: mcp.NotificationParams{AdditionalFields: map[string]any{
+			"request_id": "sqabc", "tool_name": "Bash", "description": "Run shell command", "input_preview": "make deploy",
+		}}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, func() bool {
+		for _, call := range sl.Calls("chat.postMessage") {
+			if call.Params["channel"] == "U0HUMAN01" && strings.Contains(fmt.Sprint(call), "sqabc") {
+				return true
+			}
+		}
+		return false
+	}, "the prompt to the Slack approver U0HUMAN01")
+	typed := sl.UserMessage(slacktest.MessageEvent{Channel: "D0HUMAN01", ChannelType: "im", User: "U0HUMAN01", Text: "yes sqabc"})
+	url := "http://" + addr + "/slack/sl/events"
+	if a, err := slacktest.SendEvent(t.Context(), url, f.env["SLACK_SIGNING_SECRET"], typed); err != nil || a.Status != http.StatusOK {
+		t.Fatalf("the approver's answer: %v %+v", err, a)
+	}
+	got := c.Wait(butler.MethodPermission, 1)
+	if got[0]["request_id"] != "sqabc" || got[0]["behavior"] != "allow" {
+		t.Fatalf("verdict %v, want allow for sqabc", got[0])
 	}
 }

@@ -590,6 +590,23 @@ func TestPermissionVerdicts(t *testing.T) {
 		t.Errorf("prompt after the verdict: %+v", r)
 	}
 
+	// A prompt sent to the approver as a person is answered from their
+	// direct chat with the bot, whose id is another (Slack: U… and D…).
+	dm := approval.Request{ID: "qwert", Butler: "health", Session: "sess-5", ToolName: "Bash", CreatedAt: now, ExpiresAt: now.Add(approval.DefaultTTL)}
+	if err := store.Create(t.Context(), dm); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.MarkSent(t.Context(), "health", "qwert", "tg_main", "111"); err != nil {
+		t.Fatal(err)
+	}
+	want(t, f.handled(t, f.send(t, "telegram", telegram("tg_main", "111", "dm-111", "private", "no qwert")))[0], audit.Routed, switchboard.ReasonPermissionVerdict)
+	if r, _ := store.Get(t.Context(), "health", "qwert"); r.Verdict != approval.Deny || r.AnsweredBy != "111" {
+		t.Errorf("prompt answered from the approver's direct chat: %+v", r)
+	}
+	if got := f.inbox(t, "health"); len(got) != 2 {
+		t.Fatalf("health inbox holds %d routes, want the two verdicts", len(got))
+	}
+
 	// Nothing of these changes a prompt or reaches a butler.
 	tests := []struct {
 		name   string
@@ -604,6 +621,7 @@ func TestPermissionVerdicts(t *testing.T) {
 		{"an expired prompt", telegram("tg_main", "111", "", "", "yes kmnop"), audit.Rejected, switchboard.ReasonVerdictExpired},
 		{"an unknown id", telegram("tg_main", "111", "", "", "yes qrstu"), audit.Rejected, switchboard.ReasonVerdictUnknownID},
 		{"a real prompt never sent to this approver (phishing)", telegram("tg_main", "111", "", "", "yes vwxyz"), audit.Rejected, switchboard.ReasonVerdictUnknownID},
+		{"a real prompt never sent to this approver, from their direct chat", telegram("tg_main", "111", "dm-111", "private", "yes vwxyz"), audit.Rejected, switchboard.ReasonVerdictUnknownID},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -618,8 +636,8 @@ func TestPermissionVerdicts(t *testing.T) {
 	if r, _ := store.Get(t.Context(), "health", "abcde"); r.Verdict != approval.Allow {
 		t.Errorf("a reused id changed the verdict: %+v", r)
 	}
-	if n := len(f.inbox(t, "health")) + len(f.inbox(t, "finance")); n != 1 {
-		t.Errorf("inboxes hold %d routes after refused verdicts, want 1", n)
+	if n := len(f.inbox(t, "health")) + len(f.inbox(t, "finance")); n != 2 {
+		t.Errorf("inboxes hold %d routes after refused verdicts, want 2", n)
 	}
 
 	// A button works like typing "no fghij".

@@ -38,6 +38,12 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 		return true, nil
 	}
 	butler, err := g.approvals.SentTo(ctx, it.ID, recipientOf(it, in), id)
+	if user := in.Meta["user_id"]; errors.Is(err, approval.ErrUnknown) && user != "" && user != recipientOf(it, in) {
+		// A prompt sent to a person rather than to a chat (Slack's U…)
+		// is answered from their direct chat with the bot (D…), which is
+		// where it went.
+		butler, err = g.approvals.SentTo(ctx, it.ID, user, id)
+	}
 	switch {
 	case errors.Is(err, approval.ErrUnknown):
 		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictUnknownID)
