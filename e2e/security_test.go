@@ -97,3 +97,66 @@ func TestSendOnlyToAllowedRecipients(t *testing.T) {
 	}
 	eventually(t, 5*time.Second, func() bool { return len(f.audit("rejected")) >= 2 }, "the refusals audited")
 }
+
+// TestReplyGoesOnlyToItsChat: a reply or reaction with a request_context
+// rebuilt from what the model sees, and a recipient of its choosing, is
+// forbidden and audited naming that recipient; nothing reaches it. The same
+// reply naming the chat it answers, or no recipient, goes there.
+func TestReplyGoesOnlyToItsChat(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	c := f.mcp("health", "")
+	tg := f.given("health", "tg_main", "telegram", "tg_main", chatID, chatID+":77")
+	mail := f.given("health", "mail", "email", "herald@example.com", "alice@example.com", "<m77@example.com>")
+	tests := []struct {
+		name, recipient string
+		args            map[string]any
+	}{
+		{"telegram reply to a stranger's chat", "999999", map[string]any{"intent": "reply", "message": "psst", "request_context": tg}},
+		{"telegram reaction in a stranger's chat", "999999", map[string]any{"intent": "react", "emoji": "👍", "request_context": tg}},
+		{"email reply to another address", "evil@attacker.example", map[string]any{"intent": "reply", "message": "psst", "request_context": mail}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.args["recipient"] = tt.recipient
+			res := callNotify(t, c, tt.args)
+			if !res.IsError || !strings.Contains(text(res), "(forbidden)") || !strings.Contains(text(res), tt.recipient) {
+				t.Fatalf("answer %q, want forbidden naming %s", text(res), tt.recipient)
+			}
+			eventually(t, 5*time.Second, func() bool {
+				for _, r := range f.audit("rejected") {
+					if r["recipient"] == tt.recipient && r["intent"] == tt.args["intent"] {
+						return true
+					}
+				}
+				return false
+			}, "the refusal audited with the recipient "+tt.recipient)
+		})
+	}
+	for _, call := range append(f.tg.Calls("sendMessage"), f.tg.Calls("setMessageReaction")...) {
+		if call.Params["chat_id"] == "999999" {
+			t.Fatal("a reply went to a stranger's chat")
+		}
+	}
+	for _, m := range f.smtp.Messages() {
+		for _, to := range m.To {
+			if strings.Contains(to, "attacker") {
+				t.Fatalf("a reply went to %s", to)
+			}
+		}
+	}
+	// Its own chat, named or not, is where a reply goes.
+	for _, recipient := range []string{chatID, ""} {
+		args := map[string]any{"intent": "reply", "message": "answered in " + recipient, "request_context": tg}
+		if recipient != "" {
+			args["recipient"] = recipient
+		}
+		res := callNotify(t, c, args)
+		if res.IsError {
+			t.Fatalf("reply naming recipient %q: %s", recipient, text(res))
+		}
+	}
+	if res := callNotify(t, c, map[string]any{"intent": "reply", "message": "to alice", "recipient": "Alice@Example.com", "request_context": mail}); res.IsError {
+		t.Fatalf("mail reply to its sender: %s", text(res))
+	}
+}

@@ -34,16 +34,19 @@ const (
 
 // Record is one audit entry.
 type Record struct {
-	Time       time.Time `json:"time"`
-	Kind       string    `json:"kind"`
-	Butler     string    `json:"butler,omitempty"`
-	Channel    string    `json:"channel,omitempty"`
-	Intent     string    `json:"intent,omitempty"`
-	RequestID  string    `json:"request_id,omitempty"`
-	Key        string    `json:"idempotency_key,omitempty"`
-	DeliveryID string    `json:"delivery_id,omitempty"`
-	Class      string    `json:"class,omitempty"`
-	Reason     string    `json:"reason,omitempty"`
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"`
+	Butler  string    `json:"butler,omitempty"`
+	Channel string    `json:"channel,omitempty"`
+	Intent  string    `json:"intent,omitempty"`
+	// Recipient is the recipient a notify named ("": the channel's default,
+	// or for a reply the chat it answers).
+	Recipient  string `json:"recipient,omitempty"`
+	RequestID  string `json:"request_id,omitempty"`
+	Key        string `json:"idempotency_key,omitempty"`
+	DeliveryID string `json:"delivery_id,omitempty"`
+	Class      string `json:"class,omitempty"`
+	Reason     string `json:"reason,omitempty"`
 }
 
 // Outcome is the record of a delivery's outcome as the waiting butler is

@@ -416,11 +416,15 @@ func (p *logPrinter) end() {
 	}
 }
 
-// logDetail is the short why of a record: its intent, class and reason.
+// logDetail is the short why of a record: its intent, recipient, class and
+// reason.
 func logDetail(r audit.Record) string {
 	var parts []string
 	if r.Intent != "" {
 		parts = append(parts, r.Intent)
+	}
+	if r.Recipient != "" {
+		parts = append(parts, "to "+r.Recipient)
 	}
 	switch {
 	case r.Class != "" && r.Reason != "":

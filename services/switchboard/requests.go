@@ -24,6 +24,9 @@ const routedPrefix = "routed."
 type routedRequest struct {
 	Integration    string                  `json:"integration"`
 	RequestContext envelope.RequestContext `json:"request_context"`
+	// Chat is where an answer to it goes (its chat id, or its sender): the
+	// only recipient a reply or reaction to it may name.
+	Chat string `json:"chat,omitempty"`
 }
 
 func routedKey(butler, requestID string) string { return routedPrefix + butler + "." + requestID }
@@ -31,7 +34,7 @@ func routedKey(butler, requestID string) string { return routedPrefix + butler +
 // RecordRouted notes that in was routed to butler. The switchboard calls it
 // before the message reaches the butler's inbox.
 func RecordRouted(ctx context.Context, kv jetstream.KeyValue, butler string, in *envelope.Ingress) error {
-	b, err := json.Marshal(routedRequest{Integration: in.IntegrationID, RequestContext: in.RequestContext})
+	b, err := json.Marshal(routedRequest{Integration: in.IntegrationID, RequestContext: in.RequestContext, Chat: recipientOf(nil, in)})
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
@@ -77,9 +80,22 @@ func (s *Switchboard) inReplyTo(ctx context.Context, butler string, in *config.I
 	case differs(channelType(rc.SourceChannel), typ), differs(rc.SourceEndpointIdentity, want.SourceEndpointIdentity),
 		differs(rc.SourceSenderIdentity, want.SourceSenderIdentity), differs(rc.SourceThreadIdentity, want.SourceThreadIdentity):
 		return fmt.Errorf("%w: request_context does not match inbound message %s; pass it as given", envelope.ErrForbidden, rc.RequestID)
+	case !sameChat(n.Delivery.Recipient, got.Chat):
+		// The request_context can be rebuilt from what the model sees; the
+		// recipient must not take the answer anywhere else.
+		return fmt.Errorf("%w: a %s goes back to the chat of the message it answers, not to recipient %q; omit recipient",
+			envelope.ErrForbidden, n.Delivery.Intent, n.Delivery.Recipient)
 	}
 	rc.SourceChannel, rc.SourceEndpointIdentity, rc.SourceSenderIdentity, rc.SourceThreadIdentity = typ, want.SourceEndpointIdentity, want.SourceSenderIdentity, want.SourceThreadIdentity
 	return nil
+}
+
+// sameChat reports whether a reply's recipient is the recorded chat: none
+// given (the sender answers in the recorded thread), or that chat, in any
+// case and with the web chat's "web:" prefix or without.
+func sameChat(recipient, chat string) bool {
+	recipient = strings.TrimPrefix(strings.TrimSpace(recipient), "web:")
+	return recipient == "" || chat != "" && strings.EqualFold(recipient, strings.TrimPrefix(chat, "web:"))
 }
 
 // differs reports whether a value the butler gave disagrees with the

@@ -250,7 +250,7 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 	} else {
 		s.metrics.Routed(butler, n.Delivery.Channel)
 	}
-	s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: n.Delivery.Channel, Intent: n.Delivery.Intent, RequestID: r.RequestContext.RequestID, Key: key})
+	s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: n.Delivery.Channel, Intent: n.Delivery.Intent, Recipient: n.Delivery.Recipient, RequestID: r.RequestContext.RequestID, Key: key})
 	s.log.DebugContext(ctx, "routed", "butler", butler, "channel", n.Delivery.Channel, "request_id", r.RequestContext.RequestID)
 	return nil
 }
@@ -338,8 +338,9 @@ func (s *Switchboard) reject(ctx context.Context, m jetstream.Msg, cause error) 
 			Context struct {
 				NotifyRequest struct {
 					Delivery struct {
-						Channel string `json:"channel"`
-						Intent  string `json:"intent"`
+						Channel   string `json:"channel"`
+						Intent    string `json:"intent"`
+						Recipient string `json:"recipient"`
 					} `json:"delivery"`
 				} `json:"notify_request"`
 			} `json:"context"`
@@ -355,7 +356,7 @@ func (s *Switchboard) reject(ctx context.Context, m jetstream.Msg, cause error) 
 	s.lastErr.Record(cause)
 	s.metrics.Refused(s.butlerLabel(butler), envelope.ClassOf(cause))
 	s.metrics.DeadLetter(bus.StreamRoute)
-	s.audit.Write(ctx, audit.Record{Kind: kind, Butler: butler, Channel: d.Channel, Intent: d.Intent, RequestID: id, Class: envelope.ClassOf(cause), Reason: cause.Error()})
+	s.audit.Write(ctx, audit.Record{Kind: kind, Butler: butler, Channel: d.Channel, Intent: d.Intent, Recipient: d.Recipient, RequestID: id, Class: envelope.ClassOf(cause), Reason: cause.Error()})
 	if id == "" || strings.ContainsAny(id, ".*> ") {
 		return
 	}
