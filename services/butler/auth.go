@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/pkg/token"
 )
 
@@ -49,6 +50,9 @@ type access struct {
 	minted    *token.Verifier
 	// hosts are the allowed Host names besides loopback ones (lower case).
 	hosts map[string]bool
+	// refusals bounds the log lines of refused tokens: anyone who reaches
+	// the port can send them.
+	refusals obs.Throttle
 }
 
 func newAccess(name string, bc *config.Butler, getenv config.Getenv, minted *token.Verifier, log *slog.Logger) *access {
@@ -181,7 +185,7 @@ func (a *access) authorize(w http.ResponseWriter, r *http.Request) (token.Record
 		if id, ok := token.ParseID(tok); ok {
 			attrs = append(attrs, "token_id", id)
 		}
-		a.log.Warn("refused an MCP request with an invalid token", attrs...)
+		a.refusals.Log(r.Context(), a.log, slog.LevelWarn, "refused an MCP request with an invalid token", attrs...)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="herald", error="invalid_token"`)
 		http.Error(w, "invalid token: it is not this butler's, or it was revoked or expired. "+whereTokensAre, http.StatusUnauthorized)
 	default:
