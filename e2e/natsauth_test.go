@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -122,6 +123,9 @@ func TestLeastPrivilegeOnNATS(t *testing.T) {
 butlers:
   - { name: health }
   - { name: finance }
+integrations:
+  - { id: health_log, type: log, grants: [health] }
+  - { id: finance_log, type: log, grants: [finance] }
 `))
 	if err != nil {
 		t.Fatal(err)
@@ -166,6 +170,11 @@ butlers:
 	if rec, err := led.Get(ctx, "health", r.IdempotencyKey()); err != nil || rec == nil || !rec.Final() {
 		t.Fatalf("health reads its own ledger record by subject: %+v %v", rec, err)
 	}
+	// channel_status: the health of its own integrations, by key.
+	ownStatus := "$JS.API.DIRECT.GET.KV_" + bus.BucketStatus + ".$KV." + bus.BucketStatus + ".health_log"
+	if _, err := bus.NewDirectKV(hJS, bus.BucketStatus).Get(ctx, "health_log"); (err != nil && !errors.Is(err, jetstream.ErrKeyNotFound)) || refused.of(ownStatus) {
+		t.Fatalf("health reads the status of its own integration: %v", err)
+	}
 
 	// The attacks, as health.
 	try := func(name, subject string, do func() error) {
@@ -206,6 +215,7 @@ butlers:
 		{bus.BucketDeliveries, "finance.x"}, {bus.BucketRequests, "finance.x"}, {bus.BucketRequests, "routed.health.x"},
 		{bus.BucketApprovals, "finance.abcde"}, {bus.BucketApprovals, "health.abcde"}, {bus.BucketSessions, "x"},
 		{bus.BucketPairing, "x"}, {bus.BucketTokens, "finance.x"},
+		{bus.BucketStatus, "finance_log"}, // when someone last wrote on another butler's channel
 	} {
 		subject := "$JS.API.DIRECT.GET.KV_" + k.bucket + ".$KV." + k.bucket + "." + k.key
 		try("reading "+k.bucket+" "+k.key, subject, req(subject, nil))

@@ -172,7 +172,13 @@ func Users(cfg *config.Config) []User {
 	users = append(users, m)
 
 	for _, b := range cfg.Butlers {
-		users = append(users, Butler(b.Name))
+		var granted []string
+		for _, in := range cfg.Integrations {
+			if !in.Disabled && in.Grants.Allows(b.Name) {
+				granted = append(granted, in.ID)
+			}
+		}
+		users = append(users, Butler(b.Name, granted...))
 	}
 
 	op := User{Name: "operator", About: "the operator's herald pair, dead, log and token commands (connection herald-cli)"}
@@ -211,8 +217,11 @@ func Users(cfg *config.Config) []User {
 	return users
 }
 
-// Butler is the user of butler name: its own traffic and nothing else.
-func Butler(name string) User {
+// Butler is the user of butler name: its own traffic and nothing else. It
+// reads the health (herald_status) of the integrations it is granted only,
+// so it learns nothing of another butler's channels, such as when someone
+// last wrote there.
+func Butler(name string, integrations ...string) User {
 	u := User{Name: "butler-" + name, About: "butler " + name + ": its own traffic only", AllowResponses: true,
 		ResponsesWhy: "Confirms each answer it took, so a caller that left is told by a notice instead; answers discovery and status requests."}
 	own := func(b string) string { return "$JS.API.DIRECT.GET.KV_" + b + ".$KV." + b + "." + name + ".>" }
@@ -225,7 +234,7 @@ func Butler(name string) User {
 			"$JS.ACK."+bus.StreamInbox+"."+bus.ConsumerInbox(name)+".>"),
 		rules("the inbound messages it was given, so reply and react answer only those",
 			"$KV."+bus.BucketRequests+"."+name+".>", own(bus.BucketRequests)),
-		rules("receivers' health (channel_status), read only", "$JS.API.DIRECT.GET.KV_"+bus.BucketStatus+".>"),
+		statusOf(integrations),
 		rules("opens its own permission prompts (write only)", "$KV."+bus.BucketApprovals+"."+name+".>"),
 		rules("its own minted MCP tokens (hashes), read only", own(bus.BucketTokens)),
 		rules("readiness: JetStream answers (account info: usage counts, no names)", "$JS.API.INFO"),
@@ -233,6 +242,19 @@ func Butler(name string) User {
 	u.Subscribe = concat(rules("its answers, and replies to its requests", bus.ReplySubject(name, ">"), "_INBOX."+ConnButler(name)+".>"),
 		Discovery(obs.ServiceButler(name)))
 	return u
+}
+
+// statusOf lets a butler read the receivers' health (channel_status) of
+// the integrations it is granted, key by key.
+func statusOf(integrations []string) []Rule {
+	var subjects []string
+	for _, id := range integrations {
+		subjects = append(subjects, "$JS.API.DIRECT.GET.KV_"+bus.BucketStatus+".$KV."+bus.BucketStatus+"."+id)
+	}
+	if len(subjects) == 0 {
+		return nil
+	}
+	return rules("the receivers' health (channel_status) of its integrations, read only", subjects...)
 }
 
 func concat(parts ...[]Rule) []Rule {
