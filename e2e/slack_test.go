@@ -22,17 +22,7 @@ import (
 // API does, reaches the bound butler's model, and its reply goes into that
 // message's thread; an unsigned event is refused.
 func TestSlackBothWays(t *testing.T) {
-	f := newFleet(t)
-	sl := slacktest.NewServer(t)
-	f.env["SLACK_BOT_TOKEN"], f.env["SLACK_SIGNING_SECRET"] = sl.Token(), "8f742231b10e8888abcd99yyyzzz85a5"
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	f.cfg.HTTPListen = addr
-	f.cfg.Integrations = append(f.cfg.Integrations, config.Integration{ID: "sl", Type: "slack", Grants: config.Grants{All: true}, OnUncertain: "resend", RateLimitOut: config.OutLimits{Disabled: true}, Inbound: config.Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{"U0HUMAN01"}}, Settings: &slack.Config{TokenEnv: "SLACK_BOT_TOKEN", SigningSecretEnv: "SLACK_SIGNING_SECRET", APIURL: sl.URL(), DefaultChannelID: "C0OPS"}})
+	f, sl, addr := slackFleet(t, config.Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{"U0HUMAN01"}})
 	f.cfg.Bindings = append(f.cfg.Bindings, config.Binding{Integration: "sl", Butler: "health"})
 	if err := f.cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -80,25 +70,10 @@ func TestSlackBothWays(t *testing.T) {
 // approver by user id (U…); the approver types "yes <id>" in their direct
 // chat with the bot (D…), and the verdict reaches the session that asked.
 func TestSlackApproverAnswersByTyping(t *testing.T) {
-	f := newFleet(t)
-	sl := slacktest.NewServer(t)
-	f.env["SLACK_BOT_TOKEN"], f.env["SLACK_SIGNING_SECRET"] = sl.Token(), "8f742231b10e8888abcd99yyyzzz85a5"
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	f.cfg.HTTPListen = addr
-	f.cfg.Integrations = append(f.cfg.Integrations, config.Integration{ID: "sl", Type: "slack", Grants: config.Grants{All: true}, OnUncertain: "resend", RateLimitOut: config.OutLimits{Disabled: true},
-		Inbound:  config.Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{"U0HUMAN01"}, Approvers: []string{"U0HUMAN01"}},
-		Settings: &slack.Config{TokenEnv: "SLACK_BOT_TOKEN", SigningSecretEnv: "SLACK_SIGNING_SECRET", APIURL: sl.URL(), DefaultChannelID: "C0OPS"}})
-	if err := f.cfg.Validate(); err != nil {
-		t.Fatal(err)
-	}
+	f, sl, addr := slackFleet(t, config.Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{"U0HUMAN01"}, Approvers: []string{"U0HUMAN01"}})
 	f.start("switchboard", "messenger")
 	c := f.listen("health")
-	err = c.GetTransport().SendNotification(context.Background(), mcp.JSONRPCNotification{
+	err := c.GetTransport().SendNotification(context.Background(), mcp.JSONRPCNotification{
 		JSONRPC: mcp.JSONRPC_VERSION,
 		Notification: mcp.Notification{Method: butler.MethodPermissionRequest, Params: mcp.NotificationParams{AdditionalFields: map[string]any{
 			"request_id": "sqabc", "tool_name": "Bash", "description": "Run shell command", "input_preview": "make deploy",
@@ -124,4 +99,28 @@ func TestSlackApproverAnswersByTyping(t *testing.T) {
 	if got[0]["request_id"] != "sqabc" || got[0]["behavior"] != "allow" {
 		t.Fatalf("verdict %v, want allow for sqabc", got[0])
 	}
+}
+
+// slackFleet is the test fleet with a Slack integration "sl" (granted to
+// all, inbound as given) against the Slack fake, its Events API on the
+// returned address; the services are not started.
+func slackFleet(t *testing.T, inbound config.Inbound) (*fleet, *slacktest.Server, string) {
+	t.Helper()
+	f := newFleet(t)
+	sl := slacktest.NewServer(t)
+	f.env["SLACK_BOT_TOKEN"], f.env["SLACK_SIGNING_SECRET"] = sl.Token(), "8f742231b10e8888abcd99yyyzzz85a5"
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	f.cfg.HTTPListen = addr
+	f.cfg.Integrations = append(f.cfg.Integrations, config.Integration{ID: "sl", Type: "slack", Grants: config.Grants{All: true}, OnUncertain: "resend",
+		RateLimitOut: config.OutLimits{Disabled: true}, Inbound: inbound,
+		Settings: &slack.Config{TokenEnv: "SLACK_BOT_TOKEN", SigningSecretEnv: "SLACK_SIGNING_SECRET", APIURL: sl.URL(), DefaultChannelID: "C0OPS"}})
+	if err := f.cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return f, sl, addr
 }
