@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/heraldhq/herald/pkg/approval"
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
@@ -66,6 +67,35 @@ func runSecureNATS(t *testing.T, cfg *config.Config) *secureNATS {
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	s.url = srv.ClientURL()
 	return s
+}
+
+// runFleet makes the topology as the setup user, as herald setup does, and
+// runs the switchboard and the messenger under their own users.
+func (s *secureNATS) runFleet(cfg *config.Config) {
+	t := s.t
+	_, adminJS, _ := s.conn("setup", natsauth.ConnCLI)
+	if err := bus.EnsureTopology(t.Context(), adminJS, bus.Topology{Replicas: 1, Repair: true, Butlers: cfg.ButlerNames()}); err != nil {
+		t.Fatalf("herald setup as the setup user: %v", err)
+	}
+	sbNC, _, _ := s.conn("switchboard", natsauth.ConnSwitchboard)
+	mNC, _, _ := s.conn("messenger", natsauth.ConnMessenger)
+	run := func(name string, f func(ctx context.Context) error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- f(ctx) }()
+		t.Cleanup(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("%s: %v", name, err)
+			}
+		})
+	}
+	run("switchboard", func(ctx context.Context) error {
+		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: sbNC, Log: quiet()})
+	})
+	run("messenger", func(ctx context.Context) error {
+		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: mNC, Log: quiet(), Getenv: func(string) string { return "" }})
+	})
 }
 
 // conn connects as user with the connection name its process uses, and
@@ -133,32 +163,7 @@ integrations:
 	s := runSecureNATS(t, cfg)
 	ctx := t.Context()
 
-	// Only the setup user makes the topology.
-	_, adminJS, _ := s.conn("setup", natsauth.ConnCLI)
-	if err := bus.EnsureTopology(ctx, adminJS, bus.Topology{Replicas: 1, Repair: true, Butlers: cfg.ButlerNames()}); err != nil {
-		t.Fatalf("herald setup as the setup user: %v", err)
-	}
-
-	// The services work under their users.
-	sbNC, _, _ := s.conn("switchboard", natsauth.ConnSwitchboard)
-	mNC, _, _ := s.conn("messenger", natsauth.ConnMessenger)
-	run := func(name string, f func(ctx context.Context) error) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- f(ctx) }()
-		t.Cleanup(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("%s: %v", name, err)
-			}
-		})
-	}
-	run("switchboard", func(ctx context.Context) error {
-		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: sbNC, Log: quiet()})
-	})
-	run("messenger", func(ctx context.Context) error {
-		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: mNC, Log: quiet(), Getenv: func(string) string { return "" }})
-	})
+	s.runFleet(cfg)
 	hNC, hJS, refused := s.conn("butler-health", natsauth.ConnButler("health"))
 	led := ledger.New(bus.NewDirectKV(hJS, bus.BucketDeliveries))
 	rc := &route.Client{NC: hNC, JS: hJS, Ledger: led, Timeout: 20 * time.Second}
@@ -212,7 +217,7 @@ integrations:
 		req("$JS.API.STREAM.INFO.KV_herald_approvals", map[string]any{"subjects_filter": ">"}))
 	try("deleting a stream", "$JS.API.STREAM.DELETE."+bus.StreamAudit, req("$JS.API.STREAM.DELETE."+bus.StreamAudit, nil))
 	for _, k := range []struct{ bucket, key string }{
-		{bus.BucketDeliveries, "finance.x"}, {bus.BucketRequests, "finance.x"}, {bus.BucketRequests, "routed.health.x"},
+		{bus.BucketDeliveries, "finance.x"}, {bus.BucketRequests, "finance.x"}, {bus.BucketRequests, "_routed.health.x"},
 		{bus.BucketApprovals, "finance.abcde"}, {bus.BucketApprovals, "health.abcde"}, {bus.BucketSessions, "x"},
 		{bus.BucketPairing, "x"}, {bus.BucketTokens, "finance.x"},
 		{bus.BucketStatus, "finance_log"}, // when someone last wrote on another butler's channel
@@ -223,9 +228,9 @@ integrations:
 	for _, subject := range []string{
 		"$KV." + bus.BucketApprovals + ".finance.abcde", // writing another butler's prompt
 		"$KV." + bus.BucketRequests + ".finance.x",
-		"$KV." + bus.BucketRequests + ".routed.health.x", // forging a routed message to reply to
-		"$KV." + bus.BucketDeliveries + ".health.x",      // writing its own ledger
-		bus.RouteSubject("finance"),                      // speaking as finance
+		"$KV." + bus.BucketRequests + "._routed.health.x", // forging a routed message to reply to
+		"$KV." + bus.BucketDeliveries + ".health.x",       // writing its own ledger
+		bus.RouteSubject("finance"),                       // speaking as finance
 		bus.DeliverSubject("messenger"), bus.IngressSubject("telegram"), bus.InboxSubject("finance"),
 		bus.ResultSubject("finance", "x"), bus.AuditSubject("routed", "telegram"), "herald.dead.x",
 	} {
@@ -273,4 +278,161 @@ integrations:
 			t.Errorf("messenger %s: not refused (err %v)", subject, err)
 		}
 	}
+}
+
+// TestButlerNamesReachOnlyTheirOwnKeys runs the generated permissions with
+// butlers named after every prefix Herald uses in shared buckets and
+// subjects: each reaches only its own keys. A butler named routed can no
+// longer read, forge or rewrite the switchboard's routing records, and one
+// named sent cannot reach which prompt went to which approver.
+func TestButlerNamesReachOnlyTheirOwnKeys(t *testing.T) {
+	for _, name := range config.ReservedButlerNames {
+		_, err := config.Parse([]byte("butlers: [{ name: " + name + " }]\n"))
+		if err == nil || !strings.Contains(err.Error(), "reserved") {
+			t.Fatalf("a butler named %s: %v, want refused as reserved", name, err)
+		}
+	}
+	names := []string{"routed", "sent", "status", "butler", "route", "reply", "inbox", "finance"}
+	cfg, err := config.Parse([]byte("butlers:\n" + func() string {
+		var b strings.Builder
+		for _, n := range names {
+			b.WriteString("  - { name: " + n + " }\n")
+		}
+		return b.String()
+	}() + "integrations:\n  - { id: main_log, type: log, grants: [" + strings.Join(names, ", ") + "] }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	// Every key rule of every butler names its own keys: "<name>." in the
+	// shared buckets, its granted integrations' ids in herald_status.
+	for _, u := range natsauth.Users(cfg) {
+		name, ok := strings.CutPrefix(u.Name, "butler-")
+		if !ok {
+			continue
+		}
+		for _, r := range u.Publish {
+			bucket, key, ok := kvKeyOf(r.Subject)
+			switch {
+			case !ok:
+			case bucket == bus.BucketStatus:
+				if key != "main_log" {
+					t.Errorf("%s may read %s key %s, not one of its integrations", u.Name, bucket, key)
+				}
+			case !strings.HasPrefix(key, name+"."):
+				t.Errorf("%s may reach %s key %s, not under %s.", u.Name, bucket, key, name)
+			}
+		}
+	}
+
+	s := runSecureNATS(t, cfg)
+	s.runFleet(cfg)
+	ctx := t.Context()
+
+	// The switchboard's records for finance: an inbound message routed to
+	// it, and a prompt of its sent to an approver in chat 42.
+	_, swJS, _ := s.conn("switchboard", natsauth.ConnSwitchboard)
+	swRequests, err := swJS.KeyValue(ctx, bus.BucketRequests)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &envelope.Ingress{SchemaVersion: envelope.IngressV1, IntegrationID: "main_log", Meta: map[string]string{"chat_id": "42"},
+		RequestContext: envelope.RequestContext{RequestID: envelope.NewRequestID(), SourceChannel: "api", SourceEndpointIdentity: "main_log", SourceSenderIdentity: "42"}}
+	if err := switchboard.RecordRouted(ctx, swRequests, "finance", in); err != nil {
+		t.Fatal(err)
+	}
+	if err := approval.New(bus.NewDirectKV(swJS, bus.BucketApprovals)).MarkSent(ctx, "finance", "abcde", "main_log", "42"); err != nil {
+		t.Fatal(err)
+	}
+	_, setupJS, _ := s.conn("setup", natsauth.ConnCLI)
+	routedKeys, sentKeys := keysOf(t, setupJS, bus.BucketRequests), keysOf(t, setupJS, bus.BucketApprovals)
+	if len(routedKeys) != 1 || len(sentKeys) != 1 {
+		t.Fatalf("switchboard records: %v %v", routedKeys, sentKeys)
+	}
+
+	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 500*time.Millisecond) }
+	for _, name := range names[:len(names)-1] {
+		t.Run(name, func(t *testing.T) {
+			nc, js, refused := s.conn("butler-"+name, natsauth.ConnButler(name))
+			for _, k := range []struct{ bucket, key string }{{bus.BucketRequests, routedKeys[0]}, {bus.BucketApprovals, sentKeys[0]}} {
+				get := "$JS.API.DIRECT.GET.KV_" + k.bucket + ".$KV." + k.bucket + "." + k.key
+				c, cancel := short()
+				_, err := nc.RequestWithContext(c, get, nil)
+				cancel()
+				if !refused.of(get) {
+					t.Errorf("reading the switchboard's %s %s: not refused (err %v)", k.bucket, k.key, err)
+				}
+				put := "$KV." + k.bucket + "." + k.key
+				if err := nc.Publish(put, []byte("forged")); err == nil {
+					_ = nc.Flush()
+				}
+				if !refused.of(put) {
+					t.Errorf("rewriting the switchboard's %s %s: not refused", k.bucket, k.key)
+				}
+			}
+			// What its own name lets it write is its own and nothing more: a
+			// routing record forged under it (as the legacy "routed." key, for
+			// the butler named routed) opens no reply to chat 666.
+			forged := envelope.NewRequestID()
+			rec, _ := json.Marshal(map[string]any{"integration": "main_log", "chat": "666",
+				"request_context": envelope.RequestContext{RequestID: forged, SourceChannel: "api", SourceEndpointIdentity: "main_log", SourceSenderIdentity: "666"}})
+			if _, err := bus.NewDirectKV(js, bus.BucketRequests).Put(ctx, name+"."+name+"."+forged, rec); err != nil {
+				t.Fatalf("writing under its own name: %v", err)
+			}
+			rc := &route.Client{NC: nc, JS: js, Ledger: ledger.New(bus.NewDirectKV(js, bus.BucketDeliveries)), Timeout: 20 * time.Second}
+			resp, err := rc.Send(ctx, envelope.NewRoute(envelope.NewNotify(name, envelope.Delivery{Channel: "log", Intent: envelope.IntentReply,
+				Recipient: "666", Message: "to a stranger"}, &envelope.RequestContext{RequestID: forged, SourceChannel: "api", SourceEndpointIdentity: "main_log", SourceSenderIdentity: "666"})))
+			if err != nil || resp.Error == nil || resp.Error.Class != "forbidden" {
+				t.Errorf("a reply through a forged routing record: %v %+v, want forbidden", err, resp)
+			}
+		})
+	}
+
+	// Finance's own reply still goes out, though routed wrote a record of
+	// its own under the legacy name of finance's.
+	fNC, fJS, _ := s.conn("butler-finance", natsauth.ConnButler("finance"))
+	_, rJS, _ := s.conn("butler-routed", natsauth.ConnButler("routed"))
+	if _, err := bus.NewDirectKV(rJS, bus.BucketRequests).Put(ctx, "routed.finance."+in.RequestContext.RequestID, []byte(`{"integration":"main_log","chat":"999"}`)); err != nil {
+		t.Fatal(err)
+	}
+	rc := &route.Client{NC: fNC, JS: fJS, Ledger: ledger.New(bus.NewDirectKV(fJS, bus.BucketDeliveries)), Timeout: 20 * time.Second}
+	rcx := in.RequestContext
+	resp, err := rc.Send(ctx, envelope.NewRoute(envelope.NewNotify("finance", envelope.Delivery{Channel: "log", Intent: envelope.IntentReply, Message: "answered"}, &rcx)))
+	if err != nil || resp.Status != "ok" {
+		t.Fatalf("finance's reply to the message routed to it: %v %+v", err, resp)
+	}
+}
+
+// kvKeyOf splits a permission subject on a KV key, "$KV.<bucket>.<key>" or
+// a direct get of one, into bucket and key.
+func kvKeyOf(subject string) (bucket, key string, ok bool) {
+	if rest, found := strings.CutPrefix(subject, "$JS.API.DIRECT.GET.KV_"); found {
+		_, subject, found = strings.Cut(rest, ".")
+		if !found {
+			return "", "", false
+		}
+	}
+	rest, found := strings.CutPrefix(subject, "$KV.")
+	if !found {
+		return "", "", false
+	}
+	return strings.Cut(rest, ".")
+}
+
+// keysOf lists a bucket's keys (js must be the setup user's).
+func keysOf(t *testing.T, js jetstream.JetStream, bucket string) []string {
+	t.Helper()
+	kv, err := js.KeyValue(t.Context(), bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := kv.ListKeys(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for k := range keys.Keys() {
+		out = append(out, k)
+	}
+	return out
 }

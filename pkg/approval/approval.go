@@ -4,10 +4,11 @@
 // answers. Each prompt is single use and expires.
 //
 // Keys are scoped: "<butler>.<id>" for a prompt, so NATS permissions let a
-// butler write only its own and read none; "sent.<integration>.<chat>.<id>"
+// butler write only its own and read none; "_sent.<integration>.<chat>.<id>"
 // records, when the switchboard passes a prompt on, which butler's prompt was
-// sent to which chat. A verdict counts only in a chat its prompt was sent to,
-// so a butler cannot phish an approver into answering another's prompt.
+// sent to which chat (no butler name starts with "_", so no butler can reach
+// them). A verdict counts only in a chat its prompt was sent to, so a butler
+// cannot phish an approver into answering another's prompt.
 package approval
 
 import (
@@ -123,7 +124,7 @@ func Key(butler, id string) string { return butler + "." + id }
 // The chat is encoded, since chat ids (email addresses, negative numbers)
 // are not all key tokens.
 func sentKey(integration, chat, id string) string {
-	return "sent." + integration + "." + base64.RawURLEncoding.EncodeToString([]byte(strings.ToLower(chat))) + "." + id
+	return "_sent." + integration + "." + base64.RawURLEncoding.EncodeToString([]byte(strings.ToLower(chat))) + "." + id
 }
 
 // Create opens a prompt of r.Butler; its id must be new for that butler.

@@ -30,6 +30,10 @@ const (
 	DefaultMCPHTTP         = "127.0.0.1:7701"
 	DefaultNotifyTimeout   = 30 * time.Second
 	LogIntegrationID       = "log"
+	// HeraldOrigin is the origin_butler of the messages Herald sends on its
+	// own (pairing codes, claim answers). A butler of that name would read
+	// their ledger records and answers, so it is reserved.
+	HeraldOrigin = "herald"
 )
 
 // ChannelTypes are the channel types a notify may name, in the order error
@@ -38,6 +42,9 @@ var ChannelTypes = schemas.ChannelTypes
 
 var (
 	namePattern = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,62}$`)
+	// ReservedButlerNames are names Herald itself uses where butler names
+	// go; no butler may take one.
+	ReservedButlerNames = []string{HeraldOrigin}
 	// Integration ids as seed 000 writes them: int_gXuDla4UZipcm2tg3McPX.
 	// ASCII spelled out: (?i) would fold in ſ and K (design §10).
 	idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
@@ -487,6 +494,9 @@ func (c *Config) Validate() error {
 		at := fmt.Sprintf("butlers[%d]", i)
 		if !namePattern.MatchString(b.Name) {
 			add("%s.name %q must match ^[a-z][a-z0-9_-]{0,62}$", at, b.Name)
+		}
+		if slices.Contains(ReservedButlerNames, b.Name) {
+			add("%s.name %q is reserved: Herald sends its own messages (pairing codes) under that name; choose another", at, b.Name)
 		}
 		if names[b.Name] {
 			add("%s.name %q is used twice", at, b.Name)

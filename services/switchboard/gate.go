@@ -22,8 +22,8 @@ const (
 )
 
 // pairingOrigin is the origin_butler of the messages Herald itself sends to
-// people, such as pairing codes.
-const pairingOrigin = "herald"
+// people, such as pairing codes; no butler may have that name.
+const pairingOrigin = config.HeraldOrigin
 
 // admit decides whether the sender of in may reach a butler through it. It
 // returns the reason of a refusal, or "" to let the message in. A sender is

@@ -16,9 +16,16 @@ import (
 
 // Routed inbound messages, so that a reply or reaction can name only a
 // message that really reached the butler. The switchboard keeps them in
-// herald_requests under "routed.<butler>.<request_id>": butlers write only
-// their own "<butler>.…" keys there, so none can forge one.
-const routedPrefix = "routed."
+// herald_requests under "_routed.<butler>.<request_id>": butlers read and
+// write only their own "<butler>.…" keys there, and no butler name starts
+// with "_", so none can read, forge or rewrite one.
+const routedPrefix = "_routed."
+
+// legacyRoutedPrefix is where releases before 2026-11-26 kept them, where a
+// butler named "routed" could reach them. They are still read, for 30 days
+// of replies to messages routed before an upgrade, unless such a butler is
+// configured. TODO(2026-12-26): remove.
+const legacyRoutedPrefix = "routed."
 
 // routedRequest is what is kept of one routed inbound message.
 type routedRequest struct {
@@ -62,6 +69,9 @@ func (s *Switchboard) inReplyTo(ctx context.Context, butler string, in *config.I
 		return fmt.Errorf("%w: a %s needs the request_context of an inbound message given to you", envelope.ErrValidation, n.Delivery.Intent)
 	}
 	e, err := s.requests.Get(ctx, routedKey(butler, rc.RequestID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) && s.cfg.Butler(strings.TrimSuffix(legacyRoutedPrefix, ".")) == nil {
+		e, err = s.requests.Get(ctx, legacyRoutedPrefix+butler+"."+rc.RequestID)
+	}
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("%w: request_id %s is not an inbound message routed to %s; reply and react only to messages you were given, with their request_context as given", envelope.ErrForbidden, rc.RequestID, butler)
 	}
