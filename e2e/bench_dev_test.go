@@ -28,7 +28,7 @@ import (
 // butlers' tokens and dev.json), so that its memory is its own and measured
 // from /proc.
 type devProc struct {
-	b       *testing.B
+	b       testing.TB
 	name    string
 	dir     string
 	cmd     *exec.Cmd
@@ -81,7 +81,7 @@ func goBuild(pkg string) (string, error) {
 // NATS_URL leaks in. When profiling, a profile of the first profileStart (if
 // any) is taken from the moment the process's profiler answers:
 // waitStartProfile waits for it.
-func startDev(b *testing.B, t *table, name, yaml string, profileStart time.Duration, env ...string) *devProc {
+func startDev(b testing.TB, t *table, name, yaml string, profileStart time.Duration, env ...string) *devProc {
 	b.Helper()
 	p := &devProc{b: b, name: name, dir: b.TempDir(), logs: newArrivals()}
 	if err := os.WriteFile(filepath.Join(p.dir, "herald.yaml"), []byte(yaml), 0o600); err != nil {
@@ -257,7 +257,7 @@ func (p *devProc) memory() (rss, peak uint64) {
 // procMemory is process pid's resident set now, its peak so far, and how
 // much of it now is files mapped (RssFile: the binary's code and read-only
 // data, as the kernel pages them in).
-func procMemory(b *testing.B, pid int) (rss, peak, files uint64) {
+func procMemory(b testing.TB, pid int) (rss, peak, files uint64) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		b.Logf("reading the memory of process %d: %v", pid, err)
@@ -371,7 +371,7 @@ func shellEnv() []string {
 }
 
 // freeAddr is a loopback address with a port free a moment ago.
-func freeAddr(b *testing.B) string {
+func freeAddr(b testing.TB) string {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		b.Fatal(err)

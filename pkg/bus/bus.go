@@ -56,6 +56,10 @@ const (
 	// BucketTokens: MCP bearer tokens minted for butlers, by
 	// "<butler>.<token id>" (only a hash of each secret is kept).
 	BucketTokens = "herald_tokens"
+	// BucketSeen: the provider ids of inbound messages stored lately
+	// ("<integration>.<digest of the native id>"), so a replayed signed
+	// request is a duplicate after any restart (SeenTTL).
+	BucketSeen = "herald_seen"
 
 	ConsumerSwitchboard = "switchboard"
 	ConsumerResults     = "switchboard_results"
@@ -197,6 +201,12 @@ type Topology struct {
 	Butlers []string
 }
 
+// SeenTTL is how long an inbound message's provider id is remembered in
+// BucketSeen: far beyond twice any signature's tolerance (Slack's and
+// Standard Webhooks' 5 minutes) and a sending server's retries of a mail,
+// yet short of the week after which Telegram may number updates afresh.
+const SeenTTL = 48 * time.Hour
+
 // Uses are the streams and buckets one service works with.
 type Uses struct {
 	Streams []string
@@ -212,7 +222,7 @@ var (
 	}
 	MessengerUses = Uses{
 		Streams: []string{StreamDeliver, StreamResult, StreamIngress, StreamAudit, StreamDeadLetter, StreamWeb},
-		Buckets: []string{BucketDeliveries, BucketLeases, BucketChannelState, BucketStatus, BucketLimits},
+		Buckets: []string{BucketDeliveries, BucketLeases, BucketChannelState, BucketStatus, BucketLimits, BucketSeen},
 	}
 	ButlerUses = Uses{}
 )
@@ -382,6 +392,7 @@ func (t Topology) buckets() []jetstream.KeyValueConfig {
 		kv(BucketRequests, "inbound messages butlers may answer", 30*24*time.Hour),
 		kv(BucketLimits, "providers' rate limits and pauses, shared by messengers", time.Hour),
 		kv(BucketTokens, "MCP bearer tokens minted for butlers (hashes only)", 0),
+		kv(BucketSeen, "provider ids of inbound messages stored lately, against replays", SeenTTL),
 	}
 }
 

@@ -156,6 +156,7 @@ func Users(cfg *config.Config) []User {
 		bucket(bus.BucketChannelState, "Telegram offsets"),
 		bucket(bus.BucketStatus, "receivers' health, for channel_status"),
 		bucket(bus.BucketLimits, "providers' rate limits and 429 pauses, shared by replicas"),
+		bucket(bus.BucketSeen, "inbound messages stored lately, so a replayed one is a duplicate"),
 		rules("the web chat's conversations: the stream HERALD_WEB (herald setup makes it)",
 			"herald.web.>",
 			"$JS.API.STREAM.INFO.HERALD_WEB",

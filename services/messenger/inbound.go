@@ -2,7 +2,10 @@ package messenger
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"sync"
@@ -25,6 +28,7 @@ type sink struct {
 	in     config.Integration
 	js     jetstream.JetStream
 	status jetstream.KeyValue
+	seen   jetstream.KeyValue // bus.BucketSeen
 	audit  *audit.Writer
 	m      *Messenger
 
@@ -33,9 +37,19 @@ type sink struct {
 	flush *time.Timer // a pending write of last_inbound
 }
 
+// ReasonDuplicate is the audit reason of an inbound message stored before
+// (a provider's retry, or a captured signed request replayed).
+const ReasonDuplicate = "duplicate"
+
 // Ingress stores one inbound message durably. A malformed one is audited and
 // swallowed (nil), so a receiver never stalls on it; only a bus failure is an
 // error, on which the receiver must not confirm the message to its provider.
+//
+// A message whose provider id (NativeID) was stored in the last
+// bus.SeenTTL, before any restart of a messenger or of NATS, is not stored
+// again: it is audited as a duplicate, Ingress returns nil and sets
+// in.RequestContext.RequestID to the first one's, so the receiver answers as
+// it did the first time.
 func (s *sink) Ingress(ctx context.Context, in *envelope.Ingress) error {
 	in.SchemaVersion = envelope.IngressV1
 	in.IntegrationID = s.in.ID
@@ -44,14 +58,35 @@ func (s *sink) Ingress(ctx context.Context, in *envelope.Ingress) error {
 		s.Dropped(ctx, in, "malformed")
 		return nil
 	}
+	key := seenKey(s.in.ID, in.NativeID)
+	if first, dup, err := s.firstSeen(ctx, key); err != nil {
+		return err
+	} else if dup {
+		if first != "" {
+			in.RequestContext.RequestID = first
+		}
+		s.m.log.InfoContext(ctx, "inbound message stored before; not routed again", "integration", s.in.ID, "native_id", in.NativeID, "request_id", in.RequestContext.RequestID)
+		s.Dropped(ctx, in, ReasonDuplicate)
+		return nil
+	}
 	b, err := json.Marshal(in)
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
 	// A person's message starts its trace here, on its way to the butler.
 	ctx = envelope.WithTraceparent(ctx, envelope.NewTraceparent())
-	if _, err := bus.Publish(ctx, s.js, bus.IngressSubject(s.in.Type), b, s.in.ID+":"+in.NativeID, nil); err != nil {
+	ack, err := bus.Publish(ctx, s.js, bus.IngressSubject(s.in.Type), b, s.in.ID+":"+in.NativeID, nil)
+	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)
+	}
+	// Remembered after it is stored: a crash in between leaves it to
+	// JetStream's duplicate window, never loses the message. A repeat JetStream
+	// caught keeps the first one's record.
+	if !ack.Duplicate {
+		rec, _ := json.Marshal(seenRecord{RequestID: in.RequestContext.RequestID})
+		if _, err := s.seen.Create(ctx, key, rec); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+			s.m.log.WarnContext(ctx, "inbound message stored but not remembered; a replay after a restart would be routed again", "integration", s.in.ID, "request_id", in.RequestContext.RequestID, "err", err)
+		}
 	}
 	// Last inbound is for people reading channel_status: written at most once
 	// a second (the last one of a burst included), not once per message.
@@ -69,6 +104,35 @@ func (s *sink) Ingress(ctx context.Context, in *envelope.Ingress) error {
 	}
 	s.mu.Unlock()
 	return nil
+}
+
+// seenRecord is what BucketSeen keeps of a stored inbound message.
+type seenRecord struct {
+	RequestID string `json:"request_id"`
+}
+
+// seenKey is the key of a provider id in BucketSeen: its SHA-256, since
+// provider ids (Message-IDs above all) hold characters no key may.
+func seenKey(integration, nativeID string) string {
+	sum := sha256.Sum256([]byte(nativeID))
+	return integration + "." + hex.EncodeToString(sum[:16])
+}
+
+// firstSeen reports whether the message of key was stored lately, and
+// under which request id ("" if the record does not say). A bus failure is
+// an error, so the receiver does not confirm the message and its provider
+// sends it again.
+func (s *sink) firstSeen(ctx context.Context, key string) (requestID string, seen bool, err error) {
+	e, err := s.seen.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("%w: checking whether the message was stored before: %w", envelope.ErrTargetUnavailable, err)
+	}
+	var rec seenRecord
+	_ = json.Unmarshal(e.Value(), &rec) // unreadable, yet it was stored: still seen
+	return rec.RequestID, true, nil
 }
 
 // stop ends a pending last_inbound flush, so nothing of the sink runs after

@@ -110,6 +110,10 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	seen, err := js.KeyValue(ctx, bus.BucketSeen)
+	if err != nil {
+		return fmt.Errorf("opening %s (run herald setup after upgrading): %w", bus.BucketSeen, err)
+	}
 	env := deliver.Env{Getenv: getenv, Logger: log, JS: js, Instance: m.instance, HTTP: deliver.NewHTTP()}
 	receivers := map[string]deliver.Receiver{}
 	for _, in := range o.Config.Integrations {
@@ -183,7 +187,7 @@ func Run(ctx context.Context, o Options) error {
 		Concurrency: o.Concurrency, RetryFor: time.Duration(o.Config.Delivery.RetryFor), AckWait: ledger.LeaseTTL, Log: log}
 	g, ctx := errgroup.WithContext(ctx)
 	for id, r := range receivers {
-		s := &sink{in: *o.Config.Integration(id), js: js, status: status, audit: m.audit, m: m}
+		s := &sink{in: *o.Config.Integration(id), js: js, status: status, seen: seen, audit: m.audit, m: m}
 		m.mu.Lock()
 		m.sinks[id] = s
 		m.mu.Unlock()

@@ -88,11 +88,11 @@
 // Bearer <the whole secret>", compared in constant time; a bearer request
 // may still send webhook-id for deduplication. It is answered 200
 // {"ok":true,"request_id":"…"} only once the message is stored on the bus.
-// The same webhook-id again (a retry) is stored once: answered 200 at once
-// with the first request_id and "duplicate":true while this messenger
-// remembers the id (its last 10000), else dropped as a duplicate by the bus
-// within its duplicate window (5 minutes, which is also as long as a
-// captured signed request could be replayed). Refusals are JSON
+// The same webhook-id again (a retry, or a captured signed request
+// replayed) is stored once: answered 200 with the first request_id and
+// "duplicate":true, and routed nowhere, for 48 hours (bus.SeenTTL) across
+// restarts of any messenger and of NATS (the bucket herald_seen), far longer
+// than a signature stays valid (5 minutes). Refusals are JSON
 // {"ok":false,"error":"…"}: 400 for a body that is not a JSON object with a
 // text, 401 for a missing or wrong signature or token, or a timestamp more
 // than 5 minutes away (a replay), 409 for a webhook-id already seen with a

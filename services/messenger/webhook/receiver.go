@@ -278,6 +278,7 @@ func (r *receiver) store(w http.ResponseWriter, req *http.Request, sink deliver.
 		defer r.seen.end(a.messageID)
 	}
 	in := toIngress(a.inbound, b)
+	fresh := in.RequestContext.RequestID
 	if err := sink.Ingress(req.Context(), in); err != nil {
 		if errors.Is(err, envelope.ErrValidation) {
 			// It can never be stored; a retry would not help.
@@ -293,8 +294,11 @@ func (r *receiver) store(w http.ResponseWriter, req *http.Request, sink deliver.
 	if a.given {
 		r.seen.add(seenEntry{id: a.messageID, hash: hash, requestID: in.RequestContext.RequestID})
 	}
-	r.log.Debug("inbound webhook stored", "message_id", a.messageID, "request_id", in.RequestContext.RequestID, "auth", a.auth)
-	reply(w, http.StatusOK, answer{OK: true, RequestID: in.RequestContext.RequestID})
+	// The sink answers a message stored before (by this process or one
+	// before a restart) with the first one's request id, and stores nothing.
+	dup := in.RequestContext.RequestID != fresh
+	r.log.Debug("inbound webhook stored", "message_id", a.messageID, "request_id", in.RequestContext.RequestID, "auth", a.auth, "duplicate", dup)
+	reply(w, http.StatusOK, answer{OK: true, RequestID: in.RequestContext.RequestID, Duplicate: dup})
 }
 
 // dropped audits a refused request, at most so many a second.
