@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/ledger"
 )
 
 // TestReplyOnlyToRealMessages: notify with intent reply or react is accepted
@@ -158,5 +159,45 @@ func TestReplyGoesOnlyToItsChat(t *testing.T) {
 	}
 	if res := callNotify(t, c, map[string]any{"intent": "reply", "message": "to alice", "recipient": "Alice@Example.com", "request_context": mail}); res.IsError {
 		t.Fatalf("mail reply to its sender: %s", text(res))
+	}
+}
+
+// TestForbiddenRepeatIsForbidden: the same forbidden reply sent again, which
+// JetStream drops as a duplicate of the first before the switchboard sees it,
+// is answered forbidden again, never "queued" with a delivery_failed that
+// would never come; and the refusal it leaves in the ledger does not keep a
+// later copy the switchboard does route from going out.
+func TestForbiddenRepeatIsForbidden(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	c := f.mcp("health", "")
+	tg := f.given("health", "tg_main", "telegram", "tg_main", chatID, chatID+":77")
+	args := map[string]any{"intent": "reply", "message": "psst", "recipient": "999999", "request_context": tg}
+	for i := range 2 {
+		res := callNotify(t, c, args)
+		if !res.IsError || !strings.Contains(text(res), "(forbidden)") || !strings.Contains(text(res), "retrying will not help") {
+			t.Fatalf("try %d: answer %q, want forbidden, saying a retry will not help", i+1, text(res))
+		}
+	}
+
+	// A refusal on record, then a copy of that notify the switchboard routes.
+	led, err := ledger.Open(t.Context(), f.js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram", Message: "allowed now"}, nil))
+	if err := led.Refuse(t.Context(), "health", r.IdempotencyKey(), &envelope.ErrorBody{Class: "forbidden", Message: "not then"}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := f.routeClient().Send(t.Context(), r)
+	if err != nil || resp.Status != envelope.StatusOK {
+		t.Fatalf("a routed copy of a notify refused before: %v %+v", err, resp)
+	}
+	sent := false
+	for _, call := range f.tg.Calls("sendMessage") {
+		sent = sent || strings.Contains(call.Params["text"], "allowed now")
+	}
+	if !sent {
+		t.Fatal("the routed copy was answered from the refusal, not sent")
 	}
 }

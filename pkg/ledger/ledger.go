@@ -32,6 +32,13 @@ const (
 	// Uncertain is final: an attempt died while calling the provider and the
 	// integration says on_uncertain: skip, so it is not sent again.
 	Uncertain = "uncertain"
+	// Refused: the switchboard did not route the notify (forbidden,
+	// validation_error, ...) and nothing was sent. It answers a repeat of the
+	// same notify that JetStream drops as a duplicate of the refused one, so
+	// the repeat is refused again instead of waiting for an outcome that never
+	// comes. It is no delivery: a later copy the switchboard does route (its
+	// configuration changed) is delivered over it.
+	Refused = "refused"
 )
 
 // Outcomes of a delivery, as notify_response.v1 delivery.outcome says them.
@@ -96,6 +103,12 @@ func (r *Record) HeldBy(attempt string, ttl time.Duration) (bool, time.Duration)
 // Final reports whether the record answers every repeat of its notify.
 func (r *Record) Final() bool {
 	return r.Status == Sent || r.Status == Failed || r.Status == Uncertain
+}
+
+// RefusedSince reports whether the record is a refusal made at since or
+// later.
+func (r *Record) RefusedSince(since time.Time) bool {
+	return r.Status == Refused && !r.UpdatedAt.Before(since)
 }
 
 // Response is the notify_response the record answers with.
@@ -215,9 +228,29 @@ func isWrongSequence(err error) bool {
 // Wait blocks until the record of key is final, or ctx ends: a watch where
 // the bucket allows one, else a read every pollEvery.
 func (l *Ledger) Wait(ctx context.Context, butler, key string) (*Record, error) {
+	return l.waitFor(ctx, butler, key, (*Record).Final)
+}
+
+// WaitAnswer is Wait for a repeat of a notify, which a refusal made at since
+// or later answers too (Refused).
+func (l *Ledger) WaitAnswer(ctx context.Context, butler, key string, since time.Time) (*Record, error) {
+	return l.waitFor(ctx, butler, key, func(r *Record) bool { return r.Final() || r.RefusedSince(since) })
+}
+
+// Refuse records that the notify of key was refused with e, unless a record
+// of it exists (a delivery is never overwritten by a refusal).
+func (l *Ledger) Refuse(ctx context.Context, butler, key string, e *envelope.ErrorBody) error {
+	err := l.save(ctx, &Record{Key: key, Butler: butler, DeliveryID: envelope.DeliveryID(key), Status: Refused, Error: e})
+	if errors.Is(err, ErrConflict) {
+		return nil
+	}
+	return err
+}
+
+func (l *Ledger) waitFor(ctx context.Context, butler, key string, done func(*Record) bool) (*Record, error) {
 	kv, ok := l.kv.(jetstream.KeyValue)
 	if !ok {
-		return l.poll(ctx, butler, key)
+		return l.poll(ctx, butler, key, done)
 	}
 	w, err := kv.Watch(ctx, entryKey(butler, key))
 	if err != nil {
@@ -239,7 +272,7 @@ func (l *Ledger) Wait(ctx context.Context, butler, key string) (*Record, error) 
 			if err != nil {
 				return nil, err
 			}
-			if r.Final() {
+			if done(r) {
 				return r, nil
 			}
 		}
@@ -249,11 +282,11 @@ func (l *Ledger) Wait(ctx context.Context, butler, key string) (*Record, error) 
 // pollEvery is how often Wait reads a record it cannot watch.
 const pollEvery = 250 * time.Millisecond
 
-func (l *Ledger) poll(ctx context.Context, butler, key string) (*Record, error) {
+func (l *Ledger) poll(ctx context.Context, butler, key string, done func(*Record) bool) (*Record, error) {
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
 	for {
-		if r, err := l.Get(ctx, butler, key); err == nil && r != nil && r.Final() {
+		if r, err := l.Get(ctx, butler, key); err == nil && r != nil && done(r) {
 			return r, nil
 		}
 		select {

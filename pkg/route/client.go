@@ -92,11 +92,14 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 			envelope.ErrTargetUnavailable, ErrNotAccepted, err)
 	}
 	// A duplicate is the same notify again: its answer is, or will be, in the
-	// ledger (or on the same reply subject, if it is the same route).
+	// ledger (or on the same reply subject, if it is the same route). If the
+	// switchboard refused the copy JetStream kept, within its duplicate
+	// window, that refusal is the answer.
 	fromLedger := make(chan *ledger.Record, 1)
 	if ack.Duplicate && c.Ledger != nil {
+		since := time.Now().Add(-bus.DuplicateWindow)
 		c.wg.Go(func() {
-			if rec, err := c.Ledger.Wait(ctx, butler, key); err == nil {
+			if rec, err := c.Ledger.WaitAnswer(ctx, butler, key, since); err == nil {
 				fromLedger <- rec
 			}
 		})

@@ -287,6 +287,11 @@ func (m *Messenger) attempt(ctx context.Context, msg jetstream.Msg, r *envelope.
 		m.log.InfoContext(ctx, "replayed; trying a failed delivery again", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "request_id", r.RequestContext.RequestID)
 		rec.Status, rec.Error = ledger.Sending, nil
 	}
+	if rec != nil && rec.Status == ledger.Refused {
+		// The switchboard refused an earlier copy and routes this one (its
+		// configuration changed): nothing was sent, so this is a first try.
+		rec.Status, rec.Error, rec.Channel = ledger.Sending, nil, n.Delivery.Channel
+	}
 	if rec != nil && rec.Final() {
 		m.log.InfoContext(ctx, "already delivered; answering from the ledger", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "request_id", r.RequestContext.RequestID)
 		return m.answer(ctx, msg, r, key, rec.Response(r.RequestContext.RequestID))

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -326,6 +327,10 @@ func (s *Switchboard) resolve(butler string, n *envelope.Notify) (*config.Integr
 	return in, nil
 }
 
+// ledgerKey is what an idempotency key must look like to become part of a
+// ledger key.
+var ledgerKey = regexp.MustCompile(`^[A-Za-z0-9_=-]{1,128}$`)
+
 // reject answers a route that can never be routed, and audits it.
 func (s *Switchboard) reject(ctx context.Context, m jetstream.Msg, cause error) {
 	butler := strings.TrimPrefix(m.Subject(), bus.RoutePrefix)
@@ -357,6 +362,14 @@ func (s *Switchboard) reject(ctx context.Context, m jetstream.Msg, cause error) 
 	s.metrics.Refused(s.butlerLabel(butler), envelope.ClassOf(cause))
 	s.metrics.DeadLetter(bus.StreamRoute)
 	s.audit.Write(ctx, audit.Record{Kind: kind, Butler: butler, Channel: d.Channel, Intent: d.Intent, Recipient: d.Recipient, RequestID: id, Class: envelope.ClassOf(cause), Reason: cause.Error()})
+	// A repeat of this notify within JetStream's duplicate window is dropped
+	// before it reaches the switchboard: the ledger answers it with this
+	// refusal, instead of leaving it "queued" for an outcome that never comes.
+	if key := m.Headers().Get(nats.MsgIdHdr); ledgerKey.MatchString(key) && s.cfg.Butler(butler) != nil {
+		if err := s.ledger.Refuse(ctx, butler, key, envelope.ErrorBodyFrom(cause)); err != nil {
+			s.log.WarnContext(ctx, "refusal not recorded; a repeat of the notify would be answered queued", "butler", butler, "request_id", id, "err", err)
+		}
+	}
 	if id == "" || strings.ContainsAny(id, ".*> ") {
 		return
 	}
