@@ -23,7 +23,7 @@ func ExampleHealth() {
 
 	readyz := func() {
 		rec := httptest.NewRecorder()
-		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "http://localhost/readyz", nil))
 		fmt.Print(rec.Code, " ", rec.Body.String())
 	}
 	readyz()

@@ -27,17 +27,20 @@ type Server struct {
 const shutdownGrace = 5 * time.Second
 
 // NewServer is a server for addr (host:port; port 0 picks one) with h's
-// /healthz and /readyz and m's /metrics; a nil h is always ready, a nil m
+// /healthz and /readyz and m's /metrics, answered only for the Hosts
+// OperatorHost takes; a nil h is always ready, a nil m
 // serves no /metrics. log nil is slog.Default().
 func NewServer(addr string, h *Health, m *Metrics, log *slog.Logger) *Server {
 	if log == nil {
 		log = slog.Default()
 	}
 	s := &Server{addr: addr, log: log, mux: http.NewServeMux()}
-	s.mux.Handle("GET /healthz", h.LiveHandler())
-	s.mux.Handle("GET /readyz", h.ReadyHandler())
+	// The operator's endpoints check Host (OperatorHost); what channels mount
+	// (webhooks, Slack's events) is called by providers under any name.
+	s.mux.Handle("GET /healthz", operatorOnly(addr, h.LiveHandler()))
+	s.mux.Handle("GET /readyz", operatorOnly(addr, h.ReadyHandler()))
 	if m != nil {
-		s.mux.Handle("GET /metrics", m.Handler())
+		s.mux.Handle("GET /metrics", operatorOnly(addr, m.Handler()))
 	}
 	return s
 }
