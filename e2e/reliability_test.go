@@ -20,6 +20,7 @@ import (
 	"github.com/heraldhq/herald/pkg/route"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/herald"
+	"github.com/heraldhq/herald/services/messenger"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
@@ -154,6 +155,7 @@ func TestHeldDeliveryIsNotCalledTwice(t *testing.T) {
 	key := r.IdempotencyKey()
 	held := ledger.Record{Key: key, Butler: "health", Channel: "telegram:tg_main", DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending, Calling: true, Attempt: "other-messenger.1", Attempts: 1, UpdatedAt: time.Now()}
 	f.putRecord(held)
+	f.present("other-messenger") // it runs
 
 	answered := make(chan *envelope.RouteResponse, 1)
 	go func() {
@@ -177,6 +179,52 @@ func TestHeldDeliveryIsNotCalledTwice(t *testing.T) {
 	if n := len(f.tg.Calls("sendMessage")); n != 0 {
 		t.Fatalf("%d calls; the holder delivered it", n)
 	}
+}
+
+// TestGoneHolderIsTakenOver: a delivery held by a messenger that is gone (no
+// presence: killed) is taken over at once, although its record's lease has
+// not run out (here it never would), and is answered.
+func TestGoneHolderIsTakenOver(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg_main", Message: "held by the dead"}, nil))
+	key := r.IdempotencyKey()
+	f.putRecord(ledger.Record{Key: key, Butler: "health", Channel: "telegram:tg_main", DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending,
+		Attempt: "killed-messenger.3", Attempts: 1, UpdatedAt: time.Now().Add(time.Hour)})
+	resp, err := f.routeClient().Send(t.Context(), r)
+	if err != nil || resp.Status != "ok" {
+		t.Fatalf("a delivery held by a gone messenger: %v %+v", err, resp)
+	}
+	if n := len(f.tg.Calls("sendMessage")); n != 1 {
+		t.Fatalf("sent %d times, want once", n)
+	}
+}
+
+// present keeps a messenger instance's presence key fresh, as that
+// messenger would, until the test ends.
+func (f *fleet) present(instance string) {
+	f.t.Helper()
+	kv, err := f.js.KeyValue(f.t.Context(), bus.BucketLeases)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			_, _ = kv.Put(ctx, messenger.PresenceKey(instance), nil)
+			select {
+			case <-ctx.Done():
+			case <-time.After(messenger.PresenceBeat / 2):
+			}
+		}
+	}()
+	f.t.Cleanup(func() { cancel(); <-done })
+	eventually(f.t, 5*time.Second, func() bool {
+		_, err := kv.Get(f.t.Context(), messenger.PresenceKey(instance))
+		return err == nil
+	}, "the presence of "+instance)
 }
 
 // TestRedeliveryWhileWorkingIsNotSentTwice: the same delivery handed out again

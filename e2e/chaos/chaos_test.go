@@ -132,13 +132,16 @@ func TestChaos(t *testing.T) {
 // run is one scenario: start, load with the fault, settle, tally, check.
 func run(t *testing.T, sc *scenario, res *result, root string) {
 	f := newFleet(t, sc, res, root)
-	f.tg.OnAccept("sendMessage", func(telegramtest.Call) { time.Sleep(providerLatency) })
+	l := newLoad(sc.name, sc.notifies)
+	f.tg.OnAccept("sendMessage", func(c telegramtest.Call) {
+		l.accepted(c.Params["text"])
+		time.Sleep(providerLatency)
+	})
 	f.startServices()
 	if sc.setup != nil {
 		sc.setup(f)
 	}
 
-	l := newLoad(sc.name, sc.notifies)
 	var clients []*client.Client
 	for range sessions {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -168,6 +171,10 @@ func run(t *testing.T, sc *scenario, res *result, root string) {
 	}
 	f.settle(l, sc.settleWithin)
 	f.note("%s", res.settled)
+	if !res.killedAt.IsZero() {
+		res.recovery, res.inFlight = l.recovery(res.killedAt)
+		f.note("recovery: the last of %d notifies in flight at the kill reached Telegram %s after it", res.inFlight, res.recovery.Round(100*time.Millisecond))
+	}
 	f.tally(l)
 	f.writeCalls()
 	if sc.check != nil {
@@ -220,6 +227,7 @@ func killAndRestart(name string, after int, down time.Duration) func(*fleet, *lo
 		if err := f.kill9(p); err != nil {
 			return err
 		}
+		f.res.killedAt = time.Now()
 		time.Sleep(down)
 		if err := f.restart(p); err != nil {
 			return err

@@ -46,6 +46,8 @@ type answer struct {
 	requestID  string
 	deliveryID string
 	text       string
+	// issuedAt and answeredAt are when the call was made and answered.
+	issuedAt, answeredAt time.Time
 }
 
 // report is a channel notification telling the butler the late outcome of a
@@ -70,14 +72,15 @@ type load struct {
 	issued   atomic.Int64 // notifies handed to a session
 	done     atomic.Int64 // notifies answered (or failed at the MCP level)
 
-	mu      sync.Mutex
-	reports []report
-	seen    map[string]bool // kind + request_id, as every session gets a copy
-	changed atomic.Int64    // bumped by every new report
+	mu         sync.Mutex
+	acceptedAt []time.Time // by index, when the fake last took it
+	reports    []report
+	seen       map[string]bool // kind + request_id, as every session gets a copy
+	changed    atomic.Int64    // bumped by every new report
 }
 
 func newLoad(scenario string, n int) *load {
-	return &load{scenario: scenario, answers: make([]answer, n), seen: map[string]bool{}}
+	return &load{scenario: scenario, answers: make([]answer, n), acceptedAt: make([]time.Time, n), seen: map[string]bool{}}
 }
 
 // tag is notify i's message, unique across the run.
@@ -164,12 +167,47 @@ func (l *load) run(clients []*client.Client, stopAt time.Time) {
 					return
 				}
 				l.issued.Add(1)
+				at := time.Now()
 				l.answers[i] = call(c, l.tag(i))
+				l.answers[i].issuedAt, l.answers[i].answeredAt = at, time.Now()
 				l.done.Add(1)
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// accepted notes when the fake took the message of text (the last time, if
+// it took it more than once).
+func (l *load) accepted(text string) {
+	i := l.index(text)
+	if i < 0 {
+		return
+	}
+	l.mu.Lock()
+	l.acceptedAt[i] = time.Now()
+	l.mu.Unlock()
+}
+
+// recovery is how long after at the last notify in flight at that moment
+// (called, not yet answered) reached the provider (0 if none was in
+// flight), and how many were in flight. Answers are no measure: a caller
+// told "queued" has its answer before its message is out.
+func (l *load) recovery(at time.Time) (time.Duration, int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var longest time.Duration
+	n := 0
+	for i, a := range l.answers {
+		if a.issuedAt.IsZero() || !a.issuedAt.Before(at) || !a.answeredAt.After(at) {
+			continue
+		}
+		n++
+		if got := l.acceptedAt[i]; got.After(at) {
+			longest = max(longest, got.Sub(at))
+		}
+	}
+	return longest, n
 }
 
 // call is one notify through the tool. The butler answers within its

@@ -30,6 +30,11 @@ type result struct {
 	contradict int
 	auditUnc   int // audit records of kind uncertain
 	settled    string
+	// killedAt is when a kill fault struck; recovery is how long after it
+	// the last of the inFlight notifies in flight then was answered.
+	killedAt time.Time
+	recovery time.Duration
+	inFlight int
 
 	// Set from the fault's goroutines and the fake's hooks too.
 	mu         sync.Mutex
@@ -368,6 +373,12 @@ func printTable(w io.Writer, rows []*result, legacy bool) {
 			r.name, r.fault, r.notifies, r.delivered, r.duplicates, r.missing,
 			r.answers[answerSent], r.answers[answerQueued], r.answers[answerError], r.uncertain, r.answers[answerNone]+r.answers[answerOther],
 			r.failedRep, r.uncertRep, r.auditUnc, r.contradict, goals)
+	}
+	fmt.Fprintln(w)
+	for _, r := range rows {
+		if !r.killedAt.IsZero() {
+			fmt.Fprintf(w, "- %s: recovery %s (the last of %d notifies in flight at the kill reached Telegram that long after it)\n", r.name, r.recovery.Round(100*time.Millisecond), r.inFlight)
+		}
 	}
 	fmt.Fprintln(w)
 	if legacy {

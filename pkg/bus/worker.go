@@ -379,6 +379,12 @@ func (w *Worker) deadLetter(ctx context.Context, m jetstream.Msg, cause error, t
 	return err
 }
 
+// DeliverAckWait is the messenger consumer's ack wait: a worker marks each
+// message in progress every third of it, so a killed messenger's deliveries
+// come back to another within seconds, which takes them over as soon as the
+// killed one's presence lapses (services/messenger/presence.go).
+const DeliverAckWait = 4 * time.Second
+
 // WorkConsumer is the durable consumer of a worker: herald setup makes it
 // with the defaults, a worker binds to it.
 func WorkConsumer(durable string, concurrency int, ackWait time.Duration, maxDeliverN int) jetstream.ConsumerConfig {
@@ -452,7 +458,7 @@ func (t Topology) durables() map[string][]jetstream.ConsumerConfig {
 		StreamRoute:   {WorkConsumer(ConsumerSwitchboard, DefaultConcurrency, ackWait, 0)},
 		StreamResult:  {WorkConsumer(ConsumerResults, DefaultConcurrency, ackWait, 0)},
 		StreamIngress: {WorkConsumer(ConsumerIngress, 1, ackWait, 0)},
-		StreamDeliver: {WorkConsumer(ConsumerMessenger, DefaultConcurrency, ackWait, 0)},
+		StreamDeliver: {WorkConsumer(ConsumerMessenger, DefaultConcurrency, DeliverAckWait, 0)},
 	}
 	for _, b := range t.Butlers {
 		out[StreamInbox] = append(out[StreamInbox], InboxConsumer(b))

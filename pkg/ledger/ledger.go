@@ -82,9 +82,10 @@ type Record struct {
 // LeaseTTL is how long a Sending record may go unwritten before another
 // attempt may take it over. An attempt rewrites its record at least every
 // LeaseTTL/3 while it works, so only an attempt that is gone (its process
-// killed, or cut off from NATS for that long) loses its claim. It equals the
-// delivery consumer's ack wait: a crashed messenger's deliveries come back
-// after about that long and are taken over on arrival.
+// killed, or cut off from NATS for that long) loses its claim. The messenger
+// takes a record over sooner when the holder's presence has lapsed (a few
+// seconds after a crash); the lease is what holds when presence cannot be
+// read.
 const LeaseTTL = 30 * time.Second
 
 // HeldBy reports whether an attempt other than attempt holds the record now,

@@ -71,6 +71,7 @@ type Messenger struct {
 	broken   map[string]error          // integrations that could not be set up
 	instance string
 	leaseTTL time.Duration
+	leases   jetstream.KeyValue // bus.BucketLeases: presence (presence.go)
 
 	metrics *obs.Metrics
 	lastErr obs.LastError
@@ -108,6 +109,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	status, err := js.KeyValue(ctx, bus.BucketStatus)
 	if err != nil {
+		return err
+	}
+	if m.leases, err = js.KeyValue(ctx, bus.BucketLeases); err != nil {
 		return err
 	}
 	seen, err := js.KeyValue(ctx, bus.BucketSeen)
@@ -184,8 +188,9 @@ func Run(ctx context.Context, o Options) error {
 	defer o.Metrics.WatchConsumers(js, consumers...)()
 
 	w := &bus.Worker{Stream: bus.StreamDeliver, Durable: bus.ConsumerMessenger, Handle: obs.Noted(&m.lastErr, m.deliver), GiveUp: m.giveUp,
-		Concurrency: o.Concurrency, RetryFor: time.Duration(o.Config.Delivery.RetryFor), AckWait: ledger.LeaseTTL, Log: log}
+		Concurrency: o.Concurrency, RetryFor: time.Duration(o.Config.Delivery.RetryFor), AckWait: bus.DeliverAckWait, Log: log}
 	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { m.presence(ctx); return nil })
 	for id, r := range receivers {
 		s := &sink{in: *o.Config.Integration(id), js: js, status: status, seen: seen, audit: m.audit, m: m}
 		m.mu.Lock()
@@ -300,8 +305,12 @@ func (m *Messenger) attempt(ctx context.Context, msg jetstream.Msg, r *envelope.
 		rec = &ledger.Record{Key: key, Butler: n.OriginButler, Channel: n.Delivery.Channel, DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending}
 	} else if held, left := rec.HeldBy("", m.leaseTTL); held {
 		// Another messenger is working on it (or was, until less than a
-		// lease ago): answer once it is done.
-		return &envelope.RetryAfterError{Wait: min(left, 2*time.Second), Err: fmt.Errorf("%w: delivery %s is in progress elsewhere; this copy will be answered from its record", envelope.ErrTargetUnavailable, rec.DeliveryID)}
+		// lease ago): answer once it is done, unless that messenger is gone.
+		gone, wait := m.holderGone(ctx, rec.Attempt)
+		if !gone {
+			return &envelope.RetryAfterError{Wait: min(left, wait, 2*time.Second), Err: fmt.Errorf("%w: delivery %s is in progress elsewhere; this copy will be answered from its record", envelope.ErrTargetUnavailable, rec.DeliveryID)}
+		}
+		m.log.WarnContext(ctx, "taking over a delivery whose messenger is gone", "delivery_id", rec.DeliveryID, "holder", holderOf(rec.Attempt), "request_id", r.RequestContext.RequestID)
 	}
 	// An earlier try may have found the delivery uncertain already.
 	outcome, note := rec.Outcome, rec.Note
@@ -405,7 +414,12 @@ func (m *Messenger) giveUp(ctx context.Context, msg jetstream.Msg, cause error) 
 		m.log.WarnContext(ctx, "reading the delivery record of a failed delivery", "request_id", r.RequestContext.RequestID, "err", err)
 	}
 	if rec != nil {
-		if held, _ := rec.HeldBy("", m.leaseTTL); rec.Final() || held {
+		held, _ := rec.HeldBy("", m.leaseTTL)
+		if held {
+			gone, _ := m.holderGone(ctx, rec.Attempt)
+			held = !gone
+		}
+		if rec.Final() || held {
 			m.log.WarnContext(ctx, "giving up on a copy of a delivery that is done or in progress elsewhere", "delivery_id", rec.DeliveryID, "err", cause)
 			return
 		}
