@@ -8,6 +8,7 @@ import (
 	"maps"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -31,8 +32,8 @@ const (
 	ReasonGroupSenderNotAllowed = "group_sender_not_allowed" // a group message from a sender not let in
 	ReasonPairingCodeSent       = "pairing_code_sent"        // a stranger was sent a pairing code
 	ReasonPairingPending        = "pairing_pending"          // the stranger already holds a code
-	ReasonPairingLimit          = "pairing_limit"            // MaxPendingCodes are waiting; no code sent
-	ReasonRateLimited           = "rate_limited"             // over inbound.rate_limit (kind dropped)
+	ReasonPairingLimit          = "pairing_limit"            // MaxNewCodes handed out in the last PairingWindow; no code sent
+	ReasonRateLimited           = "rate_limited"             // over the sender's inbound.rate_limit or the integration's ceiling (kind dropped)
 	ReasonVerdictNotApprover    = "verdict_not_approver"     // a verdict from someone not in approvers
 	ReasonVerdictNotDirect      = "verdict_not_direct"       // a verdict in a group chat
 	ReasonVerdictUnknownID      = "verdict_unknown_id"       // no prompt with that id was sent to this chat
@@ -75,15 +76,20 @@ const (
 // from the messenger) pass, in order:
 //
 //  1. the integration: configured, not disabled, inbound enabled;
-//  2. the sender: allowed, paired, or (dm_policy pairing, direct chats only)
+//  2. the sender's token bucket, strangers' too, so a flood is dropped
+//     before it costs a lookup;
+//  3. the sender: allowed, paired, or (dm_policy pairing, direct chats only)
 //     sent a pairing code;
-//  3. the integration's token bucket;
-//  4. permission verdicts ("yes abcde", a button), which are answered and
+//  4. the integration's ceiling, which only senders let in count against;
+//  5. permission verdicts ("yes abcde", a button), which are answered and
 //     relayed to the asking butler, never forwarded as chat;
-//  5. truncation to max_content_chars;
-//  6. the butler, by binding;
-//  7. the thread and its session (herald_sessions);
-//  8. route.v1 on herald.inbox.<butler>.
+//  6. truncation to max_content_chars;
+//  7. the butler, by binding;
+//  8. the thread and its session (herald_sessions);
+//  9. route.v1 on herald.inbox.<butler>.
+//
+// An approver's verdict skips both limits (approverVerdict), so no flood
+// holds up an answer.
 //
 // Every refusal is audited with one of the Reason constants, acked, and not
 // retried; nothing of a refused message reaches a butler. Messages are
@@ -132,6 +138,11 @@ func (g *inbound) handle(ctx context.Context, m jetstream.Msg) error {
 		g.refuse(ctx, in, channel, audit.Rejected, reason)
 		return nil
 	}
+	limited := !approverVerdict(it, in)
+	if limited && !g.limits.sender(it, in.RequestContext.SourceSenderIdentity, time.Now()) {
+		g.refuse(ctx, in, channel, audit.Dropped, ReasonRateLimited)
+		return nil
+	}
 	reason, err := g.admit(ctx, it, in)
 	if err != nil {
 		return err
@@ -140,7 +151,7 @@ func (g *inbound) handle(ctx context.Context, m jetstream.Msg) error {
 		g.refuse(ctx, in, channel, audit.Rejected, reason)
 		return nil
 	}
-	if !g.limits.allow(it) {
+	if limited && !g.limits.integration(it, time.Now()) {
 		g.refuse(ctx, in, channel, audit.Dropped, ReasonRateLimited)
 		return nil
 	}

@@ -20,11 +20,19 @@ import (
 // `herald pair approve CODE` pairs them. Approval is never possible from a
 // chat. Everything lives in the herald_pairing bucket:
 //
-//	pending.<integration>          the integration's pending codes (at most MaxPendingCodes)
+//	pending.<integration>          the integration's pending codes (see MaxNewCodes)
 //	code.<CODE>                    one pending code, for approval by code
 //	paired.<integration>.<sender>  a paired sender (the sender's id escaped into one key token)
 //
-// The pending list is updated compare-and-set, so the limit holds across
+// A stranger holds one code at a time: they get another only once it has
+// expired. An integration hands out at most MaxNewCodes codes in any
+// PairingWindow; a code frees its place in that window after PairingWindow,
+// though it can be approved for the whole PairingTTL. So strangers who write
+// at once shut the integration to other strangers for PairingWindow, and
+// cannot do it again with the same identities until their codes expire: k
+// strangers keep it shut for at most ceil(k/3) × 10 minutes of each hour,
+// and it takes 18 identities writing once an hour to keep it shut for good.
+// The pending list is updated compare-and-set, so the limits hold across
 // switchboard replicas.
 type Pairing struct {
 	kv  jetstream.KeyValue
@@ -33,10 +41,16 @@ type Pairing struct {
 
 // Pairing limits.
 const (
-	// MaxPendingCodes is how many codes one integration may have waiting:
-	// enough for a household, too few for a stranger to flood the operator.
-	MaxPendingCodes = 3
-	// PairingTTL is how long a code can be approved.
+	// MaxNewCodes is how many codes one integration hands out in any
+	// PairingWindow: enough for a household, too few for strangers to flood
+	// the operator (at most 18 pending at once).
+	MaxNewCodes = 3
+	// PairingWindow is how long a new code holds one of its integration's
+	// MaxNewCodes places; short, so that a few strangers cannot keep others
+	// from a code for long.
+	PairingWindow = 10 * time.Minute
+	// PairingTTL is how long a code can be approved, and how long its
+	// stranger waits for another.
 	PairingTTL = time.Hour
 	// codeAlphabet has no 0/O or 1/I/L, so a code read aloud is typed right.
 	codeAlphabet = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
@@ -47,8 +61,9 @@ const (
 var (
 	// ErrPairingPending: the sender already holds a pending code.
 	ErrPairingPending = errors.New("a pairing code is already pending for this sender")
-	// ErrPairingFull: the integration has MaxPendingCodes codes waiting.
-	ErrPairingFull = errors.New("too many pending pairing codes")
+	// ErrPairingFull: the integration handed out MaxNewCodes codes in the
+	// last PairingWindow.
+	ErrPairingFull = errors.New("too many new pairing codes")
 	// ErrCodeUnknown: no pending code is spelled that way.
 	ErrCodeUnknown = errors.New("no such pairing code")
 	// ErrCodeExpired: the code's hour is over.
@@ -113,7 +128,8 @@ func (p *Pairing) IsPaired(ctx context.Context, integration, sender string) (boo
 // Request gives sender a new pairing code on integration. A sender with a
 // pending code gets ErrPairingPending and that code, unless the same message
 // (nativeID) asks again, a redelivery after a crash, which gets the code back
-// to send. A full integration gets ErrPairingFull.
+// to send. An integration that handed out MaxNewCodes codes in the last
+// PairingWindow gets ErrPairingFull.
 func (p *Pairing) Request(ctx context.Context, integration, sender, chatID, nativeID string) (*PairingCode, error) {
 	now := p.now().UTC()
 	c := &PairingCode{Integration: integration, Sender: sender, ChatID: chatID, Created: now, Expires: now.Add(PairingTTL), NativeID: nativeID}
@@ -150,7 +166,13 @@ func (p *Pairing) Request(ctx context.Context, integration, sender, chatID, nati
 			}
 			return &held, nil
 		}
-		if len(live) >= MaxPendingCodes {
+		recent := 0
+		for _, pc := range live {
+			if now.Before(pc.Created.Add(PairingWindow)) {
+				recent++
+			}
+		}
+		if recent >= MaxNewCodes {
 			p.release(c.Code)
 			return nil, ErrPairingFull
 		}

@@ -95,6 +95,17 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 	return true, nil
 }
 
+// approverVerdict reports whether in is a permission verdict (typed or a
+// button) from an approver of it. Such a message is taken before any rate
+// limit: a flood, even the approver's own, must not hold up an answer a
+// butler is waiting for. Anyone else's verdict counts against their limit
+// like any message, so typing "yes abcde" gets no one past it; and every
+// other check of verdict still applies.
+func approverVerdict(it *config.Integration, in *envelope.Ingress) bool {
+	_, _, ok := approval.Parse(in.Content.Text, in.Meta["callback_data"])
+	return ok && listed(it, it.Inbound.Approvers, in)
+}
+
 // redelivered reports whether m was handed out before.
 func redelivered(m jetstream.Msg) bool {
 	meta, err := m.Metadata()
