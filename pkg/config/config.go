@@ -116,7 +116,29 @@ type Butler struct {
 	// localhost and the address it is bound to (a name behind a proxy, the
 	// compose service name); every other Host is refused.
 	AllowedHosts []string `yaml:"allowed_hosts"`
+	// MaxSessions is how many MCP sessions the butler keeps over HTTP at
+	// once (default 100). Every initialize opens one and each costs memory,
+	// so without a bound a client that never closes its sessions grows the
+	// butler until it dies. At the limit a new initialize ends the session
+	// idle longest; if none is idle it is refused (503). stdio has one
+	// session and no limit.
+	MaxSessions int `yaml:"max_sessions"`
+	// SessionIdleTimeout ends an MCP session over HTTP that has had no
+	// request in flight and no open GET stream for this long (default 1h,
+	// at least 1s). A client whose session ended gets 404 and starts a new
+	// one; a connected Claude Code keeps its GET stream open, so it is never
+	// idle.
+	SessionIdleTimeout Duration `yaml:"session_idle_timeout"`
 }
+
+// A butler's session bounds: max_sessions' and session_idle_timeout's
+// defaults, and the shortest session_idle_timeout taken (a client pauses
+// between its requests, and a session ended under it has to start over).
+const (
+	DefaultMaxSessions        = 100
+	DefaultSessionIdleTimeout = time.Hour
+	MinSessionIdleTimeout     = time.Second
+)
 
 // Integration is one configured account of a channel type.
 type Integration struct {
@@ -357,8 +379,15 @@ func (c *Config) applyDefaults() {
 		c.Butlers = []Butler{{Name: DefaultButlerName, DefaultChannel: "log", MCPHTTP: DefaultMCPHTTP}}
 	}
 	for i := range c.Butlers {
-		if c.Butlers[i].DefaultChannel == "" {
-			c.Butlers[i].DefaultChannel = "log"
+		b := &c.Butlers[i]
+		if b.DefaultChannel == "" {
+			b.DefaultChannel = "log"
+		}
+		if b.MaxSessions == 0 {
+			b.MaxSessions = DefaultMaxSessions
+		}
+		if b.SessionIdleTimeout == 0 {
+			b.SessionIdleTimeout = Duration(DefaultSessionIdleTimeout)
 		}
 	}
 	if c.DefaultButler == "" {
@@ -443,6 +472,28 @@ func (c *Config) Validate() error {
 	if rf := time.Duration(c.Delivery.RetryFor); rf < time.Second || rf > MaxRetryFor {
 		add("delivery.retry_for must be between 1s and %s (how long queues keep messages), not %s", MaxRetryFor, rf)
 	}
+	c.checkIntegrations(add)
+	c.checkButlers(add)
+	if c.Butler(c.DefaultButler) == nil {
+		add("default_butler %q is not a configured butler", c.DefaultButler)
+	}
+	for i, bd := range c.Bindings {
+		at := fmt.Sprintf("bindings[%d]", i)
+		if c.Integration(bd.Integration) == nil {
+			add("%s.integration %q is not configured", at, bd.Integration)
+		}
+		if c.Butler(bd.Butler) == nil {
+			add("%s.butler %q is not configured", at, bd.Butler)
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w:\n  %s", ErrInvalid, strings.Join(errs, "\n  "))
+	}
+	return nil
+}
+
+// checkIntegrations is Validate's step for the integrations.
+func (c *Config) checkIntegrations(add func(format string, a ...any)) {
 	ids := map[string]bool{}
 	for i, in := range c.Integrations {
 		at := fmt.Sprintf("integrations[%d]", i)
@@ -489,6 +540,10 @@ func (c *Config) Validate() error {
 			}
 		}
 	}
+}
+
+// checkButlers is Validate's step for the butlers.
+func (c *Config) checkButlers(add func(format string, a ...any)) {
 	names, addrs := map[string]bool{}, map[string]string{}
 	for i, b := range c.Butlers {
 		at := fmt.Sprintf("butlers[%d]", i)
@@ -510,23 +565,13 @@ func (c *Config) Validate() error {
 		if _, err := c.Resolve(b.Name, b.DefaultChannel); err != nil {
 			add("%s.default_channel: %v", at, err)
 		}
-	}
-	if c.Butler(c.DefaultButler) == nil {
-		add("default_butler %q is not a configured butler", c.DefaultButler)
-	}
-	for i, bd := range c.Bindings {
-		at := fmt.Sprintf("bindings[%d]", i)
-		if c.Integration(bd.Integration) == nil {
-			add("%s.integration %q is not configured", at, bd.Integration)
+		if b.MaxSessions < 0 {
+			add("%s.max_sessions must be a positive number of MCP sessions open at once, not %d; leave it out for %d", at, b.MaxSessions, DefaultMaxSessions)
 		}
-		if c.Butler(bd.Butler) == nil {
-			add("%s.butler %q is not configured", at, bd.Butler)
+		if d := time.Duration(b.SessionIdleTimeout); d < 0 || (d > 0 && d < MinSessionIdleTimeout) {
+			add("%s.session_idle_timeout must be at least %s, not %s; leave it out for %s", at, MinSessionIdleTimeout, d, DefaultSessionIdleTimeout)
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w:\n  %s", ErrInvalid, strings.Join(errs, "\n  "))
-	}
-	return nil
 }
 
 // ButlerNames are the names of the fleet's butlers.

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -58,7 +57,7 @@ type access struct {
 func newAccess(name string, bc *config.Butler, getenv config.Getenv, minted *token.Verifier, log *slog.Logger) *access {
 	a := &access{butler: name, log: log, minted: minted, hosts: map[string]bool{}}
 	for _, h := range bc.AllowedHosts {
-		a.hosts[normalHost(h)] = true
+		a.hosts[obs.NormalHost(h)] = true
 	}
 	if bc.MCPTokenEnv != "" || bc.MCPTokenFile != "" {
 		tok, err := config.Secret(getenv, bc.MCPTokenEnv, bc.MCPTokenFile)
@@ -102,24 +101,12 @@ const minStaticToken = 16
 // every interface (0.0.0.0, ::), where only loopback names and allowed_hosts
 // are.
 func (a *access) guard(bound string, next http.Handler) http.Handler {
-	hosts := a.hosts
-	if host, _, err := net.SplitHostPort(bound); err == nil && host != "" {
-		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
-			hosts = map[string]bool{normalHost(host): true}
-			for h := range a.hosts {
-				hosts[h] = true
-			}
-		}
-	}
-	allowed := func(host string) bool {
-		host = normalHost(host)
-		return loopbackHost(host) || hosts[host]
-	}
+	allowed := a.allowedHost(bound)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		// A web page that rebinds its own name to this address must not reach
 		// the butler, wherever it listens.
 		if !allowed(r.Host) {
-			http.Error(w, fmt.Sprintf("this butler does not answer for %q; use its address, or add the name to the butler's allowed_hosts", r.Host), http.StatusMisdirectedRequest)
+			misdirected(w, r.Host)
 			return
 		}
 		// MCP clients are programs; a browser sends Origin, and a page of
@@ -152,7 +139,7 @@ func (a *access) guard(bound string, next http.Handler) http.Handler {
 				http.Error(w, "reading the request body failed", http.StatusBadRequest)
 				return
 			}
-			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.Body = newBufferedBody(body)
 		}
 		if r.Method == http.MethodGet && rec.ID != "" {
 			a.serveWhileValid(w, r, next)
@@ -226,6 +213,20 @@ func (a *access) serveWhileValid(w http.ResponseWriter, r *http.Request, next ht
 	<-checked
 }
 
+// bufferedBody is a request body read into memory, so that what looks at
+// it before the MCP transport need not copy it.
+type bufferedBody struct {
+	*bytes.Reader
+	data []byte
+}
+
+func newBufferedBody(data []byte) *bufferedBody {
+	return &bufferedBody{Reader: bytes.NewReader(data), data: data}
+}
+
+// Close does nothing: the body is in memory.
+func (*bufferedBody) Close() error { return nil }
+
 func bearer(r *http.Request) (string, bool) {
 	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	tok = strings.TrimSpace(tok)
@@ -235,19 +236,38 @@ func bearer(r *http.Request) (string, bool) {
 	return tok, true
 }
 
-// normalHost is a Host header's (or a configured name's) host: no port, no
-// brackets, lower case, no trailing dot.
-func normalHost(host string) string {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
+// allowedHost is the Host check of a server bound to bound: loopback names,
+// allowed_hosts, and the bound address's host unless it is every interface
+// (0.0.0.0, ::).
+func (a *access) allowedHost(bound string) func(host string) bool {
+	hosts := a.hosts
+	if host, _, err := net.SplitHostPort(bound); err == nil && host != "" {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+			hosts = map[string]bool{obs.NormalHost(host): true}
+			for h := range a.hosts {
+				hosts[h] = true
+			}
+		}
 	}
-	return strings.TrimSuffix(strings.ToLower(strings.Trim(host, "[]")), ".")
+	return func(host string) bool {
+		host = obs.NormalHost(host)
+		return obs.LoopbackHost(host) || hosts[host]
+	}
 }
 
-func loopbackHost(host string) bool {
-	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+// hostOnly is the Host check alone, for /healthz and /readyz beside the MCP
+// endpoint: they need no token, but answer no name a web page could rebind.
+func (a *access) hostOnly(bound string, next http.Handler) http.Handler {
+	allowed := a.allowedHost(bound)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !allowed(r.Host) {
+			misdirected(w, r.Host)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func misdirected(w http.ResponseWriter, host string) {
+	http.Error(w, fmt.Sprintf("this butler does not answer for %q; use its address, or add the name to the butler's allowed_hosts", host), http.StatusMisdirectedRequest)
 }

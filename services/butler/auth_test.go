@@ -30,16 +30,22 @@ type guarded struct {
 	url    string // the /mcp endpoint
 	static string
 	tokens *token.Store
+	logs   *lockedBuffer
 }
 
-func startGuarded(t *testing.T) *guarded {
+// startGuarded starts a guarded butler; each of with changes its
+// configuration first.
+func startGuarded(t *testing.T, with ...func(*config.Butler)) *guarded {
 	t.Helper()
 	srv := bustest.RunServer(t)
 	nc, js := srv.Connect()
 	cfg := config.Default()
 	cfg.Butlers[0].MCPTokenEnv = "ASSISTANT_MCP_TOKEN"
 	cfg.Butlers[0].AllowedHosts = []string{"MCP.example.org"}
-	g := &guarded{static: token.NewStatic()}
+	for _, f := range with {
+		f(&cfg.Butlers[0])
+	}
+	g := &guarded{static: token.NewStatic(), logs: &lockedBuffer{}}
 	getenv := func(k string) string {
 		if k == "ASSISTANT_MCP_TOKEN" {
 			return g.static
@@ -47,7 +53,7 @@ func startGuarded(t *testing.T) *guarded {
 		return ""
 	}
 	var err error
-	g.b, err = butler.New(t.Context(), butler.Options{Name: "assistant", Config: cfg, NC: nc, Getenv: getenv, Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Timeout: time.Second})
+	g.b, err = butler.New(t.Context(), butler.Options{Name: "assistant", Config: cfg, NC: nc, Getenv: getenv, Log: slog.New(slog.NewTextHandler(g.logs, nil)), Timeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,6 +267,31 @@ func TestForeignHostAndOriginRefused(t *testing.T) {
 					t.Fatalf("status %d (%s), want %d", resp.StatusCode, body, want)
 				}
 			})
+		}
+	}
+}
+
+// TestHealthEndpointsCheckHost: /healthz and /readyz beside the MCP
+// endpoint need no token, but answer a rebound name nothing.
+func TestHealthEndpointsCheckHost(t *testing.T) {
+	g := startGuarded(t)
+	base := strings.TrimSuffix(g.url, butler.MCPPath)
+	for _, path := range []string{"/healthz", "/readyz"} {
+		for host, refused := range map[string]bool{"evil.example": true, "localhost": false, "mcp.example.org": false} {
+			req, err := http.NewRequest(http.MethodGet, base+path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Host = host
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			// Not running, the butler is not ready (503): answered all the same.
+			if (resp.StatusCode == http.StatusMisdirectedRequest) != refused {
+				t.Errorf("GET %s for Host %s: %d, refused %v", path, host, resp.StatusCode, refused)
+			}
 		}
 	}
 }

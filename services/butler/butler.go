@@ -203,9 +203,16 @@ func (b *Butler) MCPServer() *server.MCPServer { return b.mcp }
 // or allowed_hosts Host, no foreign Origin, and a body of at most
 // MaxRequestBody. /healthz (alive) and /readyz (the butler's readiness
 // checks, or the process's) are open and say nothing else.
-func (b *Butler) Handler() http.Handler { return b.handler("") }
+//
+// The MCP sessions it serves are bounded by the butler's max_sessions and
+// session_idle_timeout (see sessions).
+func (b *Butler) Handler() http.Handler {
+	h, _ := b.handler("")
+	return h
+}
 
-func (b *Butler) handler(bound string) http.Handler {
+func (b *Butler) handler(bound string) (http.Handler, *sessions) {
+	ss := newSessions(b.name, b.cfg.Butler(b.name), b.log)
 	mcpHTTP := server.NewStreamableHTTPServer(b.mcp,
 		server.WithEndpointPath(MCPPath),
 		server.WithHeartbeatInterval(25*time.Second),
@@ -213,12 +220,14 @@ func (b *Butler) handler(bound string) http.Handler {
 		// included; the library's own check knows only loopback names.
 		server.WithDisableLocalhostProtection(true),
 		server.WithStreamableHTTPProtocolVersions(ServedProtocolVersions...),
+		server.WithSessionIdManagerResolver(ss),
 	)
+	ss.transport = mcpHTTP
 	mux := http.NewServeMux()
-	mux.Handle(MCPPath, b.access.guard(bound, b.channel.trackStreams(mcpHTTP)))
-	mux.Handle("GET /healthz", b.health.LiveHandler())
-	mux.Handle("GET /readyz", b.health.ReadyHandler())
-	return mux
+	mux.Handle(MCPPath, b.access.guard(bound, ss.wrap(b.channel.trackStreams(mcpHTTP))))
+	mux.Handle("GET /healthz", b.access.hostOnly(bound, b.health.LiveHandler()))
+	mux.Handle("GET /readyz", b.access.hostOnly(bound, b.health.ReadyHandler()))
+	return mux, ss
 }
 
 // ServeHTTP serves MCP over streamable HTTP on addr until ctx is done. ready,
@@ -261,14 +270,17 @@ func (b *Butler) ServeHTTP(ctx context.Context, addr string, ready func(url stri
 
 // httpServer is the server ServeHTTP runs on addr.
 func (b *Butler) httpServer(addr string) *http.Server {
-	return &http.Server{
-		Handler:           b.handler(addr),
+	h, ss := b.handler(addr)
+	srv := &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: readHeaderTimeout,
 		ReadTimeout:       readTimeout,
 		IdleTimeout:       idleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(b.log.Handler(), slog.LevelWarn),
 	}
+	srv.RegisterOnShutdown(ss.stop)
+	return srv
 }
 
 // ServeStdio speaks MCP over in/out (for .mcp.json) until ctx is done or in
