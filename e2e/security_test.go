@@ -186,7 +186,7 @@ func TestForbiddenRepeatIsForbidden(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram", Message: "allowed now"}, nil))
-	if err := led.Refuse(t.Context(), "health", r.IdempotencyKey(), &envelope.ErrorBody{Class: "forbidden", Message: "not then"}); err != nil {
+	if err := led.Refuse(t.Context(), "health", r.IdempotencyKey(), "", &envelope.ErrorBody{Class: "forbidden", Message: "not then"}); err != nil {
 		t.Fatal(err)
 	}
 	resp, err := f.routeClient().Send(t.Context(), r)

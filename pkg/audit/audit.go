@@ -41,9 +41,12 @@ type Record struct {
 	Intent  string    `json:"intent,omitempty"`
 	// Recipient is the recipient a notify named ("": the channel's default,
 	// or for a reply the chat it answers).
-	Recipient  string `json:"recipient,omitempty"`
-	RequestID  string `json:"request_id,omitempty"`
-	Key        string `json:"idempotency_key,omitempty"`
+	Recipient string `json:"recipient,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+	Key       string `json:"idempotency_key,omitempty"`
+	// CallerKey is the idempotency_key the butler gave its notify, if any
+	// (Key, derived from it, is the delivery's).
+	CallerKey  string `json:"caller_key,omitempty"`
 	DeliveryID string `json:"delivery_id,omitempty"`
 	Class      string `json:"class,omitempty"`
 	Reason     string `json:"reason,omitempty"`

@@ -51,6 +51,9 @@ type Notify struct {
 	OriginButler   string          `json:"origin_butler"`
 	Delivery       Delivery        `json:"delivery"`
 	RequestContext *RequestContext `json:"request_context,omitempty"`
+	// IdempotencyKey is the caller's name for this notify (design §11): the
+	// same key from the same butler is one delivery, whatever the request.
+	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
 
 // Delivery says what to deliver and where.

@@ -63,7 +63,7 @@ var shapeKeys = [...]struct {
 	shTarget:   {[]shapeKey{{"butler", shLeaf}, {"tool", shLeaf}}, 0b11},
 	shInput:    {[]shapeKey{{"prompt", shLeaf}, {"context", shContext}}, 0b10},
 	shContext:  {[]shapeKey{{"notify_request", shNotify}}, 0b1}, // an ingress is left to the schema
-	shNotify:   {[]shapeKey{{"schema_version", shLeaf}, {"origin_butler", shLeaf}, {"delivery", shDelivery}, {"request_context", shNotifyRC}}, 0b111},
+	shNotify:   {[]shapeKey{{"schema_version", shLeaf}, {"origin_butler", shLeaf}, {"delivery", shDelivery}, {"request_context", shNotifyRC}, {"idempotency_key", shLeaf}}, 0b111},
 	shNotifyRC: {rcFields, 0b1111},
 	shDelivery: {[]shapeKey{
 		{"intent", shLeaf}, {"channel", shLeaf}, {"message", shLeaf}, {"recipient", shLeaf},
@@ -311,6 +311,8 @@ func setString(obj any, name, v string) bool {
 			f = &o.SchemaVersion
 		case "origin_butler":
 			f = &o.OriginButler
+		case "idempotency_key":
+			f = &o.IdempotencyKey
 		}
 	case *Delivery:
 		switch name {
@@ -405,7 +407,7 @@ func rcOK(rc *RequestContext) bool {
 }
 
 func notifyOK(n *Notify) bool {
-	if n.SchemaVersion != NotifyV1 || !isName(n.OriginButler) {
+	if n.SchemaVersion != NotifyV1 || !isName(n.OriginButler) || n.IdempotencyKey != "" && !isCallerKey(n.IdempotencyKey) {
 		return false
 	}
 	rc := n.RequestContext
@@ -481,6 +483,19 @@ func hasNonSpace(s string) bool {
 		}
 	}
 	return false
+}
+
+// isCallerKey matches idempotency_key's ^[A-Za-z0-9._:-]{1,128}$.
+func isCallerKey(s string) bool {
+	if len(s) < 1 || len(s) > 128 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == ':' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // isName matches ^[a-z][a-z0-9_-]{0,62}$ (butler, origin_butler, topic).

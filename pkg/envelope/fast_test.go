@@ -631,7 +631,7 @@ func TestTraceIDMatchesPattern(t *testing.T) {
 // changes (beyond titles and descriptions), check fast.go against it, then
 // update the sum here.
 func TestFastSchemasUnchanged(t *testing.T) {
-	const want = "778fcd5d0c4e3a090b01e6e988d9f0edb79e1ad501014934b27da021090bd6d8"
+	const want = "1ee0198b7acae94a90e4fd73e4ff5e664f0f649af279fa27e67c185243ad2f50"
 	h := sha256.New()
 	for _, name := range []string{schemas.Route, schemas.Notify, schemas.RequestContext} {
 		b, err := schemas.FS.ReadFile(name)
@@ -790,7 +790,7 @@ func TestFastDecodesEveryKey(t *testing.T) {
 		`{"schema_version":"notify.v1","origin_butler":"health","delivery":{"intent":"reply","channel":"telegram:tg_main",` +
 		`"message":"Refill the pills?","recipient":"12345","subject":"Pills","emoji":"👍","urgency":"high","topic":"meds",` +
 		`"level":"warn","claim_thread":true,"claim_thread_label":"Refill","actions":[{"label":"Yes","data":"refill:yes"},` +
-		`{"label":"No \u2014 not yet","data":"refill:no"}]},"request_context":` + rc + `}}},` +
+		`{"label":"No \u2014 not yet","data":"refill:no"}]},"request_context":` + rc + `,"idempotency_key":"refill-2026.11:a_1"}}},` +
 		`"trace_context":{"traceparent":"` + testTP + `"}}`)
 	var tree any
 	if err := json.Unmarshal(doc, &tree); err != nil {

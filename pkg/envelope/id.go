@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"slices"
 	"sync"
 	"time"
@@ -35,11 +36,16 @@ func NewRequestID() string {
 // intent, channel, recipient, thread, message, emoji). The request_id is the
 // notify's request_context.request_id when it answers an inbound request, else
 // the route's own: so a re-published route, or the same reply to the same
-// request, is one delivery, while two separate sends are two.
+// request, is one delivery, while two separate sends are two. A notify with an
+// idempotency_key (design §11) is keyed by (origin_butler, that key) alone.
 func (r *Route) IdempotencyKey() string {
 	n := r.Notify()
 	if n == nil {
 		return ""
+	}
+	if n.IdempotencyKey != "" {
+		// The caller named it: that name, not the content, is the delivery.
+		return hashParts("idempotency_key", n.OriginButler, n.IdempotencyKey)
 	}
 	requestID, thread := r.RequestContext.RequestID, ""
 	if rc := n.RequestContext; rc != nil {
@@ -49,7 +55,29 @@ func (r *Route) IdempotencyKey() string {
 	if intent == "" {
 		intent = IntentSend
 	}
-	parts := [...]string{n.OriginButler, requestID, intent, n.Delivery.Channel, n.Delivery.Recipient, thread, n.Delivery.Message, n.Delivery.Emoji}
+	return hashParts(n.OriginButler, requestID, intent, n.Delivery.Channel, n.Delivery.Recipient, thread, n.Delivery.Message, n.Delivery.Emoji)
+}
+
+// ArgsDigest is what a notify asks for, but for its channel (which the
+// switchboard resolves, "telegram" becoming "telegram:tg_main") and its
+// idempotency_key: two calls with one idempotency_key must agree on it.
+func (n *Notify) ArgsDigest() string {
+	d := n.Delivery
+	d.Channel = ""
+	if d.Intent == "" {
+		d.Intent = IntentSend
+	}
+	b, _ := json.Marshal(struct {
+		D  Delivery        `json:"d"`
+		RC *RequestContext `json:"rc,omitempty"`
+	}{d, n.RequestContext})
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
+}
+
+// hashParts is the hex SHA-256 of parts, each length-prefixed, so no two
+// different tuples hash the same bytes.
+func hashParts(parts ...string) string {
 	size := 0
 	for _, part := range parts {
 		size += 8 + len(part)
@@ -59,7 +87,6 @@ func (r *Route) IdempotencyKey() string {
 	bp := keyBufs.Get().(*[]byte)
 	b := slices.Grow((*bp)[:0], size)
 	for _, part := range parts {
-		// Length-prefixed, so no two different tuples hash the same bytes.
 		b = binary.BigEndian.AppendUint64(b, uint64(len(part)))
 		b = append(b, part...)
 	}

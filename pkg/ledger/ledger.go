@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -75,6 +76,9 @@ type Record struct {
 	Outcome   string    `json:"outcome,omitempty"`
 	Note      string    `json:"note,omitempty"`
 	UpdatedAt time.Time `json:"updated_at"`
+	// Args is the notify's ArgsDigest when the caller named it with an
+	// idempotency_key: a later call with that key must ask for the same.
+	Args string `json:"args,omitempty"`
 
 	rev uint64
 }
@@ -104,6 +108,22 @@ func (r *Record) HeldBy(attempt string, ttl time.Duration) (bool, time.Duration)
 // Final reports whether the record answers every repeat of its notify.
 func (r *Record) Final() bool {
 	return r.Status == Sent || r.Status == Failed || r.Status == Uncertain
+}
+
+// ErrKeyReused: an idempotency_key came again with other arguments.
+var ErrKeyReused = errors.New("idempotency_key was used for a different notify")
+
+// Matches checks that n, a call with the idempotency_key this record is
+// for, asks for what the first one did: the same arguments, and the channel
+// the record went to (or none, or its type).
+func (r *Record) Matches(n *envelope.Notify) error {
+	ch := n.Delivery.Channel
+	sameChannel := ch == "" || r.Channel == "" || ch == r.Channel || strings.HasPrefix(r.Channel, ch+":")
+	if (r.Args != "" && r.Args != n.ArgsDigest()) || !sameChannel {
+		return fmt.Errorf("%w: %w: idempotency_key %q named delivery %s (via %s) with other arguments; use a new key for a new notify, or repeat the first call's arguments exactly",
+			envelope.ErrValidation, ErrKeyReused, n.IdempotencyKey, r.DeliveryID, r.Channel)
+	}
+	return nil
 }
 
 // RefusedSince reports whether the record is a refusal made at since or
@@ -239,9 +259,10 @@ func (l *Ledger) WaitAnswer(ctx context.Context, butler, key string, since time.
 }
 
 // Refuse records that the notify of key was refused with e, unless a record
-// of it exists (a delivery is never overwritten by a refusal).
-func (l *Ledger) Refuse(ctx context.Context, butler, key string, e *envelope.ErrorBody) error {
-	err := l.save(ctx, &Record{Key: key, Butler: butler, DeliveryID: envelope.DeliveryID(key), Status: Refused, Error: e})
+// of it exists (a delivery is never overwritten by a refusal). args is the
+// notify's ArgsDigest if it had an idempotency_key.
+func (l *Ledger) Refuse(ctx context.Context, butler, key, args string, e *envelope.ErrorBody) error {
+	err := l.save(ctx, &Record{Key: key, Butler: butler, DeliveryID: envelope.DeliveryID(key), Status: Refused, Error: e, Args: args})
 	if errors.Is(err, ErrConflict) {
 		return nil
 	}

@@ -73,6 +73,20 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 		return nil, fmt.Errorf("%w: encoding route: %w", envelope.ErrInternal, err)
 	}
 	butler, id, key := r.Target.Butler, r.RequestContext.RequestID, r.IdempotencyKey()
+	n := r.Notify()
+	keyed := n != nil && n.IdempotencyKey != "" && c.Ledger != nil
+	if keyed {
+		// A call named before is answered from its record, never sent
+		// again; with other arguments it is refused.
+		if rec, err := c.Ledger.Get(ctx, butler, key); err == nil && rec != nil {
+			if err := rec.Matches(n); err != nil {
+				return nil, err
+			}
+			if rec.Final() || rec.Status == ledger.Refused && rec.Error != nil && !rec.Error.Retryable {
+				return envelope.Answer(r, rec.Response(id)), nil
+			}
+		}
+	}
 	replies := make(chan *nats.Msg, 1)
 	sub, err := c.NC.ChanSubscribe(bus.ReplySubject(butler, id), replies)
 	if err != nil {
@@ -115,6 +129,11 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 		}
 		return resp, nil
 	case rec := <-fromLedger:
+		if keyed {
+			if err := rec.Matches(n); err != nil {
+				return nil, err
+			}
+		}
 		return envelope.Answer(r, rec.Response(id)), nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("%w: request_id %s", ErrQueued, id)

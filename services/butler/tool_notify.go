@@ -43,7 +43,8 @@ func notifyTool(cfg *config.Config, name string) mcp.Tool {
     "context": {"type": "string", "description": "A category, like topic (topic wins if both are given)."},
     "claim_thread": {"type": "boolean", "description": "Claim the conversation thread for this butler."},
     "claim_thread_label": {"type": "string", "description": "Label of the claimed thread (Telegram)."},
-    "request_context": {"type": ["object", "string"], "description": "The request_context of the inbound message you answer, as given to you (an object, or its JSON string). Required for reply and react."}
+    "request_context": {"type": ["object", "string"], "description": "The request_context of the inbound message you answer, as given to you (an object, or its JSON string). Required for reply and react."},
+    "idempotency_key": {"type": "string", "description": "Your own name for this message (1-128 of A-Z a-z 0-9 . _ : -), e.g. report-2026-11-26. Give one whenever you might call notify again for the same message (after an error, a timeout, a lost connection): the same key within 24 h is answered with the first call's delivery and never sent twice. A new message needs a new key; the same key with other arguments is refused."}
   },
   "additionalProperties": false
 }`))
@@ -92,8 +93,12 @@ func (b *Butler) send(ctx context.Context, n *envelope.Notify) *mcp.CallToolResu
 		id := r.RequestContext.RequestID
 		b.log.WarnContext(ctx, "no answer in time; notification queued", "request_id", id)
 		queued := &envelope.RouteResponse{SchemaVersion: envelope.RouteResponseV1, RequestContext: envelope.RequestRef{RequestID: id}, Status: envelope.StatusAccepted}
+		again := "do not send it again"
+		if n.IdempotencyKey != "" {
+			again = "calling notify again with the same idempotency_key is safe and answers from the first call"
+		}
 		text := fmt.Sprintf("Notification queued (request_id %s): Herald has it but no delivery answer came within %s. "+
-			"It will be delivered once the pipeline is running, or you will get a delivery_failed notification naming this request_id; do not send it again.", id, b.client.Timeout)
+			"It will be delivered once the pipeline is running, or you will get a delivery_failed notification naming this request_id; %s.", id, b.client.Timeout, again)
 		return mcp.NewToolResultStructured(queuedAnswer{queued, text}, text)
 	case err != nil:
 		b.lastErr.Record(err)
@@ -165,6 +170,8 @@ func (b *Butler) buildNotify(args map[string]any) (*envelope.Notify, error) {
 					delivery["topic"] = t
 				}
 			}
+		case k == "idempotency_key":
+			doc["idempotency_key"] = v
 		case k == "origin_butler":
 			unknown = append(unknown, envelope.FieldError{Pointer: "/origin_butler", Message: "is not an argument: a butler always notifies as itself"})
 		default:

@@ -426,6 +426,9 @@ func logDetail(r audit.Record) string {
 	if r.Recipient != "" {
 		parts = append(parts, "to "+r.Recipient)
 	}
+	if r.CallerKey != "" {
+		parts = append(parts, "key "+r.CallerKey)
+	}
 	switch {
 	case r.Class != "" && r.Reason != "":
 		parts = append(parts, r.Class+": "+r.Reason)

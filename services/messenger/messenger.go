@@ -303,6 +303,9 @@ func (m *Messenger) attempt(ctx context.Context, msg jetstream.Msg, r *envelope.
 	}
 	if rec == nil {
 		rec = &ledger.Record{Key: key, Butler: n.OriginButler, Channel: n.Delivery.Channel, DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending}
+		if n.IdempotencyKey != "" {
+			rec.Args = n.ArgsDigest()
+		}
 	} else if held, left := rec.HeldBy("", m.leaseTTL); held {
 		// Another messenger is working on it (or was, until less than a
 		// lease ago): answer once it is done, unless that messenger is gone.

@@ -251,7 +251,7 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 	} else {
 		s.metrics.Routed(butler, n.Delivery.Channel)
 	}
-	s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: n.Delivery.Channel, Intent: n.Delivery.Intent, Recipient: n.Delivery.Recipient, RequestID: r.RequestContext.RequestID, Key: key})
+	s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: n.Delivery.Channel, Intent: n.Delivery.Intent, Recipient: n.Delivery.Recipient, RequestID: r.RequestContext.RequestID, Key: key, CallerKey: n.IdempotencyKey})
 	s.log.DebugContext(ctx, "routed", "butler", butler, "channel", n.Delivery.Channel, "request_id", r.RequestContext.RequestID)
 	return nil
 }
@@ -366,7 +366,11 @@ func (s *Switchboard) reject(ctx context.Context, m jetstream.Msg, cause error) 
 	// before it reaches the switchboard: the ledger answers it with this
 	// refusal, instead of leaving it "queued" for an outcome that never comes.
 	if key := m.Headers().Get(nats.MsgIdHdr); ledgerKey.MatchString(key) && s.cfg.Butler(butler) != nil {
-		if err := s.ledger.Refuse(ctx, butler, key, envelope.ErrorBodyFrom(cause)); err != nil {
+		args := ""
+		if r, err := envelope.DecodeRoute(m.Data()); err == nil && r.Notify() != nil && r.Notify().IdempotencyKey != "" {
+			args = r.Notify().ArgsDigest()
+		}
+		if err := s.ledger.Refuse(ctx, butler, key, args, envelope.ErrorBodyFrom(cause)); err != nil {
 			s.log.WarnContext(ctx, "refusal not recorded; a repeat of the notify would be answered queued", "butler", butler, "request_id", id, "err", err)
 		}
 	}
