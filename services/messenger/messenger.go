@@ -377,10 +377,10 @@ func (m *Messenger) uncertain(ctx context.Context, r *envelope.Route, key string
 	}
 	chunk := len(rec.MessageIDs) + 1
 	if policy == config.OnUncertainSkip {
-		note = fmt.Sprintf("a messenger stopped while %s was taking part %d of this message and it was not sent again (on_uncertain: skip): the human may not have it", n.Delivery.Channel, chunk)
+		note = fmt.Sprintf("%s gave no answer to part %d of this message (a messenger stopped, or the call timed out or was cut off) and it was not sent again (on_uncertain: skip): the human may not have it", n.Delivery.Channel, chunk)
 		rec.MessageIDs = append(rec.MessageIDs, "")
 	} else {
-		note = fmt.Sprintf("a messenger stopped while %s was taking part %d of this message, so it was sent again (on_uncertain: resend): the human may have it twice", n.Delivery.Channel, chunk)
+		note = fmt.Sprintf("%s gave no answer to part %d of this message (a messenger stopped, or the call timed out or was cut off), so it was sent again (on_uncertain: resend): the human may have it twice", n.Delivery.Channel, chunk)
 	}
 	// Recorded before it is audited, so that a try that fails from here on
 	// does not find the call uncertain again.

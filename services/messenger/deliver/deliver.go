@@ -5,6 +5,7 @@ package deliver
 import (
 	"context"
 	"log/slog"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -67,6 +68,10 @@ type Receipt struct {
 // Sender delivers to one integration. Errors wrap the envelope error classes
 // (envelope.ErrValidation, ErrNotFound, ErrTargetUnavailable, ...) so the
 // messenger knows whether to retry; *envelope.RetryAfterError carries a wait.
+// envelope.ErrTimeout means exactly that the provider may have acted on the
+// last call (OutcomeUnknown): the messenger then treats that call as
+// uncertain. A call that cannot have reached the provider is never a
+// timeout, however long it took to fail.
 type Sender interface {
 	Deliver(ctx context.Context, d Delivery) (Receipt, error)
 }
@@ -88,6 +93,19 @@ type Env struct {
 	// HTTP is where a receiver that is pushed to mounts its endpoints (nil
 	// in tests that serve none).
 	HTTP *HTTP
+	// CallTimeout, if set, bounds every provider call in place of the
+	// channel's own limit (an HTTP request with its answer; an SMTP command,
+	// or the answer to a mail's end). The messenger leaves it zero; tests
+	// shorten it to see what a call that gets no answer in time does.
+	CallTimeout time.Duration
+}
+
+// Timeout is CallTimeout, or def when it is not set.
+func (e Env) Timeout(def time.Duration) time.Duration {
+	if e.CallTimeout > 0 {
+		return e.CallTimeout
+	}
+	return def
 }
 
 // Factory builds the sender of one integration.

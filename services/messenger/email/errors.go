@@ -10,6 +10,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
 // The stages of an SMTP session, named as in error messages.
@@ -26,7 +27,8 @@ const (
 // error class: any 4xx reply is temporary (target_unavailable); a rejected
 // password is forbidden; a refused recipient is not_found; any other 5xx is
 // a validation error, since sending the same mail again fails the same way.
-// Errors without an SMTP reply are broken connections, worth a retry.
+// Errors without an SMTP reply are broken connections, worth a retry: before
+// the end of the mail was sent (after it, afterEnd decides).
 func (s *Sender) classify(stage, to string, err error) error {
 	var se *smtp.SMTPError
 	if !errors.As(err, &se) {
@@ -59,6 +61,16 @@ func (s *Sender) classify(stage, to string, err error) error {
 	}
 }
 
+// afterEnd classifies a failure after the end of the mail was sent: the
+// server's reply as classify does, or, when no reply came (a timeout, a
+// reset), a timeout: the server may have taken the mail.
+func (s *Sender) afterEnd(to string, err error) error {
+	if deliver.OutcomeUnknown(err, true) {
+		return fmt.Errorf("%w: SMTP server %s gave no answer to the end of the mail (%w), and it may have taken the mail", envelope.ErrTimeout, s.addr, err)
+	}
+	return s.classify(stageData, to, err)
+}
+
 // replyError is an SMTP reply classified: its message says what happened
 // and what to do, and errors.Is and errors.As find both the envelope class
 // and go-smtp's *smtp.SMTPError.
@@ -87,7 +99,7 @@ func replyText(se *smtp.SMTPError) string {
 // dialFailed is a connection that could not be opened.
 func (s *Sender) dialFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return s.ctxErr(ctx)
+		return s.ctxErr(ctx, false)
 	}
 	if isTLSError(err) {
 		return s.tlsFailed(err)
@@ -101,12 +113,16 @@ func (s *Sender) tlsFailed(err error) error {
 	return fmt.Errorf("%w: TLS with SMTP server %s failed: %w; if the server's certificate comes from a private CA, name it in ca_file", envelope.ErrTargetUnavailable, s.addr, err)
 }
 
-// ctxErr says that the delivery's context ended the session.
-func (s *Sender) ctxErr(ctx context.Context) error {
-	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("%w: SMTP server %s did not finish before the delivery's deadline; retry later: %w", envelope.ErrTimeout, s.addr, ctx.Err())
+// ctxErr says that the delivery's context ended the session; ended says
+// whether the end of the mail had been sent, so the server may have it.
+func (s *Sender) ctxErr(ctx context.Context, ended bool) error {
+	switch {
+	case deliver.OutcomeUnknown(ctx.Err(), ended):
+		return fmt.Errorf("%w: the delivery stopped before SMTP server %s answered the end of the mail, and it may have taken the mail: %w", envelope.ErrTimeout, s.addr, ctx.Err())
+	case errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return fmt.Errorf("%w: SMTP server %s did not take the mail before the delivery's deadline, and has nothing; retry later: %w", envelope.ErrTargetUnavailable, s.addr, ctx.Err())
 	}
-	return fmt.Errorf("%w: the delivery to SMTP server %s was cancelled; retry later: %w", envelope.ErrTargetUnavailable, s.addr, ctx.Err())
+	return fmt.Errorf("%w: the delivery to SMTP server %s was cancelled before the mail was sent; retry later: %w", envelope.ErrTargetUnavailable, s.addr, ctx.Err())
 }
 
 func isTLSError(err error) bool {

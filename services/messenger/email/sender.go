@@ -9,6 +9,11 @@
 // error, not a reason to fall back to clear text. Every mail gets a
 // Message-ID derived from the delivery's idempotency key, so a retried mail
 // is recognisably the same mail.
+//
+// A session that fails before the end of the mail (its final dot) is sent
+// cannot have delivered it: a server discards a transaction cut off in DATA.
+// One that fails after, with no reply, may have: that is a timeout
+// (deliver.OutcomeUnknown), which the messenger treats as uncertain.
 package email
 
 import (
@@ -40,7 +45,8 @@ const (
 	DefaultTLSPort = "465"
 )
 
-// Timeouts of one SMTP session; the delivery's context can end it sooner.
+// Timeouts of one SMTP session, unless deliver.Env.CallTimeout replaces
+// them; the delivery's context can end it sooner.
 const (
 	dialTimeout    = 30 * time.Second
 	commandTimeout = time.Minute
@@ -65,6 +71,8 @@ type Sender struct {
 	tlsConfig  *tls.Config
 	log        *slog.Logger
 	now        func() time.Time
+
+	dialTimeout, commandTimeout, submitTimeout time.Duration
 }
 
 var _ deliver.Factory = New
@@ -85,7 +93,8 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Sender{id: in.ID, log: log, now: time.Now, secretName: secretName(c)}
+	s := &Sender{id: in.ID, log: log, now: time.Now, secretName: secretName(c),
+		dialTimeout: env.Timeout(dialTimeout), commandTimeout: env.Timeout(commandTimeout), submitTimeout: env.Timeout(submitTimeout)}
 
 	raw, err := config.Secret(getenv, c.SMTPURLEnv, c.SMTPURLFile)
 	if err != nil {
@@ -237,9 +246,13 @@ func (s *Sender) send(ctx context.Context, to string, data []byte) (err error) {
 	// how the context ends a session early.
 	stop := context.AfterFunc(ctx, func() { c.Close() })
 	defer stop()
+	// ended: the mail's final dot was sent. Before it the server cannot
+	// have taken the mail (RFC 5321 §4.1.1.4: a transaction cut off in DATA
+	// is discarded); after it, only the server's reply says whether it did.
+	ended := false
 	defer func() {
 		if err != nil && ctx.Err() != nil {
-			err = s.ctxErr(ctx)
+			err = s.ctxErr(ctx, ended)
 		}
 	}()
 
@@ -275,11 +288,12 @@ func (s *Sender) send(ctx context.Context, to string, data []byte) (err error) {
 		return s.classify(stageData, to, err)
 	}
 	if _, err := w.Write(data); err != nil {
-		_ = w.Close()
+		_ = w.Close() // the connection failed: no dot goes out after the error
 		return s.classify(stageData, to, err)
 	}
+	ended = true
 	if err := w.Close(); err != nil {
-		return s.classify(stageData, to, err)
+		return s.afterEnd(to, err)
 	}
 	// The server has taken the mail; a failed QUIT changes nothing.
 	_ = c.Quit()
@@ -291,7 +305,7 @@ func (s *Sender) send(ctx context.Context, to string, data []byte) (err error) {
 // never clear text when there is a password to send.
 func (s *Sender) connect(ctx context.Context) (*smtp.Client, error) {
 	if s.implicitTLS {
-		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: dialTimeout}, Config: s.tlsConfig}
+		d := tls.Dialer{NetDialer: &net.Dialer{Timeout: s.dialTimeout}, Config: s.tlsConfig}
 		conn, err := d.DialContext(ctx, "tcp", s.addr)
 		if err != nil {
 			return nil, s.dialFailed(ctx, err)
@@ -314,13 +328,13 @@ func (s *Sender) connect(ctx context.Context) (*smtp.Client, error) {
 		if err := c.Hello("localhost"); err != nil {
 			c.Close()
 			if ctx.Err() != nil {
-				return nil, s.ctxErr(ctx)
+				return nil, s.ctxErr(ctx, false)
 			}
 			return nil, s.classify(stageEHLO, "", err)
 		}
 		return c, nil
 	case ctx.Err() != nil:
-		return nil, s.ctxErr(ctx)
+		return nil, s.ctxErr(ctx, false)
 	case !errNoStartTLS(err):
 		return nil, s.classify(stageStartTLS, "", err)
 	case s.user != "":
@@ -336,7 +350,7 @@ func (s *Sender) connect(ctx context.Context) (*smtp.Client, error) {
 }
 
 func (s *Sender) dial(ctx context.Context) (net.Conn, error) {
-	d := net.Dialer{Timeout: dialTimeout}
+	d := net.Dialer{Timeout: s.dialTimeout}
 	conn, err := d.DialContext(ctx, "tcp", s.addr)
 	if err != nil {
 		return nil, s.dialFailed(ctx, err)
@@ -351,8 +365,8 @@ func (s *Sender) client(conn net.Conn) *smtp.Client {
 }
 
 func (s *Sender) setTimeouts(c *smtp.Client) {
-	c.CommandTimeout = commandTimeout
-	c.SubmissionTimeout = submitTimeout
+	c.CommandTimeout = s.commandTimeout
+	c.SubmissionTimeout = s.submitTimeout
 }
 
 // errNoStartTLS recognises go-smtp's refusal to go on when the server does

@@ -454,7 +454,8 @@ func TestForbiddenSaysWhatToCheck(t *testing.T) {
 }
 
 // A server that never answers is given up when the delivery's deadline
-// passes, as a timeout.
+// passes. It never saw the mail, so that is target_unavailable (retried as
+// fresh), not a timeout (uncertain).
 func TestDeadline(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -492,8 +493,90 @@ func TestDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	_, err = s.Deliver(ctx, deliver.Delivery{Key: "d1", Intent: "send", Butler: "health", Message: "hi"})
-	if !errors.Is(err, envelope.ErrTimeout) || !envelope.Retryable(err) {
-		t.Errorf("Deliver: %v, want a retryable timeout", err)
+	if envelope.ClassOf(err) != "target_unavailable" || !envelope.Retryable(err) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Deliver: %v, want a retryable target_unavailable: the server never had the mail", err)
+	}
+}
+
+// TestNoAnswerIsATimeout: a mail the server took without the sender
+// hearing so (no reply to the end of the mail within the timeout, or the
+// connection reset before the reply) is a timeout, the class the messenger
+// treats as uncertain. A mail refused or cut off before its end was sent
+// cannot have been delivered: never a timeout.
+func TestNoAnswerIsATimeout(t *testing.T) {
+	tests := []struct {
+		name        string
+		fault       func(t *testing.T, srv *smtptest.Server)
+		credentials bool // the SMTP URL has the server's user and password
+		class       string
+		taken       int // mails the server has afterwards
+	}{
+		{
+			name: "no reply to the end of the mail",
+			fault: func(t *testing.T, srv *smtptest.Server) {
+				release := make(chan struct{})
+				t.Cleanup(func() { close(release) })
+				srv.OnAccept(func(smtptest.Message) { <-release })
+			},
+			credentials: true, class: "timeout", taken: 1,
+		},
+		{
+			name:        "connection reset before the reply",
+			fault:       func(_ *testing.T, srv *smtptest.Server) { srv.HangUpNext(1) },
+			credentials: true, class: "timeout", taken: 1,
+		},
+		{
+			name:  "refused at MAIL FROM",
+			fault: func(*testing.T, *smtptest.Server) {}, // no AUTH: 530
+			class: "forbidden",
+		},
+		{
+			name:        "refused at RCPT TO",
+			fault:       func(_ *testing.T, srv *smtptest.Server) { srv.FailNextRcpt(1, 550, "no such user") },
+			credentials: true, class: "not_found",
+		},
+		{
+			name:        "deferred at RCPT TO",
+			fault:       func(_ *testing.T, srv *smtptest.Server) { srv.FailNextRcpt(1, 451, "try again later") },
+			credentials: true, class: "target_unavailable",
+		},
+		{
+			name:        "refused at the end of the mail",
+			fault:       func(_ *testing.T, srv *smtptest.Server) { srv.FailNext(1, 451, "greylisted") },
+			credentials: true, class: "target_unavailable",
+		},
+		{
+			name:        "connection refused",
+			fault:       func(_ *testing.T, srv *smtptest.Server) { srv.Close() },
+			credentials: true, class: "target_unavailable",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := smtptest.NewServer(t, smtptest.WithSTARTTLS(), smtptest.WithAuth(user, password))
+			smtpURL := srv.URL()
+			if !tt.credentials {
+				smtpURL = "smtp://" + srv.Addr()
+			}
+			e := env(t, smtpURL)
+			e.CallTimeout = 300 * time.Millisecond
+			s, err := email.New(integration(t, srv), e)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.fault(t, srv)
+			_, err = s.Deliver(t.Context(), deliver.Delivery{Key: "n1", Intent: "send", Butler: "health", Message: "Dose taken"})
+			t.Log(err)
+			if got := envelope.ClassOf(err); got != tt.class {
+				t.Fatalf("Deliver: %v (class %s), want %s", err, got, tt.class)
+			}
+			if n := len(srv.Messages()); n != tt.taken {
+				t.Errorf("the server has %d mails, want %d", n, tt.taken)
+			}
+			if strings.Contains(err.Error(), password) {
+				t.Errorf("the error shows the password: %v", err)
+			}
+		})
 	}
 }
 

@@ -50,6 +50,9 @@ type apiError struct {
 	// cause is the transport failure when no answer came, or a short
 	// description of an answer that was not Slack's.
 	cause error
+	// unknown: the call went out whole and no complete answer came
+	// (deliver.OutcomeUnknown), so Slack may have carried it out.
+	unknown bool
 }
 
 func (e *apiError) Error() string {
@@ -80,7 +83,8 @@ func (s *sender) call(ctx context.Context, method string, params any) (*answer, 
 	if err != nil {
 		return nil, &apiError{method: method, cause: err}
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.apiURL+method, bytes.NewReader(body))
+	traced, written := deliver.TraceWrites(ctx)
+	req, err := http.NewRequestWithContext(traced, http.MethodPost, s.apiURL+method, bytes.NewReader(body))
 	if err != nil {
 		return nil, &apiError{method: method, cause: errors.New(s.scrub(err.Error()))}
 	}
@@ -91,12 +95,15 @@ func (s *sender) call(ctx context.Context, method string, params any) (*answer, 
 		return nil, &apiError{method: method, status: moved.Status, cause: &deliver.RedirectError{Status: moved.Status, Location: s.scrub(moved.Location)}}
 	}
 	if err != nil {
-		return nil, &apiError{method: method, cause: errors.New(s.scrub(err.Error()))}
+		return nil, &apiError{method: method, cause: errors.New(s.scrub(err.Error())), unknown: deliver.OutcomeUnknown(err, written())}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
-		return nil, &apiError{method: method, status: resp.StatusCode, cause: fmt.Errorf("reading the answer: %s", s.scrub(err.Error()))}
+		// Slack's answer is its JSON: without all of it, whether the call
+		// was carried out is not known.
+		return nil, &apiError{method: method, status: resp.StatusCode, cause: fmt.Errorf("reading the answer: %s", s.scrub(err.Error())),
+			unknown: deliver.OutcomeUnknown(err, true)}
 	}
 	e := &apiError{method: method, status: resp.StatusCode}
 	if resp.StatusCode == http.StatusTooManyRequests {

@@ -57,9 +57,13 @@ func (s *sender) classify(ctx context.Context, method, chat string, params any, 
 		return fmt.Errorf("%w: the Web API at api_url %s %s: the message would go there; set api_url of integration %q to the address that answers itself, like %s",
 			envelope.ErrNotFound, s.apiURL, moved.Error(), s.id, DefaultAPIURL)
 
-	case ctx.Err() != nil:
-		// The outcome is unknown: Slack may have taken the message.
-		return fmt.Errorf("%w: slack %s%s did not finish: %w", envelope.ErrTimeout, method, where, ctx.Err())
+	case ae.unknown && ctx.Err() != nil:
+		// Sent, and stopped waiting: Slack may have taken the message.
+		return fmt.Errorf("%w: slack %s%s did not finish, and Slack may have taken it: %w", envelope.ErrTimeout, method, where, ctx.Err())
+
+	case ae.unknown:
+		// Sent, and no answer: Slack may have taken the message.
+		return fmt.Errorf("%w: slack %s%s got no answer (%v), and Slack may have taken it", envelope.ErrTimeout, method, where, ae.cause)
 
 	case code == "missing_scope":
 		needed, provided := "", ""
@@ -113,9 +117,14 @@ func (s *sender) classify(ctx context.Context, method, chat string, params any, 
 	case ae.status == http.StatusNotFound:
 		return fmt.Errorf("%w: %s answered 404 Not Found to %s: check that api_url of integration %q is the Web API's base URL, like %s",
 			envelope.ErrNotFound, s.apiURL, method, s.id, DefaultAPIURL)
+
+	case ae.status == 0 && ctx.Err() != nil:
+		// Stopped before the request went out: Slack has nothing.
+		return fmt.Errorf("%w: slack %s%s was not sent: %w", envelope.ErrTargetUnavailable, method, where, ctx.Err())
 	}
-	// No answer, a 5xx, or an answer that is not Web API JSON (a proxy's
-	// error page): Slack is not available now.
+	// No connection (refused, DNS, TLS), a 5xx, or an answer that is not Web
+	// API JSON (a proxy's error page): Slack is not available now, and has
+	// nothing.
 	return fmt.Errorf("%w: slack %s at %s failed (%s): Slack or the network is unavailable; try again later, and check api_url if it persists",
 		envelope.ErrTargetUnavailable, method, s.apiURL, s.scrub(ae.Error()))
 }

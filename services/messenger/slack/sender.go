@@ -21,7 +21,10 @@
 // Progress is reported chunk by chunk through deliver.Delivery.Sent, and a
 // retry skips the chunks in Delivery.Done, so a message is never sent twice.
 // A 429 is waited out (Retry-After, up to MaxRateLimitWait in all) before the
-// delivery is handed back as an *envelope.RetryAfterError. The bot token is
+// delivery is handed back as an *envelope.RetryAfterError. A call that went
+// out and got no whole answer (the 30-second request timeout, a connection
+// reset) may have been taken: it is an envelope.ErrTimeout, which the
+// messenger treats as uncertain (deliver.OutcomeUnknown). The bot token is
 // sent only in the Authorization header and never appears in an error or a
 // log line.
 //
@@ -122,7 +125,7 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 		id:             in.ID,
 		token:          token,
 		apiURL:         strings.TrimRight(apiURL, "/") + "/",
-		client:         deliver.NewClient(requestTimeout),
+		client:         deliver.NewClient(env.Timeout(requestTimeout)),
 		defaultChannel: defaultChannel,
 		log:            log.With("channel", "slack:"+in.ID),
 	}

@@ -25,6 +25,13 @@ const tokenEnv = "HERALD_TEST_SLACK_TOKEN"
 // from herald.yaml; edit adjusts the integration.
 func newSender(t *testing.T, srv *slacktest.Server, token string, edit ...func(*config.Integration)) deliver.Sender {
 	t.Helper()
+	return newSenderTimeout(t, srv, token, 0, edit...)
+}
+
+// newSenderTimeout is newSender whose Web API calls time out after timeout
+// (0: the channel's own limit).
+func newSenderTimeout(t *testing.T, srv *slacktest.Server, token string, timeout time.Duration, edit ...func(*config.Integration)) deliver.Sender {
+	t.Helper()
 	in := config.Integration{ID: "slack_main", Type: "slack", Settings: &slack.Config{TokenEnv: tokenEnv, APIURL: srv.URL(), DefaultChannelID: "C0DEFAULT"}}
 	for _, e := range edit {
 		e(&in)
@@ -36,7 +43,8 @@ func newSender(t *testing.T, srv *slacktest.Server, token string, edit ...func(*
 			}
 			return ""
 		},
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Logger:      slog.New(slog.NewTextHandler(t.Output(), nil)),
+		CallTimeout: timeout,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -605,6 +613,65 @@ func TestSlowSlackTimesOut(t *testing.T) {
 	_, err := newSender(t, srv, srv.Token()).Deliver(ctx, deliver.Delivery{Message: "x"})
 	if envelope.ClassOf(err) != "timeout" {
 		t.Errorf("deliver: %v, want timeout (Slack may have the message)", err)
+	}
+}
+
+// TestNoAnswerIsATimeout: a chat.postMessage Slack carried out without the
+// sender hearing so (its answer came after the client's timeout, or the
+// connection was reset once the request was read) is a timeout, the class
+// the messenger treats as uncertain; one that never reached Slack, or that
+// Slack refused, is target_unavailable and is simply retried.
+func TestNoAnswerIsATimeout(t *testing.T) {
+	tests := []struct {
+		name  string
+		fault func(t *testing.T, srv *slacktest.Server)
+		class string
+		taken int // messages Slack holds afterwards
+	}{
+		{
+			name: "answer after the client's timeout",
+			fault: func(t *testing.T, srv *slacktest.Server) {
+				release := make(chan struct{})
+				t.Cleanup(func() { close(release) })
+				srv.OnAccept("chat.postMessage", func(slacktest.Call) { <-release })
+			},
+			class: "timeout", taken: 1,
+		},
+		{
+			name:  "connection reset after the request",
+			fault: func(_ *testing.T, srv *slacktest.Server) { srv.HangUpNext("chat.postMessage", 1) },
+			class: "timeout", taken: 1,
+		},
+		{
+			name:  "connection refused",
+			fault: func(_ *testing.T, srv *slacktest.Server) { srv.Close() },
+			class: "target_unavailable",
+		},
+		{
+			name: "a complete 503",
+			fault: func(_ *testing.T, srv *slacktest.Server) {
+				srv.FailHTTPNext("chat.postMessage", 1, http.StatusServiceUnavailable)
+			},
+			class: "target_unavailable",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := slacktest.NewServer(t)
+			s := newSenderTimeout(t, srv, srv.Token(), 300*time.Millisecond)
+			tt.fault(t, srv)
+			_, err := s.Deliver(t.Context(), deliver.Delivery{Message: "Dose taken"})
+			t.Log(err)
+			if got := envelope.ClassOf(err); got != tt.class {
+				t.Fatalf("deliver: %v (class %s), want %s", err, got, tt.class)
+			}
+			if n := len(posted(t, srv)); n != tt.taken {
+				t.Errorf("Slack holds %d messages, want %d", n, tt.taken)
+			}
+			if strings.Contains(err.Error(), srv.Token()) {
+				t.Errorf("error %q holds the token", err)
+			}
+		})
 	}
 }
 

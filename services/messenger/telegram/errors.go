@@ -17,10 +17,11 @@ import (
 const reactionList = "👍 👎 ❤ 🔥 🥰 👏 😁 🤔 🤯 😱 🤬 😢 🎉 🤩 🤮 💩 🙏 👌 🕊 🤡 🥱 🥴 😍 🐳 ❤\u200d🔥 🌚 🌭 💯 🤣 ⚡ 🍌 🏆 💔 🤨 😐 🍓 🍾 💋 🖕 😈 😴 😭 🤓 👻 👨\u200d💻 👀 🎃 🙈 😇 😨 🤝 ✍ 🤗 🫡 🎅 🎄 ☃ 💅 🤪 🗿 🆒 💘 🙉 🦄 😘 💊 🙊 😎 👾 🤷\u200d♂ 🤷 🤷\u200d♀ 😡"
 
 // classify turns an error of go-telegram/bot into one of the envelope error
-// classes, with a message saying what was wrong and what to do. The library's
+// classes, with a message saying what was wrong and what to do; written says
+// whether the request went out whole (deliver.TraceWrites). The library's
 // error is not wrapped, only its scrubbed text kept: its strings can hold
 // the request URL, and with it the token.
-func (s *sender) classify(ctx context.Context, method, chat string, err error) error {
+func (s *sender) classify(ctx context.Context, method, chat string, err error, written bool) error {
 	desc := s.scrub(err.Error())
 	lower := strings.ToLower(desc)
 	var migrate *bot.MigrateError
@@ -30,9 +31,14 @@ func (s *sender) classify(ctx context.Context, method, chat string, err error) e
 		return fmt.Errorf("%w: the Bot API at api_url %s %s: the chat id and text would go there; set api_url of integration %q to the address that answers itself",
 			envelope.ErrNotFound, s.apiURL, s.scrub(moved.Error()), s.id)
 
-	case ctx.Err() != nil:
-		// The outcome is unknown: Telegram may have taken the message.
-		return fmt.Errorf("%w: telegram %s to chat %s did not finish: %w", envelope.ErrTimeout, method, chat, ctx.Err())
+	case deliver.OutcomeUnknown(err, written) && ctx.Err() != nil:
+		// Sent, and stopped waiting: Telegram may have taken the message.
+		return fmt.Errorf("%w: telegram %s to chat %s did not finish, and Telegram may have taken it: %w", envelope.ErrTimeout, method, chat, ctx.Err())
+
+	case deliver.OutcomeUnknown(err, written):
+		// Sent, and no answer: Telegram may have taken the message.
+		return fmt.Errorf("%w: telegram %s to chat %s got no answer (%s), and Telegram may have taken it",
+			envelope.ErrTimeout, method, chat, desc)
 
 	case errors.As(err, &migrate):
 		return fmt.Errorf("%w: Telegram group %s was upgraded to a supergroup with chat id %d; set recipient or default_chat to %d",
@@ -66,9 +72,14 @@ func (s *sender) classify(ctx context.Context, method, chat string, err error) e
 	case errors.Is(err, bot.ErrorNotFound):
 		return fmt.Errorf("%w: Telegram answered 404 Not Found to %s: check that api_url %s is a Bot API server and that the token of integration %q is complete",
 			envelope.ErrNotFound, method, s.apiURL, s.id)
+
+	case ctx.Err() != nil:
+		// Stopped before the request went out: Telegram has nothing.
+		return fmt.Errorf("%w: telegram %s to chat %s was not sent: %w", envelope.ErrTargetUnavailable, method, chat, ctx.Err())
 	}
-	// Network errors, timeouts of one request, 5xx, 409 and answers that are
-	// not Bot API JSON (a proxy's error page): Telegram is not available now.
+	// Network errors before the request went out (refused, DNS, TLS), 5xx,
+	// 409 and answers that are not Bot API JSON (a proxy's error page):
+	// Telegram is not available now, and has nothing.
 	return fmt.Errorf("%w: Telegram %s at %s failed (%s): Telegram or the network is unavailable; try again later, and check api_url if it persists",
 		envelope.ErrTargetUnavailable, method, s.apiURL, desc)
 }

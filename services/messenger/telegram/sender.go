@@ -7,7 +7,10 @@
 // chunk by chunk through deliver.Delivery.Sent, and a retry skips the chunks
 // in Delivery.Done, so a message is never sent twice. A 429 is waited out
 // (retry_after, up to a minute in all) before the delivery is handed back as
-// an *envelope.RetryAfterError. A delivery's actions become inline buttons
+// an *envelope.RetryAfterError. A call that went out and got no answer (the
+// 30-second request timeout, a connection reset) may have been taken: it is
+// an envelope.ErrTimeout, which the messenger treats as uncertain
+// (deliver.OutcomeUnknown). A delivery's actions become inline buttons
 // under its last chunk. The bot token never appears in an error or a log
 // line.
 package telegram
@@ -98,7 +101,7 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	apiURL := c.api()
 	s := &sender{
 		id:          in.ID,
-		client:      deliver.NewClient(requestTimeout),
+		client:      deliver.NewClient(env.Timeout(requestTimeout)),
 		token:       token,
 		apiURL:      apiURL,
 		defaultChat: strings.TrimSpace(c.DefaultChat),
@@ -340,13 +343,14 @@ func parseThread(s string) (thread, error) {
 func (s *sender) call(ctx context.Context, method, chat string, do func(ctx context.Context) error) error {
 	var waited time.Duration
 	for {
-		err := do(ctx)
+		traced, written := deliver.TraceWrites(ctx)
+		err := do(traced)
 		if err == nil {
 			return nil
 		}
 		var tooMany *bot.TooManyRequestsError
 		if !errors.As(err, &tooMany) {
-			return s.classify(ctx, method, chat, err)
+			return s.classify(ctx, method, chat, err, written())
 		}
 		wait := time.Duration(max(tooMany.RetryAfter, 1)) * time.Second
 		cause := fmt.Errorf("telegram %s: rate limited (429, retry_after %ds)", method, tooMany.RetryAfter)

@@ -26,6 +26,13 @@ const tokenEnv = "HERALD_TEST_TELEGRAM_TOKEN"
 // from herald.yaml; edit adjusts the integration.
 func newSender(t *testing.T, srv *telegramtest.Server, token string, edit ...func(*config.Integration)) deliver.Sender {
 	t.Helper()
+	return newSenderTimeout(t, srv, token, 0, edit...)
+}
+
+// newSenderTimeout is newSender whose Bot API calls time out after timeout
+// (0: the channel's own limit).
+func newSenderTimeout(t *testing.T, srv *telegramtest.Server, token string, timeout time.Duration, edit ...func(*config.Integration)) deliver.Sender {
+	t.Helper()
 	in := config.Integration{ID: "tg_main", Type: "telegram", Settings: &telegram.Config{TokenEnv: tokenEnv, APIURL: srv.URL(), DefaultChat: "42"}}
 	for _, e := range edit {
 		e(&in)
@@ -37,7 +44,8 @@ func newSender(t *testing.T, srv *telegramtest.Server, token string, edit ...fun
 			}
 			return ""
 		},
-		Logger: slog.New(slog.NewTextHandler(t.Output(), nil)),
+		Logger:      slog.New(slog.NewTextHandler(t.Output(), nil)),
+		CallTimeout: timeout,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -468,6 +476,64 @@ func TestErrorClasses(t *testing.T) {
 			_, secret, _ := strings.Cut(token, ":")
 			if msg := err.Error(); strings.Contains(msg, token) || strings.Contains(msg, secret) {
 				t.Errorf("error shows the token: %s", msg)
+			}
+		})
+	}
+}
+
+// TestNoAnswerIsATimeout: a sendMessage Telegram carried out without the
+// sender hearing so (its answer came after the client's timeout, or the
+// connection was reset once the request was read) is a timeout, the class
+// the messenger treats as uncertain; one that never reached Telegram, or
+// that Telegram refused, is target_unavailable and is simply retried.
+func TestNoAnswerIsATimeout(t *testing.T) {
+	tests := []struct {
+		name  string
+		fault func(t *testing.T, srv *telegramtest.Server)
+		class string
+		taken int // messages Telegram holds afterwards
+	}{
+		{
+			name: "answer after the client's timeout",
+			fault: func(t *testing.T, srv *telegramtest.Server) {
+				release := make(chan struct{})
+				t.Cleanup(func() { close(release) })
+				srv.OnAccept("sendMessage", func(telegramtest.Call) { <-release })
+			},
+			class: "timeout", taken: 1,
+		},
+		{
+			name:  "connection reset after the request",
+			fault: func(_ *testing.T, srv *telegramtest.Server) { srv.HangUpNext("sendMessage", 1) },
+			class: "timeout", taken: 1,
+		},
+		{
+			name:  "connection refused",
+			fault: func(_ *testing.T, srv *telegramtest.Server) { srv.Close() },
+			class: "target_unavailable",
+		},
+		{
+			name:  "a complete 502",
+			fault: func(_ *testing.T, srv *telegramtest.Server) { srv.FailNext("sendMessage", 1, 502, "Bad Gateway", 0) },
+			class: "target_unavailable",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			srv := telegramtest.NewServer(t)
+			s := newSenderTimeout(t, srv, srv.Token(), 300*time.Millisecond)
+			tt.fault(t, srv)
+			_, err := s.Deliver(t.Context(), deliver.Delivery{Message: "Dose taken"})
+			t.Log(err)
+			if got := envelope.ClassOf(err); got != tt.class {
+				t.Fatalf("deliver: %v (class %s), want %s", err, got, tt.class)
+			}
+			if n := len(srv.Messages(42)); n != tt.taken {
+				t.Errorf("Telegram holds %d messages, want %d", n, tt.taken)
+			}
+			_, secret, _ := strings.Cut(srv.Token(), ":")
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("error shows the token: %v", err)
 			}
 		})
 	}

@@ -55,12 +55,17 @@
 // A 2xx answer delivers. Redirects are not followed (a 3xx is not_found:
 // put the final URL in recipients). 401/403 are forbidden, 404/410
 // not_found, other 4xx validation_error; 429 and 503 with Retry-After are
-// overload_rejected after that wait, and 408, 425, 429, 5xx, network errors
-// and the 30-second request timeout are target_unavailable, so the
-// messenger retries them. Errors name the recipient and its URL as
-// scheme://host only: webhook URLs often carry a token in their path or
-// query (and user:password before the host), and errors reach butlers and
-// the audit log. The secret is in no error and no log line.
+// overload_rejected after that wait, and 408, 425, 429, 5xx and a receiver
+// that cannot be reached (refused, DNS, TLS) are target_unavailable, so the
+// messenger retries them. A webhook that went out and got no answer (the
+// 30-second request timeout, a connection reset) may be at the receiver:
+// it is a timeout, which the messenger treats as uncertain, audited and
+// reported, and resends (with the same webhook-id, so a receiver that
+// deduplicates shows it once) or skips as on_uncertain says. Errors name
+// the recipient and its URL as scheme://host only: webhook URLs often carry
+// a token in their path or query (and user:password before the host), and
+// errors reach butlers and the audit log. The secret is in no error and no
+// log line.
 //
 // # Inbound
 //

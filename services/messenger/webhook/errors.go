@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -15,6 +14,7 @@ import (
 	"unicode"
 
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
 // classifyStatus turns a receiver's answer other than 2xx into one of the
@@ -60,23 +60,27 @@ func (s *sender) classifyStatus(dest, name string, u *url.URL, resp *http.Respon
 	return fmt.Errorf("%w: %s gave no webhook answer (%s); Herald tries again later", envelope.ErrTargetUnavailable, dest, status)
 }
 
-// classifyTransport turns a failed POST (no answer) into an error class. The
+// classifyTransport turns a failed POST (no answer) into an error class;
+// written says whether the webhook went out whole (deliver.TraceWrites). A
+// webhook sent and not answered may be at the receiver: a timeout, which the
+// messenger treats as uncertain (on_uncertain), and a resend carries the
+// same webhook-id. One that never went out is target_unavailable. The
 // client's error is not wrapped: its text holds the whole URL.
-func (s *sender) classifyTransport(ctx context.Context, dest, name string, u *url.URL, err error) error {
-	if ctx.Err() != nil {
-		// The outcome is unknown: the receiver may have the webhook.
-		return fmt.Errorf("%w: %s did not answer before the delivery's deadline (%w); a retry carries the same webhook-id",
-			envelope.ErrTimeout, dest, ctx.Err())
-	}
-	var ne net.Error
-	if errors.As(err, &ne) && ne.Timeout() {
-		return fmt.Errorf("%w: %s did not answer within %s; Herald tries again later, with the same webhook-id",
-			envelope.ErrTargetUnavailable, dest, requestTimeout)
-	}
+func (s *sender) classifyTransport(ctx context.Context, dest, name string, u *url.URL, err error, written bool) error {
 	cause := err
 	var ue *url.Error
 	if errors.As(err, &ue) {
 		cause = ue.Err
+	}
+	switch {
+	case deliver.OutcomeUnknown(err, written) && ctx.Err() != nil:
+		return fmt.Errorf("%w: %s did not answer before the delivery's deadline (%w); the receiver may have the webhook, and a resend carries the same webhook-id",
+			envelope.ErrTimeout, dest, ctx.Err())
+	case deliver.OutcomeUnknown(err, written):
+		return fmt.Errorf("%w: %s gave no answer to the webhook (%s); the receiver may have it, and a resend carries the same webhook-id",
+			envelope.ErrTimeout, dest, s.scrub(cause.Error(), u))
+	case ctx.Err() != nil:
+		return fmt.Errorf("%w: the webhook to %s was not sent: %w", envelope.ErrTargetUnavailable, dest, ctx.Err())
 	}
 	return fmt.Errorf("%w: %s could not be reached (%s): check that the receiver is up and that recipients.%s is right; Herald tries again later",
 		envelope.ErrTargetUnavailable, dest, s.scrub(cause.Error(), u), name)

@@ -67,7 +67,7 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 		secrets:    sec,
 		recipients: map[string]*url.URL{},
 		client: &http.Client{
-			Timeout: requestTimeout,
+			Timeout: env.Timeout(requestTimeout),
 			// Its own connection pool, proxy included (HTTPS_PROXY: an
 			// egress proxy that keeps webhooks out of internal networks).
 			Transport: deliver.NewTransport(),
@@ -195,9 +195,10 @@ func (s *sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 	dest := s.describe(name, u)
 	if err := ctx.Err(); err != nil {
 		// Not called: nothing to record as in flight.
-		return deliver.Receipt{}, fmt.Errorf("%w: the webhook to %s was not sent: %w", envelope.ErrTimeout, dest, err)
+		return deliver.Receipt{}, fmt.Errorf("%w: the webhook to %s was not sent: %w", envelope.ErrTargetUnavailable, dest, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	traced, written := deliver.TraceWrites(ctx)
+	req, err := http.NewRequestWithContext(traced, http.MethodPost, u.String(), bytes.NewReader(body))
 	if err != nil {
 		return deliver.Receipt{}, fmt.Errorf("%w: building the request to %s failed; check recipients.%s", envelope.ErrValidation, dest, name)
 	}
@@ -212,7 +213,7 @@ func (s *sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 	}
 	resp, err := s.client.Do(req)
 	if err != nil {
-		return deliver.Receipt{}, s.classifyTransport(ctx, dest, name, u, err)
+		return deliver.Receipt{}, s.classifyTransport(ctx, dest, name, u, err, written())
 	}
 	said, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer)) // reuse the connection

@@ -7,6 +7,10 @@
 // does both, so a test sees what a real mailbox would: a MAIL before a
 // successful AUTH is refused with 530, and each recorded message carries its
 // decoded text/plain and text/html bodies.
+//
+// Faults: a reply to DATA or RCPT (FailNext, FailNextRcpt), a hook at the
+// moment a mail was taken, before the server's reply to its end (OnAccept:
+// a server slow to answer), and that reply lost (HangUpNext).
 package smtptest
 
 import (
@@ -39,6 +43,8 @@ import (
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
+
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 )
 
 // Option configures a Server.
@@ -153,6 +159,8 @@ type Server struct {
 	auths    []Auth
 	failData failure
 	failRcpt failure
+	onAccept func(Message)
+	hangUps  int           // accepted mails left to hang up on
 	changed  chan struct{} // closed and replaced whenever messages grows
 }
 
@@ -315,6 +323,41 @@ func (s *Server) FailNextRcpt(n, code int, msg string) {
 	s.failRcpt = failure{n: n, code: code, msg: msg}
 }
 
+// OnAccept makes fn run each time the server took a mail, after recording
+// it and before its reply to the end of the mail (250): the client waits
+// until fn returns (a server slow to answer, one that never does). fn runs
+// without the server's lock. A nil fn removes the hook.
+func (s *Server) OnAccept(fn func(Message)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onAccept = fn
+}
+
+// HangUpNext makes the server take the next n mails (they are recorded) and
+// then reset the connection instead of replying to the end of the mail,
+// after any OnAccept hook: the mail is delivered, and the client cannot
+// know.
+func (s *Server) HangUpNext(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hangUps += n
+}
+
+// accepted records m and says what follows: the hook to run, and whether to
+// hang up instead of replying.
+func (s *Server) accepted(m Message) (hook func(Message), hangUp bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.messages = append(s.messages, m)
+	close(s.changed)
+	s.changed = make(chan struct{})
+	if s.hangUps > 0 {
+		s.hangUps--
+		hangUp = true
+	}
+	return s.onAccept, hangUp
+}
+
 // take consumes one injected failure, returning nil if none is pending.
 func (s *Server) take(f *failure) error {
 	s.mu.Lock()
@@ -324,14 +367,6 @@ func (s *Server) take(f *failure) error {
 	}
 	f.n--
 	return &smtp.SMTPError{Code: f.code, EnhancedCode: smtp.EnhancedCodeNotSet, Message: f.msg}
-}
-
-func (s *Server) record(m Message) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.messages = append(s.messages, m)
-	close(s.changed)
-	s.changed = make(chan struct{})
 }
 
 func (s *Server) newSession(c *smtp.Conn) (smtp.Session, error) {
@@ -420,7 +455,13 @@ func (se *session) Data(r io.Reader) error {
 		User: se.user,
 	}
 	m.Header, m.Parts, m.Err = parse(data)
-	se.s.record(m)
+	hook, hangUp := se.s.accepted(m)
+	if hook != nil {
+		hook(m)
+	}
+	if hangUp {
+		delivertest.Reset(se.conn.Conn())
+	}
 	return nil
 }
 

@@ -188,3 +188,47 @@ func TestFailNext(t *testing.T) {
 		t.Errorf("recorded %d messages, want only the accepted one", n)
 	}
 }
+
+// TestOnAcceptAndHangUp: the hook runs once a mail is taken, before the
+// reply to its end; a mail hung up on is recorded and its client gets a
+// reset connection instead of the 250.
+func TestOnAcceptAndHangUp(t *testing.T) {
+	srv := smtptest.NewServer(t)
+	send := func() error {
+		c, err := smtp.Dial(srv.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		return c.SendMail("a@example.com", []string{"b@example.com"}, strings.NewReader("Subject: x\r\n\r\nbody\r\n"))
+	}
+	const delay = 100 * time.Millisecond
+	hooked := make(chan smtptest.Message, 2)
+	srv.OnAccept(func(m smtptest.Message) {
+		hooked <- m
+		time.Sleep(delay)
+	})
+	start := time.Now()
+	if err := send(); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < delay || len(hooked) != 1 {
+		t.Fatalf("answered after %s with the hook run %d times, want after the hook's %s, once", took, len(hooked), delay)
+	}
+	if m := <-hooked; m.Subject() != "x" {
+		t.Errorf("the hook got %+v, want the mail", m)
+	}
+	srv.OnAccept(nil)
+
+	srv.HangUpNext(1)
+	var se *smtp.SMTPError
+	if err := send(); err == nil || errors.As(err, &se) {
+		t.Fatalf("send: %v, want the connection reset, no reply", err)
+	}
+	if err := send(); err != nil {
+		t.Fatalf("the next send: %v", err)
+	}
+	if n := len(srv.Messages()); n != 3 {
+		t.Errorf("recorded %d mails, want 3: the one hung up on was taken", n)
+	}
+}

@@ -16,7 +16,8 @@
 // HTTP 429 with Retry-After. Every call is recorded for assertions, and
 // faults can be injected: Slack errors (FailNext, FailChannel), rate limits
 // (RateLimitNext), HTTP errors with an HTML body as Slack's edge sends
-// (FailHTTPNext), and a hook at the moment a call was accepted (OnAccept).
+// (FailHTTPNext), a hook at the moment a call was accepted (OnAccept), and
+// the answer of an accepted call lost (HangUpNext).
 //
 // Inbound, UserMessage makes the event_callback Slack would send for a
 // person's message (kept, so that a reply or reaction finds it), and
@@ -41,6 +42,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 )
 
 // MaxTextLength is Slack's limit on a message's text (and here on an
@@ -109,9 +112,13 @@ type Call struct {
 	// Arrived is when the request reached the server, Answered when the
 	// server wrote its answer (after any OnAccept hook).
 	Arrived, Answered time.Time
+	// HungUp: the server carried the call out and then reset the
+	// connection instead of answering (HangUpNext); Answered is when.
+	HungUp bool
 }
 
-// OK reports whether the server answered the call with success.
+// OK reports whether the server carried the call out: it answered with
+// success, or it hung up instead of saying so (HungUp).
 func (c Call) OK() bool { return c.Status == http.StatusOK && c.Error == "" }
 
 // Server is a fake Slack Web API. Its methods are safe for concurrent use.
@@ -127,6 +134,7 @@ type Server struct {
 	faults   map[string][]fault
 	chanErrs map[string]string
 	onAccept map[string]func(Call)
+	hangUps  map[string]int // by method: calls left to hang up on
 	channels map[string]*channel
 	names    map[string]string // channel name -> id
 	emoji    map[string]bool   // custom emoji
@@ -159,6 +167,7 @@ func NewServer(t testing.TB) *Server {
 		faults:   map[string][]fault{},
 		chanErrs: map[string]string{},
 		onAccept: map[string]func(Call){},
+		hangUps:  map[string]int{},
 		channels: map[string]*channel{},
 		names:    map[string]string{},
 		emoji:    map[string]bool{},
@@ -269,6 +278,16 @@ func (s *Server) OnAccept(method string, fn func(Call)) {
 		return
 	}
 	s.onAccept[method] = fn
+}
+
+// HangUpNext makes the server carry out the next n calls of method it
+// accepts (a message is kept, a reaction added) and then reset the
+// connection instead of answering, after any OnAccept hook: Slack took the
+// call and the answer was lost on the way, so the client cannot know.
+func (s *Server) HangUpNext(method string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hangUps[method] += n
 }
 
 // Calls returns the recorded calls of method, or of every method if method
@@ -464,6 +483,11 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		call.Status = http.StatusOK
 	}
+	hangUp := err == nil && s.hangUps[name] > 0
+	if hangUp {
+		s.hangUps[name]--
+		call.HungUp = true
+	}
 	i := s.recordLocked(call)
 	hook := s.onAccept[name]
 	if err == nil && hook != nil {
@@ -477,6 +501,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	s.calls[i].Answered = time.Now()
 	s.mu.Unlock()
 
+	if hangUp {
+		delivertest.HangUp(w)
+		return
+	}
 	if err != nil {
 		writeError(w, err.(*apiError), warnings)
 		return

@@ -391,3 +391,32 @@ func TestSendEvent(t *testing.T) {
 		t.Errorf("unsigned raw request: headers %v body %q", got.Header, body)
 	}
 }
+
+// TestHangUpNext: a call hung up on is carried out (the message is kept and
+// the call recorded as taken) and its client gets a reset connection, not
+// an answer; the next call is answered again.
+func TestHangUpNext(t *testing.T) {
+	srv := slacktest.NewServer(t)
+	srv.HangUpNext("chat.postMessage", 1)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, srv.URL()+"chat.postMessage",
+		strings.NewReader(`{"channel":"C0GENERAL","text":"taken, unanswered"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	req.Header.Set("Authorization", "Bearer "+srv.Token())
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		resp.Body.Close()
+		t.Fatalf("answered %s, want the connection reset", resp.Status)
+	}
+	if a := postJSON(t, srv, "chat.postMessage", map[string]any{"channel": "C0GENERAL", "text": "answered"}); !a.ok() {
+		t.Fatalf("the next call: %s", a.Raw)
+	}
+	if msgs := srv.Messages("C0GENERAL"); len(msgs) != 2 || msgs[0].Text != "taken, unanswered" {
+		t.Fatalf("the fake holds %+v, want both messages", msgs)
+	}
+	calls := srv.Calls("chat.postMessage")
+	if !calls[0].HungUp || !calls[0].OK() || calls[1].HungUp {
+		t.Errorf("calls %+v, want the first carried out and hung up on, the second answered", calls)
+	}
+}

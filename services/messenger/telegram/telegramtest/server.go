@@ -13,7 +13,9 @@
 // is recorded for assertions, with when it arrived and when it was answered,
 // and faults (429 with retry_after, 409, 5xx, any error, an outage until a
 // time) can be injected; OnAccept runs a test's code at the moment a call was
-// accepted, before its answer leaves (a slow provider, a crash in between).
+// accepted, before its answer leaves (a slow provider, a crash in between),
+// and HangUpNext loses the answer of a call that was carried out (the
+// connection is reset instead).
 //
 // Inbound traffic is queued for getUpdates with SendUserMessage (a person
 // writes to the bot), PressButton (a person taps an inline button) or
@@ -35,6 +37,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 )
 
 // Call is one request the server received, as it understood it.
@@ -69,11 +73,15 @@ type Call struct {
 	// Pending is true while the server has not answered yet: a getUpdates
 	// long poll in progress.
 	Pending bool
+	// HungUp: the server carried the call out and then reset the
+	// connection instead of answering (HangUpNext); Answered is when.
+	HungUp bool
 	// Message is the message a successful sendMessage created.
 	Message *Message
 }
 
-// OK reports whether the server answered the call with success.
+// OK reports whether the server carried the call out: it answered with
+// success, or it hung up instead of saying so (HungUp).
 func (c Call) OK() bool { return c.ErrorCode == 0 && !c.Pending }
 
 // ReplyParameters is the decoded reply_parameters of a send call.
@@ -164,6 +172,7 @@ type Server struct {
 	failures map[string][]failure
 	outages  map[string]outage // by lower-case method
 	onAccept map[string]func(Call)
+	hangUps  map[string]int // by lower-case method: calls left to hang up on
 	chatErrs map[int64]failure
 	chats    map[int64]*chatState
 	names    map[string]int64 // @username -> chat id
@@ -217,6 +226,7 @@ func NewServer(t testing.TB) *Server {
 		failures: map[string][]failure{},
 		outages:  map[string]outage{},
 		onAccept: map[string]func(Call){},
+		hangUps:  map[string]int{},
 		chatErrs: map[int64]failure{},
 		chats:    map[int64]*chatState{},
 		names:    map[string]int64{},
@@ -324,6 +334,16 @@ func (s *Server) OnAccept(method string, fn func(Call)) {
 		return
 	}
 	s.onAccept[key] = fn
+}
+
+// HangUpNext makes the server carry out the next n calls of method it
+// accepts (a sendMessage's message is kept) and then reset the connection
+// instead of answering, after any OnAccept hook: Telegram took the call and
+// the answer was lost on the way, so the client cannot know it was taken.
+func (s *Server) HangUpNext(method string, n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hangUps[strings.ToLower(method)] += n
 }
 
 // FailChat makes every call addressed to chatID fail with code and
@@ -630,7 +650,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		result, err = m.handle(s, req)
 		i = s.recordLocked(call, err)
 	}
-	hook := s.onAccept[strings.ToLower(call.Method)]
+	key := strings.ToLower(call.Method)
+	hangUp := err == nil && s.hangUps[key] > 0
+	if hangUp {
+		s.hangUps[key]--
+		s.calls[i].HungUp = true
+	}
+	hook := s.onAccept[key]
 	if err == nil && hook != nil {
 		accepted := s.calls[i]
 		accepted.Params = maps.Clone(accepted.Params)
@@ -640,6 +666,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.calls[i].Answered = time.Now()
 	s.mu.Unlock()
+	if hangUp {
+		delivertest.HangUp(w)
+		return
+	}
 	if err != nil {
 		writeError(w, err)
 		return

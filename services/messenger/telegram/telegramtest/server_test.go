@@ -619,3 +619,26 @@ func TestOnAccept(t *testing.T) {
 		t.Error("a removed hook still ran")
 	}
 }
+
+// TestHangUpNext: a call hung up on is carried out (the message is kept and
+// the call recorded as taken) and its client gets a reset connection, not
+// an answer; the next call is answered again.
+func TestHangUpNext(t *testing.T) {
+	srv := telegramtest.NewServer(t)
+	b := newBot(t, srv, srv.Token())
+	srv.HangUpNext("sendMessage", 1)
+	_, err := b.SendMessage(t.Context(), &bot.SendMessageParams{ChatID: 42, Text: "taken, unanswered"})
+	if err == nil || (!strings.Contains(err.Error(), "connection reset") && !strings.Contains(err.Error(), "EOF")) {
+		t.Fatalf("send: %v, want the connection reset", err)
+	}
+	if m, err := b.SendMessage(t.Context(), &bot.SendMessageParams{ChatID: 42, Text: "answered"}); err != nil || m.ID != 2 {
+		t.Fatalf("the next send: %v, %v; want message 2, answered", m, err)
+	}
+	if msgs := srv.Messages(42); len(msgs) != 2 || msgs[0].Text != "taken, unanswered" {
+		t.Fatalf("the fake holds %+v, want both messages", msgs)
+	}
+	calls := srv.Calls("sendMessage")
+	if !calls[0].HungUp || !calls[0].OK() || calls[0].Answered.IsZero() || calls[1].HungUp {
+		t.Errorf("calls %+v, want the first carried out and hung up on, the second answered", calls)
+	}
+}

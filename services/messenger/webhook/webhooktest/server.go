@@ -9,7 +9,9 @@
 // the reason otherwise. It deduplicates on webhook-id as the specification
 // advises: the same id and body again is answered 200 and marked Duplicate,
 // the same id with another body 409. Every request is recorded, and faults
-// (a status with Retry-After, for the next requests) can be injected.
+// (a status with Retry-After, for the next requests) can be injected, as can
+// a hook at the moment a webhook was accepted (OnAccept: a slow receiver) and
+// the answer to an accepted webhook lost (HangUpNext).
 //
 // Post is the other direction: it signs and POSTs a body to an inbound
 // endpoint, and can tamper with what it sends.
@@ -28,6 +30,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 )
 
 // Request is one request the server received, as it understood it.
@@ -51,9 +55,13 @@ type Request struct {
 	// Duplicate: a request with the same webhook-id and body was accepted
 	// before.
 	Duplicate bool
-	// Status is what the server answered.
+	// Status is what the server answered, or would have: a webhook it
+	// hung up on (HungUp) is 200 and was never answered.
 	Status int
 	At     time.Time
+	// HungUp: the server took the webhook and then reset the connection
+	// instead of answering (HangUpNext).
+	HungUp bool
 }
 
 // Accepted reports whether the server took the request as a new webhook.
@@ -66,11 +74,13 @@ type Server struct {
 	secret string
 	http   *httptest.Server
 
-	mu    sync.Mutex
-	reqs  []Request
-	fails []fault
-	seen  map[string][32]byte // accepted ids → body hash
-	now   func() time.Time
+	mu       sync.Mutex
+	reqs     []Request
+	fails    []fault
+	seen     map[string][32]byte // accepted ids → body hash
+	now      func() time.Time
+	onAccept func(Request)
+	hangUps  int // accepted webhooks left to hang up on
 }
 
 type fault struct {
@@ -126,6 +136,26 @@ func (s *Server) FailNextWith(code int, retryAfter string) {
 	s.fails = append(s.fails, fault{code: code, retryAfter: retryAfter})
 }
 
+// OnAccept makes fn run each time the server accepted a new webhook, after
+// recording it and before writing the answer: the sender waits until fn
+// returns (a slow receiver). fn runs without the server's lock, so it may
+// call the server; requests run it concurrently. A nil fn removes the hook.
+func (s *Server) OnAccept(fn func(Request)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.onAccept = fn
+}
+
+// HangUpNext makes the server take the next n new webhooks it accepts (a
+// retry with the same webhook-id is then a duplicate) and reset the
+// connection instead of answering, after any OnAccept hook: the receiver
+// has the webhook, and the sender cannot know.
+func (s *Server) HangUpNext(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.hangUps += n
+}
+
 // Requests returns every request received, in order.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
@@ -160,10 +190,29 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 	}
 
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	answer := func(code int, problem string) {
-		rec.Status, rec.Problem = code, problem
-		s.reqs = append(s.reqs, rec)
+	code, problem, injected := s.judgeLocked(&rec, req, body, payload)
+	rec.Status, rec.Problem = code, problem
+	accepted := rec.Accepted()
+	if accepted && s.hangUps > 0 {
+		s.hangUps--
+		rec.HungUp = true
+	}
+	s.reqs = append(s.reqs, rec)
+	hook := s.onAccept
+	s.mu.Unlock()
+	if accepted && hook != nil {
+		hook(rec)
+	}
+	switch {
+	case rec.HungUp:
+		delivertest.HangUp(w)
+	case injected != nil:
+		if injected.retryAfter != "" {
+			w.Header().Set("Retry-After", injected.retryAfter)
+		}
+		w.WriteHeader(code)
+		fmt.Fprintf(w, "injected %d\n", code)
+	default:
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
 		if problem != "" {
@@ -172,47 +221,40 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 		}
 		_, _ = w.Write([]byte(`{"ok":true}` + "\n"))
 	}
+}
+
+// judgeLocked decides the answer to a request, marking rec Verified and
+// Duplicate, and takes an accepted webhook's id as seen: the status, the
+// reason for a refusal, and the fault when one was injected.
+func (s *Server) judgeLocked(rec *Request, req *http.Request, body []byte, payload map[string]any) (int, string, *fault) {
 	if len(s.fails) > 0 {
 		f := s.fails[0]
 		s.fails = s.fails[1:]
-		if f.retryAfter != "" {
-			w.Header().Set("Retry-After", f.retryAfter)
-		}
-		rec.Status = f.code
-		s.reqs = append(s.reqs, rec)
-		w.WriteHeader(f.code)
-		fmt.Fprintf(w, "injected %d\n", f.code)
-		return
+		return f.code, "", &f
 	}
 	if req.Method != http.MethodPost {
-		answer(http.StatusMethodNotAllowed, "webhooks are POSTed")
-		return
+		return http.StatusMethodNotAllowed, "webhooks are POSTed", nil
 	}
 	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		answer(http.StatusUnsupportedMediaType, "Content-Type must be application/json")
-		return
+		return http.StatusUnsupportedMediaType, "Content-Type must be application/json", nil
 	}
 	if err := Verify(s.secret, rec.ID, rec.Timestamp, body, req.Header.Get("webhook-signature"), s.now()); err != nil {
-		answer(http.StatusUnauthorized, err.Error())
-		return
+		return http.StatusUnauthorized, err.Error(), nil
 	}
 	rec.Verified = true
 	if payload == nil {
-		answer(http.StatusBadRequest, "the body is not a JSON object")
-		return
+		return http.StatusBadRequest, "the body is not a JSON object", nil
 	}
 	hash := sha256.Sum256(body)
 	if prev, ok := s.seen[rec.ID]; ok {
 		if prev != hash {
-			answer(http.StatusConflict, "webhook-id "+rec.ID+" was received before with another body")
-			return
+			return http.StatusConflict, "webhook-id " + rec.ID + " was received before with another body", nil
 		}
 		rec.Duplicate = true
-		answer(http.StatusOK, "")
-		return
+		return http.StatusOK, "", nil
 	}
 	s.seen[rec.ID] = hash
-	answer(http.StatusOK, "")
+	return http.StatusOK, "", nil
 }
 
 func splitSpaces(s string) []string {

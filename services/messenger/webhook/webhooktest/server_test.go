@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -265,4 +266,39 @@ func newPlain(t *testing.T, h http.Handler) string {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// TestServerOnAcceptAndHangUp: the hook runs for a webhook accepted, before
+// its answer; a webhook hung up on is taken (a retry of it is a duplicate)
+// and its sender gets a reset connection, not an answer.
+func TestServerOnAcceptAndHangUp(t *testing.T) {
+	secret := webhooktest.NewSecret()
+	srv := webhooktest.NewServer(t, secret)
+	const delay = 100 * time.Millisecond
+	var hooked atomic.Int32
+	srv.OnAccept(func(webhooktest.Request) {
+		hooked.Add(1)
+		time.Sleep(delay)
+	})
+	start := time.Now()
+	if resp, err := webhooktest.Post(srv.URL("/"), secret, []byte(`{"n":1}`), webhooktest.PostOptions{}); err != nil || resp.Status != http.StatusOK {
+		t.Fatalf("post: %+v, %v", resp, err)
+	}
+	if took, n := time.Since(start), hooked.Load(); took < delay || n != 1 {
+		t.Fatalf("answered after %s with the hook run %d times, want after the hook's %s, once", took, n, delay)
+	}
+	srv.OnAccept(nil)
+
+	srv.HangUpNext(1)
+	opts := webhooktest.PostOptions{ID: "msg_hung_up"}
+	if resp, err := webhooktest.Post(srv.URL("/"), secret, []byte(`{"n":2}`), opts); err == nil {
+		t.Fatalf("answered %d, want the connection reset", resp.Status)
+	}
+	if resp, err := webhooktest.Post(srv.URL("/"), secret, []byte(`{"n":2}`), opts); err != nil || resp.Status != http.StatusOK {
+		t.Fatalf("the retry: %+v, %v", resp, err)
+	}
+	reqs := srv.Requests()
+	if len(reqs) != 3 || !reqs[1].HungUp || !reqs[1].Accepted() || !reqs[2].Duplicate || reqs[2].HungUp {
+		t.Errorf("requests %+v: want the second taken and hung up on, its retry a duplicate", reqs)
+	}
 }
