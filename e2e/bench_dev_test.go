@@ -60,6 +60,24 @@ var heraldBin = sync.OnceValues(func() (string, error) {
 	return goBuild("github.com/heraldhq/herald/services/cmd/herald")
 })
 
+// built are the directories goBuild made, removed when the tests end.
+var built struct {
+	sync.Mutex
+	dirs []string
+}
+
+// TestMain runs the package's tests and benchmarks, then removes the
+// binaries goBuild made for them.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	built.Lock()
+	for _, dir := range built.dirs {
+		_ = os.RemoveAll(dir)
+	}
+	built.Unlock()
+	os.Exit(code)
+}
+
 // goBuild builds the command pkg into a directory of its own and returns the
 // binary's path.
 func goBuild(pkg string) (string, error) {
@@ -68,6 +86,9 @@ func goBuild(pkg string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	built.Lock()
+	built.dirs = append(built.dirs, dir)
+	built.Unlock()
 	out := filepath.Join(dir, name)
 	if b, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("building %s: %v\n%s", name, err, b)
