@@ -38,7 +38,7 @@ func mailAuthFleet(t *testing.T, dns *dkimtest.Resolver, dmPolicy string) (*flee
 		it.Inbound.DMPolicy = dmPolicy
 	}
 	f.start("switchboard")
-	f.startMessenger(map[string]deliver.ReceiverFactory{"email": email.NewReceiverFactory(email.WithLookupTXT(dns.LookupTXT))})
+	f.startMessenger(messenger.Options{Receivers: map[string]deliver.ReceiverFactory{"email": email.NewReceiverFactory(email.WithLookupTXT(dns.LookupTXT))}})
 	return f, regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+`).FindString(f.statusDetail("mail"))
 }
 
@@ -53,15 +53,14 @@ func mailIntegration(t *testing.T, cfg *config.Config) *config.Integration {
 	return nil
 }
 
-// startMessenger runs the messenger as start("messenger") does, with
-// receiver factories overridden.
-func (f *fleet) startMessenger(receivers map[string]deliver.ReceiverFactory) {
+// startMessenger runs the messenger as start("messenger") does, with o's
+// factories (Receivers, Channels) overriding the built-in ones.
+func (f *fleet) startMessenger(o messenger.Options) {
 	f.t.Helper()
+	o.Config, o.NC, o.Log, o.Getenv = f.cfg, f.nc, f.logger(), f.getenv
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- messenger.Run(ctx, messenger.Options{Config: f.cfg, NC: f.nc, Log: f.logger(), Getenv: f.getenv, Receivers: receivers})
-	}()
+	go func() { done <- messenger.Run(ctx, o) }()
 	f.mu.Lock()
 	f.services["messenger"] = func() {
 		cancel()

@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"context"
-	"errors"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -43,10 +41,10 @@ func TestUnansweredCallIsUncertain(t *testing.T) {
 			f := newFleet(t)
 			f.cfg.Integration("tg_main").OnUncertain = tc.policy
 			f.start("switchboard")
-			f.startMessengerChannels(map[string]deliver.Factory{"telegram": func(in config.Integration, env deliver.Env) (deliver.Sender, error) {
+			f.startMessenger(messenger.Options{Channels: map[string]deliver.Factory{"telegram": func(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 				env.CallTimeout = callTimeout
 				return telegram.New(in, env)
-			}})
+			}}})
 			// The first sendMessage is carried out, and its answer held
 			// until the test ends; later ones are answered at once.
 			release := make(chan struct{})
@@ -93,24 +91,4 @@ func TestUnansweredCallIsUncertain(t *testing.T) {
 			}
 		})
 	}
-}
-
-// startMessengerChannels runs the messenger as start("messenger") does,
-// with sender factories overridden.
-func (f *fleet) startMessengerChannels(channels map[string]deliver.Factory) {
-	f.t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- messenger.Run(ctx, messenger.Options{Config: f.cfg, NC: f.nc, Log: f.logger(), Getenv: f.getenv, Channels: channels})
-	}()
-	f.mu.Lock()
-	f.services["messenger"] = func() {
-		cancel()
-		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-			f.t.Errorf("messenger: %v", err)
-		}
-	}
-	f.mu.Unlock()
-	f.waitConsumers("messenger")
 }
