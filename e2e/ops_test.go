@@ -346,6 +346,21 @@ func TestOpsDiscoveryUnderLeastPrivilege(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	}, "the butler's /readyz under its own permissions")
 
+	// Each may write its own probe record (nats.store ok, no note), and a
+	// butler no other's: that is noted, not taken as a full store.
+	for key, nc := range map[string]*nats.Conn{bus.ServiceProbeKey(natsauth.ConnSwitchboard): sbNC, bus.ServiceProbeKey(natsauth.ConnMessenger): mNC, bus.ButlerProbeKey("health"): hNC} {
+		h := obs.NewHealth()
+		obs.NewStoreWatch(nc, key, nil, h).Probe(ctx)
+		if r := h.Ready(ctx); !r.Ready || r.Checks[obs.StoreCheck] != "ok" || r.Degraded[obs.StoreCheck] != "" {
+			t.Errorf("probe %s under its own permissions: %+v", key, r)
+		}
+	}
+	other := obs.NewHealth()
+	obs.NewStoreWatch(hNC, bus.ButlerProbeKey("finance"), nil, other).Probe(ctx)
+	if r := other.Ready(ctx); !r.Ready || !strings.Contains(r.Degraded[obs.StoreCheck], "does not let this user write") {
+		t.Errorf("butler health probing finance's key: %+v, want ready with a note that NATS refused it", r)
+	}
+
 	for name, r := range map[string]*refusals{"switchboard": sbRefused, "butler-health": hRefused, "messenger": mRefused} {
 		r.mu.Lock()
 		for _, e := range r.errs {

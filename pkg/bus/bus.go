@@ -60,6 +60,10 @@ const (
 	// ("<integration>.<digest of the native id>"), so a replayed signed
 	// request is a duplicate after any restart (SeenTTL).
 	BucketSeen = "herald_seen"
+	// BucketProbe: one small record per process, written every few seconds
+	// (obs.StoreWatch): whether NATS can store at all. Its keys are
+	// ServiceProbeKey and ButlerProbeKey.
+	BucketProbe = "herald_probe"
 
 	ConsumerSwitchboard = "switchboard"
 	ConsumerResults     = "switchboard_results"
@@ -206,6 +210,23 @@ type Topology struct {
 // Standard Webhooks' 5 minutes) and a sending server's retries of a mail,
 // yet short of the week after which Telegram may number updates afresh.
 const SeenTTL = 48 * time.Hour
+
+// ProbeTTL is how long a probe record is kept: a process writes its own
+// every few seconds, so only a stopped process's record ever expires.
+const ProbeTTL = 10 * time.Minute
+
+// ProbeSubject is where a process writes its probe record, key: a put to
+// BucketProbe, which needs no permission but this subject.
+func ProbeSubject(key string) string { return "$KV." + BucketProbe + "." + key }
+
+// ServiceProbeKey is the probe key of a process running service
+// ("switchboard", "messenger", "dev"): "_" and the name, as a butler's name
+// cannot begin with "_".
+func ServiceProbeKey(service string) string { return "_" + service }
+
+// ButlerProbeKey is the probe key of butler name's process: under its own
+// name, as every key a butler may write.
+func ButlerProbeKey(name string) string { return name + ".probe" }
 
 // Uses are the streams and buckets one service works with.
 type Uses struct {
@@ -393,6 +414,7 @@ func (t Topology) buckets() []jetstream.KeyValueConfig {
 		kv(BucketLimits, "providers' rate limits and pauses, shared by messengers", time.Hour),
 		kv(BucketTokens, "MCP bearer tokens minted for butlers (hashes only)", 0),
 		kv(BucketSeen, "provider ids of inbound messages stored lately, against replays", SeenTTL),
+		kv(BucketProbe, "each process's probe write: can NATS store?", ProbeTTL),
 	}
 }
 

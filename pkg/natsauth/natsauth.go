@@ -108,6 +108,12 @@ func bucket(name, why string) []Rule {
 		"$JS.FC.KV_"+name+".>")
 }
 
+// probe lets a process write its own probe record (obs.StoreWatch) and
+// nothing else of herald_probe.
+func probe(key string) []Rule {
+	return rules("readiness: its probe record, whether NATS can store (write only)", bus.ProbeSubject(key))
+}
+
 // streamInfo lets a service check the streams it uses.
 func streamInfo(streams ...string) []Rule {
 	var out []Rule
@@ -137,6 +143,7 @@ func Users(cfg *config.Config) []User {
 		bucket(bus.BucketPairing, "pairing codes and paired senders"),
 		bucket(bus.BucketApprovals, "permission prompts: where each was sent, and the one answer"),
 		bucket(bus.BucketRequests, "records the inbound messages it routes, so replies name only those"),
+		probe(bus.ServiceProbeKey(ConnSwitchboard)),
 	)
 	sb.Subscribe = concat(rules("", "_INBOX."+ConnSwitchboard+".>"), Discovery(obs.ServiceSwitchboard))
 	sb.AllowResponses, sb.ResponsesWhy = true, answersDiscovery
@@ -167,6 +174,7 @@ func Users(cfg *config.Config) []User {
 			"$JS.API.CONSUMER.MSG.NEXT.HERALD_WEB.*",
 			"$JS.API.CONSUMER.DELETE.HERALD_WEB.*",
 			"$JS.FC.HERALD_WEB.>"),
+		probe(bus.ServiceProbeKey(ConnMessenger)),
 	)
 	m.Subscribe = concat(rules("", "_INBOX."+ConnMessenger+".>"), Discovery(obs.ServiceMessenger))
 	m.AllowResponses, m.ResponsesWhy = true, answersDiscovery
@@ -239,6 +247,7 @@ func Butler(name string, integrations ...string) User {
 		rules("opens its own permission prompts (write only)", "$KV."+bus.BucketApprovals+"."+name+".>"),
 		rules("its own minted MCP tokens (hashes), read only", own(bus.BucketTokens)),
 		rules("readiness: JetStream answers (account info: usage counts, no names)", "$JS.API.INFO"),
+		probe(bus.ButlerProbeKey(name)),
 	)
 	u.Subscribe = concat(rules("its answers, and replies to its requests", bus.ReplySubject(name, ">"), "_INBOX."+ConnButler(name)+".>"),
 		Discovery(obs.ServiceButler(name)))

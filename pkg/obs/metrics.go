@@ -54,6 +54,8 @@ type Metrics struct {
 	approvalsAsked    *prometheus.CounterVec
 	approvalsAnswered *prometheus.CounterVec
 	notifyCalls       *prometheus.CounterVec
+	storeFailures     prometheus.Counter
+	storeOK           prometheus.Gauge
 	lag               *lagCollector
 
 	handlerOnce sync.Once
@@ -86,6 +88,11 @@ func NewMetrics() *Metrics {
 	m.approvalsAsked = counter("herald_approvals_asked_total", "Permission requests a butler opened and sent to its approvers.", "butler")
 	m.approvalsAnswered = counter("herald_approvals_answered_total", "Permission requests answered by an approver, by verdict (allow, deny).", "butler", "verdict")
 	m.notifyCalls = counter("herald_notify_calls_total", "Calls of a butler's sending tools (notify, reply, react), by result.", "butler", "result")
+	m.storeFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "herald_bus_store_failures_total",
+		Help: "Writes to JetStream that NATS did not store or did not confirm: this process's probe writes and its routes (StoreWatch)."})
+	m.storeOK = prometheus.NewGauge(prometheus.GaugeOpts{Name: "herald_bus_store_ok",
+		Help: "1 while this process's last probe write was stored, 0 while NATS cannot store (or is not connected)."})
+	m.reg.MustRegister(m.storeFailures, m.storeOK)
 	m.lag = newLagCollector()
 	m.reg.MustRegister(m.lag,
 		collectors.NewGoCollector(),
@@ -207,5 +214,24 @@ func (m *Metrics) ApprovalAnswered(butler, verdict string) {
 func (m *Metrics) NotifyCall(butler, result string) {
 	if m != nil {
 		m.notifyCalls.WithLabelValues(butler, result).Inc()
+	}
+}
+
+// StoreFailed counts a write NATS did not store or did not confirm.
+func (m *Metrics) StoreFailed() {
+	if m != nil {
+		m.storeFailures.Inc()
+	}
+}
+
+// StoreOK sets whether NATS stores this process's writes now.
+func (m *Metrics) StoreOK(ok bool) {
+	if m == nil {
+		return
+	}
+	if ok {
+		m.storeOK.Set(1)
+	} else {
+		m.storeOK.Set(0)
 	}
 }

@@ -5,11 +5,14 @@
 // duplicate, answer from the delivery ledger.
 //
 // Every answer is true. Sent and failed come from the messenger's outcome.
-// ErrQueued means JetStream holds the route, or that a publish may have
-// reached it and is being re-published (same Nats-Msg-Id, so never twice)
-// until it is stored: either way it will be delivered, or the butler will be
-// told it failed. ErrNotAccepted means no publish can have reached JetStream:
-// nothing will be sent, and calling again is safe.
+// ErrQueued means JetStream stored the route: it will be delivered, or the
+// butler will be told it failed, whatever restarts in between, the butler's
+// own included, since nothing of it is left in the butler's memory.
+// ErrNotAccepted means no publish can have reached JetStream: nothing will be
+// sent, and calling again is safe. ErrUnconfirmed means JetStream never
+// confirmed a publish that may have reached it: the butler stopped trying,
+// and the route is delivered at most once (once only if NATS stored it
+// without answering).
 package route
 
 import (
@@ -17,8 +20,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -27,20 +28,20 @@ import (
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
+	"github.com/heraldhq/herald/pkg/obs"
 )
 
 var (
-	// ErrQueued means the route will be delivered, or the butler told it
-	// failed, but no answer came in time.
+	// ErrQueued means JetStream stored the route, so it will be delivered
+	// or the butler told it failed, but no answer came in time.
 	ErrQueued = errors.New("queued")
 	// ErrNotAccepted means the bus never had the route; it is wrapped with
 	// envelope.ErrTargetUnavailable.
 	ErrNotAccepted = errors.New("not accepted")
+	// ErrUnconfirmed means no publish was confirmed in time though one may
+	// have been stored; it is wrapped with envelope.ErrTimeout.
+	ErrUnconfirmed = errors.New("NATS did not confirm it stored the notification")
 )
-
-// BackgroundFor bounds how long a route whose publish may have been stored is
-// re-published after its caller was answered "queued".
-const BackgroundFor = 10 * time.Minute
 
 // Client sends routes.
 type Client struct {
@@ -48,14 +49,15 @@ type Client struct {
 	JS      jetstream.JetStream
 	Ledger  *ledger.Ledger
 	Timeout time.Duration // default 30s
-	Log     *slog.Logger
-
-	wg sync.WaitGroup
+	// Store, if set, counts the routes NATS did not store and says why in
+	// the error when the process's probe finds NATS cannot store.
+	Store *obs.StoreWatch
 }
 
 // Send publishes r until JetStream stores it and waits for its
-// route_response. Errors: ErrQueued (will be delivered or reported, no
-// answer yet), or ErrNotAccepted wrapped in a class (nothing was sent).
+// route_response. Errors: ErrQueued (stored; will be delivered or reported,
+// no answer yet), ErrNotAccepted wrapped in a class (nothing was sent), or
+// ErrUnconfirmed wrapped in envelope.ErrTimeout (at most once).
 func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteResponse, error) {
 	timeout := c.Timeout
 	if timeout <= 0 {
@@ -77,8 +79,13 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 	keyed := n != nil && n.IdempotencyKey != "" && c.Ledger != nil
 	if keyed {
 		// A call named before is answered from its record, never sent
-		// again; with other arguments it is refused.
-		if rec, err := c.Ledger.Get(ctx, butler, key); err == nil && rec != nil {
+		// again; with other arguments it is refused. A ledger that does not
+		// answer soon leaves the call to the publish, whose duplicate ack
+		// finds the same record.
+		lctx, lcancel := context.WithTimeout(ctx, timeout/4)
+		rec, err := c.Ledger.Get(lctx, butler, key)
+		lcancel()
+		if err == nil && rec != nil {
 			if err := rec.Matches(n); err != nil {
 				return nil, err
 			}
@@ -96,14 +103,19 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 
 	ack, maybe, err := c.publish(ctx, bus.RouteSubject(butler), data, key)
 	if err != nil {
-		if maybe {
-			// It may be stored, or go out later from the client's buffers:
-			// keep publishing it until it is, and say "queued", never "failed".
-			c.background(context.WithoutCancel(ctx), bus.RouteSubject(butler), data, key, id)
-			return nil, fmt.Errorf("%w: request_id %s (the bus did not confirm it yet: %w)", ErrQueued, id, err)
+		// "Queued" is said only of a stored route: one that lived in this
+		// process's memory would be lost by its restart.
+		c.Store.Failed()
+		why := ""
+		if serr := c.Store.Err(); serr != nil {
+			why = "; " + serr.Error()
 		}
-		return nil, fmt.Errorf("%w: %w: the bus did not take the notification (%w); nothing was sent, so calling notify again is safe once NATS is reachable",
-			envelope.ErrTargetUnavailable, ErrNotAccepted, err)
+		if maybe {
+			return nil, fmt.Errorf("%w: request_id %s: %w: no answer within %s (%w)%s",
+				envelope.ErrTimeout, id, ErrUnconfirmed, timeout, err, why)
+		}
+		return nil, fmt.Errorf("%w: %w: the bus did not take the notification (%w)%s; nothing was sent, so calling notify again is safe once NATS can take it",
+			envelope.ErrTargetUnavailable, ErrNotAccepted, err, why)
 	}
 	// A duplicate is the same notify again: its answer is, or will be, in the
 	// ledger (or on the same reply subject, if it is the same route). If the
@@ -112,11 +124,11 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 	fromLedger := make(chan *ledger.Record, 1)
 	if ack.Duplicate && c.Ledger != nil {
 		since := time.Now().Add(-bus.DuplicateWindow)
-		c.wg.Go(func() {
+		go func() {
 			if rec, err := c.Ledger.WaitAnswer(ctx, butler, key, since); err == nil {
 				fromLedger <- rec
 			}
-		})
+		}()
 	}
 	select {
 	case m := <-replies:
@@ -183,34 +195,4 @@ func mayBeStored(err error) bool {
 		return false
 	}
 	return true
-}
-
-// background re-publishes a route its caller was told is queued, until it is
-// stored or BackgroundFor passes; Close waits for it.
-func (c *Client) background(ctx context.Context, subject string, data []byte, key, id string) {
-	log := c.Log
-	if log == nil {
-		log = slog.Default()
-	}
-	c.wg.Go(func() {
-		ctx, cancel := context.WithTimeout(ctx, BackgroundFor)
-		defer cancel()
-		if _, _, err := c.publish(ctx, subject, data, key); err != nil {
-			log.Error("a notification answered as queued could not be handed to the bus", "request_id", id, "err", err)
-			return
-		}
-		log.Info("a queued notification is on the bus", "request_id", id)
-	})
-}
-
-// Close waits, until ctx ends, for routes still being re-published.
-func (c *Client) Close(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { c.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("routes still being handed to the bus: %w", ctx.Err())
-	}
 }

@@ -48,6 +48,9 @@ type Options struct {
 	// its own (NATS and its inbox), served on its MCP listener's /readyz.
 	Metrics *obs.Metrics
 	Health  *obs.Health
+	// Store is the process's watch of whether NATS can store, which the
+	// process runs. With none the butler keeps and runs its own.
+	Store *obs.StoreWatch
 }
 
 // HealthCheck is the name of butler name's readiness check: its background
@@ -67,6 +70,9 @@ type Butler struct {
 
 	metrics *obs.Metrics
 	health  *obs.Health
+	store   *obs.StoreWatch
+	// probes: the butler runs store's probes itself (Options.Store nil).
+	probes  bool
 	state   *obs.State // ready while Run runs
 	lastErr obs.LastError
 
@@ -105,7 +111,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		cfg:     o.Config,
 		log:     log,
 		nc:      o.NC,
-		client:  &route.Client{NC: o.NC, JS: js, Ledger: led, Timeout: timeout, Log: log},
+		client:  &route.Client{NC: o.NC, JS: js, Ledger: led, Timeout: timeout},
 		metrics: o.Metrics,
 		health:  o.Health,
 		state:   obs.NewState(),
@@ -115,6 +121,11 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		b.health = obs.NewHealth()
 		b.health.Add("nats", obs.NATSCheck(o.NC))
 	}
+	b.store = o.Store
+	if b.store == nil {
+		b.store, b.probes = obs.NewStoreWatch(o.NC, bus.ButlerProbeKey(o.Name), o.Metrics, b.health), true
+	}
+	b.client.Store = b.store
 	b.health.Add(HealthCheck(o.Name), b.state.Check)
 	if b.channel, err = newChannelSide(ctx, b, js); err != nil {
 		return nil, err
@@ -155,7 +166,8 @@ func instructions(name string) string {
 		"To start a conversation yourself, use notify (intent send; omit channel for your default). " +
 		"If your client does not show channel notifications, call inbox to take waiting messages. " +
 		"channel_list and channel_status tell you which channels you have and whether they work.\n" +
-		"If notify says a notification is queued, it is safe: Herald will deliver it, so do not send it again."
+		"If notify says a notification is queued, it is safe: Herald will deliver it, so do not send it again. " +
+		"If it says not confirmed, read what it says about calling again."
 }
 
 // Run does the butler's background work, delivering inbound messages to
@@ -168,17 +180,16 @@ func (b *Butler) Run(ctx context.Context) error {
 	}
 	defer func() { _ = svc.Stop() }()
 	defer b.metrics.WatchConsumers(b.channel.js, b.inboxConsumer())()
+	if b.probes {
+		probes, stop := context.WithCancel(ctx)
+		defer stop()
+		go b.store.Run(probes)
+	}
 	b.state.Set(nil)
 	defer b.state.Set(obs.ErrStopped)
 	err = b.channel.run(ctx)
 	b.stopPrompts()
 	b.prompts.Wait()
-	// Notifications answered "queued" may still be on their way to the bus.
-	wait, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer cancel()
-	if cerr := b.client.Close(wait); cerr != nil {
-		b.log.Error("stopping with notifications not yet on the bus", "err", cerr)
-	}
 	return err
 }
 

@@ -100,6 +100,10 @@ func (b *Butler) send(ctx context.Context, n *envelope.Notify) *mcp.CallToolResu
 		text := fmt.Sprintf("Notification queued (request_id %s): Herald has it but no delivery answer came within %s. "+
 			"It will be delivered once the pipeline is running, or you will get a delivery_failed notification naming this request_id; %s.", id, b.client.Timeout, again)
 		return mcp.NewToolResultStructured(queuedAnswer{queued, text}, text)
+	case errors.Is(err, route.ErrUnconfirmed):
+		b.lastErr.Record(err)
+		b.log.WarnContext(ctx, "the bus did not confirm a notification; the caller is told", "request_id", r.RequestContext.RequestID, "err", err)
+		return unconfirmedError(err, n.IdempotencyKey != "")
 	case err != nil:
 		b.lastErr.Record(err)
 		return toolError(err)
@@ -225,6 +229,22 @@ func toolError(err error) *mcp.CallToolResult {
 		advice = "This is a fault in Herald; retrying as is will not help."
 	}
 	text := fmt.Sprintf("Notification failed (%s): %s. %s", body.Class, body.Message, advice)
+	res := mcp.NewToolResultError(text)
+	res.StructuredContent = map[string]any{"status": envelope.StatusError, "error": body, "summary": text}
+	return res
+}
+
+// unconfirmed is the answer to a notify NATS never confirmed storing: it was
+// not queued, and it is delivered at most once (once only if NATS stored it
+// without answering). Whether calling again is safe depends on the key.
+func unconfirmedError(err error, keyed bool) *mcp.CallToolResult {
+	body := envelope.ErrorBodyFrom(err)
+	again := "Calling notify again could then deliver it twice: if that matters, ask the human first, and give an idempotency_key next time, which makes calling again safe."
+	if keyed {
+		again = "Calling notify again with the same idempotency_key is safe: it is delivered at most once, and answered from the first call if that one got through."
+	}
+	text := fmt.Sprintf("Notification not confirmed (%s): %s. Herald stopped trying, so it is not queued. Most likely it was not stored and will not be delivered; if NATS stored it without answering, it will be delivered once. %s",
+		body.Class, body.Message, again)
 	res := mcp.NewToolResultError(text)
 	res.StructuredContent = map[string]any{"status": envelope.StatusError, "error": body, "summary": text}
 	return res

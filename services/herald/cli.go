@@ -344,7 +344,12 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 	if *httpListen != "" {
 		cfg.HTTPListen = *httpListen
 	}
-	p := newProcess(nc, cfg.HTTPListen, log)
+	probe := bus.ServiceProbeKey(service)
+	if service == "butler" {
+		probe = bus.ButlerProbeKey(*name)
+	}
+	p := newProcess(nc, cfg.HTTPListen, probe, log)
+	p.runProbes(ctx)
 	switch service {
 	case "switchboard":
 		return p.run(ctx, func(ctx context.Context) error {
@@ -357,7 +362,7 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 	case "butler":
 		log := log.With("service", "butler")
 		serve := func(ctx context.Context) error {
-			b, err := butler.New(ctx, butler.Options{Name: *name, Config: cfg, NC: nc, Log: log, Metrics: p.Metrics, Health: p.Health})
+			b, err := butler.New(ctx, butler.Options{Name: *name, Config: cfg, NC: nc, Log: log, Metrics: p.Metrics, Health: p.Health, Store: p.Store})
 			if err != nil {
 				return err
 			}

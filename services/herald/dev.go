@@ -97,7 +97,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 		return err
 	}
 	// /healthz, /readyz and /metrics of the whole fleet on http_listen.
-	proc := newProcess(nc, cfg.HTTPListen, log)
+	proc := newProcess(nc, cfg.HTTPListen, bus.ServiceProbeKey("dev"), log)
 	if err := proc.listen(); err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	starting.SetLimit(16)
 	for i, bc := range cfg.Butlers {
 		starting.Go(func() (err error) {
-			butlers[i], err = butler.New(sctx, butler.Options{Name: bc.Name, Config: cfg, NC: nc, Log: log, Getenv: o.Getenv, Metrics: proc.Metrics, Health: proc.Health})
+			butlers[i], err = butler.New(sctx, butler.Options{Name: bc.Name, Config: cfg, NC: nc, Log: log, Getenv: o.Getenv, Metrics: proc.Metrics, Health: proc.Health, Store: proc.Store})
 			return err
 		})
 	}
@@ -118,6 +118,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return proc.Server.Serve(ctx) })
+	proc.runProbes(ctx)
 	g.Go(func() error {
 		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: nc, Log: log, Metrics: proc.Metrics, Health: proc.Health})
 	})

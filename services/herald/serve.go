@@ -17,15 +17,21 @@ type process struct {
 	Metrics *obs.Metrics
 	Health  *obs.Health
 	Server  *obs.Server
+	// Store probes whether NATS can store; runProbes runs it.
+	Store *obs.StoreWatch
 }
 
-// newProcess is a process listening on listen, ready while nc is connected
-// and JetStream answers, and while each service's own checks pass.
-func newProcess(nc *nats.Conn, listen string, log *slog.Logger) *process {
+// newProcess is a process listening on listen, ready while nc is connected,
+// JetStream answers and stores its probe record (key in herald_probe), and
+// while each service's own checks pass.
+func newProcess(nc *nats.Conn, listen, probe string, log *slog.Logger) *process {
 	m, h := obs.NewMetrics(), obs.NewHealth()
 	h.Add("nats", obs.NATSCheck(nc))
-	return &process{Metrics: m, Health: h, Server: obs.NewServer(listen, h, m, log)}
+	return &process{Metrics: m, Health: h, Server: obs.NewServer(listen, h, m, log), Store: obs.NewStoreWatch(nc, probe, m, h)}
 }
+
+// runProbes runs the store's probes until ctx ends.
+func (p *process) runProbes(ctx context.Context) { go p.Store.Run(ctx) }
 
 // listen opens the listener; a taken address fails at start, saying how to
 // give each process its own.
