@@ -20,16 +20,23 @@ const StoreCheck = "nats.store"
 // ProbeEvery is how often a StoreWatch writes its probe record, and
 // probeTimeout how long it waits for JetStream to confirm one.
 const (
-	ProbeEvery   = 2 * time.Second
+	ProbeEvery   = 5 * time.Second
 	probeTimeout = 2 * time.Second
 )
+
+// probeSize is the size of a probe record: a page of the disk, so that
+// every probe needs a new block of it. A small record lands in the room left
+// in the last page of the stream's file, which a full disk still takes:
+// make chaos saw 20 s of probes of a few bytes stored on a full disk while
+// every route failed.
+const probeSize = 4096
 
 // ErrCannotStore wraps why NATS does not store this process's writes.
 var ErrCannotStore = errors.New("NATS cannot store")
 
 // StoreWatch tells whether NATS can store: every ProbeEvery it writes one
-// small record of its own to the bucket herald_probe, a file-store write like
-// any route or ledger record, and keeps the outcome. A connection that
+// record of its own, a disk page in size, to the bucket herald_probe, a
+// file-store write like any route or ledger record, and keeps the outcome. A connection that
 // answers (the "nats" check) is not enough: a nats-server whose disk filled
 // keeps answering but stores nothing, and keeps refusing writes to a stream
 // that failed until it is restarted, even once space is freed. The outcome
@@ -91,7 +98,9 @@ func (w *StoreWatch) Probe(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
 	defer cancel()
 	at := time.Now().UTC()
-	_, err := w.js.Publish(ctx, w.subject, []byte(at.Format(time.RFC3339Nano)), jetstream.WithRetryAttempts(0))
+	record := make([]byte, probeSize)
+	copy(record, at.Format(time.RFC3339Nano))
+	_, err := w.js.Publish(ctx, w.subject, record, jetstream.WithRetryAttempts(0))
 	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
 		return // stopping, not a verdict on the store
 	}
