@@ -3,7 +3,10 @@
 package e2e
 
 import (
+	"os"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -55,5 +58,52 @@ func TestConnectDocsAreTheTestedLines(t *testing.T) {
 	}
 	if got != want {
 		t.Errorf("docs/extending.md connects the new butler with\n  %s\nbut herald dev prints\n  %s", got, want)
+	}
+}
+
+// TestExtendingNamesRealFiles: every file and folder docs/extending.md names
+// exists, so a contributor following it finds what it points to. Paths are
+// named from the repository's root; a <type> in one stands for a channel's
+// folder and must hold for one of them (services/messenger/<type>/config.go);
+// deploy/.env is made by herald init, not kept in the repository.
+func TestExtendingNamesRealFiles(t *testing.T) {
+	made := map[string]bool{"deploy/.env": true}
+	roots := []string{"services/", "pkg/", "schemas/", "deploy/", "docs/", "e2e/", "plugins/", ".ci/"}
+	named := regexp.MustCompile("`([^`\\s]+/[^`\\s]*)`").FindAllStringSubmatch(mustRead(t, "../docs/extending.md"), -1)
+	if len(named) == 0 {
+		t.Fatal("docs/extending.md names no file")
+	}
+	channels, err := filepath.Glob("../services/messenger/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range named {
+		p := m[1]
+		if made[p] {
+			continue
+		}
+		if !slices.ContainsFunc(roots, func(r string) bool { return strings.HasPrefix(p, r) }) {
+			if !strings.HasPrefix(p, "<") {
+				t.Errorf("docs/extending.md names %q: name it from the repository's root (services/..., pkg/...)", p)
+			}
+			continue
+		}
+		if !strings.Contains(p, "<type>") {
+			if _, err := os.Stat(filepath.Join("..", p)); err != nil {
+				t.Errorf("docs/extending.md names %s, which does not exist", p)
+			}
+			continue
+		}
+		found := false
+		for _, dir := range channels {
+			typ := filepath.Base(dir)
+			if _, err := os.Stat(filepath.Join("..", strings.ReplaceAll(p, "<type>", typ))); err == nil {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Errorf("docs/extending.md names %s, which holds for no channel's folder", p)
+		}
 	}
 }
