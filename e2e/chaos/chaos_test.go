@@ -9,9 +9,18 @@
 // Each scenario sends distinct notifies through the butler's MCP notify tool
 // from 16 concurrent sessions, injects one fault — kill -9 of a process, a
 // 429 storm, a Telegram outage, a ledger write cut off after Telegram took
-// the message — and then checks every notify's fate against what the butler
-// was told: nothing lost, nothing sent twice (beyond what a messenger crash
-// must allow, and audits), and no answer the outcome contradicts.
+// the message, a provider slower than the messenger's 30 s client timeout,
+// a butler kill -9 with the callers retrying on new sessions with their
+// idempotency_key, a full disk under NATS's store with the butler and
+// nats-server restarted through it — and then checks every notify's fate
+// against what the butler was told: nothing lost, nothing sent twice (beyond
+// what a messenger crash or an uncertain send must allow, and audits and
+// reports), and no answer the outcome contradicts. The table counts, per
+// scenario, the notifies delivered once, the extra copies, the missing and
+// contradicted ones, the uncertain sends, and every kind of answer.
+//
+// The disk-full scenario mounts a tmpfs (root only); without root it is
+// skipped, and says so.
 //
 // Run it with `make chaos`. HERALD_BIN names the directory of the binaries
 // (switchboard, messenger, butler, nats-server); CHAOS_LEGACY_CONFIG=1 leaves
@@ -22,6 +31,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -48,6 +58,15 @@ type scenario struct {
 	retryFor    time.Duration
 	// messengerCrash allows up to two duplicates, each audited uncertain.
 	messengerCrash bool
+	// uncertainDuplicates allows a copy beyond the first for each audit
+	// record of kind uncertain of a notify whose butler was told (an
+	// uncertain outcome, a delivery_uncertain or delivery_failed report).
+	uncertainDuplicates bool
+	// retry gives every notify an idempotency_key and makes each call
+	// that failed at the MCP level once more, with it, on a new session.
+	retry bool
+	// storeSize puts the (single) server's store on a tmpfs of that size.
+	storeSize string
 	// setup runs before the load (hooks on the fake); inject runs alongside
 	// it; check adds the scenario's own goals after the tally.
 	setup  func(f *fleet)
@@ -91,6 +110,18 @@ func scenarios() []*scenario {
 			name: "ledger-write-fails", fault: "NATS stopped 8 s the moment Telegram accepted message #50", notifies: 200,
 			setup: pauseNATSOnAccept(50, 8*time.Second), check: checkHeld,
 		},
+		{
+			name: "slow-provider", fault: "Telegram answers 5 sendMessage after 40 s (client timeout 30 s)", notifies: 100, uncertainDuplicates: true,
+			setup: slowProvider(30, 5, 40*time.Second), check: checkSlow(5),
+		},
+		{
+			name: "butler-kill-retry", fault: "butler kill -9 mid-burst, restarted; failed calls retried with their idempotency_key", notifies: 400, retry: true,
+			inject: killAndRestart("butler", 100, time.Second), check: checkRetries,
+		},
+		{
+			name: "disk-full-butler-restart", fault: "NATS store (64 MB tmpfs) filled; butler, then nats-server restarted", notifies: 400, storeSize: "64m",
+			inject: diskFull(100), check: checkDiskFull,
+		},
 	}
 }
 
@@ -132,10 +163,17 @@ func TestChaos(t *testing.T) {
 // run is one scenario: start, load with the fault, settle, tally, check.
 func run(t *testing.T, sc *scenario, res *result, root string) {
 	f := newFleet(t, sc, res, root)
-	l := newLoad(sc.name, sc.notifies)
+	clientLog, err := os.Create(filepath.Join(f.dir, "logs", "mcp-clients.log"))
+	if err != nil {
+		f.fatalf("%v", err)
+	}
+	t.Cleanup(func() { _ = clientLog.Close() })
+	l := newLoad(sc, f.mcp, f.mcpToken, clientLog)
+	t.Cleanup(l.close)
 	f.tg.OnAccept("sendMessage", func(c telegramtest.Call) {
 		l.accepted(c.Params["text"])
 		time.Sleep(providerLatency)
+		f.accept(c)
 	})
 	f.startServices()
 	if sc.setup != nil {
@@ -145,12 +183,11 @@ func run(t *testing.T, sc *scenario, res *result, root string) {
 	var clients []*client.Client
 	for range sessions {
 		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		c, err := l.connect(ctx, f.mcp, f.mcpToken)
+		c, err := l.connect(ctx)
 		cancel()
 		if err != nil {
 			f.fatalf("MCP session: %v", err)
 		}
-		t.Cleanup(func() { _ = c.Close() })
 		clients = append(clients, c)
 	}
 
@@ -176,15 +213,16 @@ func run(t *testing.T, sc *scenario, res *result, root string) {
 		f.note("recovery: the last of %d notifies in flight at the kill reached Telegram %s after it", res.inFlight, res.recovery.Round(100*time.Millisecond))
 	}
 	f.tally(l)
+	f.noteStuck(l)
 	f.writeCalls()
 	if sc.check != nil {
 		sc.check(f, l)
 	}
 
-	t.Logf("%s: notifies %d, delivered %d, duplicates %d, missing %d, answers sent %d / queued %d / error %d / uncertain %d, reports failed %d / uncertain %d, audit uncertain %d, contradicted %d",
-		sc.name, res.notifies, res.delivered, res.duplicates, res.missing,
-		res.answers[answerSent], res.answers[answerQueued], res.answers[answerError], res.uncertain,
-		res.failedRep, res.uncertRep, res.auditUnc, res.contradict)
+	t.Logf("%s: notifies %d, delivered %d (once %d), duplicates %d, missing %d, answers sent %d / queued %d / unconfirmed %d / error %d / uncertain %d / none %d, retried %d, reports failed %d / uncertain %d, audit uncertain %d, contradicted %d",
+		sc.name, res.notifies, res.delivered, res.once, res.duplicates, res.missing,
+		res.answers[answerSent], res.answers[answerQueued], res.answers[answerUnconfirmed], res.answers[answerError], res.uncertain, res.answers[answerNone],
+		res.retried, res.failedRep, res.uncertRep, res.auditUnc, res.contradict)
 	violations, _ := res.failures()
 	for _, v := range violations {
 		t.Errorf("GOAL NOT MET: %s", v)
@@ -359,8 +397,7 @@ func pauseNATSOnAccept(nth int, hold time.Duration) func(*fleet) {
 	return func(f *fleet) {
 		var count atomic.Int64
 		f.heldTag.Store("")
-		f.tg.OnAccept("sendMessage", func(c telegramtest.Call) {
-			time.Sleep(providerLatency)
+		f.onAccept(func(c telegramtest.Call) {
 			if count.Add(1) != int64(nth) {
 				return
 			}
@@ -397,4 +434,226 @@ func checkHeld(f *fleet, l *load) {
 	if copies != 1 {
 		f.res.violate("#%04d, accepted while the ledger could not be written, reached Telegram %d times (want exactly 1)", i, copies)
 	}
+}
+
+// slowProvider makes the fake hold n sendMessage calls for d each, those
+// it accepts after the first after: past the messenger's 30 s client
+// timeout, the sender cannot know the message went out.
+func slowProvider(after, n int, d time.Duration) func(*fleet) {
+	return func(f *fleet) {
+		var count atomic.Int64
+		f.onAccept(func(c telegramtest.Call) {
+			if k := count.Add(1); k <= int64(after) || k > int64(after+n) {
+				return
+			}
+			f.strike(c.Params["text"])
+			time.Sleep(d)
+		})
+	}
+}
+
+// checkSlow: n calls were slow, and each of their notifies is audited
+// uncertain, its butler told, and resent once (on_uncertain: resend) or
+// not (skip).
+func checkSlow(n int) func(*fleet, *load) {
+	return func(f *fleet, l *load) {
+		want := 2
+		if f.sc.onUncertain == "skip" {
+			want = 1
+		}
+		slow := f.struckTexts()
+		var fates []string
+		for _, text := range slow {
+			i := l.index(text)
+			if i < 0 {
+				f.res.violate("a slow call carried no notify of the run: %q", firstLine(text))
+				continue
+			}
+			a, ft := l.answers[i], f.out.fates[i]
+			fates = append(fates, fmt.Sprintf("#%04d %d copies, audited uncertain %d, answer %s%s, reported %s", i, ft.copies, ft.audits, a.kind, uncertainMark(a), reportsOf(ft)))
+			if ft.copies != want {
+				f.res.violate("#%04d, answered by Telegram after the client timeout, is there %d times (want %d with on_uncertain: %s)", i, ft.copies, want, f.sc.onUncertain)
+			}
+			if !ft.audited {
+				f.res.violate("#%04d, answered by Telegram after the client timeout, has no audit record of kind uncertain", i)
+			}
+			if !toldUncertain(a, ft) {
+				f.res.violate("#%04d, answered by Telegram after the client timeout, was never reported uncertain to its butler (answer %s, no delivery_uncertain/delivery_failed notification)", i, a.kind)
+			}
+		}
+		f.note("slow: %d sendMessage calls held past the client timeout: %s", len(slow), strings.Join(fates, "; "))
+		if len(slow) != n {
+			f.res.violate("%d sendMessage calls were slow, want %d", len(slow), n)
+		}
+	}
+}
+
+// reportsOf names the outcome notifications a notify's butler got.
+func reportsOf(ft fate) string {
+	var r []string
+	if ft.uncertRep {
+		r = append(r, "delivery_uncertain")
+	}
+	if ft.failedRep {
+		r = append(r, "delivery_failed")
+	}
+	if len(r) == 0 {
+		return "nothing"
+	}
+	return strings.Join(r, " and ")
+}
+
+// checkRetries: calls failed at the MCP level and were retried, and how
+// the retries were answered: a retry of a message already at Telegram is
+// answered from the ledger, never sent again (no duplicates, the tally's
+// goal).
+func checkRetries(f *fleet, l *load) {
+	type group struct {
+		n       int
+		example string
+	}
+	groups := map[string]*group{}
+	var order []string
+	retried := 0
+	firstTry := ""
+	for i, a := range l.answers[:l.issued.Load()] {
+		if a.firstTry == nil {
+			continue
+		}
+		retried++
+		if firstTry == "" {
+			firstTry = firstLine(a.firstTry.text)
+		}
+		key := a.kind
+		switch {
+		case a.class != "":
+			key += " (" + a.class + ")"
+		case a.uncertain:
+			key += " (uncertain)"
+		}
+		if at := l.acceptedTime(i); !at.IsZero() && at.Before(a.retriedAt) {
+			key += ", the first call's message at Telegram before the retry"
+		} else if f.out.fates[i].copies > 0 {
+			key += ", at Telegram after the retry"
+		} else {
+			key += ", never at Telegram"
+		}
+		g := groups[key]
+		if g == nil {
+			g = &group{example: firstLine(a.text)}
+			groups[key] = g
+			order = append(order, key)
+		}
+		g.n++
+	}
+	f.note("retried: %d calls failed at the MCP level (e.g. %q) and were made once more with the same idempotency_key on a new session", retried, firstTry)
+	for _, key := range order {
+		f.note("retries answered %s: %d, e.g. %q", key, groups[key].n, groups[key].example)
+	}
+	if retried == 0 {
+		f.res.violate("no call failed at the MCP level: the kill caught none in flight, and no retry was made")
+	}
+}
+
+// storeFailuresMetric counts a service's failed NATS store probes.
+const storeFailuresMetric = "herald_bus_store_failures_total"
+
+// diskFull fills the single server's tmpfs store once after messages were
+// accepted, and goes through the fault as an operator would: every
+// service's /readyz must say NATS cannot store, and its /metrics count the
+// failures; the butler is restarted (SIGTERM) on the full store; the
+// ballast is removed; nats-server is restarted (SIGTERM) on its store, as
+// it keeps a stream's write error until then; and every /readyz must be
+// ready again.
+func diskFull(after int) func(*fleet, *load) error {
+	return func(f *fleet, _ *load) error {
+		if err := f.waitAccepted(after, 60*time.Second); err != nil {
+			return err
+		}
+		node := f.nodes[0]
+		ballast := filepath.Join(node.store, "ballast")
+		full := time.Now()
+		n, err := fill(ballast)
+		if err != nil {
+			return fmt.Errorf("filling %s: %w", node.store, err)
+		}
+		f.note("store full at %s, %d accepted: %.1f MiB of ballast", full.Format("15:04:05.0"), f.accepted(), float64(n)/(1<<20))
+		f.awaitReadiness("503 with nats.store failing", storeFailing, full, 20*time.Second)
+		time.Sleep(10 * time.Second)
+		f.noteReadiness(fmt.Sprintf("%s after the store filled", time.Since(full).Round(100*time.Millisecond)))
+		f.checkStoreFailures()
+
+		butler := f.svc["butler"]
+		if err := butler.stop(30 * time.Second); err != nil {
+			f.res.violate("restarting the butler on the full store: %v", err)
+		}
+		f.note("butler stopped (SIGTERM) at %d accepted; starting it again, the store still full", f.accepted())
+		if err := f.restart(butler); err != nil {
+			f.res.violate("the butler did not start again while the store was full: %v", err)
+		}
+
+		if err := os.Remove(ballast); err != nil {
+			return err
+		}
+		freed := time.Now()
+		for time.Since(freed) < 10*time.Second && !f.allReady() {
+			time.Sleep(250 * time.Millisecond)
+		}
+		f.noteReadiness(fmt.Sprintf("%s after the ballast was removed, nats-server not restarted", time.Since(freed).Round(100*time.Millisecond)))
+
+		if err := node.stop(30 * time.Second); err != nil {
+			return err
+		}
+		restarted := time.Now()
+		if err := node.start(20 * time.Second); err != nil {
+			return err
+		}
+		f.note("nats-server restarted (SIGTERM, then on its store) at %d accepted", f.accepted())
+		if !butler.running() {
+			if err := f.restart(butler); err != nil {
+				return fmt.Errorf("the butler did not start after nats-server's restart either: %w", err)
+			}
+			f.note("butler started after nats-server's restart")
+		}
+		f.awaitReadiness("200 (ready)", ready, restarted, 30*time.Second)
+		return nil
+	}
+}
+
+// allReady: every service's /readyz answers 200.
+func (f *fleet) allReady() bool {
+	for _, name := range serviceNames {
+		if !ready(f.readyz(name)) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkStoreFailures: while the store is full, every service's /metrics
+// counts failed store probes.
+func (f *fleet) checkStoreFailures() {
+	var got []string
+	for _, name := range serviceNames {
+		v, found, err := f.counter(name, storeFailuresMetric)
+		switch {
+		case err != nil:
+			f.res.violate("%s /metrics while the store is full: %v", name, err)
+			got = append(got, name+" unread")
+			continue
+		case !found:
+			f.res.violate("%s /metrics has no %s while the store is full", name, storeFailuresMetric)
+		case v == 0:
+			f.res.violate("%s: %s is 0 while the store is full", name, storeFailuresMetric)
+		}
+		got = append(got, fmt.Sprintf("%s %g", name, v))
+	}
+	f.note("%s while the store is full: %s", storeFailuresMetric, strings.Join(got, ", "))
+}
+
+// checkDiskFull notes what the callers were told through the fault; the
+// tally holds every answer to its promise.
+func checkDiskFull(f *fleet, _ *load) {
+	a := f.res.answers
+	f.note("answers: queued %d, unconfirmed %d, no answer %d (sent %d, error %d)", a[answerQueued], a[answerUnconfirmed], a[answerNone], a[answerSent], a[answerError])
 }

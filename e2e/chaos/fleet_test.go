@@ -11,7 +11,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -71,6 +73,16 @@ type fleet struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	res     *result
+	// out is every notify's fate, as the tally found it.
+	out outcome
+	// mounts are the tmpfs stores to unmount once NATS is gone.
+	mounts []string
+
+	mu sync.Mutex
+	// hooks run after the load noted a message the fake accepted
+	// (onAccept); struck are the messages a fault hit, in order.
+	hooks  []func(telegramtest.Call)
+	struck []string
 }
 
 // newFleet starts NATS (one server, or three in a cluster) and the Telegram
@@ -93,6 +105,9 @@ func newFleet(t *testing.T, sc *scenario, res *result, root string) *fleet {
 	}
 	for i := range size {
 		f.nodes = append(f.nodes, f.newNode(i+1))
+	}
+	if sc.storeSize != "" {
+		f.mountStore(f.nodes[0], sc.storeSize)
 	}
 	f.writeNodeConfigs()
 	for _, n := range f.nodes {
@@ -400,8 +415,9 @@ func (f *fleet) startServices() {
 		if s.name == "butler" {
 			args = append(args, "--name", butlerName)
 		}
+		httpAddr := fmt.Sprintf("127.0.0.1:%d", httpPort)
 		p := &proc{
-			name: s.name, path: f.binary(s.name), args: args, logDir: filepath.Join(f.dir, "logs"), ready: s.ready,
+			name: s.name, path: f.binary(s.name), args: args, logDir: filepath.Join(f.dir, "logs"), ready: s.ready, httpAddr: httpAddr,
 			env: []string{
 				"HERALD_CONFIG=" + f.cfg,
 				"NATS_URL=" + f.natsURL(),
@@ -409,7 +425,7 @@ func (f *fleet) startServices() {
 				"TG_TOKEN=" + f.tg.Token(),
 				"CHAOS_MCP_TOKEN=" + f.mcpToken,
 				// Each service's own health listener, where the binary has one.
-				fmt.Sprintf("HERALD_HTTP_LISTEN=127.0.0.1:%d", httpPort),
+				"HERALD_HTTP_LISTEN=" + httpAddr,
 			},
 		}
 		f.svc[s.name] = p
@@ -462,17 +478,21 @@ func (f *fleet) leaders(streams ...string) (map[string]string, error) {
 }
 
 // workPending is how many messages wait in work-queue streams (a route, a
-// delivery, a result not yet acked); ok is false if NATS did not say.
-func (f *fleet) workPending() (n uint64, ok bool) {
+// delivery, a result not yet acked), and where ("HERALD_ROUTE 3"); ok is
+// false if NATS did not say.
+func (f *fleet) workPending() (n uint64, where string, ok bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	l := f.js.ListStreams(ctx)
+	var streams []string
 	for info := range l.Info() {
-		if info.Config.Retention == jetstream.WorkQueuePolicy {
+		if info.Config.Retention == jetstream.WorkQueuePolicy && info.State.Msgs > 0 {
 			n += info.State.Msgs
+			streams = append(streams, fmt.Sprintf("%s %d", info.Config.Name, info.State.Msgs))
 		}
 	}
-	return n, l.Err() == nil
+	slices.Sort(streams)
+	return n, strings.Join(streams, ", "), l.Err() == nil
 }
 
 // stopNATS is SIGSTOP (or SIGCONT) of every NATS server.
@@ -500,9 +520,45 @@ func (f *fleet) cleanup() {
 	for _, n := range f.nodes {
 		n.cleanup()
 	}
+	for _, dir := range f.mounts {
+		f.unmount(dir)
+	}
 	if f.t.Failed() {
 		f.t.Logf("logs of %s: %s", f.sc.name, filepath.Join(f.dir, "logs"))
 	}
+}
+
+// onAccept adds fn to what runs each time the fake accepts a sendMessage,
+// after the load noted it: faults compose with the harness's own hook
+// instead of replacing it.
+func (f *fleet) onAccept(fn func(telegramtest.Call)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hooks = append(f.hooks, fn)
+}
+
+// accept runs the hooks onAccept added.
+func (f *fleet) accept(c telegramtest.Call) {
+	f.mu.Lock()
+	hooks := slices.Clone(f.hooks)
+	f.mu.Unlock()
+	for _, fn := range hooks {
+		fn(c)
+	}
+}
+
+// strike records the message a fault hit.
+func (f *fleet) strike(text string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.struck = append(f.struck, text)
+}
+
+// struckTexts are the messages a fault hit, in order.
+func (f *fleet) struckTexts() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.struck)
 }
 
 // note logs something that happened, as evidence for the scenario's numbers.
@@ -551,4 +607,42 @@ func (f *fleet) accepted() int {
 		}
 	}
 	return n
+}
+
+// noteStuck notes what still waits in a work queue once the load settled:
+// which notifies, what their callers were told and where they are, and
+// how far the stream's consumers got.
+func (f *fleet) noteStuck(l *load) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	streams := f.js.ListStreams(ctx)
+	for info := range streams.Info() {
+		if info.Config.Retention != jetstream.WorkQueuePolicy || info.State.Msgs == 0 {
+			continue
+		}
+		s, err := f.js.Stream(ctx, info.Config.Name)
+		if err != nil {
+			f.note("still in %s: %d messages (%v)", info.Config.Name, info.State.Msgs, err)
+			continue
+		}
+		var msgs []string
+		for seq := info.State.FirstSeq; seq <= info.State.LastSeq && len(msgs) < 5; seq++ {
+			m, err := s.GetMsg(ctx, seq)
+			if err != nil {
+				continue // acked and gone
+			}
+			desc := fmt.Sprintf("seq %d on %s", seq, m.Subject)
+			if i := l.index(string(m.Data)); i >= 0 {
+				desc += fmt.Sprintf(": #%04d, answered %s, at Telegram %d time(s)", i, l.answers[i].kind, f.out.fates[i].copies)
+			}
+			msgs = append(msgs, desc)
+		}
+		var consumers []string
+		cons := s.ListConsumers(ctx)
+		for c := range cons.Info() {
+			consumers = append(consumers, fmt.Sprintf("%s delivered %d, ack floor %d, pending %d, ack pending %d, redelivered %d",
+				c.Name, c.Delivered.Stream, c.AckFloor.Stream, c.NumPending, c.NumAckPending, c.NumRedelivered))
+		}
+		f.note("still in %s: %d messages (%s); consumers: %s", info.Config.Name, info.State.Msgs, strings.Join(msgs, "; "), strings.Join(consumers, "; "))
+	}
 }

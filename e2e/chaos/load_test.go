@@ -6,9 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
-	"os"
+	"maps"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -32,6 +34,10 @@ const (
 	answerSent   = "sent"
 	answerQueued = "queued"
 	answerError  = "error"
+	// answerUnconfirmed: the bus did not confirm storing the route within
+	// notify_timeout (isError, class timeout, "Notification not
+	// confirmed"): it may still be delivered, at most once.
+	answerUnconfirmed = "unconfirmed"
 	// answerNone: the MCP call itself failed; Herald answered nothing.
 	answerNone = "none"
 	// answerOther: an answer the harness cannot read.
@@ -46,8 +52,14 @@ type answer struct {
 	requestID  string
 	deliveryID string
 	text       string
-	// issuedAt and answeredAt are when the call was made and answered.
+	// issuedAt and answeredAt are when the call was made and answered; for
+	// a retry, issuedAt is the first call's.
 	issuedAt, answeredAt time.Time
+	// firstTry is the call that failed at the MCP level when this answer
+	// is its retry (same message, same idempotency_key, a new session),
+	// made at retriedAt.
+	firstTry  *answer
+	retriedAt time.Time
 }
 
 // report is a channel notification telling the butler the late outcome of a
@@ -68,23 +80,56 @@ var reportKinds = map[string]bool{"delivery_failed": true, "delivery_uncertain":
 // tool by concurrent sessions, and every outcome notification they receive.
 type load struct {
 	scenario string
-	answers  []answer
-	issued   atomic.Int64 // notifies handed to a session
-	done     atomic.Int64 // notifies answered (or failed at the MCP level)
+	// url and token are the butler's MCP endpoint and bearer token: a
+	// session found dead is replaced by a new one there.
+	url, token string
+	// clientLog takes the MCP clients' warnings (a GET stream cut by a
+	// butler restart, say): evidence, not output.
+	clientLog *slog.Logger
+	// keys: every notify carries an idempotency_key; retry: a call that
+	// failed at the MCP level is made once more, on a new session.
+	keys, retry bool
+	answers     []answer
+	issued      atomic.Int64 // notifies handed to a session
+	done        atomic.Int64 // notifies answered (or failed at the MCP level)
 
 	mu         sync.Mutex
 	acceptedAt []time.Time // by index, when the fake last took it
 	reports    []report
-	seen       map[string]bool // kind + request_id, as every session gets a copy
-	changed    atomic.Int64    // bumped by every new report
+	seen       map[string]bool         // kind + request_id, as every session gets a copy
+	changed    atomic.Int64            // bumped by every new report
+	clients    map[*client.Client]bool // sessions open, until drop or close
 }
 
-func newLoad(scenario string, n int) *load {
-	return &load{scenario: scenario, answers: make([]answer, n), acceptedAt: make([]time.Time, n), seen: map[string]bool{}}
+func newLoad(sc *scenario, url, token string, clientLog io.Writer) *load {
+	return &load{
+		scenario:   sc.name,
+		url:        url,
+		token:      token,
+		clientLog:  slog.New(slog.NewTextHandler(clientLog, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		keys:       sc.retry,
+		retry:      sc.retry,
+		answers:    make([]answer, sc.notifies),
+		acceptedAt: make([]time.Time, sc.notifies),
+		seen:       map[string]bool{},
+		clients:    map[*client.Client]bool{},
+	}
 }
 
 // tag is notify i's message, unique across the run.
 func (l *load) tag(i int) string { return fmt.Sprintf("chaos %s #%04d", l.scenario, i) }
+
+// key is notify i's idempotency_key.
+func (l *load) key(i int) string { return fmt.Sprintf("chaos-%s-%04d", l.scenario, i) }
+
+// args are notify i's tool arguments, the same on a retry.
+func (l *load) args(i int) map[string]any {
+	args := map[string]any{"message": l.tag(i)}
+	if l.keys {
+		args["idempotency_key"] = l.key(i)
+	}
+	return args
+}
 
 var tagPattern = regexp.MustCompile(`chaos (\S+) #(\d{4,})`)
 
@@ -102,11 +147,10 @@ func (l *load) index(text string) int {
 }
 
 // connect opens one MCP session with the GET stream open, as Claude Code
-// does, recording outcome notifications.
-func (l *load) connect(ctx context.Context, url, token string) (*client.Client, error) {
-	quiet := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	c, err := client.NewStreamableHttpClient(url, transport.WithContinuousListening(), transport.WithHTTPLogger(quiet),
-		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + token}))
+// does, recording outcome notifications; close ends every session opened.
+func (l *load) connect(ctx context.Context) (*client.Client, error) {
+	c, err := client.NewStreamableHttpClient(l.url, transport.WithContinuousListening(), transport.WithHTTPLogger(l.clientLog),
+		transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + l.token}))
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +190,57 @@ func (l *load) connect(ctx context.Context, url, token string) (*client.Client, 
 		_ = c.Close()
 		return nil, fmt.Errorf("negotiated protocol %s, want %s", res.ProtocolVersion, protocolVersion)
 	}
+	l.mu.Lock()
+	l.clients[c] = true
+	l.mu.Unlock()
 	return c, nil
+}
+
+// drop closes a session the load no longer uses.
+func (l *load) drop(c *client.Client) {
+	l.mu.Lock()
+	open := l.clients[c]
+	delete(l.clients, c)
+	l.mu.Unlock()
+	if open {
+		_ = c.Close()
+	}
+}
+
+// close ends every session still open.
+func (l *load) close() {
+	l.mu.Lock()
+	open := slices.Collect(maps.Keys(l.clients))
+	clear(l.clients)
+	l.mu.Unlock()
+	for _, c := range open {
+		_ = c.Close()
+	}
+}
+
+// reconnectFor bounds how long a worker tries to open a new session after
+// its call failed at the MCP level (a butler restart takes seconds).
+const reconnectFor = 60 * time.Second
+
+// reconnect replaces a session whose call failed at the MCP level: after a
+// butler restart the old session is gone with the process, and a session
+// that merely timed out costs nothing to replace. It tries until the
+// butler serves again or reconnectFor passes.
+func (l *load) reconnect(old *client.Client) (*client.Client, error) {
+	l.drop(old)
+	deadline := time.Now().Add(reconnectFor)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := l.connect(ctx)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("no new MCP session within %s: %w", reconnectFor, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 func str(v any) string {
@@ -155,26 +249,59 @@ func str(v any) string {
 }
 
 // run sends every notify through the sessions, sessions at a time, until all
-// are answered or stopAt passes (then the rest are not sent at all).
+// are answered or stopAt passes (then the rest are not sent at all). A
+// session whose call failed at the MCP level is replaced; a worker that
+// cannot get a new one stops.
 func (l *load) run(clients []*client.Client, stopAt time.Time) {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for _, c := range clients {
 		wg.Go(func() {
-			for {
+			for c != nil {
 				i := int(next.Add(1) - 1)
 				if i >= len(l.answers) || time.Now().After(stopAt) {
 					return
 				}
 				l.issued.Add(1)
-				at := time.Now()
-				l.answers[i] = call(c, l.tag(i))
-				l.answers[i].issuedAt, l.answers[i].answeredAt = at, time.Now()
+				l.answers[i], c = l.send(c, i)
 				l.done.Add(1)
 			}
 		})
 	}
 	wg.Wait()
+}
+
+// send is notify i through session c, and the session to use next: c, or
+// a new one if the call failed at the MCP level (nil if none could be
+// opened). With retry, such a call is made once more on the new session,
+// with the same message and idempotency_key.
+func (l *load) send(c *client.Client, i int) (answer, *client.Client) {
+	at := time.Now()
+	a := call(c, l.args(i))
+	a.issuedAt, a.answeredAt = at, time.Now()
+	if a.kind != answerNone {
+		return a, c
+	}
+	c, err := l.reconnect(c)
+	if err != nil {
+		a.text += "; then " + err.Error()
+		return a, nil
+	}
+	if !l.retry {
+		return a, c
+	}
+	first := a
+	retriedAt := time.Now()
+	a = call(c, l.args(i))
+	a.issuedAt, a.answeredAt = first.issuedAt, time.Now()
+	a.firstTry, a.retriedAt = &first, retriedAt
+	if a.kind == answerNone {
+		// Not retried again; the next notify gets a new session.
+		if c, err = l.reconnect(c); err != nil {
+			a.text += "; then " + err.Error()
+		}
+	}
+	return a, c
 }
 
 // accepted notes when the fake took the message of text (the last time, if
@@ -212,12 +339,12 @@ func (l *load) recovery(at time.Time) (time.Duration, int) {
 
 // call is one notify through the tool. The butler answers within its
 // notify_timeout; the bound here only keeps a hung call from hanging the run.
-func call(c *client.Client, msg string) answer {
+func call(c *client.Client, args map[string]any) answer {
 	ctx, cancel := context.WithTimeout(context.Background(), notifyTimeout+25*time.Second)
 	defer cancel()
 	req := mcp.CallToolRequest{}
 	req.Params.Name = "notify"
-	req.Params.Arguments = map[string]any{"message": msg}
+	req.Params.Arguments = args
 	res, err := c.CallTool(ctx, req)
 	if err != nil {
 		return answer{kind: answerNone, text: err.Error()}
@@ -236,16 +363,6 @@ func classify(res *mcp.CallToolResult) answer {
 		}
 	}
 	a := answer{text: strings.Join(parts, "\n")}
-	switch {
-	case res.IsError:
-		a.kind = answerError
-	case strings.HasPrefix(a.text, "Notification sent"):
-		a.kind = answerSent
-	case strings.HasPrefix(a.text, "Notification queued"):
-		a.kind = answerQueued
-	default:
-		a.kind = answerOther
-	}
 	var sc struct {
 		RequestContext struct {
 			RequestID string `json:"request_id"`
@@ -274,6 +391,19 @@ func classify(res *mcp.CallToolResult) answer {
 	if sc.Error != nil {
 		a.class = sc.Error.Class
 	}
+	switch {
+	case res.IsError && a.class == "timeout" && strings.HasPrefix(a.text, "Notification not confirmed"):
+		a.kind = answerUnconfirmed
+	case res.IsError:
+		a.kind = answerError
+	case strings.HasPrefix(a.text, "Notification sent"), strings.HasPrefix(a.text, "Notification may not have been delivered"):
+		// The second is a sent answer whose outcome is uncertain.
+		a.kind = answerSent
+	case strings.HasPrefix(a.text, "Notification queued"):
+		a.kind = answerQueued
+	default:
+		a.kind = answerOther
+	}
 	return a
 }
 
@@ -287,4 +417,11 @@ func (l *load) reportsSoFar() []report {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return append([]report(nil), l.reports...)
+}
+
+// acceptedTime is when the fake last took notify i's message (zero: never).
+func (l *load) acceptedTime(i int) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.acceptedAt[i]
 }

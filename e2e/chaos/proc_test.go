@@ -27,6 +27,9 @@ type proc struct {
 	logDir string
 	// ready is a line fragment the process logs once it serves.
 	ready string
+	// httpAddr is the service's HERALD_HTTP_LISTEN (/healthz, /readyz,
+	// /metrics); empty for NATS.
+	httpAddr string
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -136,6 +139,31 @@ func (p *proc) kill9() error {
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("%s did not die within 10s of SIGKILL", p.name)
 	}
+}
+
+// stop is a graceful stop: SIGTERM, and wait until the process exits. One
+// still running after within is killed, and that is the error.
+func (p *proc) stop(within time.Duration) error {
+	p.mu.Lock()
+	cmd, done := p.cmd, p.done
+	p.mu.Unlock()
+	if cmd == nil || isClosed(done) {
+		return fmt.Errorf("%s is not running", p.name)
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return err
+	}
+	select {
+	case <-done:
+		return nil
+	case <-time.After(within):
+	}
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+	}
+	return fmt.Errorf("%s did not exit within %s of SIGTERM; killed", p.name, within)
 }
 
 // running reports whether the current start is alive.

@@ -21,10 +21,12 @@ type result struct {
 	notifies int // tool calls made
 
 	delivered  int // distinct notifies at the fake
+	once       int // notifies at the fake exactly once
 	duplicates int // extra copies at the fake
 	missing    int // neither delivered nor reported to the butler
 	answers    map[string]int
 	uncertain  int // answers with delivery.outcome uncertain
+	retried    int // calls made again after failing at the MCP level
 	failedRep  int // delivery_failed notifications matched to a notify
 	uncertRep  int // delivery_uncertain notifications matched to a notify
 	contradict int
@@ -40,6 +42,14 @@ type result struct {
 	mu         sync.Mutex
 	violations []string
 	aborted    string
+	skipped    string
+}
+
+// setSkipped records why the scenario could not run here (not a pass).
+func (r *result) setSkipped(msg string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.skipped = msg
 }
 
 func (r *result) setAborted(msg string) {
@@ -62,6 +72,7 @@ type fate struct {
 	failedRep bool
 	uncertRep bool
 	audited   bool // an audit record of kind uncertain names it
+	audits    int  // how many do
 }
 
 // outcome matches the fake's messages, the outcome notifications and the
@@ -121,6 +132,7 @@ func (f *fleet) outcome(l *load, audit []map[string]any) outcome {
 			continue
 		}
 		o.fates[i].audited = true
+		o.fates[i].audits++
 	}
 	return o
 }
@@ -132,11 +144,32 @@ func told(a answer, ft fate) bool {
 	return a.kind == answerError || a.uncertain || ft.failedRep || ft.uncertRep
 }
 
+// toldUncertain reports whether the butler was told notify i may have gone
+// out more than once, or not at all: an uncertain outcome in the answer, or
+// a delivery_uncertain / delivery_failed notification.
+func toldUncertain(a answer, ft fate) bool {
+	return a.uncertain || ft.uncertRep || ft.failedRep
+}
+
+// promised reports whether an answer promised the notify would be
+// delivered or its failure reported. An unconfirmed answer promises at
+// most once (maybe never), and no answer (the MCP call failed) promises
+// nothing.
+func promised(a answer) bool {
+	return a.kind != answerUnconfirmed && a.kind != answerNone
+}
+
+// lost reports whether notify i broke its answer's promise: never
+// delivered, and its butler never told why.
+func lost(a answer, ft fate) bool {
+	return ft.copies == 0 && promised(a) && !told(a, ft)
+}
+
 // unsettled is how many of the notifies sent have no known fate yet.
 func unsettled(l *load, o outcome) int {
 	n := 0
 	for i := range int(l.issued.Load()) {
-		if o.fates[i].copies == 0 && !told(l.answers[i], o.fates[i]) {
+		if lost(l.answers[i], o.fates[i]) {
 			n++
 		}
 	}
@@ -145,36 +178,51 @@ func unsettled(l *load, o outcome) int {
 
 // settle waits until every notify is delivered or reported failed, the work
 // queues are empty and the fake has been quiet a moment (so late duplicates
-// show); or until nothing has moved for a while; or until within.
+// show); or until nothing has moved for a while; or until within. The fake
+// holding a call unanswered (a slow provider) is not quiet.
 func (f *fleet) settle(l *load, within time.Duration) {
 	start := time.Now()
 	deadline := start.Add(within)
 	var lastSig string
 	lastChange := time.Now()
 	for {
-		calls := len(f.tg.Calls(""))
+		calls := f.tg.Calls("")
+		held := 0
+		for _, c := range calls {
+			if c.Answered.IsZero() && !c.Pending {
+				held++
+			}
+		}
 		o := f.outcome(l, nil)
 		open := unsettled(l, o)
-		pending, known := f.workPending()
-		sig := fmt.Sprintf("%d/%d/%d/%v", calls, l.changed.Load(), pending, known)
+		pending, where, known := f.workPending()
+		sig := fmt.Sprintf("%d/%d/%d/%v", len(calls), l.changed.Load(), pending, known)
 		if sig != lastSig {
 			lastSig, lastChange = sig, time.Now()
 		}
 		quiet := time.Since(lastChange)
 		empty := known && pending == 0
 		switch {
-		case open == 0 && empty && quiet >= 2*time.Second:
+		case open == 0 && empty && held == 0 && quiet >= 2*time.Second:
 			f.res.settled = fmt.Sprintf("settled in %s", time.Since(start).Round(time.Second))
 			return
-		case quiet >= 20*time.Second && (open == 0 || empty):
-			f.res.settled = fmt.Sprintf("quiet after %s: %d unsettled, %d in work queues", time.Since(start).Round(time.Second), open, pending)
+		case quiet >= 20*time.Second && held == 0 && (open == 0 || empty):
+			f.res.settled = fmt.Sprintf("quiet after %s: %d unsettled, %d in work queues%s", time.Since(start).Round(time.Second), open, pending, parens(where))
 			return
 		case time.Now().After(deadline):
-			f.res.settled = fmt.Sprintf("gave up after %s: %d unsettled, %d in work queues", within, open, pending)
+			f.res.settled = fmt.Sprintf("gave up after %s: %d unsettled, %d in work queues%s", within, open, pending, parens(where))
 			return
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+}
+
+// parens is " (s)", or nothing for an empty s.
+func parens(s string) string {
+	if s == "" {
+		return ""
+	}
+	return " (" + s + ")"
 }
 
 // auditRecords reads every record of HERALD_AUDIT on herald.audit.<kind>.>.
@@ -210,6 +258,7 @@ func (f *fleet) tally(l *load) {
 		f.note("reading the audit log: %v", err)
 	}
 	o := f.outcome(l, audit)
+	f.out = o
 	res.notifies = int(l.issued.Load())
 	res.answers = map[string]int{}
 	res.auditUnc = o.auditUnc
@@ -226,14 +275,20 @@ func (f *fleet) tally(l *load) {
 		if ft.uncertRep {
 			res.uncertRep++
 		}
+		if a.firstTry != nil {
+			res.retried++
+		}
 		if ft.copies > 0 {
 			res.delivered++
 		}
+		if ft.copies == 1 {
+			res.once++
+		}
 		if ft.copies > 1 {
 			res.duplicates += ft.copies - 1
-			duplicated = append(duplicated, fmt.Sprintf("#%04d %d copies, answer %s%s, audited uncertain: %v", i, ft.copies, a.kind, uncertainMark(a), ft.audited))
+			duplicated = append(duplicated, fmt.Sprintf("#%04d %d copies, answer %s%s, audited uncertain %d time(s), butler told: %v", i, ft.copies, a.kind, uncertainMark(a), ft.audits, toldUncertain(a, ft)))
 		}
-		if ft.copies == 0 && !told(a, ft) {
+		if lost(a, ft) {
 			missing = append(missing, fmt.Sprintf("#%04d answered %s (request_id %s), never delivered, never reported", i, a.kind, a.requestID))
 		}
 		switch {
@@ -249,6 +304,7 @@ func (f *fleet) tally(l *load) {
 	}
 	res.missing, res.contradict = len(missing), len(contradicted)
 	f.noteAnswers(l)
+	f.noteUnpromised(l, o)
 	for _, u := range examples(o.unmatched, 5) {
 		f.note("%s", u)
 	}
@@ -272,6 +328,19 @@ func (f *fleet) tally(l *load) {
 		}
 		if len(unaudited) > 0 {
 			res.violate("%d duplicated notifies have no audit record of kind uncertain: %s", len(unaudited), strings.Join(examples(unaudited, 10), ", "))
+		}
+	case sc.uncertainDuplicates:
+		// A copy beyond the first is allowed only for a send audited
+		// uncertain whose butler was told: one per audit record.
+		var unexplained []string
+		for i := range res.notifies {
+			a, ft := l.answers[i], o.fates[i]
+			if ft.copies > 1 && (ft.copies-1 > ft.audits || !toldUncertain(a, ft)) {
+				unexplained = append(unexplained, fmt.Sprintf("#%04d %d copies, audited uncertain %d time(s), butler told: %v (answer %s%s)", i, ft.copies, ft.audits, toldUncertain(a, ft), a.kind, uncertainMark(a)))
+			}
+		}
+		if len(unexplained) > 0 {
+			res.violate("%d duplicated notifies are not each an audited uncertain send their butler was told of: %s", len(unexplained), strings.Join(examples(unexplained, 5), "; "))
 		}
 	case res.duplicates > 0:
 		res.violate("%d duplicates (want 0): %s", res.duplicates, strings.Join(examples(duplicated, 5), "; "))
@@ -338,6 +407,31 @@ func (f *fleet) noteAnswers(l *load) {
 	}
 }
 
+// noteUnpromised notes the fate of the notifies whose answer promised no
+// delivery: unconfirmed (at most once) and no answer at all (nothing).
+func (f *fleet) noteUnpromised(l *load, o outcome) {
+	for _, kind := range []string{answerUnconfirmed, answerNone} {
+		var n, never, once, more int
+		for i, a := range l.answers[:l.issued.Load()] {
+			if a.kind != kind {
+				continue
+			}
+			n++
+			switch c := o.fates[i].copies; {
+			case c == 0:
+				never++
+			case c == 1:
+				once++
+			default:
+				more++
+			}
+		}
+		if n > 0 {
+			f.note("answered %s: %d; never delivered %d, delivered once %d, more than once %d", kind, n, never, once, more)
+		}
+	}
+}
+
 // examples is the first n items, and how many more there are.
 func examples(items []string, n int) []string {
 	if len(items) <= n {
@@ -357,23 +451,32 @@ func (r *result) failures() (violations []string, aborted string) {
 // violated goal, for docs/reliability.md.
 func printTable(w io.Writer, rows []*result, legacy bool) {
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "| scenario | fault | notifies | delivered | duplicates | missing | sent | queued | error | uncertain | no answer | failed reports | uncertain reports | audit uncertain | contradicted | goals |")
-	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
+	fmt.Fprintln(w, "| scenario | fault | notifies | once | doubles | missing | contradicted | uncertain | sent | of which uncertain | queued | unconfirmed | error | no answer | retried | failed reports | uncertain reports | goals |")
+	fmt.Fprintln(w, "|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|---|")
 	for _, r := range rows {
 		violations, aborted := r.failures()
-		if aborted != "" && r.answers == nil {
-			fmt.Fprintf(w, "| %s | %s | – | – | – | – | – | – | – | – | – | – | – | – | – | did not run: %s |\n", r.name, r.fault, firstLine(aborted))
+		if r.answers == nil && (aborted != "" || r.skipped != "") {
+			why := "did not run: " + firstLine(aborted)
+			if r.skipped != "" {
+				why = "skipped: " + firstLine(r.skipped)
+			}
+			fmt.Fprintf(w, "| %s | %s |%s %s |\n", r.name, r.fault, strings.Repeat(" – |", 15), why)
 			continue
 		}
 		goals := "met"
 		if n := len(violations) + boolInt(aborted != ""); n > 0 {
 			goals = fmt.Sprintf("**FAILED** (%d)", n)
 		}
-		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n",
-			r.name, r.fault, r.notifies, r.delivered, r.duplicates, r.missing,
-			r.answers[answerSent], r.answers[answerQueued], r.answers[answerError], r.uncertain, r.answers[answerNone]+r.answers[answerOther],
-			r.failedRep, r.uncertRep, r.auditUnc, r.contradict, goals)
+		fmt.Fprintf(w, "| %s | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n",
+			r.name, r.fault, r.notifies, r.once, r.duplicates, r.missing, r.contradict, r.auditUnc,
+			r.answers[answerSent], r.uncertain, r.answers[answerQueued], r.answers[answerUnconfirmed], r.answers[answerError], r.answers[answerNone]+r.answers[answerOther], r.retried,
+			r.failedRep, r.uncertRep, goals)
 	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "once: notifies at Telegram exactly once; doubles: copies beyond the first; missing: answered sent or queued, never delivered, never reported; "+
+		"contradicted: delivered against the answer (or the answer against the delivery); uncertain: audit records of kind uncertain (a provider call with no answer). "+
+		"Answers: sent (of which with outcome uncertain), queued, unconfirmed (the bus did not confirm storing it in time: at most once), error, no answer (the MCP call failed); "+
+		"retried: calls made again, same idempotency_key, after failing at the MCP level; reports: delivery_failed / delivery_uncertain notifications.")
 	fmt.Fprintln(w)
 	for _, r := range rows {
 		if !r.killedAt.IsZero() {
