@@ -1,5 +1,11 @@
 // Package deliver is the one small interface every channel implements, so that
 // adding a channel touches one folder and one registration line.
+//
+// It also holds the plumbing every HTTP channel shares, so that a channel
+// writes only what its provider says: NewClient (no redirect followed), a
+// Caller making each call (the answer, or a *CallError with its status,
+// Retry-After, unknown outcome and scrubbed texts), StatusClass, the
+// Scrubber of secrets, and RateLimits waiting out 429s.
 package deliver
 
 import (

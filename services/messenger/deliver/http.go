@@ -64,7 +64,7 @@ func NewTransport() *http.Transport {
 // configuration to fix (api_url), not a hop to take. Nothing is re-sent.
 type RedirectError struct {
 	Status   int    // the provider's status code
-	Location string // where it pointed, its password redacted; senders scrub tokens from it
+	Location string // where it pointed, its password redacted; a Caller scrubs its secrets from it
 }
 
 func (e *RedirectError) Error() string {

@@ -34,7 +34,8 @@ import (
 // nothing for the provider to act on), a *RedirectError (a complete answer
 // pointing elsewhere), and any error that is not about the connection, such
 // as the provider's own refusal or status. For HTTP, TraceWrites says
-// whether the request was written; for SMTP it is whether the mail's final
+// whether the request was written (a Caller does both, and reports the
+// verdict as CallError.Unknown); for SMTP it is whether the mail's final
 // dot was sent.
 func OutcomeUnknown(err error, written bool) bool {
 	if err == nil || !written {

@@ -6,17 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
-
-// maxAnswer bounds the answer of one Web API call read into memory.
-const maxAnswer = 1 << 20
 
 // answer is the part of a Web API answer Herald reads.
 type answer struct {
@@ -45,10 +40,11 @@ type apiError struct {
 	// not Web API JSON.
 	code   string
 	answer *answer
-	// retryAfter is a 429's Retry-After.
+	// retryAfter is the answer's Retry-After.
 	retryAfter time.Duration
-	// cause is the transport failure when no answer came, or a short
-	// description of an answer that was not Slack's.
+	// cause is the failed exchange when no whole answer came (a
+	// *deliver.CallError), or a short description of an answer that was
+	// not Slack's.
 	cause error
 	// unknown: the call went out whole and no complete answer came
 	// (deliver.OutcomeUnknown), so Slack may have carried it out.
@@ -67,9 +63,11 @@ func (e *apiError) Error() string {
 
 func (e *apiError) Unwrap() error { return e.cause }
 
-// rateLimited reports whether Slack asked to wait, and how long.
-func (e *apiError) rateLimited() (time.Duration, bool) {
-	if e.status == http.StatusTooManyRequests || e.code == "ratelimited" || e.code == "rate_limited" {
+// rateLimited reports whether Slack asked to wait, and how long
+// (deliver.RateLimits.Limited).
+func rateLimited(err error) (time.Duration, bool) {
+	e, ok := errors.AsType[*apiError](err)
+	if ok && (e.status == http.StatusTooManyRequests || e.code == "ratelimited" || e.code == "rate_limited") {
 		return max(e.retryAfter, time.Second), true
 	}
 	return 0, false
@@ -83,39 +81,31 @@ func (s *sender) call(ctx context.Context, method string, params any) (*answer, 
 	if err != nil {
 		return nil, &apiError{method: method, cause: err}
 	}
-	traced, written := deliver.TraceWrites(ctx)
-	req, err := http.NewRequestWithContext(traced, http.MethodPost, s.apiURL+method, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.apiURL+method, bytes.NewReader(body))
 	if err != nil {
-		return nil, &apiError{method: method, cause: errors.New(s.scrub(err.Error()))}
+		return nil, &apiError{method: method, cause: errors.New(s.secrets.Scrub(err.Error()))}
 	}
 	req.Header.Set("Content-Type", "application/json; charset=utf-8")
 	req.Header.Set("Authorization", "Bearer "+s.token)
-	resp, err := s.client.Do(req)
-	if moved, ok := errors.AsType[*deliver.RedirectError](err); ok {
-		return nil, &apiError{method: method, status: moved.Status, cause: &deliver.RedirectError{Status: moved.Status, Location: s.scrub(moved.Location)}}
-	}
+	got, err := s.caller.Do(req)
+	e := &apiError{method: method}
 	if err != nil {
-		return nil, &apiError{method: method, cause: errors.New(s.scrub(err.Error())), unknown: deliver.OutcomeUnknown(err, written())}
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	if err != nil {
-		// Slack's answer is its JSON: without all of it, whether the call
-		// was carried out is not known.
-		return nil, &apiError{method: method, status: resp.StatusCode, cause: fmt.Errorf("reading the answer: %s", s.scrub(err.Error())),
-			unknown: deliver.OutcomeUnknown(err, true)}
-	}
-	e := &apiError{method: method, status: resp.StatusCode}
-	if resp.StatusCode == http.StatusTooManyRequests {
-		secs, _ := strconv.Atoi(strings.TrimSpace(resp.Header.Get("Retry-After")))
-		e.retryAfter = time.Duration(max(secs, 1)) * time.Second
-	}
-	var a answer
-	if err := json.Unmarshal(data, &a); err != nil {
-		if resp.StatusCode != http.StatusOK {
+		failed, _ := errors.AsType[*deliver.CallError](err) // the Caller's every error
+		if failed.Answer == nil {
+			// No whole answer: a redirect, the network, an answer cut short.
+			e.status, e.cause, e.unknown = failed.Status, failed, failed.Unknown
 			return nil, e
 		}
-		e.cause = fmt.Errorf("the answer is not Web API JSON (%.80q)", s.scrub(string(data)))
+		// Slack says why in its JSON, whatever the status.
+		got, e.retryAfter = failed.Answer, failed.RetryAfter
+	}
+	e.status = got.Status
+	var a answer
+	if err := json.Unmarshal(got.Body, &a); err != nil {
+		if got.Status != http.StatusOK {
+			return nil, e
+		}
+		e.cause = fmt.Errorf("the answer is not Web API JSON (%.80q)", s.secrets.Scrub(string(got.Body)))
 		return nil, e
 	}
 	if w := a.Warning; w != "" || len(a.ResponseMetadata.Warnings) > 0 {
@@ -126,12 +116,12 @@ func (s *sender) call(ctx context.Context, method string, params any) (*answer, 
 		// working; worth an operator's look, never a failure.
 		s.log.Warn("slack warns about a call", "method", method, "warning", w)
 	}
-	if a.OK && resp.StatusCode == http.StatusOK {
+	if a.OK && got.Status == http.StatusOK {
 		return &a, nil
 	}
 	e.code, e.answer = a.Error, &a
 	if e.code == "" && a.OK {
-		e.cause = fmt.Errorf("HTTP %d with an ok answer", resp.StatusCode)
+		e.cause = fmt.Errorf("HTTP %d with an ok answer", got.Status)
 	}
 	return nil, e
 }

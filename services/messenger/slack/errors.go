@@ -40,7 +40,7 @@ func codes(c ...string) map[string]bool {
 func (s *sender) classify(ctx context.Context, method, chat string, params any, err error) error {
 	var ae *apiError
 	if !errors.As(err, &ae) {
-		return fmt.Errorf("%w: slack %s: %s", envelope.ErrInternal, method, s.scrub(err.Error()))
+		return fmt.Errorf("%w: slack %s: %s", envelope.ErrInternal, method, s.secrets.Scrub(err.Error()))
 	}
 	where := ""
 	switch p := params.(type) {
@@ -112,7 +112,7 @@ func (s *sender) classify(ctx context.Context, method, chat string, params any, 
 		if ae.answer != nil && len(ae.answer.ResponseMetadata.Messages) > 0 {
 			detail += ": " + strings.Join(ae.answer.ResponseMetadata.Messages, "; ")
 		}
-		return fmt.Errorf("%w: Slack refused %s%s (%s); check the notify's fields", envelope.ErrValidation, method, where, s.scrub(detail))
+		return fmt.Errorf("%w: Slack refused %s%s (%s); check the notify's fields", envelope.ErrValidation, method, where, s.secrets.Scrub(detail))
 
 	case ae.status == http.StatusNotFound:
 		return fmt.Errorf("%w: %s answered 404 Not Found to %s: check that api_url of integration %q is the Web API's base URL, like %s",
@@ -126,7 +126,7 @@ func (s *sender) classify(ctx context.Context, method, chat string, params any, 
 	// API JSON (a proxy's error page): Slack is not available now, and has
 	// nothing.
 	return fmt.Errorf("%w: slack %s at %s failed (%s): Slack or the network is unavailable; try again later, and check api_url if it persists",
-		envelope.ErrTargetUnavailable, method, s.apiURL, s.scrub(ae.Error()))
+		envelope.ErrTargetUnavailable, method, s.apiURL, s.secrets.Scrub(ae.Error()))
 }
 
 func orUnknown(s string) string {

@@ -40,7 +40,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -86,8 +85,10 @@ var (
 type sender struct {
 	id             string // integration id, for messages and logs
 	token          string // xoxb-…, only ever sent in a header
+	secrets        *deliver.Scrubber
 	apiURL         string // ends with "/"
 	client         *http.Client
+	caller         deliver.Caller // calls through client, scrubbing secrets
 	defaultChannel string
 	log            *slog.Logger
 	// limit keeps Slack's posting limits across messenger replicas and
@@ -124,11 +125,13 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 	s := &sender{
 		id:             in.ID,
 		token:          token,
+		secrets:        deliver.NewScrubber("<token>", token),
 		apiURL:         strings.TrimRight(apiURL, "/") + "/",
 		client:         deliver.NewClient(env.Timeout(requestTimeout)),
 		defaultChannel: defaultChannel,
 		log:            log.With("channel", "slack:"+in.ID),
 	}
+	s.caller = deliver.Caller{Client: s.client, Secrets: s.secrets}
 	if s.limit, err = ratelimit.ForIntegration(env.JS, "slack."+in.ID, DefaultLimits(), in.RateLimitOut); err != nil {
 		return nil, fmt.Errorf("slack integration %q: %w", in.ID, err)
 	}
@@ -390,35 +393,19 @@ func isDM(channel string) bool { return strings.HasPrefix(channel, "D") }
 // all, and turns a failure into an error of the envelope classes. chat is
 // the channel a 429 pauses ("": every call of the app).
 func (s *sender) do(ctx context.Context, method, chat string, params any) (*answer, error) {
-	var waited time.Duration
-	for {
-		ans, err := s.call(ctx, method, params)
-		if err == nil {
-			return ans, nil
-		}
-		var ae *apiError
-		wait, limited := time.Duration(0), false
-		if errors.As(err, &ae) {
-			if method == "reactions.add" && ae.code == "already_reacted" {
-				// The reaction is there: an earlier attempt's answer was lost.
-				return &answer{OK: true}, nil
-			}
-			wait, limited = ae.rateLimited()
-		}
-		if !limited || ctx.Err() != nil {
-			return nil, s.classify(ctx, method, chat, params, err)
-		}
-		cause := fmt.Errorf("slack %s: rate limited (Retry-After %s)", method, wait)
-		if waited+wait > MaxRateLimitWait {
-			return nil, &envelope.RetryAfterError{Wait: wait, Err: fmt.Errorf("%w after waiting %s already; deliver later", cause, waited)}
-		}
-		s.log.Info("slack rate limit; waiting before retrying", "method", method, "retry_after", wait, "waited", waited)
-		started := time.Now()
-		if err := s.pause(ctx, chat, time.Now().Add(wait)); err != nil {
-			return nil, &envelope.RetryAfterError{Wait: wait, Err: fmt.Errorf("%w; stopped waiting: %w", cause, err)}
-		}
-		waited += max(wait, time.Since(started))
+	var ans *answer
+	err := s.limits(chat).WaitOut(ctx, method, func(ctx context.Context) (err error) {
+		ans, err = s.call(ctx, method, params)
+		return err
+	})
+	if ae, ok := errors.AsType[*apiError](err); ok && method == "reactions.add" && ae.code == "already_reacted" {
+		// The reaction is there: an earlier attempt's answer was lost.
+		return &answer{OK: true}, nil
 	}
+	if _, handedBack := errors.AsType[*envelope.RetryAfterError](err); err == nil || handedBack {
+		return ans, err
+	}
+	return nil, s.classify(ctx, method, chat, params, err)
 }
 
 // wait takes the next slot Slack's limits allow for a message to chat, on
@@ -427,25 +414,23 @@ func (s *sender) wait(ctx context.Context, chat string) error {
 	return ratelimit.Turn(ctx, s.limit, chat, chat != "" && !isDM(chat), s.log)
 }
 
-// pause honours a 429: Slack limits chat.postMessage per channel, other
-// methods per app, so the messages to chat (or all of the app's calls)
-// wait until then, on every replica.
-func (s *sender) pause(ctx context.Context, chat string, until time.Time) error {
-	return ratelimit.Hold(ctx, s.limit, chat, chat, chat != "" && !isDM(chat), until, s.log)
+// limits is how a call to chat waits out Slack's 429s. Slack limits
+// chat.postMessage per channel, other methods per app, so a 429 holds the
+// messages to chat (or all of the app's calls) until it is over, on every
+// replica.
+func (s *sender) limits(chat string) deliver.RateLimits {
+	return deliver.RateLimits{
+		MaxWait: MaxRateLimitWait,
+		Limited: rateLimited,
+		Pause: func(ctx context.Context, until time.Time) error {
+			return ratelimit.Hold(ctx, s.limit, chat, chat, chat != "" && !isDM(chat), until, s.log)
+		},
+		Log: s.log,
+	}
 }
 
 // DefaultLimits are the posting limits Slack documents for an app: about
 // one message a second per channel, short bursts allowed.
 func DefaultLimits() ratelimit.Limits {
 	return ratelimit.Limits{PerChat: ratelimit.Rate{N: 1, Per: time.Second, Burst: 3}}
-}
-
-// scrub removes the token from text, should a transport error ever quote
-// a request.
-func (s *sender) scrub(text string) string {
-	if s.token == "" {
-		return text
-	}
-	text = strings.ReplaceAll(text, s.token, "<token>")
-	return strings.ReplaceAll(text, url.QueryEscape(s.token), "<token>")
 }

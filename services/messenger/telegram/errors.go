@@ -17,25 +17,26 @@ import (
 const reactionList = "👍 👎 ❤ 🔥 🥰 👏 😁 🤔 🤯 😱 🤬 😢 🎉 🤩 🤮 💩 🙏 👌 🕊 🤡 🥱 🥴 😍 🐳 ❤\u200d🔥 🌚 🌭 💯 🤣 ⚡ 🍌 🏆 💔 🤨 😐 🍓 🍾 💋 🖕 😈 😴 😭 🤓 👻 👨\u200d💻 👀 🎃 🙈 😇 😨 🤝 ✍ 🤗 🫡 🎅 🎄 ☃ 💅 🤪 🗿 🆒 💘 🙉 🦄 😘 💊 🙊 😎 👾 🤷\u200d♂ 🤷 🤷\u200d♀ 😡"
 
 // classify turns an error of go-telegram/bot into one of the envelope error
-// classes, with a message saying what was wrong and what to do; written says
-// whether the request went out whole (deliver.TraceWrites). The library's
-// error is not wrapped, only its scrubbed text kept: its strings can hold
-// the request URL, and with it the token.
-func (s *sender) classify(ctx context.Context, method, chat string, err error, written bool) error {
-	desc := s.scrub(err.Error())
+// classes, with a message saying what was wrong and what to do. The
+// library's error is not wrapped, only its scrubbed text kept: its strings
+// can hold the request URL, and with it the token.
+func (s *sender) classify(ctx context.Context, method, chat string, err error) error {
+	desc := s.secrets.Scrub(err.Error())
 	lower := strings.ToLower(desc)
 	var migrate *bot.MigrateError
 	var moved *deliver.RedirectError
+	failed, _ := errors.AsType[*deliver.CallError](err) // nil: the Bot API answered
+	unknown := failed != nil && failed.Unknown
 	switch {
 	case errors.As(err, &moved):
 		return fmt.Errorf("%w: the Bot API at api_url %s %s: the chat id and text would go there; set api_url of integration %q to the address that answers itself",
-			envelope.ErrNotFound, s.apiURL, s.scrub(moved.Error()), s.id)
+			envelope.ErrNotFound, s.apiURL, moved.Error(), s.id)
 
-	case deliver.OutcomeUnknown(err, written) && ctx.Err() != nil:
+	case unknown && ctx.Err() != nil:
 		// Sent, and stopped waiting: Telegram may have taken the message.
 		return fmt.Errorf("%w: telegram %s to chat %s did not finish, and Telegram may have taken it: %w", envelope.ErrTimeout, method, chat, ctx.Err())
 
-	case deliver.OutcomeUnknown(err, written):
+	case unknown:
 		// Sent, and no answer: Telegram may have taken the message.
 		return fmt.Errorf("%w: telegram %s to chat %s got no answer (%s), and Telegram may have taken it",
 			envelope.ErrTimeout, method, chat, desc)

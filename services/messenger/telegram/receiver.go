@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -25,6 +24,10 @@ import (
 	"github.com/heraldhq/herald/pkg/lease"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
+
+// maxUpdates bounds a getUpdates answer read into memory: up to 100
+// updates, each a message of up to 4096 characters with its entities.
+const maxUpdates = 64 << 20
 
 // timing is how the receiver waits; tests shorten it.
 type timing struct {
@@ -52,7 +55,7 @@ var defaultTiming = timing{
 // receiver long-polls getUpdates for one bot and hands every update to the
 // sink before confirming it to Telegram.
 type receiver struct {
-	*sender  // the Bot API client, the token (for scrubbing) and the log
+	*sender  // the Bot API client, the token and its scrubber, and the log
 	botID    string
 	instance string
 	js       jetstream.JetStream
@@ -278,7 +281,7 @@ func (r *receiver) answer(ctx context.Context, queryID string) {
 	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
 	defer cancel()
 	if _, err := r.bot.AnswerCallbackQuery(ctx, &bot.AnswerCallbackQueryParams{CallbackQueryID: queryID}); err != nil {
-		r.log.Warn("telegram answerCallbackQuery failed", "err", r.scrub(err.Error()))
+		r.log.Warn("telegram answerCallbackQuery failed", "err", r.secrets.Scrub(err.Error()))
 	}
 }
 
@@ -323,17 +326,12 @@ func (r *receiver) getUpdates(ctx context.Context, offset int64) ([]json.RawMess
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.apiURL+"/bot"+r.token+"/getUpdates", bytes.NewReader(body))
 	if err != nil {
-		return nil, errors.New(r.scrub(err.Error()))
+		return nil, errors.New(r.secrets.Scrub(err.Error()))
 	}
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := r.poller.Do(req)
+	got, err := botClient{deliver.Caller{Client: r.poller, Secrets: r.secrets, MaxAnswer: maxUpdates}}.answer(req)
 	if err != nil {
-		return nil, errors.New(r.scrub(err.Error()))
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, fmt.Errorf("reading the answer: %s", r.scrub(err.Error()))
+		return nil, err
 	}
 	var answer struct {
 		OK          bool              `json:"ok"`
@@ -344,13 +342,13 @@ func (r *receiver) getUpdates(ctx context.Context, offset int64) ([]json.RawMess
 			RetryAfter int `json:"retry_after"`
 		} `json:"parameters"`
 	}
-	if err := json.Unmarshal(data, &answer); err != nil {
-		return nil, fmt.Errorf("HTTP %d without a Bot API answer (%.100q)", resp.StatusCode, data)
+	if err := json.Unmarshal(got.Body, &answer); err != nil {
+		return nil, fmt.Errorf("HTTP %d without a Bot API answer (%.100q)", got.Status, r.secrets.Scrub(string(got.Body)))
 	}
 	if answer.OK {
 		return answer.Result, nil
 	}
-	desc := r.scrub(answer.Description)
+	desc := r.secrets.Scrub(answer.Description)
 	// The same errors go-telegram/bot returns for its own calls.
 	switch answer.ErrorCode {
 	case http.StatusConflict:

@@ -21,7 +21,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -57,7 +56,8 @@ type sender struct {
 	id          string // integration id, for messages and logs
 	bot         *bot.Bot
 	client      *http.Client
-	token       string // only for scrubbing it out of errors
+	token       string // for the receiver: the bot id, getUpdates' URL
+	secrets     *deliver.Scrubber
 	apiURL      string
 	defaultChat string
 	log         *slog.Logger
@@ -103,6 +103,7 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 		id:          in.ID,
 		client:      deliver.NewClient(env.Timeout(requestTimeout)),
 		token:       token,
+		secrets:     deliver.NewScrubber("<token>", token),
 		apiURL:      apiURL,
 		defaultChat: strings.TrimSpace(c.DefaultChat),
 		log:         log.With("channel", "telegram:"+in.ID),
@@ -114,15 +115,15 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	s.bot, err = bot.New(token,
 		bot.WithServerURL(apiURL),
 		bot.WithSkipGetMe(),
-		bot.WithHTTPClient(requestTimeout, sizedBodies{s.client}),
+		bot.WithHTTPClient(requestTimeout, botClient{deliver.Caller{Client: sizedBodies{s.client}, Secrets: s.secrets}}),
 		// The library reports some failures (closing a request body) only
 		// here; its default handler would print them with the standard logger.
 		bot.WithErrorsHandler(func(err error) {
-			s.log.Warn("telegram client error", "err", s.scrub(err.Error()))
+			s.log.Warn("telegram client error", "err", s.secrets.Scrub(err.Error()))
 		}),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("%w: telegram integration %q: %s", config.ErrInvalid, in.ID, s.scrub(err.Error()))
+		return nil, fmt.Errorf("%w: telegram integration %q: %s", config.ErrInvalid, in.ID, s.secrets.Scrub(err.Error()))
 	}
 	return s, nil
 }
@@ -341,29 +342,11 @@ func parseThread(s string) (thread, error) {
 // call runs one Bot API call, waiting out 429s for up to MaxRateLimitWait in all,
 // and turns a failure into an error of the envelope classes.
 func (s *sender) call(ctx context.Context, method, chat string, do func(ctx context.Context) error) error {
-	var waited time.Duration
-	for {
-		traced, written := deliver.TraceWrites(ctx)
-		err := do(traced)
-		if err == nil {
-			return nil
-		}
-		var tooMany *bot.TooManyRequestsError
-		if !errors.As(err, &tooMany) {
-			return s.classify(ctx, method, chat, err, written())
-		}
-		wait := time.Duration(max(tooMany.RetryAfter, 1)) * time.Second
-		cause := fmt.Errorf("telegram %s: rate limited (429, retry_after %ds)", method, tooMany.RetryAfter)
-		if waited+wait > MaxRateLimitWait {
-			return &envelope.RetryAfterError{Wait: wait, Err: fmt.Errorf("%w after waiting %s already; deliver later", cause, waited)}
-		}
-		s.log.Info("telegram rate limit; waiting before retrying", "method", method, "retry_after", wait, "waited", waited)
-		started := time.Now()
-		if err := s.pause(ctx, chat, time.Now().Add(wait)); err != nil {
-			return &envelope.RetryAfterError{Wait: wait, Err: fmt.Errorf("%w; stopped waiting: %w", cause, err)}
-		}
-		waited += max(wait, time.Since(started))
+	err := s.limits(chat).WaitOut(ctx, method, do)
+	if _, handedBack := errors.AsType[*envelope.RetryAfterError](err); err == nil || handedBack {
+		return err
 	}
+	return s.classify(ctx, method, chat, err)
 }
 
 // wait takes the next slot Telegram's limits allow for a message to chat,
@@ -372,10 +355,24 @@ func (s *sender) wait(ctx context.Context, chat string) error {
 	return ratelimit.Turn(ctx, s.limit, chat, isGroup(chat), s.log)
 }
 
-// pause honours a 429: every message to the bot, on every replica, waits
-// until then; this one then takes the next slot.
-func (s *sender) pause(ctx context.Context, chat string, until time.Time) error {
-	return ratelimit.Hold(ctx, s.limit, "", chat, isGroup(chat), until, s.log)
+// limits is how a call to chat waits out Telegram's 429s (retry_after):
+// every message to the bot, on every replica, waits until it is over; this
+// one then takes the next slot.
+func (s *sender) limits(chat string) deliver.RateLimits {
+	return deliver.RateLimits{
+		MaxWait: MaxRateLimitWait,
+		Limited: func(err error) (time.Duration, bool) {
+			tooMany, ok := errors.AsType[*bot.TooManyRequestsError](err)
+			if !ok {
+				return 0, false
+			}
+			return time.Duration(max(tooMany.RetryAfter, 1)) * time.Second, true
+		},
+		Pause: func(ctx context.Context, until time.Time) error {
+			return ratelimit.Hold(ctx, s.limit, "", chat, isGroup(chat), until, s.log)
+		},
+		Log: s.log,
+	}
 }
 
 // isGroup reports whether chat is a group, supergroup or channel: negative
@@ -391,14 +388,4 @@ func sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// scrub removes the token from text: go-telegram/bot error strings can
-// contain the request URL, which holds it.
-func (s *sender) scrub(text string) string {
-	if s.token == "" {
-		return text
-	}
-	text = strings.ReplaceAll(text, s.token, "<token>")
-	return strings.ReplaceAll(text, url.PathEscape(s.token), "<token>")
 }

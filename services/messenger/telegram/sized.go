@@ -10,7 +10,7 @@ import (
 // send with a Content-Length; a larger one (a file upload) streams on.
 const maxSizedBody = 64 << 10
 
-// sizedBodies is the HTTP client go-telegram/bot calls. The library writes
+// sizedBodies sends go-telegram/bot's calls (under botClient). The library writes
 // every request body (a multipart form) through an io.Pipe from a goroutine
 // of its own, so net/http, not knowing the length, sends it chunked, a
 // socket write for each piece of the form: a tenth of herald dev's CPU in

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -36,7 +35,7 @@ type sender struct {
 	id         string // integration id
 	secretEnv  string // for messages: where the secret comes from, never the secret
 	secrets    *secrets
-	recipients map[string]*url.URL
+	recipients map[string]*recipient
 	names      []string // sorted, for messages
 	def        string   // default recipient name; "" if none
 	client     *http.Client
@@ -65,7 +64,7 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 		id:         in.ID,
 		secretEnv:  c.SecretEnv,
 		secrets:    sec,
-		recipients: map[string]*url.URL{},
+		recipients: map[string]*recipient{},
 		client: &http.Client{
 			Timeout: env.Timeout(requestTimeout),
 			// Its own connection pool, proxy included (HTTPS_PROXY: an
@@ -79,12 +78,22 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 		log: log.With("channel", "webhook:"+in.ID),
 		now: time.Now,
 	}
+	var hide []string
+	for _, r := range sec.raw {
+		hide = append(hide, r, strings.TrimPrefix(r, SecretPrefix))
+	}
+	scrub := deliver.NewScrubber("<redacted>", hide...)
 	for name, raw := range c.Recipients {
 		u, err := parseURL(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%w: webhook integration %q: recipients.%s %s", config.ErrInvalid, in.ID, name, err)
 		}
-		s.recipients[name] = u
+		s.recipients[name] = &recipient{url: u, call: deliver.Caller{
+			Client:        s.client,
+			Secrets:       scrub.WithURL(u), // a receiver may echo its URL
+			MaxAnswer:     maxAnswer,
+			StatusAnswers: true,
+		}}
 		s.names = append(s.names, name)
 	}
 	slices.Sort(s.names)
@@ -111,6 +120,14 @@ func loadSecrets(in config.Integration, getenv config.Getenv) (*Config, *secrets
 		return nil, nil, fmt.Errorf("%w: webhook integration %q: the value of secret_env %s: %w", config.ErrInvalid, in.ID, c.SecretEnv, err)
 	}
 	return c, sec, nil
+}
+
+// recipient is one of the integration's recipients: where its webhooks go,
+// and the Caller that posts them there, scrubbing the secrets and the URL's
+// tokens from every error.
+type recipient struct {
+	url  *url.URL
+	call deliver.Caller
 }
 
 // parseURL checks a recipient's URL; its error does not repeat the URL,
@@ -170,7 +187,7 @@ func (s *sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 	default:
 		return deliver.Receipt{}, fmt.Errorf("%w: intent %q is not one of send, reply, react", envelope.ErrValidation, d.Intent)
 	}
-	name, u, err := s.recipient(d, intent)
+	name, r, err := s.recipient(d, intent)
 	if err != nil {
 		return deliver.Receipt{}, err
 	}
@@ -192,13 +209,12 @@ func (s *sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 	if err != nil {
 		return deliver.Receipt{}, fmt.Errorf("%w: encoding the webhook: %w", envelope.ErrInternal, err)
 	}
-	dest := s.describe(name, u)
+	dest := s.describe(name, r.url)
 	if err := ctx.Err(); err != nil {
 		// Not called: nothing to record as in flight.
 		return deliver.Receipt{}, fmt.Errorf("%w: the webhook to %s was not sent: %w", envelope.ErrTargetUnavailable, dest, err)
 	}
-	traced, written := deliver.TraceWrites(ctx)
-	req, err := http.NewRequestWithContext(traced, http.MethodPost, u.String(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url.String(), bytes.NewReader(body))
 	if err != nil {
 		return deliver.Receipt{}, fmt.Errorf("%w: building the request to %s failed; check recipients.%s", envelope.ErrValidation, dest, name)
 	}
@@ -211,17 +227,11 @@ func (s *sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 	if err := d.Calling(); err != nil {
 		return deliver.Receipt{}, err
 	}
-	resp, err := s.client.Do(req)
+	ans, err := r.call.Do(req)
 	if err != nil {
-		return deliver.Receipt{}, s.classifyTransport(ctx, dest, name, u, err, written())
+		return deliver.Receipt{}, s.failed(ctx, dest, name, r, err)
 	}
-	said, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer)) // reuse the connection
-	resp.Body.Close()
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return deliver.Receipt{}, s.classifyStatus(dest, name, u, resp, said)
-	}
-	s.log.Debug("webhook delivered", "recipient", name, "delivery_id", id, "status", resp.StatusCode)
+	s.log.Debug("webhook delivered", "recipient", name, "delivery_id", id, "status", ans.Status)
 	ids := []string{id}
 	if d.Sent != nil {
 		if err := d.Sent(id); err != nil {
@@ -234,11 +244,11 @@ func (s *sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 // recipient resolves the delivery's recipient name: the one given, else for
 // a reply or reaction the recipient named like the inbound sender, else the
 // default.
-func (s *sender) recipient(d deliver.Delivery, intent string) (string, *url.URL, error) {
+func (s *sender) recipient(d deliver.Delivery, intent string) (string, *recipient, error) {
 	name := strings.TrimSpace(d.Recipient)
 	if name == "" && intent != envelope.IntentSend {
-		if u := s.recipients[strings.TrimSpace(d.Sender)]; u != nil {
-			return strings.TrimSpace(d.Sender), u, nil
+		if r := s.recipients[strings.TrimSpace(d.Sender)]; r != nil {
+			return strings.TrimSpace(d.Sender), r, nil
 		}
 	}
 	if name == "" {
@@ -251,15 +261,15 @@ func (s *sender) recipient(d deliver.Delivery, intent string) (string, *url.URL,
 		return "", nil, fmt.Errorf("%w: no webhook recipient given and integration %q has no default_recipient: set the notify's recipient to one of %s, or set default_recipient",
 			envelope.ErrValidation, s.id, s.list())
 	}
-	u := s.recipients[name]
-	if u == nil {
+	r := s.recipients[name]
+	if r == nil {
 		if len(s.names) == 0 {
 			return "", nil, fmt.Errorf("%w: webhook integration %q has no recipients: add a name and URL under its recipients", envelope.ErrValidation, s.id)
 		}
 		return "", nil, fmt.Errorf("%w: %q is not a recipient of webhook integration %q: the recipient is a name, one of %s (URLs are configured, never given in a notify)",
 			envelope.ErrValidation, clip(name, 100), s.id, s.list())
 	}
-	return name, u, nil
+	return name, r, nil
 }
 
 // list is the configured recipient names, for messages.
