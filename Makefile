@@ -56,6 +56,12 @@ fuzz:
 		done; \
 	done
 
+## schemas: writes the channel lists of schemas/ (delivery.channel's types, the
+## source_channel enums) from the channels built into the messenger.
+.PHONY: schemas
+schemas:
+	cd services && $(GO) test -count=1 -run TestSchemasListTheRegisteredChannels ./messenger/channels/ -update
+
 clean:
 	rm -rf bin .herald
 

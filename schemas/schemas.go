@@ -28,8 +28,38 @@ const (
 
 // ChannelTypes are the channel types a notify may name, as notify.v1's
 // delivery.channel pattern lists them: the one list config, validation and
-// the butler derive theirs from.
+// the butler derive theirs from. The pattern, like the source_channel
+// enums, is written from the channels the messenger registers (`make
+// schemas`), and a test of services/messenger/channels fails when they
+// differ.
 var ChannelTypes = channelTypes()
+
+// OtherSources are the sources of a request that are not channels: an MCP
+// client, the HTTP API and the command line.
+var OtherSources = []string{"mcp", "api", "cli"}
+
+// SourceChannels are where an inbound message may come from, as
+// request_context.v1's source_channel enum lists them: the channel types
+// that receive, and mcp, api and cli.
+var SourceChannels = sourceChannels()
+
+func sourceChannels() []string {
+	b, err := FS.ReadFile(RequestContext)
+	if err != nil {
+		panic("schemas: " + err.Error())
+	}
+	var doc struct {
+		Properties struct {
+			SourceChannel struct {
+				Enum []string `json:"enum"`
+			} `json:"source_channel"`
+		} `json:"properties"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil || len(doc.Properties.SourceChannel.Enum) == 0 {
+		panic("schemas: " + RequestContext + ": no source_channel enum")
+	}
+	return doc.Properties.SourceChannel.Enum
+}
 
 func channelTypes() []string {
 	b, err := FS.ReadFile(Notify)

@@ -66,7 +66,9 @@ func TestGoldenInvalid(t *testing.T) {
 			}
 			var got strings.Builder
 			for _, fe := range ve.Fields {
-				got.WriteString(fe.Pointer + ": " + fe.Message + "\n")
+				// The list of channel types is the registry's: a channel
+				// added changes no golden file.
+				got.WriteString(fe.Pointer + ": " + strings.ReplaceAll(fe.Message, strings.Join(schemas.ChannelTypes, ", "), "<channel types>") + "\n")
 			}
 			golden := strings.TrimSuffix(f, ".json") + ".golden"
 			if *update {

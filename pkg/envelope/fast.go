@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/heraldhq/herald/schemas"
 )
 
 // The fast path: every route a butler publishes is checked, and the schema
@@ -557,13 +559,16 @@ func isAlnum(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
-func isSourceChannel(s string) bool {
-	switch s {
-	case "telegram", "email", "slack", "webhook", "web", "mcp", "api", "cli":
-		return true
+// sourceChannels is request_context.v1's source_channel enum, as a set.
+var sourceChannels = func() map[string]bool {
+	m := map[string]bool{}
+	for _, s := range schemas.SourceChannels {
+		m[s] = true
 	}
-	return false
-}
+	return m
+}()
+
+func isSourceChannel(s string) bool { return sourceChannels[s] }
 
 // isUUID7 matches ^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$
 // (which the uuid format accepts too).

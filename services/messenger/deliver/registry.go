@@ -1,7 +1,10 @@
 package deliver
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 
 	"github.com/heraldhq/herald/pkg/config"
@@ -22,14 +25,18 @@ type Channel struct {
 	NewReceiver ReceiverFactory
 }
 
+// Receives reports whether the channel takes inbound messages: it has a
+// receiver, or its sender receives too (the web chat).
+func (c Channel) Receives() bool { return c.NewReceiver != nil || c.Config.AlwaysReceives }
+
 var (
 	registryMu sync.RWMutex
 	registry   = map[string]Channel{}
 )
 
 // Register makes a channel type known to the configuration and the
-// messenger. It panics if the type is registered twice or is not one of
-// the schemas' types: both are mistakes of the build.
+// messenger. It panics if the type is registered twice, a mistake of the
+// build. The schemas' lists follow the registry (`make schemas`).
 func Register(c Channel) {
 	if c.New == nil {
 		panic(fmt.Sprintf("deliver: channel %q registered without a sender", c.Type))
@@ -46,4 +53,11 @@ func Lookup(typ string) (Channel, bool) {
 	defer registryMu.RUnlock()
 	c, ok := registry[typ]
 	return c, ok
+}
+
+// Channels are the registered channels, by type.
+func Channels() []Channel {
+	registryMu.RLock()
+	defer registryMu.RUnlock()
+	return slices.SortedFunc(maps.Values(registry), func(a, b Channel) int { return cmp.Compare(a.Type, b.Type) })
 }
