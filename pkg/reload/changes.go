@@ -1,0 +1,107 @@
+// Package reload applies a changed herald.yaml to a running process (design
+// §11, "Hot reload"): it notices a change (SIGHUP, the file itself with
+// watch_config, or `herald reload` over NATS), loads and checks the new file,
+// keeps the running configuration if it is invalid and says why, and
+// otherwise hands the new one to the process with the list of what changed,
+// for its log line and the audit record config_reloaded.
+package reload
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/heraldhq/herald/pkg/config"
+)
+
+// Changes lists what differs from old to new, one line each, naming keys
+// and ids, never values (a value may be a secret's path or a chat): "butler
+// garden added", "integration tg_main: grants, inbound changed", "bindings
+// changed". Restart says which of them take effect only when the process
+// restarts.
+func Changes(old, new *config.Config) []string {
+	var out []string
+	top := fieldsChanged(reflect.ValueOf(*old), reflect.ValueOf(*new), "butlers", "integrations", "bindings")
+	for _, k := range top {
+		out = append(out, k+" changed")
+	}
+	out = append(out, named("butler", old.Butlers, new.Butlers, func(b config.Butler) string { return b.Name })...)
+	out = append(out, named("integration", old.Integrations, new.Integrations, func(in config.Integration) string { return in.ID })...)
+	if !reflect.DeepEqual(old.Bindings, new.Bindings) {
+		out = append(out, "bindings changed")
+	}
+	return out
+}
+
+// restartKeys are the top-level keys a running process cannot take anew:
+// where it connects and listens.
+var restartKeys = []string{"nats", "http_listen"}
+
+// Restart are the changes among changes that a process applies only at its
+// next start.
+func Restart(changes []string) []string {
+	var out []string
+	for _, c := range changes {
+		key, _, _ := strings.Cut(c, " ")
+		if slices.Contains(restartKeys, key) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// named compares two lists of named items: added, removed, and which keys of
+// those in both changed.
+func named[T any](kind string, old, new []T, name func(T) string) []string {
+	var out []string
+	have := map[string]T{}
+	for _, x := range old {
+		have[name(x)] = x
+	}
+	seen := map[string]bool{}
+	for _, x := range new {
+		n := name(x)
+		seen[n] = true
+		was, ok := have[n]
+		if !ok {
+			out = append(out, fmt.Sprintf("%s %s added", kind, n))
+			continue
+		}
+		if keys := fieldsChanged(reflect.ValueOf(was), reflect.ValueOf(x)); len(keys) > 0 {
+			out = append(out, fmt.Sprintf("%s %s: %s changed", kind, n, strings.Join(keys, ", ")))
+		}
+	}
+	for _, x := range old {
+		if n := name(x); !seen[n] {
+			out = append(out, fmt.Sprintf("%s %s removed", kind, n))
+		}
+	}
+	return out
+}
+
+// fieldsChanged names, by their yaml keys, the fields of two values of one
+// struct type that differ, but those in skip. A field without a yaml key
+// (a channel's own settings) is named "settings".
+func fieldsChanged(a, b reflect.Value, skip ...string) []string {
+	var out []string
+	t := a.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.IsExported() {
+			continue
+		}
+		key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		switch key {
+		case "":
+			key = strings.ToLower(f.Name)
+		case "-":
+			key = "settings"
+		}
+		if slices.Contains(skip, key) || reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
+			continue
+		}
+		out = append(out, key)
+	}
+	return out
+}

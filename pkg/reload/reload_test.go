@@ -1,0 +1,264 @@
+package reload_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/bus/bustest"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/reload"
+)
+
+func init() {
+	// A build with the log channel, as the messenger registers it.
+	config.RegisterChannel("log", config.Channel{})
+}
+
+const base = `
+butlers:
+  - { name: health, default_channel: log }
+integrations:
+  - { id: audit_log, type: log, grants: all }
+`
+
+func parse(t *testing.T, yaml string) *config.Config {
+	t.Helper()
+	c, err := config.Parse([]byte(yaml))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestChanges names what a new file changes by key and id, never a value.
+func TestChanges(t *testing.T) {
+	changed := base + `
+  - { id: hooks, type: log, grants: [health] }
+bindings:
+  - { integration: audit_log, butler: health }
+notify_timeout: 10s
+http_listen: 127.0.0.1:9999
+`
+	changed = strings.Replace(changed, "{ name: health, default_channel: log }", "{ name: health, default_channel: log, max_sessions: 5 }\n  - { name: garden, mcp_http: \"127.0.0.1:7777\" }", 1)
+	got := reload.Changes(parse(t, base), parse(t, changed))
+	want := []string{"notify_timeout changed", "http_listen changed", "butler health: max_sessions changed", "butler garden added", "integration hooks added", "bindings changed"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("Changes = %q, want %q", got, want)
+	}
+	for _, c := range got {
+		if strings.Contains(c, "7777") || strings.Contains(c, "9999") {
+			t.Errorf("a change names a value: %s", c)
+		}
+	}
+	if r := reload.Restart(got); !slices.Equal(r, []string{"http_listen changed"}) {
+		t.Errorf("Restart = %q", r)
+	}
+	back := reload.Changes(parse(t, changed), parse(t, base))
+	for _, w := range []string{"butler garden removed", "integration hooks removed"} {
+		if !slices.Contains(back, w) {
+			t.Errorf("Changes back = %q, want %q among them", back, w)
+		}
+	}
+	if c := reload.Changes(parse(t, base), parse(t, base)); len(c) != 0 {
+		t.Errorf("the same file changes %q", c)
+	}
+}
+
+// applied records what a Watcher applied.
+type applied struct {
+	mu      sync.Mutex
+	changes [][]string
+	audited [][]string
+}
+
+func (a *applied) apply(_ context.Context, _ *config.Config, c []string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.changes = append(a.changes, c)
+	return nil
+}
+
+func (a *applied) audit(_ context.Context, c []string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.audited = append(a.audited, c)
+}
+
+func (a *applied) count() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.changes)
+}
+
+func newWatcher(t *testing.T) (*reload.Watcher, string, *applied) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "herald.yaml")
+	if err := os.WriteFile(path, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := &applied{}
+	w := reload.New(reload.Options{Path: path, Current: parse(t, base), Apply: a.apply, Audited: a.audit})
+	return w, path, a
+}
+
+// TestAnInvalidFileKeepsTheRunningConfig: a file with a mistake is refused,
+// naming the file and the line, and nothing is applied.
+func TestAnInvalidFileKeepsTheRunningConfig(t *testing.T) {
+	w, path, a := newWatcher(t)
+	before := w.Current()
+	bad := base + "  - { id: x, type: log, grants: all, colour: red }\n"
+	if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res := w.Reload(t.Context(), "test", "")
+	if res.Applied || !strings.Contains(res.Error, path) || !strings.Contains(res.Error, "line 6") || !strings.Contains(res.Error, "colour") {
+		t.Fatalf("Reload of an invalid file: %+v, want refused naming %s, line 6 and the key", res, path)
+	}
+	if w.Current() != before || a.count() != 0 {
+		t.Fatal("an invalid file was applied")
+	}
+}
+
+// TestAChangedFileIsApplied: with watch on, writing the file applies it
+// within seconds, audited with what changed; a file checked with one hash
+// is not applied if it changed since.
+func TestAChangedFileIsApplied(t *testing.T) {
+	w, path, a := newWatcher(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx, true) }()
+	defer func() { cancel(); <-done }()
+	time.Sleep(100 * time.Millisecond) // Run has read the file as it starts
+	more := strings.Replace(base, "{ name: health, default_channel: log }", "{ name: health, default_channel: log }\n  - { name: garden }", 1)
+	if err := os.WriteFile(path, []byte(more), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for a.count() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the changed file was not applied within 5 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	a.mu.Lock()
+	if !slices.Equal(a.changes[0], []string{"butler garden added"}) || len(a.audited) != 1 {
+		t.Errorf("applied %q, audited %q", a.changes, a.audited)
+	}
+	a.mu.Unlock()
+	if w.Current().Butler("garden") == nil {
+		t.Error("Current does not have the new butler")
+	}
+
+	_, checked := w.Check()
+	if err := os.WriteFile(path, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cancel()
+	<-done
+	if res := w.Reload(t.Context(), "test", checked.Hash); res.Applied || !strings.Contains(res.Error, "changed after it was checked") {
+		t.Errorf("a reload of a file that changed since its check: %+v", res)
+	}
+}
+
+// TestSIGHUPReloads: SIGHUP applies the file without watching it.
+func TestSIGHUPReloads(t *testing.T) {
+	w, path, a := newWatcher(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx, false) }()
+	defer func() { cancel(); <-done }()
+	more := strings.Replace(base, "default_channel: log }", "default_channel: log, max_sessions: 7 }", 1)
+	if err := os.WriteFile(path, []byte(more), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * reload.PollEvery)
+	if a.count() != 0 {
+		t.Fatal("applied without watching and without SIGHUP")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for a.count() == 0 {
+		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+			t.Fatal(err)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("SIGHUP did not reload within 5 s")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestFleetAppliesOnlyWhatEveryProcessTakes: `herald reload` over a real
+// NATS server: when every process can take the file, each applies it; when
+// one cannot, none does, and the answer names that one and why.
+func TestFleetAppliesOnlyWhatEveryProcessTakes(t *testing.T) {
+	srv := bustest.RunServer(t)
+	nc, _ := srv.Connect()
+	dir := t.TempDir()
+	shared := filepath.Join(dir, "herald.yaml")
+	if err := os.WriteFile(shared, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var all []*applied
+	serve := func(name, path string) {
+		a := &applied{}
+		w := reload.New(reload.Options{Path: path, Current: parse(t, base), Apply: a.apply})
+		stop, err := reload.Serve(nc, name, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(stop)
+		all = append(all, a)
+	}
+	serve("switchboard", shared)
+	serve("messenger", shared)
+	own := filepath.Join(dir, "butler.yaml")
+	if err := os.WriteFile(own, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	serve("butler health", own)
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	more := strings.Replace(base, "{ name: health, default_channel: log }", "{ name: health, default_channel: log }\n  - { name: garden }", 1)
+	for _, p := range []string{shared, own} {
+		if err := os.WriteFile(p, []byte(more), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	checks, applies, err := reload.Fleet(t.Context(), nc, time.Second)
+	if err != nil || len(checks) != 3 || len(applies) != 3 {
+		t.Fatalf("Fleet: %v; checks %+v; applies %+v", err, checks, applies)
+	}
+	for i, a := range all {
+		if a.count() != 1 {
+			t.Errorf("process %d applied %d times, want once", i, a.count())
+		}
+	}
+
+	// The butler's copy of the file breaks: nobody applies the next change.
+	if err := os.WriteFile(shared, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(own, []byte(base+"  - { id: x, type: nope }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, applies, err = reload.Fleet(t.Context(), nc, time.Second)
+	var refused *reload.RefusedError
+	if !errors.As(err, &refused) || refused.Applying || len(refused.Processes) != 1 || !strings.HasPrefix(refused.Processes[0], "butler health: ") || len(applies) != 0 {
+		t.Fatalf("Fleet with one bad file: %v, applies %+v; want the butler named and nothing applied", err, applies)
+	}
+	for i, a := range all {
+		if a.count() != 1 {
+			t.Errorf("process %d applied %d times after a refused reload, want still once", i, a.count())
+		}
+	}
+}
