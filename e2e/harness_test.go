@@ -212,7 +212,14 @@ func (f *fleet) mcp(name, protocolVersion string) *client.Client {
 	f.t.Helper()
 	srv := httptest.NewServer(f.butler(name).Handler())
 	f.t.Cleanup(srv.Close)
-	c, err := client.NewStreamableHttpClient(srv.URL+butler.MCPPath, f.bearer())
+	return f.connect(srv.URL+butler.MCPPath, protocolVersion)
+}
+
+// connect opens an MCP session on url with the fleet's bearer token,
+// speaking protocolVersion ("" for the library's latest).
+func (f *fleet) connect(url, protocolVersion string) *client.Client {
+	f.t.Helper()
+	c, err := client.NewStreamableHttpClient(url, f.bearer())
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
-	"github.com/mark3labs/mcp-go/mcp"
-
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/services/butler"
@@ -43,7 +40,7 @@ func TestUnconfirmedNotifyIsSaidSo(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := serveButler(t, b)
-	c := f.connect(base + butler.MCPPath)
+	c := f.connect(base+butler.MCPPath, "")
 
 	if res := callNotify(t, c, map[string]any{"message": "before the freeze"}); res.IsError || !strings.HasPrefix(text(res), "Notification sent") {
 		t.Fatalf("with NATS answering: %s", text(res))
@@ -110,26 +107,6 @@ func serveButler(t *testing.T, b *butler.Butler) string {
 		t.Fatalf("butler: %v", err)
 	}
 	return ""
-}
-
-// connect opens an MCP session on url with the fleet's bearer token.
-func (f *fleet) connect(url string) *client.Client {
-	f.t.Helper()
-	c, err := client.NewStreamableHttpClient(url, f.bearer())
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	f.t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(f.t.Context()); err != nil {
-		f.t.Fatal(err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
-	init.Params.ClientInfo = mcp.Implementation{Name: "e2e", Version: "1"}
-	if _, err := c.Initialize(f.t.Context(), init); err != nil {
-		f.t.Fatal(err)
-	}
-	return c
 }
 
 func readyz(t *testing.T, base string) int {
