@@ -60,6 +60,9 @@ type Config struct {
 	Integrations    []Integration `yaml:"integrations"`
 	Bindings        []Binding     `yaml:"bindings"`
 	Delivery        Delivery      `yaml:"delivery"`
+	// Channels is whether and how fast butlers push inbound messages to
+	// their MCP clients as channel notifications (channels.go).
+	Channels Channels `yaml:"channels"`
 	// HTTPListen is host:port of the HTTP listener for webhooks and Slack's
 	// Events API (POST /hooks/<id>, /slack/<id>/events), default
 	// 127.0.0.1:8790 (HERALD_HTTP_LISTEN overrides it).
@@ -189,11 +192,16 @@ func (in *Integration) UnmarshalYAML(n *yaml.Node) error {
 // receives only if its inbound block is present (and not enabled: false); the
 // web integration always does.
 type Inbound struct {
-	Enabled   bool      `yaml:"enabled"`
-	DMPolicy  string    `yaml:"dm_policy"`
-	AllowFrom []string  `yaml:"allow_from"`
-	Approvers []string  `yaml:"approvers"`
+	Enabled   bool     `yaml:"enabled"`
+	DMPolicy  string   `yaml:"dm_policy"`
+	AllowFrom []string `yaml:"allow_from"`
+	Approvers []string `yaml:"approvers"`
+	// RateLimit is each sender's bucket (and 10x for the integration), kept
+	// by the switchboard before anyone is let in.
 	RateLimit RateLimit `yaml:"rate_limit"`
+	// ChannelRateLimit bounds the channel notifications each butler gets
+	// from this integration, in place of channels.default_rate_limit.
+	ChannelRateLimit *ChannelRateLimit `yaml:"channel_rate_limit"`
 }
 
 // UnmarshalYAML turns inbound on when the block is present, unless it says
@@ -473,6 +481,7 @@ func (c *Config) Validate() error {
 		add("delivery.retry_for must be between 1s and %s (how long queues keep messages), not %s", MaxRetryFor, rf)
 	}
 	c.checkIntegrations(add)
+	c.checkChannels(add)
 	c.checkButlers(add)
 	if c.Butler(c.DefaultButler) == nil {
 		add("default_butler %q is not a configured butler", c.DefaultButler)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -45,8 +46,39 @@ func (e *ValidationError) Error() string {
 		}
 		parts[i] = p + ": " + f.Message
 	}
-	return fmt.Sprintf("invalid %s: %s", strings.TrimSuffix(e.Schema, ".json"), strings.Join(parts, "; "))
+	msg := fmt.Sprintf("invalid %s: %s", strings.TrimSuffix(e.Schema, ".json"), strings.Join(parts, "; "))
+	if lead := e.lead(); lead != "" {
+		return lead + "; " + msg
+	}
+	return msg
 }
+
+// lead is the sentence seed 003's notify starts its error with, for the two
+// mistakes it names, so a caller written against it recognises them:
+// "Missing required 'message' parameter" and "Unsupported channel 'sms'".
+// Herald's list of failing fields follows it.
+func (e *ValidationError) lead() string {
+	var out []string
+	for _, f := range e.Fields {
+		if strings.HasSuffix(f.Pointer, "/delivery/message") && (f.Message == "is required" || f.Message == "must not be empty") {
+			out = append(out, "Missing required 'message' parameter")
+			break
+		}
+	}
+	for _, f := range e.Fields {
+		if rest, ok := strings.CutPrefix(f.Message, unknownChannel); ok && strings.HasSuffix(f.Pointer, "/delivery/channel") {
+			if q, err := strconv.QuotedPrefix(rest); err == nil {
+				typ, _ := strconv.Unquote(q)
+				out = append(out, "Unsupported channel '"+typ+"'")
+				break
+			}
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// unknownChannel starts the message of a channel type Herald does not have.
+const unknownChannel = "unknown channel type "
 
 // Unwrap makes a ValidationError an ErrValidation.
 func (e *ValidationError) Unwrap() error { return ErrValidation }
@@ -203,7 +235,7 @@ func goRules(schema string, doc any) []FieldError {
 		if ch, ok := d["channel"].(string); ok {
 			typ, _, _ := strings.Cut(ch, ":")
 			if !slices.Contains(channelTypes, typ) {
-				out = append(out, FieldError{Pointer: prefix + "/delivery/channel", Message: fmt.Sprintf("unknown channel type %q (known: %s)", typ, strings.Join(channelTypes, ", "))})
+				out = append(out, FieldError{Pointer: prefix + "/delivery/channel", Message: fmt.Sprintf(unknownChannel+"%q (known: %s)", typ, strings.Join(channelTypes, ", "))})
 			}
 		}
 	}
@@ -223,12 +255,12 @@ func goRules(schema string, doc any) []FieldError {
 func tidy(fields []FieldError) []FieldError {
 	specific := map[string]bool{}
 	for _, f := range fields {
-		if strings.HasPrefix(f.Message, "unknown channel type") {
+		if strings.HasPrefix(f.Message, unknownChannel) {
 			specific[f.Pointer] = true
 		}
 	}
 	fields = slices.DeleteFunc(fields, func(f FieldError) bool {
-		return specific[f.Pointer] && !strings.HasPrefix(f.Message, "unknown channel type")
+		return specific[f.Pointer] && !strings.HasPrefix(f.Message, unknownChannel)
 	})
 	slices.SortFunc(fields, func(a, b FieldError) int {
 		if c := strings.Compare(a.Pointer, b.Pointer); c != 0 {

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
@@ -59,8 +60,10 @@ func HealthCheck(name string) string { return "butler." + name }
 
 // Butler is one agent's MCP server.
 type Butler struct {
-	name    string
-	cfg     *config.Config
+	name string
+	// cfg is read through config(), so that SetConfig takes effect at the
+	// next read.
+	cfg     atomic.Pointer[config.Config]
 	log     *slog.Logger
 	nc      *nats.Conn
 	client  *route.Client
@@ -108,7 +111,6 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 	}
 	b := &Butler{
 		name:    o.Name,
-		cfg:     o.Config,
 		log:     log,
 		nc:      o.NC,
 		client:  &route.Client{NC: o.NC, JS: js, Ledger: led, Timeout: timeout},
@@ -116,6 +118,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		health:  o.Health,
 		state:   obs.NewState(),
 	}
+	b.cfg.Store(o.Config)
 	b.promptsCtx, b.stopPrompts = context.WithCancel(context.Background())
 	if b.health == nil {
 		b.health = obs.NewHealth()
@@ -140,13 +143,30 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		server.WithToolCapabilities(false),
 		server.WithRecovery(),
 		server.WithInstructions(instructions(o.Name)),
-		server.WithExperimental(map[string]any{CapabilityChannel: map[string]any{}, CapabilityChannelPermission: map[string]any{}}),
+		server.WithExperimental(experimental()),
 		server.WithHooks(b.hooks()),
 	)
 	b.mcp.AddTool(notifyTool(o.Config, o.Name), b.counted(b.notify))
+	b.mcp.AddTool(sendMessageTool(o.Config, o.Name), b.counted(b.sendMessage))
 	b.addChannelTools()
-	b.mcp.AddNotificationHandler(MethodPermissionRequest, b.permissionRequest)
+	for _, f := range families {
+		b.mcp.AddNotificationHandler(f.permissionRequest, b.permissionRequest(f))
+	}
 	return b, nil
+}
+
+// config is the butler's configuration as it stands now.
+func (b *Butler) config() *config.Config { return b.cfg.Load() }
+
+// SetConfig replaces the butler's configuration, for a reload. What is read
+// as it is used follows at once: whether channel notifications are pushed
+// (channels.enabled), the approvers a permission prompt goes to, what
+// channel_list and channel_status report. What was built from the old one at
+// start stays until a restart: the tools' descriptions, the MCP token and
+// the session bounds. cfg must be valid and name this butler.
+func (b *Butler) SetConfig(cfg *config.Config) {
+	b.cfg.Store(cfg)
+	b.channel.poke()
 }
 
 // hooks are the channel side's session tracking and the refusal of MCP
@@ -160,10 +180,10 @@ func (b *Butler) hooks() *server.Hooks {
 func instructions(name string) string {
 	return "You are the butler \"" + name + "\", connected to your human through Herald.\n" +
 		"Messages from your human arrive as channel notifications (<channel source=\"telegram\" user=\"...\" request_id=\"...\">text</channel>): " +
-		"source is where it came from (telegram, email, web), user who wrote it, request_id which message it is, thread the conversation. " +
+		"source is where it came from (telegram, email, web; source_channel where your client names the server source), user who wrote it, request_id which message it is, thread the conversation. " +
 		"Answer a message with the reply tool (request_id, message); react to it with the react tool (request_id, emoji). " +
 		"Your answer goes back to the same chat, threaded; you cannot aim it elsewhere.\n" +
-		"To start a conversation yourself, use notify (intent send; omit channel for your default). " +
+		"To start a conversation yourself, use notify (intent send; omit channel for your default), or send_message (text, channel) if your client knows that name. " +
 		"If your client does not show channel notifications, call inbox to take waiting messages. " +
 		"channel_list and channel_status tell you which channels you have and whether they work.\n" +
 		"If notify says a notification is queued, it is safe: Herald will deliver it, so do not send it again. " +
@@ -223,7 +243,7 @@ func (b *Butler) Handler() http.Handler {
 }
 
 func (b *Butler) handler(bound string) (http.Handler, *sessions) {
-	ss := newSessions(b.name, b.cfg.Butler(b.name), b.log)
+	ss := newSessions(b.name, b.config().Butler(b.name), b.log)
 	mcpHTTP := server.NewStreamableHTTPServer(b.mcp,
 		server.WithEndpointPath(MCPPath),
 		server.WithHeartbeatInterval(25*time.Second),

@@ -62,7 +62,7 @@ func TestStdio(t *testing.T) {
 	if !strings.Contains(res.Instructions, "notify") {
 		t.Fatalf("instructions %q do not explain the notify tool", res.Instructions)
 	}
-	for _, capability := range []string{"claude/channel", "claude/channel/permission"} {
+	for _, capability := range []string{"claude/channel", "claude/channel/permission", "nexo/channel", "nexo/channel/permission"} {
 		if _, ok := res.Capabilities.Experimental[capability]; !ok {
 			t.Fatalf("experimental capability %s not declared: %v", capability, res.Capabilities.Experimental)
 		}
@@ -76,7 +76,7 @@ func TestStdio(t *testing.T) {
 		names = append(names, tool.Name)
 	}
 	slices.Sort(names)
-	if want := []string{"channel_list", "channel_status", "inbox", "notify", "react", "reply"}; !slices.Equal(names, want) {
+	if want := []string{"channel_list", "channel_status", "inbox", "notify", "react", "reply", "send_message"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 	call := mcp.CallToolRequest{}

@@ -51,6 +51,7 @@ type channelSide struct {
 	mu        sync.Mutex
 	sessions  map[string]server.ClientSession // registered sessions
 	listening map[string]int                  // open GET streams by HTTP session id
+	spoke     map[string]*family              // the family of each session's latest permission request
 	wake      chan struct{}
 	pulling   sync.Mutex // one reader of the inbox at a time keeps the order
 }
@@ -59,7 +60,7 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 	cfg := bus.InboxConsumer(b.name)
 	// The inbox stream is made by herald setup (or herald dev, or a switchboard
 	// allowed to): wait for it as for NATS itself.
-	wait := time.Duration(b.cfg.NATS.Wait)
+	wait := time.Duration(b.config().NATS.Wait)
 	if wait <= 0 {
 		wait = bus.DefaultWaitForNATS
 	}
@@ -86,7 +87,7 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 	status := bus.NewDirectKV(js, bus.BucketStatus)
 	approvals := approval.New(bus.NewDirectKV(js, bus.BucketApprovals))
 	return &channelSide{b: b, js: js, cons: cons, requests: requests, status: status, approvals: approvals,
-		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, wake: make(chan struct{}, 1)}, nil
+		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // hooks track which sessions can receive server-pushed notifications: stdio
@@ -102,6 +103,7 @@ func (c *channelSide) hooks() *server.Hooks {
 	h.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) {
 		c.mu.Lock()
 		delete(c.sessions, s.SessionID())
+		delete(c.spoke, s.SessionID())
 		c.mu.Unlock()
 	})
 	h.AddAfterInitialize(func(context.Context, any, *mcp.InitializeRequest, *mcp.InitializeResult) { c.poke() })
@@ -115,23 +117,55 @@ func (c *channelSide) poke() {
 	}
 }
 
+// receiver is a session a notification can be pushed to, and the families
+// it is pushed in.
+type receiver struct {
+	id       string
+	families []*family
+}
+
 // receivers are the sessions a notification can be pushed to now: stdio and
 // in-process sessions once initialized; streamable HTTP sessions only while
 // their GET stream is open, since a notification sent to one without it waits
 // in a buffer nobody reads and would be lost. A client without a GET stream
 // (or on protocol 2026-07-28's discovery handshake, which has none and carries
-// no custom notifications) takes its messages with the inbox tool.
-func (c *channelSide) receivers() []string {
+// no custom notifications) takes its messages with the inbox tool. With
+// channels.enabled false there are none: messages wait in the inbox.
+func (c *channelSide) receivers() []receiver {
+	if !c.b.config().Channels.On() {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var ids []string
+	var out []receiver
 	for id, s := range c.sessions {
 		_, overHTTP := s.(server.SessionWithStreamableHTTPConfig)
 		if s.Initialized() && (!overHTTP || c.listening[id] > 0) {
-			ids = append(ids, id)
+			out = append(out, receiver{id, familiesOf(s, c.spoke[id])})
 		}
 	}
-	return ids
+	return out
+}
+
+// spoken records that session asked in family f: verdicts and messages go
+// to it in that family from now on.
+func (c *channelSide) spoken(session string, f *family) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.sessions[session]; ok {
+		c.spoke[session] = f
+	}
+}
+
+// familyOf is the family session last asked for a permission in (Claude
+// Code's if none).
+func (c *channelSide) familyOf(session string) *family {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f := c.spoke[session]; f != nil {
+		return f
+	}
+	return claudeFamily
 }
 
 // trackStreams wraps the streamable HTTP handler to know which sessions have
@@ -262,14 +296,20 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Ack()
 		return
 	}
-	params := map[string]any{"content": v.Content, "meta": v.Meta}
 	sent := 0
-	for _, id := range c.receivers() {
-		if err := c.b.mcp.SendNotificationToSpecificClient(id, MethodChannel, params); err != nil {
-			c.b.log.WarnContext(ctx, "channel notification not sent", "session", id, "err", err)
-			continue
+	for _, r := range c.receivers() {
+		took := false
+		for _, f := range r.families {
+			params := map[string]any{"content": v.Content, "meta": f.meta(v.Meta)}
+			if err := c.b.mcp.SendNotificationToSpecificClient(r.id, f.message, params); err != nil {
+				c.b.log.WarnContext(ctx, "channel notification not sent", "session", r.id, "protocol", f.name, "err", err)
+				continue
+			}
+			took = true
 		}
-		sent++
+		if took {
+			sent++
+		}
 	}
 	if sent == 0 {
 		_ = msg.Nak()
@@ -279,10 +319,11 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 	_ = msg.Ack()
 }
 
-// verdict passes an approver's answer to the session that asked.
+// verdict passes an approver's answer to the session that asked, in the
+// family it asked in.
 func (c *channelSide) verdict(in *envelope.Ingress) {
 	id, behavior, session := in.Meta[metaPermissionID], in.Meta[metaPermissionVerdict], in.Meta[metaPermissionSession]
-	err := c.b.mcp.SendNotificationToSpecificClient(session, MethodPermission, map[string]any{"request_id": id, "behavior": behavior})
+	err := c.b.mcp.SendNotificationToSpecificClient(session, c.familyOf(session).answer, map[string]any{"request_id": id, "behavior": behavior})
 	if err != nil {
 		c.b.log.Warn("permission verdict not delivered: the asking session is gone", "request_id", id, "session", session, "err", err)
 		return

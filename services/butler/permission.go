@@ -15,16 +15,39 @@ import (
 	"github.com/heraldhq/herald/pkg/markdown"
 )
 
-// permissionRequest relays a client's request to run a tool to the butler's
+// permissionRequest is the handler of family f's permission request
+// (Claude Code's notifications/claude/channel/permission_request, nexo-rs's
+// notifications/nexo/channel/permission_request): both take one path, and
+// the verdict goes back to the asking session in the family it asked in.
+func (b *Butler) permissionRequest(f *family) server.NotificationHandlerFunc {
+	return func(ctx context.Context, n mcp.JSONRPCNotification) {
+		session := server.ClientSessionFromContext(ctx)
+		if session == nil {
+			b.log.WarnContext(ctx, "ignoring a permission request outside an MCP session", "protocol", f.name)
+			return
+		}
+		b.channel.spoken(session.SessionID(), f)
+		p := n.Params.AdditionalFields
+		if v, ok := p["schema"]; ok && f == nexoFamily && v != float64(nexoPermissionSchema) {
+			b.log.WarnContext(ctx, "ignoring a permission request of an unknown schema version; this butler reads nexo-rs's version 1", "protocol", f.name, "schema", v)
+			return
+		}
+		if !b.config().Channels.On() {
+			b.log.WarnContext(ctx, "permission request not relayed: channels are off (channels.enabled: false)", "protocol", f.name)
+			return
+		}
+		b.relayPermission(ctx, session, p)
+	}
+}
+
+// relayPermission relays a client's request to run a tool to the butler's
 // approvers (design §5): each gets the prompt in a direct chat, with Allow /
 // Deny buttons where the channel has them and a typed answer everywhere. The
 // approver's verdict comes back through the switchboard (channel.verdict).
-func (b *Butler) permissionRequest(ctx context.Context, n mcp.JSONRPCNotification) {
-	p := n.Params.AdditionalFields
+func (b *Butler) relayPermission(ctx context.Context, session server.ClientSession, p map[string]any) {
 	str := func(k string) string { s, _ := p[k].(string); return s }
 	id := str("request_id")
-	session := server.ClientSessionFromContext(ctx)
-	if session == nil || !approval.IDPattern.MatchString(id) {
+	if !approval.IDPattern.MatchString(id) {
 		b.log.WarnContext(ctx, "ignoring a malformed permission request", "request_id", id)
 		return
 	}
@@ -70,7 +93,7 @@ type approverTarget struct{ channel, typ, recipient string }
 // granted to this butler that takes inbound messages.
 func (b *Butler) approvers() []approverTarget {
 	var out []approverTarget
-	for _, in := range b.cfg.Integrations {
+	for _, in := range b.config().Integrations {
 		if in.Disabled || !in.Inbound.Enabled || !in.Grants.Allows(b.name) {
 			continue
 		}

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -94,31 +93,36 @@ func TestEveryRevisionClientReceivesChannelMessagesOverHTTP(t *testing.T) {
 }
 
 // TestEveryRevisionClientReceivesChannelMessagesOverStdio: the same over
-// stdio, where the transport itself would serve 2026-07-28.
+// stdio, where the transport itself would serve 2026-07-28. A client that
+// says neither who it is nor which channel protocol it reads gets the
+// message in both, Claude Code's and nexo-rs's. (Both are awaited: mcp-go's
+// stdio session is one per process, and a notification left in it would
+// reach the next test's butler.)
 func TestEveryRevisionClientReceivesChannelMessagesOverStdio(t *testing.T) {
 	in, out, js := stdioButler(t)
 	c := client.NewClient(transport.NewIO(out, in, io.NopCloser(strings.NewReader(""))))
 	if err := c.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	var mu sync.Mutex
 	got := make(chan mcp.JSONRPCNotification, 8)
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
-		mu.Lock()
-		defer mu.Unlock()
-		if n.Method == butler.MethodChannel {
+		if n.Method == butler.MethodChannel || n.Method == butler.MethodNexoChannel {
 			got <- n
 		}
 	})
 	offerEveryRevision(t, c)
 	inboundRoute(t, js, "assistant", "over stdio", 1)
-	select {
-	case n := <-got:
-		if n.Params.AdditionalFields["content"] != "over stdio" {
-			t.Fatalf("channel notification %v", n.Params.AdditionalFields)
+	seen := map[string]bool{}
+	for len(seen) < 2 {
+		select {
+		case n := <-got:
+			if n.Params.AdditionalFields["content"] != "over stdio" || seen[n.Method] {
+				t.Fatalf("channel notification %s %v (seen %v)", n.Method, n.Params.AdditionalFields, seen)
+			}
+			seen[n.Method] = true
+		case <-time.After(20 * time.Second):
+			t.Fatalf("over stdio, channel notifications %v, want both families", seen)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("no channel notification over stdio")
 	}
 }
 
@@ -143,7 +147,9 @@ func stdioButler(t *testing.T) (in io.WriteCloser, out io.Reader, js jetstream.J
 			t.Errorf("stdio: %v", err)
 		}
 	}()
-	t.Cleanup(func() { _ = clientOut.Close(); cancel(); <-done })
+	// Closing the reader too ends a write the test no longer reads, so a
+	// failed test stops instead of hanging.
+	t.Cleanup(func() { _ = clientOut.Close(); _ = clientIn.Close(); cancel(); <-done })
 	return clientOut, clientIn, js
 }
 

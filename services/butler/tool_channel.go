@@ -10,6 +10,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/schemas"
 	"github.com/heraldhq/herald/services/messenger/deliver"
@@ -30,12 +31,19 @@ func (b *Butler) addChannelTools() {
 		mcp.WithDescription("Take the inbound messages waiting for you, oldest first. Only needed if your client does not show channel notifications."),
 		mcp.WithNumber("max", mcp.Description("At most this many (default 20)")),
 	), b.inbox)
-	b.mcp.AddTool(mcp.NewTool("channel_list",
+	// channel_list and channel_status only read: a client may call them
+	// without asking (mcp-go's defaults would call them destructive).
+	readOnly := []mcp.ToolOption{
+		mcp.WithReadOnlyHintAnnotation(true), mcp.WithIdempotentHintAnnotation(true),
+		mcp.WithDestructiveHintAnnotation(false), mcp.WithOpenWorldHintAnnotation(false),
+	}
+	b.mcp.AddTool(mcp.NewTool("channel_list", append([]mcp.ToolOption{
 		mcp.WithDescription("The channels you can use: each integration granted to you, whether it receives messages, and whether its messages come to you."),
-	), b.channelList)
-	b.mcp.AddTool(mcp.NewTool("channel_status",
-		mcp.WithDescription("Health of your channels: receiver state (running, standby, conflict, error), last inbound message, and how many messages wait for you."),
-	), b.channelStatus)
+	}, readOnly...)...), b.channelList)
+	b.mcp.AddTool(mcp.NewTool("channel_status", append([]mcp.ToolOption{
+		mcp.WithDescription("Health of your channels: receiver state (running, standby, conflict, error), last inbound message, and how many messages wait for you. Give server to see one channel only."),
+		mcp.WithString("server", mcp.Description("One of your channels, as channel_list names it (telegram:tg_main), its integration id (tg_main), or a type (telegram: each of that type). Omitted: every channel.")),
+	}, readOnly...)...), b.channelStatus)
 }
 
 // answer builds a reply or react to a remembered inbound message. The chat,
@@ -113,13 +121,14 @@ type channelInfo struct {
 
 func (b *Butler) channels() []channelInfo {
 	var out []channelInfo
-	me := b.cfg.Butler(b.name)
-	def, _ := b.cfg.Resolve(b.name, me.DefaultChannel)
-	for _, in := range b.cfg.Integrations {
+	cfg := b.config()
+	me := cfg.Butler(b.name)
+	def, _ := cfg.Resolve(b.name, me.DefaultChannel)
+	for _, in := range cfg.Integrations {
 		if in.Disabled || !in.Grants.Allows(b.name) {
 			continue
 		}
-		routed := in.Inbound.Enabled && b.receivesFrom(in.ID)
+		routed := in.Inbound.Enabled && receivesFrom(cfg, b.name, in.ID)
 		out = append(out, channelInfo{Channel: in.Channel(), Type: in.Type, Default: def != nil && def.ID == in.ID, Inbound: in.Inbound.Enabled, RoutedIn: routed})
 	}
 	return out
@@ -129,20 +138,20 @@ func (b *Butler) channels() []channelInfo {
 // this butler: a binding names it, or it is the default butler and no
 // chat-less binding (which takes every message, first match wins) names
 // another.
-func (b *Butler) receivesFrom(integration string) bool {
+func receivesFrom(cfg *config.Config, butler, integration string) bool {
 	catchAll := false
-	for _, bd := range b.cfg.Bindings {
+	for _, bd := range cfg.Bindings {
 		if bd.Integration != integration {
 			continue
 		}
-		if bd.Butler == b.name {
+		if bd.Butler == butler {
 			return true
 		}
 		if bd.Chat == "" {
 			catchAll = true
 		}
 	}
-	return !catchAll && b.cfg.DefaultButler == b.name
+	return !catchAll && cfg.DefaultButler == butler
 }
 
 func (b *Butler) channelList(context.Context, mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -167,17 +176,46 @@ type channelHealth struct {
 	Receiver *deliver.Status `json:"receiver,omitempty"`
 }
 
-func (b *Butler) channelStatus(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+// pick is the channels server names: one by "type:id" or by id, or every
+// one of a type; all of them when server is empty.
+func pick(list []channelInfo, server string) ([]channelInfo, error) {
+	server = strings.TrimSpace(server)
+	if server == "" {
+		return list, nil
+	}
+	var out []channelInfo
+	for _, c := range list {
+		_, id, _ := strings.Cut(c.Channel, ":")
+		if c.Channel == server || id == server || c.Type == server {
+			out = append(out, c)
+		}
+	}
+	if len(out) == 0 {
+		names := make([]string, len(list))
+		for i, c := range list {
+			names[i] = c.Channel
+		}
+		return nil, fmt.Errorf("%w: server %q is none of your channels; yours are %s (give one of them, its id or its type, or leave server out for all)",
+			envelope.ErrNotFound, server, strings.Join(names, ", "))
+	}
+	return out, nil
+}
+
+func (b *Butler) channelStatus(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	list, err := pick(b.channels(), req.GetString("server", ""))
+	if err != nil {
+		return statusError(err), nil
+	}
 	var out []channelHealth
 	var lines []string
-	for _, c := range b.channels() {
+	for _, c := range list {
 		h := channelHealth{channelInfo: c}
 		_, id, _ := strings.Cut(c.Channel, ":")
 		if e, err := b.channel.status.Get(ctx, id); err == nil {
 			h.Receiver = &deliver.Status{}
 			_ = json.Unmarshal(e.Value(), h.Receiver)
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return toolError(fmt.Errorf("%w: reading status: %w", envelope.ErrTargetUnavailable, err)), nil
+			return statusError(fmt.Errorf("%w: reading status: %w", envelope.ErrTargetUnavailable, err)), nil
 		}
 		line := c.Channel + ": "
 		switch {
@@ -203,4 +241,14 @@ func (b *Butler) channelStatus(ctx context.Context, _ mcp.CallToolRequest) (*mcp
 	}
 	lines = append(lines, fmt.Sprintf("%d message(s) waiting for you", waiting))
 	return mcp.NewToolResultStructured(map[string]any{"channels": out, "waiting": waiting}, strings.Join(lines, "\n")), nil
+}
+
+// statusError is channel_status's isError answer: the class and the reason.
+// (toolError's advice speaks of notify.)
+func statusError(err error) *mcp.CallToolResult {
+	body := envelope.ErrorBodyFrom(err)
+	text := fmt.Sprintf("channel_status failed (%s): %s.", body.Class, body.Message)
+	res := mcp.NewToolResultError(text)
+	res.StructuredContent = map[string]any{"status": envelope.StatusError, "error": body, "summary": text}
+	return res
 }

@@ -185,6 +185,9 @@ func (b *Butler) buildNotify(args map[string]any) (*envelope.Notify, error) {
 	if len(unknown) > 0 {
 		return nil, &envelope.ValidationError{Schema: schemas.Notify, Fields: unknown}
 	}
+	if _, ok := delivery["topic"]; !ok && b.toLog(delivery) {
+		delivery["topic"] = defaultContext
+	}
 	if lvl, ok := delivery["level"].(string); ok && lvl != "info" {
 		if _, given := args["urgency"]; !given {
 			delivery["urgency"] = "high"
@@ -195,6 +198,26 @@ func (b *Butler) buildNotify(args map[string]any) (*envelope.Notify, error) {
 		return nil, fmt.Errorf("%w: %w", envelope.ErrValidation, err)
 	}
 	return envelope.DecodeNotify(data)
+}
+
+// defaultContext is seed 002's context when a notify gives none: its log
+// records say what wrote them.
+const defaultContext = "llm"
+
+// toLog reports whether a notify with delivery goes to the log channel: its
+// channel names it, or a send names none and the butler's default is it.
+// Seed 002's context (a topic here) defaults to "llm" there only: on other
+// channels a topic shows (a Slack footer, a webhook's payload), and one the
+// model did not give would be noise.
+func (b *Butler) toLog(delivery map[string]any) bool {
+	ch, _ := delivery["channel"].(string)
+	if ch == "" && delivery["intent"] == envelope.IntentSend {
+		if me := b.config().Butler(b.name); me != nil {
+			ch = me.DefaultChannel
+		}
+	}
+	typ, _, _ := strings.Cut(ch, ":")
+	return typ == "log"
 }
 
 // requestContext accepts an object, or its JSON string as some clients send.

@@ -34,6 +34,7 @@ const (
 	ReasonPairingPending        = "pairing_pending"          // the stranger already holds a code
 	ReasonPairingLimit          = "pairing_limit"            // MaxNewCodes handed out in the last PairingWindow; no code sent
 	ReasonRateLimited           = "rate_limited"             // over the sender's inbound.rate_limit or the integration's ceiling (kind dropped)
+	ReasonChannelRateLimited    = "channel_rate_limited"     // over the butler's channel rate limit of the integration (kind dropped)
 	ReasonVerdictNotApprover    = "verdict_not_approver"     // a verdict from someone not in approvers
 	ReasonVerdictNotDirect      = "verdict_not_direct"       // a verdict in a group chat
 	ReasonVerdictUnknownID      = "verdict_unknown_id"       // no prompt with that id was sent to this chat
@@ -52,6 +53,7 @@ var reasonClass = map[string]error{
 	ReasonUnknownIntegration: envelope.ErrNotFound,
 	ReasonChannelMismatch:    envelope.ErrValidation,
 	ReasonRateLimited:        envelope.ErrOverload,
+	ReasonChannelRateLimited: envelope.ErrOverload,
 	ReasonVerdictUnknownID:   envelope.ErrNotFound,
 }
 
@@ -84,9 +86,10 @@ const (
 //  5. permission verdicts ("yes abcde", a button), which are answered and
 //     relayed to the asking butler, never forwarded as chat;
 //  6. truncation to max_content_chars;
-//  7. the butler, by binding;
-//  8. the thread and its session (herald_sessions);
-//  9. route.v1 on herald.inbox.<butler>.
+//  7. the butler, by binding (or the claim of its thread);
+//  8. the butler's channel rate limit of the integration (channellimit.go);
+//  9. the thread and its session (herald_sessions);
+//  10. route.v1 on herald.inbox.<butler>.
 //
 // An approver's verdict skips both limits (approverVerdict), so no flood
 // holds up an answer.
@@ -106,6 +109,7 @@ type inbound struct {
 	sessions  *sessions
 	s         *Switchboard // its claims (claim.go)
 	limits    limits
+	channels  channelLimits
 	metrics   *obs.Metrics
 }
 
@@ -120,6 +124,8 @@ func (s *Switchboard) ingressWorker(ctx context.Context) (*bus.Worker, error) {
 		return nil, err
 	}
 	g := &inbound{cfg: s.cfg, js: s.js, log: s.log, audit: s.audit, pairing: pairing, approvals: s.approvals, requests: s.requests, sessions: sess, s: s, metrics: s.metrics}
+	g.channels.log = s.log
+	s.flushDrops = g.channels.flush
 	// One at a time, in the order the messenger stored them: a chat's messages
 	// reach its butler in the order they were sent.
 	return &bus.Worker{Stream: bus.StreamIngress, Durable: bus.ConsumerIngress, Handle: obs.Noted(&s.lastErr, g.handle), GiveUp: g.giveUp, Concurrency: 1, Log: s.log}, nil
@@ -198,6 +204,10 @@ func (g *inbound) forward(ctx context.Context, it *config.Integration, in *envel
 	} else if claimer != "" && g.cfg.Butler(claimer) != nil {
 		butler = claimer
 	}
+	if !g.channels.allow(butler, it, g.cfg.ChannelRateLimitOf(it), time.Now()) {
+		g.channelDropped(ctx, butler, it, in)
+		return nil
+	}
 	sess, err := g.sessions.of(ctx, it.ID, thread, butler)
 	if err != nil {
 		return err
@@ -251,6 +261,15 @@ func (g *inbound) refuse(ctx context.Context, in *envelope.Ingress, channel, kin
 		level = slog.LevelDebug // a flood must not flood the log too
 	}
 	g.log.Log(ctx, level, "inbound refused", "reason", reason, "channel", channel, "sender", in.RequestContext.SourceSenderIdentity, "request_id", in.RequestContext.RequestID)
+}
+
+// channelDropped audits a message over butler's channel rate limit of it;
+// the log has one line per interval for a run of them (channelLimits).
+func (g *inbound) channelDropped(ctx context.Context, butler string, it *config.Integration, in *envelope.Ingress) {
+	g.audit.Write(ctx, audit.Record{Kind: audit.Dropped, Butler: butler, Channel: it.Channel(), RequestID: in.RequestContext.RequestID,
+		Class: envelope.ErrOverload.Error(), Reason: ReasonChannelRateLimited})
+	g.metrics.Inbound(it.Channel(), obs.InboundDropped, ReasonChannelRateLimited)
+	g.channels.dropped(ctx, butler, it)
 }
 
 // giveUp audits an inbound message that can never be handled before the

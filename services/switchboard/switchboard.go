@@ -73,6 +73,8 @@ type Switchboard struct {
 	later     sync.WaitGroup
 	laterCtx  context.Context
 	stopLater context.CancelFunc
+	// flushDrops logs the channel rate limit's drops not logged yet.
+	flushDrops func()
 }
 
 // Run routes until ctx is done, then drains.
@@ -126,6 +128,7 @@ func run(ctx context.Context, o Options, log *slog.Logger, state *obs.State) err
 	if err != nil {
 		return err
 	}
+	defer s.flushDrops()
 	svc, err := obs.AddService(o.NC, obs.ServiceSwitchboard, obs.Version, s.status)
 	if err != nil {
 		return err
@@ -318,7 +321,9 @@ func (s *Switchboard) resolve(butler string, n *envelope.Notify) (*config.Integr
 	in, err := s.cfg.Resolve(butler, ch)
 	switch {
 	case errors.Is(err, config.ErrUnknownChannel):
-		return nil, fmt.Errorf("%w: channel %q: %w", envelope.ErrValidation, ch, err)
+		// Seed 003's sentence first, as the schema's check words it.
+		typ, _, _ := strings.Cut(ch, ":")
+		return nil, fmt.Errorf("%w: Unsupported channel '%s': %w", envelope.ErrValidation, typ, err)
 	case errors.Is(err, config.ErrNotGranted):
 		return nil, fmt.Errorf("%w: %w", envelope.ErrForbidden, err)
 	case err != nil:

@@ -17,22 +17,30 @@ import (
 )
 
 // threadKeys are the standard meta keys that name a conversation, most
-// specific first: a thread (a Telegram topic, a Slack thread, an email
-// thread's root), then the chat, room or channel, then the address written to.
-var threadKeys = []string{"thread_id", "chat_id", "conversation_id", "room_id", "to"}
+// specific first, in the order nexo-rs (seed 001) derives its channel
+// sessions: a thread (a Slack thread's thread_ts, a Telegram topic, an email
+// thread's root), then the chat, conversation or room, then the channel, then
+// the address written to.
+var threadKeys = []string{"thread_ts", "thread_id", "chat_id", "conversation_id", "room_id", "channel_id", "to"}
 
 // threadOf is the conversation an inbound message belongs to; "" means the
 // integration's one shared conversation. Receivers emit the standard meta
-// keys, so this knows no channel: a thread_id is unique within its chat_id,
-// and is qualified by it ("-100123/5", "C1/1700000000.1").
+// keys, so this knows no channel. A thread (thread_ts or thread_id) is
+// unique only within its chat, so it is qualified by the chat_id, else the
+// channel_id ("-100123/5", "C1/1700000000.1"); Slack sends thread_ts and
+// thread_id alike, so its threads keep the sessions they had.
 func threadOf(meta map[string]string) string {
 	for _, k := range threadKeys {
 		v := meta[k]
 		if v == "" {
 			continue
 		}
-		if k == "thread_id" && meta["chat_id"] != "" {
-			return meta["chat_id"] + "/" + v
+		if k == "thread_ts" || k == "thread_id" {
+			for _, chat := range []string{"chat_id", "channel_id"} {
+				if c := meta[chat]; c != "" {
+					return c + "/" + v
+				}
+			}
 		}
 		return v
 	}

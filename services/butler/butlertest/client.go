@@ -1,10 +1,12 @@
-// Package butlertest connects to a butler as Claude Code does (streamable
-// HTTP with the GET stream open) and records what the butler pushes, like
-// httptest for MCP channels.
+// Package butlertest connects to a butler as Claude Code or nexo-rs does
+// (streamable HTTP with the GET stream open, or stdio) and records what the
+// butler pushes, like httptest for MCP channels.
 package butlertest
 
 import (
 	"context"
+	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -17,10 +19,12 @@ import (
 // Client is a connected MCP client.
 type Client struct {
 	*client.Client
-	t    testing.TB
-	mu   sync.Mutex
-	got  []mcp.JSONRPCNotification
-	seen chan struct{}
+	// Server is the butler's answer to initialize: its capabilities.
+	Server *mcp.InitializeResult
+	t      testing.TB
+	mu     sync.Mutex
+	got    []mcp.JSONRPCNotification
+	seen   chan struct{}
 }
 
 // Connect opens a client on the butler's MCP endpoint url, speaking
@@ -29,10 +33,38 @@ type Client struct {
 // transport.WithHTTPHeaders). It is closed when the test ends.
 func Connect(t testing.TB, url, protocolVersion string, opts ...transport.StreamableHTTPCOption) *Client {
 	t.Helper()
+	return ConnectAs(t, url, protocolVersion, Hello{}, opts...)
+}
+
+// Hello is what a client says of itself at initialize: the butler decides
+// from it which channel protocol to push in (Claude Code's, nexo-rs's).
+type Hello struct {
+	// Name is clientInfo.name; "" is "butlertest".
+	Name string
+	// Capabilities are the client's, experimental ones included.
+	Capabilities mcp.ClientCapabilities
+}
+
+// ConnectAs is Connect for a client that introduces itself as hello says.
+func ConnectAs(t testing.TB, url, protocolVersion string, hello Hello, opts ...transport.StreamableHTTPCOption) *Client {
+	t.Helper()
 	c, err := client.NewStreamableHttpClient(url, append([]transport.StreamableHTTPCOption{transport.WithContinuousListening()}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return start(t, c, protocolVersion, hello)
+}
+
+// ConnectIO is a client over a stdio transport: it writes the butler's
+// input to in and reads its output from out (Butler.ServeStdio's other
+// ends). It is closed when the test ends.
+func ConnectIO(t testing.TB, out io.Reader, in io.WriteCloser, protocolVersion string, hello Hello) *Client {
+	t.Helper()
+	return start(t, client.NewClient(transport.NewIO(out, in, io.NopCloser(strings.NewReader("")))), protocolVersion, hello)
+}
+
+func start(t testing.TB, c *client.Client, protocolVersion string, hello Hello) *Client {
+	t.Helper()
 	cc := &Client{Client: c, t: t, seen: make(chan struct{}, 1)}
 	c.OnNotification(func(n mcp.JSONRPCNotification) {
 		cc.mu.Lock()
@@ -50,10 +82,28 @@ func Connect(t testing.TB, url, protocolVersion string, opts ...transport.Stream
 	init := mcp.InitializeRequest{}
 	init.Params.ProtocolVersion = protocolVersion
 	init.Params.ClientInfo = mcp.Implementation{Name: "butlertest", Version: "1"}
-	if _, err := c.Initialize(context.Background(), init); err != nil {
+	if hello.Name != "" {
+		init.Params.ClientInfo.Name = hello.Name
+	}
+	init.Params.Capabilities = hello.Capabilities
+	res, err := c.Initialize(context.Background(), init)
+	if err != nil {
 		t.Fatalf("initialize (%s): %v", protocolVersion, err)
 	}
+	cc.Server = res
 	return cc
+}
+
+// Send sends the butler a notification of method (a permission request).
+func (c *Client) Send(method string, params map[string]any) {
+	c.t.Helper()
+	err := c.GetTransport().SendNotification(context.Background(), mcp.JSONRPCNotification{
+		JSONRPC:      mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{Method: method, Params: mcp.NotificationParams{AdditionalFields: params}},
+	})
+	if err != nil {
+		c.t.Fatalf("%s: %v", method, err)
+	}
 }
 
 // Notifications are the params of every notification of method received so

@@ -61,7 +61,7 @@ func (s *Sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 		slog.String("message_id", id),
 		slog.String("message", Escape(d.Message)),
 	}
-	for k, v := range map[string]string{"recipient": d.Recipient, "subject": d.Subject, "topic": d.Topic, "thread": d.Thread} {
+	for k, v := range map[string]string{"recipient": d.Recipient, "subject": d.Subject, "topic": d.Topic, "context": d.Topic, "thread": d.Thread} {
 		if v != "" {
 			attrs = append(attrs, slog.String(k, Escape(v)))
 		}

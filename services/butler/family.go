@@ -1,0 +1,120 @@
+package butler
+
+import (
+	"maps"
+
+	"github.com/mark3labs/mcp-go/server"
+)
+
+// MCP names of nexo-rs's channel contract (seed 001, design §11), which a
+// butler speaks beside Claude Code's: the same messages and permission relay
+// under the nexo/ prefix.
+const (
+	CapabilityNexoChannel           = "nexo/channel"
+	CapabilityNexoChannelPermission = "nexo/channel/permission"
+	MethodNexoChannel               = "notifications/nexo/channel"
+	MethodNexoPermissionRequest     = "notifications/nexo/channel/permission_request"
+	MethodNexoPermission            = "notifications/nexo/channel/permission"
+)
+
+// nexoPermissionSchema is the version of nexo-rs's permission request a
+// butler reads (its params' "schema"); a request of another version is
+// refused, as nexo-rs asks of a channel server.
+const nexoPermissionSchema = 1
+
+// family is one channel protocol: the names a client reads channel messages
+// and permission verdicts under.
+type family struct {
+	name                               string // "claude", "nexo"
+	channel, permission                string // capability keys
+	message, permissionRequest, answer string // notification methods
+	// meta turns a message's meta into what the client takes.
+	meta func(map[string]string) map[string]string
+}
+
+var (
+	claudeFamily = &family{name: "claude", channel: CapabilityChannel, permission: CapabilityChannelPermission,
+		message: MethodChannel, permissionRequest: MethodPermissionRequest, answer: MethodPermission, meta: maps.Clone[map[string]string]}
+	nexoFamily = &family{name: "nexo", channel: CapabilityNexoChannel, permission: CapabilityNexoChannelPermission,
+		message: MethodNexoChannel, permissionRequest: MethodNexoPermissionRequest, answer: MethodNexoPermission, meta: nexoMeta}
+	// families are the protocols a butler speaks, Claude Code's first.
+	families = []*family{claudeFamily, nexoFamily}
+)
+
+// experimental is the capabilities a butler declares: both families'.
+func experimental() map[string]any {
+	out := map[string]any{}
+	for _, f := range families {
+		out[f.channel] = map[string]any{}
+		out[f.permission] = map[string]any{}
+	}
+	return out
+}
+
+// claudeCodeClient is the clientInfo.name Claude Code initializes with.
+const claudeCodeClient = "claude-code"
+
+// familiesOf are the protocols session s is pushed messages in. A client
+// says which it reads by what it does: a permission request of one family
+// (spoke, the latest) decides; else a capability of one family declared at
+// initialize, or Claude Code's name; else it is pushed both, since each
+// client ignores a notification it does not know (nexo-rs identifies itself
+// only as "agent", and would otherwise never see a message).
+func familiesOf(s server.ClientSession, spoke *family) []*family {
+	if spoke != nil {
+		return []*family{spoke}
+	}
+	ci, ok := s.(server.SessionWithClientInfo)
+	if !ok {
+		return families
+	}
+	declared := ci.GetClientCapabilities().Experimental
+	var out []*family
+	for _, f := range families {
+		if _, ok := declared[f.channel]; ok {
+			out = append(out, f)
+		}
+	}
+	switch {
+	case len(out) > 0:
+		return out
+	case ci.GetClientInfo().Name == claudeCodeClient:
+		return []*family{claudeFamily}
+	}
+	return families
+}
+
+// nexoMeta is meta as nexo-rs takes it. It writes every key as an attribute
+// of the <channel source="<server>"> tag it gives the model and silently
+// drops a key that is not an identifier (a letter or _ first, then letters,
+// digits, _), so only those are sent; its own source attribute names the
+// MCP server, so Herald's source (telegram, email, ...) goes as
+// source_channel rather than as a second source attribute.
+func nexoMeta(meta map[string]string) map[string]string {
+	out := make(map[string]string, len(meta))
+	for k, v := range meta {
+		if identifier(k) && k != "source" {
+			out[k] = v
+		}
+	}
+	if src, ok := meta["source"]; ok {
+		out["source_channel"] = src
+	}
+	return out
+}
+
+// identifier reports whether k matches ^[A-Za-z_][A-Za-z0-9_]*$.
+func identifier(k string) bool {
+	if k == "" {
+		return false
+	}
+	for i, r := range k {
+		switch {
+		case r == '_', r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
