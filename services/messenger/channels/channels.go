@@ -4,6 +4,7 @@
 package channels
 
 import (
+	_ "github.com/heraldhq/herald/services/messenger/discord"
 	_ "github.com/heraldhq/herald/services/messenger/email"
 	_ "github.com/heraldhq/herald/services/messenger/logchannel"
 	_ "github.com/heraldhq/herald/services/messenger/slack"

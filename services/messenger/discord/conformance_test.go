@@ -1,0 +1,125 @@
+package discord_test
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
+	"github.com/heraldhq/herald/services/messenger/discord/discordtest"
+)
+
+func TestConformance(t *testing.T) {
+	var (
+		srv    *discordtest.Server
+		thread discordtest.Message // the message Thread names, in ChannelGeneral
+	)
+	posts := func() []discordtest.Call {
+		var out []discordtest.Call
+		for _, c := range srv.Calls(discordtest.RouteCreateMessage) {
+			if c.OK() {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	delivertest.Run(t, delivertest.Harness{
+		New: func(t *testing.T) deliver.Sender {
+			srv = discordtest.NewServer(t)
+			return newSender(t, srv, srv.Token())
+		},
+		Delivered: func(t *testing.T) []string {
+			var out []string
+			for _, c := range posts() {
+				out = append(out, c.Create.Content)
+			}
+			return out
+		},
+		Features: delivertest.Features{
+			Chunks: true, Recipients: true, Threads: true, React: true,
+			Faults: []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
+		},
+		// Paragraphs of 1200 characters: two never fit in one
+		// 2000-character message, and one always does.
+		LongMessage: func(n int) string {
+			var paras []string
+			for i := range n {
+				paras = append(paras, strconv.Itoa(i)+strings.Repeat(" word", 240))
+			}
+			return strings.Join(paras, "\n\n")
+		},
+		DefaultRecipient: discordtest.ChannelDefault,
+		Recipient:        func(*testing.T) string { return discordtest.ChannelGeneral },
+		DeliveredTo: func(t *testing.T) []string {
+			var out []string
+			for _, c := range posts() {
+				out = append(out, c.Channel)
+			}
+			return out
+		},
+		Thread: func(t *testing.T) string {
+			thread = srv.UserMessage(discordtest.MessageOptions{Content: "how full is the disk?"})
+			return thread.ChannelID + ":" + thread.ID
+		},
+		InThread: func(t *testing.T) []bool {
+			var out []bool
+			for _, c := range posts() {
+				ref := c.Create.MessageReference
+				out = append(out, c.Channel == thread.ChannelID && ref != nil && ref.MessageID == thread.ID)
+			}
+			return out
+		},
+		Reactions: func(t *testing.T) int {
+			n := 0
+			for _, c := range srv.Calls(discordtest.RouteAddReaction) {
+				if c.OK() {
+					n++
+				}
+			}
+			return n
+		},
+		Fail: func(t *testing.T, f delivertest.Fault) {
+			switch f {
+			case delivertest.FaultRefused:
+				srv.FailNext(discordtest.RouteCreateMessage, 1, 400, 50035, "Invalid Form Body")
+			case delivertest.FaultNoRecipient:
+				srv.FailChannel(discordtest.ChannelDefault, 403, 50001, "Missing Access")
+			case delivertest.FaultUnavailable:
+				srv.FailHTTPNext(discordtest.RouteCreateMessage, 1, 502)
+			case delivertest.FaultRateLimit:
+				srv.RateLimitNext(discordtest.RouteCreateMessage, 1, delivertest.RetryAfter, false)
+			}
+		},
+	})
+}
+
+func TestReceiverConformance(t *testing.T) {
+	skipUnlessSchemasKnowDiscord(t)
+	var srv *discordtest.Server
+	delivertest.RunReceiver(t, delivertest.ReceiverHarness{
+		Start: func(t *testing.T, sink *delivertest.Sink) {
+			srv = discordtest.NewServer(t)
+			r := newReceiver(t, srv, recv{})
+			delivertest.Receive(t, r, sink)
+			srv.WaitLive(t, 10*time.Second)
+		},
+		// The gateway pushes each event once per session; a message the
+		// sink did not store is held and offered again by the receiver
+		// itself. redeliver dispatches the same message again, as Discord
+		// does when it replays events after a resume.
+		Send: func(t *testing.T, text string) func(*testing.T) {
+			m := srv.UserMessage(discordtest.MessageOptions{Content: text})
+			return func(*testing.T) { srv.Again(m) }
+		},
+		Sender: func() string { return discordtest.HumanID },
+		// Discord sends only what the bot may see; nothing is refused on
+		// arrival.
+		Features: delivertest.ReceiverFeatures{Threads: true, DropsInvalid: true},
+		SendInThread: func(t *testing.T, text string) {
+			th := srv.NewThread(discordtest.ChannelGeneral, "disk space")
+			srv.UserMessage(discordtest.MessageOptions{Channel: th, Content: text})
+		},
+	})
+}

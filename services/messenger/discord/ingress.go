@@ -1,0 +1,308 @@
+package discord
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/heraldhq/herald/pkg/envelope"
+)
+
+// Limits of ingress.v1 on what comes from Discord; Discord's own are lower
+// (4000 characters of text, 100 of a custom_id), so these only keep a
+// broken or hostile gateway from producing an envelope the bus refuses.
+const (
+	maxText     = 262144
+	maxMeta     = 4096
+	maxFileName = 512
+	maxMime     = 255
+	maxRef      = 2048
+	maxFiles    = 64
+)
+
+// discordEpoch is the first millisecond of 2015, where snowflakes count from.
+const discordEpoch = 1420070400000
+
+// user is a Discord user as events carry it.
+type user struct {
+	ID         string `json:"id"`
+	Username   string `json:"username"`
+	GlobalName string `json:"global_name"`
+	Bot        bool   `json:"bot"`
+	System     bool   `json:"system"`
+}
+
+// name is what people see: the display name, else the username, else the id.
+func (u *user) name() string {
+	for _, n := range []string{u.GlobalName, u.Username} {
+		if n = strings.TrimSpace(n); n != "" {
+			return n
+		}
+	}
+	return u.ID
+}
+
+// messageEvent is MESSAGE_CREATE's data: a message, with the server it was
+// written in (none in a direct message).
+type messageEvent struct {
+	ID               string `json:"id"`
+	ChannelID        string `json:"channel_id"`
+	GuildID          string `json:"guild_id"`
+	Author           user   `json:"author"`
+	Content          string `json:"content"`
+	Timestamp        string `json:"timestamp"`
+	Type             int    `json:"type"`
+	WebhookID        string `json:"webhook_id"`
+	MessageReference *struct {
+		MessageID string `json:"message_id"`
+		ChannelID string `json:"channel_id"`
+	} `json:"message_reference"`
+	Attachments []struct {
+		ID          string `json:"id"`
+		Filename    string `json:"filename"`
+		ContentType string `json:"content_type"`
+		Size        int64  `json:"size"`
+		URL         string `json:"url"`
+	} `json:"attachments"`
+	Member *struct {
+		Nick string `json:"nick"`
+	} `json:"member"`
+}
+
+// Message types a person writes: a plain message and a reply. Every other
+// type is a system message (joins, pins, thread starts, boosts).
+const (
+	messageDefault = 0
+	messageReply   = 19
+)
+
+// interactionEvent is INTERACTION_CREATE's data, as far as a button press
+// needs it.
+type interactionEvent struct {
+	ID        string `json:"id"`
+	Type      int    `json:"type"`
+	Token     string `json:"token"`
+	GuildID   string `json:"guild_id"`
+	ChannelID string `json:"channel_id"`
+	Data      struct {
+		CustomID      string `json:"custom_id"`
+		ComponentType int    `json:"component_type"`
+	} `json:"data"`
+	Member *struct {
+		User user `json:"user"`
+	} `json:"member"`
+	User    *user `json:"user"`
+	Message *struct {
+		ID        string `json:"id"`
+		ChannelID string `json:"channel_id"`
+	} `json:"message"`
+}
+
+// interactionComponent is a press of a message component (a button).
+const interactionComponent = 3
+
+// where is a message's place: its channel, and whether that channel is a
+// thread and of which channel.
+type where struct {
+	thread bool
+	parent string
+}
+
+// fromMessage turns a MESSAGE_CREATE into an ingress.v1 for integration,
+// received by the bot botUser, or nil and why not when it holds nothing a
+// butler should get: a bot's or webhook's message (the bot's own included),
+// a system message, a message with no text and no files.
+//
+// The conversation is the channel: a server's channel, a direct message, or
+// a thread, which in Discord is a channel of its own; a message in a thread
+// also names it (meta thread_id, and parent_id the channel it hangs off).
+// source_thread_identity is "<channel id>:<message id>", where a reply
+// (message_reference) and a reaction go; the native id is the same pair,
+// unique for good, so a resumed session's replay and a second replica's copy
+// of one message collapse into one.
+func fromMessage(integration, botUser string, m *messageEvent, at where) (*envelope.Ingress, string) {
+	switch {
+	case m.Author.Bot || m.Author.System || m.WebhookID != "":
+		return nil, "a bot's or webhook's message"
+	case m.Author.ID == "" || (botUser != "" && m.Author.ID == botUser):
+		return nil, "the bot's own message"
+	case m.Type != messageDefault && m.Type != messageReply:
+		return nil, "a system message (type " + strconv.Itoa(m.Type) + ")"
+	case !snowflakePattern.MatchString(m.ChannelID) || !snowflakePattern.MatchString(m.ID):
+		return nil, "no channel or message id"
+	}
+	text := inboundText(m.Content, botUser)
+	files := messageFiles(m)
+	if strings.TrimSpace(text) == "" && len(files) == 0 {
+		return nil, "no text or files"
+	}
+	meta := map[string]string{
+		"chat_id":    m.ChannelID,
+		"channel_id": m.ChannelID,
+		"chat_type":  "private",
+		"message_id": m.ID,
+		"user_id":    m.Author.ID,
+		"user":       m.Author.name(),
+		"ts":         strconv.FormatInt(timeOf(m.ID, m.Timestamp).Unix(), 10),
+	}
+	if m.GuildID != "" {
+		meta["chat_type"] = "group"
+		meta["guild_id"] = m.GuildID
+		if m.Member != nil && strings.TrimSpace(m.Member.Nick) != "" {
+			meta["user"] = strings.TrimSpace(m.Member.Nick)
+		}
+	}
+	if at.thread {
+		meta["thread_id"] = m.ChannelID
+		if at.parent != "" {
+			meta["parent_id"] = at.parent
+		}
+	}
+	if r := m.MessageReference; r != nil && m.Type == messageReply && r.MessageID != "" && (r.ChannelID == "" || r.ChannelID == m.ChannelID) {
+		meta["reply_to_message_id"] = r.MessageID
+	}
+	endpoint := botUser
+	if endpoint == "" {
+		endpoint = integration
+	}
+	in := envelope.NewIngress(integration, "discord", endpoint, m.Author.ID, m.ChannelID+":"+m.ID,
+		clip(text, maxText), m.ChannelID+":"+m.ID, clipAll(meta))
+	in.Attachments = files
+	return in, ""
+}
+
+// fromInteraction turns a button press into an ingress.v1, or nil and why
+// not. Its text and meta callback_data are the button's custom_id (the
+// action's data), callback_query_id the interaction; it is about the message
+// the button is under, whose thread identity it has. The native id is the
+// interaction's, unique for good.
+func fromInteraction(integration, botUser string, ev *interactionEvent, at where) (*envelope.Ingress, string) {
+	var u *user
+	switch {
+	case ev.Member != nil:
+		u = &ev.Member.User
+	case ev.User != nil:
+		u = ev.User
+	}
+	switch {
+	case ev.Type != interactionComponent:
+		return nil, "not a component interaction (type " + strconv.Itoa(ev.Type) + ")"
+	case ev.Data.CustomID == "":
+		return nil, "no custom_id"
+	case u == nil || u.ID == "" || u.Bot:
+		return nil, "no person pressed it"
+	case !snowflakePattern.MatchString(ev.ID) || !snowflakePattern.MatchString(ev.ChannelID):
+		return nil, "no interaction or channel id"
+	}
+	meta := map[string]string{
+		"chat_id":           ev.ChannelID,
+		"channel_id":        ev.ChannelID,
+		"chat_type":         "private",
+		"user_id":           u.ID,
+		"user":              u.name(),
+		"callback_data":     ev.Data.CustomID,
+		"callback_query_id": ev.ID,
+		"ts":                strconv.FormatInt(timeOf(ev.ID, "").Unix(), 10),
+	}
+	if ev.GuildID != "" {
+		meta["chat_type"] = "group"
+		meta["guild_id"] = ev.GuildID
+	}
+	if at.thread {
+		meta["thread_id"] = ev.ChannelID
+		if at.parent != "" {
+			meta["parent_id"] = at.parent
+		}
+	}
+	thread := ""
+	if m := ev.Message; m != nil && snowflakePattern.MatchString(m.ID) {
+		meta["message_id"] = m.ID
+		thread = ev.ChannelID + ":" + m.ID
+	}
+	endpoint := botUser
+	if endpoint == "" {
+		endpoint = integration
+	}
+	return envelope.NewIngress(integration, "discord", endpoint, u.ID, thread, clip(ev.Data.CustomID, maxText), "interaction:"+ev.ID, clipAll(meta)), ""
+}
+
+// inboundText is the text as the person wrote it, without the mention of
+// the bot that starts a message to it ("<@123> hi").
+func inboundText(text, botUser string) string {
+	if botUser == "" {
+		return text
+	}
+	trimmed := strings.TrimLeft(text, " ")
+	for _, m := range []string{"<@" + botUser + ">", "<@!" + botUser + ">"} {
+		if rest, ok := strings.CutPrefix(trimmed, m); ok {
+			return strings.TrimLeft(rest, " :,")
+		}
+	}
+	return text
+}
+
+// messageFiles describes the attachments of m without downloading them:
+// their ref is the attachment's URL on Discord's CDN (signed; Discord
+// renews such links for a bot that asks).
+func messageFiles(m *messageEvent) []envelope.Attachment {
+	var out []envelope.Attachment
+	for _, a := range m.Attachments {
+		if a.ID == "" || len(out) == maxFiles {
+			continue
+		}
+		name, mime, ref := a.Filename, a.ContentType, a.URL
+		if name == "" {
+			name = "file"
+		}
+		if mime == "" {
+			mime = "application/octet-stream"
+		}
+		if ref == "" {
+			ref = "discord:attachment:" + a.ID
+		}
+		out = append(out, envelope.Attachment{Name: clip(name, maxFileName), Mime: clip(mime, maxMime), Size: max(a.Size, 0), Ref: clip(ref, maxRef)})
+	}
+	return out
+}
+
+// timeOf is when a message was written: its timestamp, else the time its
+// snowflake id holds.
+func timeOf(id, timestamp string) time.Time {
+	if t, err := time.Parse(time.RFC3339Nano, timestamp); err == nil {
+		return t
+	}
+	if n, err := strconv.ParseUint(id, 10, 64); err == nil && n > 0 {
+		return time.UnixMilli(int64(n>>22) + discordEpoch)
+	}
+	return time.Now()
+}
+
+// decodeMessage reads MESSAGE_CREATE's data.
+func decodeMessage(d json.RawMessage) (*messageEvent, error) {
+	var m messageEvent
+	if err := json.Unmarshal(d, &m); err != nil {
+		return nil, err
+	}
+	return &m, nil
+}
+
+// clip cuts text to at most n bytes, at a character boundary.
+func clip(text string, n int) string {
+	if len(text) <= n {
+		return text
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	return text[:cut]
+}
+
+func clipAll(meta map[string]string) map[string]string {
+	for k, v := range meta {
+		meta[k] = clip(v, maxMeta)
+	}
+	return meta
+}

@@ -1,0 +1,44 @@
+package discord_test
+
+import (
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/discord"
+)
+
+// TestLive sends one real message through Discord's REST API. It runs only
+// with DISCORD_BOT_TOKEN and DISCORD_CHANNEL_ID set (DISCORD_API_URL
+// optional).
+func TestLive(t *testing.T) {
+	var unset []string
+	for _, k := range []string{"DISCORD_BOT_TOKEN", "DISCORD_CHANNEL_ID"} {
+		if os.Getenv(k) == "" {
+			unset = append(unset, k)
+		}
+	}
+	if len(unset) > 0 {
+		t.Skipf("live Discord test: set DISCORD_BOT_TOKEN and DISCORD_CHANNEL_ID to send one real message (unset: %s)", strings.Join(unset, ", "))
+	}
+	cfg := &discord.Config{TokenEnv: "DISCORD_BOT_TOKEN", APIURL: os.Getenv("DISCORD_API_URL"), DefaultChannelID: os.Getenv("DISCORD_CHANNEL_ID")}
+	s, err := discord.New(config.Integration{ID: "live", Type: "discord", Settings: cfg}, deliver.Env{Getenv: os.Getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Deliver(t.Context(), deliver.Delivery{
+		Intent: "send", Butler: "herald",
+		Message: "Herald live test at " + time.Now().Format(time.RFC3339) + ": **bold**, *italic*, `code` & <escaped> @everyone.",
+		Urgency: "low",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.MessageIDs) != 1 {
+		t.Errorf("receipt %v, want one message id", r.MessageIDs)
+	}
+	t.Logf("delivered message %v", r.MessageIDs)
+}

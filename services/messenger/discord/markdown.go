@@ -1,0 +1,337 @@
+package discord
+
+import (
+	"regexp"
+	"strings"
+	"unicode/utf16"
+
+	"github.com/heraldhq/herald/pkg/markdown"
+)
+
+// MaxMessageLength is Discord's limit on a message's content, in
+// characters; the sender counts UTF-16 code units, which are never fewer.
+const MaxMessageLength = 2000
+
+// minChunkLimit is where chunking stops shrinking its limit: below it, a
+// chunk is sent as it came.
+const minChunkLimit = 256
+
+// chunks renders md as Discord markdown split into messages of at most
+// limit UTF-16 code units each, every one well formed on its own; decorate
+// adds what the sender puts around a chunk (an urgency mark, the subject,
+// the butler's footer), given its index and the number of chunks.
+//
+// The markdown is parsed once, by pkg/markdown, whose chunker already cuts
+// at a paragraph, line or space and closes and reopens the tags open at a
+// cut; each chunk of its Telegram HTML (b, i, s, code, pre, a, blockquote,
+// escaped text) is then written as Discord markdown. When a chunk comes out
+// longer than limit (escapes, a quote's "> " on every line, the
+// decorations), the whole message is cut again with a smaller limit, so the
+// chunks of a message are the same on every attempt.
+func chunks(md string, limit int, decorate func(text string, i, n int) string) []string {
+	for cut := limit; ; cut = cut * 3 / 4 {
+		var parts []string
+		for _, h := range markdown.TelegramChunks(md, cut) {
+			if text := render(parseHTML(h)); strings.TrimSpace(text) != "" {
+				parts = append(parts, text)
+			}
+		}
+		fits := true
+		for i := range parts {
+			parts[i] = decorate(parts[i], i, len(parts))
+			if utf16Len(parts[i]) > limit {
+				fits = false
+			}
+		}
+		if fits || cut <= minChunkLimit {
+			return parts
+		}
+	}
+}
+
+// Markdown renders md as one Discord message text, however long: **bold**,
+// *italic*, ~~strike~~, `code`, fenced blocks with their language, links as
+// [text](url), headings as bold lines, "> " quotes; every other character
+// that Discord would read as markup (\ * _ ~ ` | [ ] < > and a heading's #)
+// is escaped with a backslash, so no text can format, mask a link, mention
+// someone or name a channel. Bare URLs are left as written, so they stay
+// links.
+func Markdown(md string) string { return render(parseHTML(markdown.TelegramHTML(md))) }
+
+// node is an element or a text of the HTML pkg/markdown writes.
+type node struct {
+	tag  string // "" for text
+	text string // a text as written, entities and all
+	attr string // an <a>'s href or a <code>'s language, escapes undone
+	kids []*node
+}
+
+// parseHTML reads the HTML of markdown.TelegramHTML: every "<" starts a tag
+// that its first ">" ends, text is escaped, tags are balanced. Anything else
+// is read as text, and a stray closing tag is skipped.
+func parseHTML(h string) []*node {
+	root := &node{tag: "root"}
+	stack := []*node{root}
+	top := func() *node { return stack[len(stack)-1] }
+	for len(h) > 0 {
+		i := strings.IndexByte(h, '<')
+		if i != 0 {
+			if i < 0 {
+				i = len(h)
+			}
+			top().kids = append(top().kids, &node{text: h[:i]})
+			h = h[i:]
+			continue
+		}
+		j := strings.IndexByte(h, '>')
+		if j < 0 {
+			top().kids = append(top().kids, &node{text: strings.ReplaceAll(h, "<", "&lt;")})
+			break
+		}
+		tag := h[1:j]
+		h = h[j+1:]
+		if name, ok := strings.CutPrefix(tag, "/"); ok {
+			if len(stack) > 1 && top().tag == name {
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		}
+		name, attrs, _ := strings.Cut(tag, " ")
+		n := &node{tag: name}
+		switch {
+		case name == "a":
+			if v, ok := strings.CutPrefix(attrs, `href="`); ok {
+				n.attr = unescapeHTML(strings.TrimSuffix(v, `"`))
+			}
+		case name == "code":
+			if v, ok := strings.CutPrefix(attrs, `class="language-`); ok {
+				n.attr = unescapeHTML(strings.TrimSuffix(v, `"`))
+			}
+		}
+		top().kids = append(top().kids, n)
+		stack = append(stack, n)
+	}
+	return root.kids
+}
+
+var htmlEscapes = strings.NewReplacer("&quot;", `"`, "&lt;", "<", "&gt;", ">", "&amp;", "&")
+
+func unescapeHTML(s string) string { return htmlEscapes.Replace(s) }
+
+// writer writes Discord markdown, knowing whether it stands at the start of
+// a line (where # and -# open a heading or a subtext).
+type writer struct{ b strings.Builder }
+
+func (w *writer) lineStart() bool {
+	s := w.b.String()
+	return s == "" || strings.HasSuffix(s, "\n")
+}
+
+func render(nodes []*node) string {
+	var w writer
+	w.nodes(nodes)
+	return w.b.String()
+}
+
+func (w *writer) nodes(nodes []*node) {
+	for _, n := range nodes {
+		w.node(n)
+	}
+}
+
+func (w *writer) node(n *node) {
+	switch n.tag {
+	case "":
+		w.text(unescapeHTML(n.text))
+	case "b", "strong":
+		w.b.WriteString(wrapLines(renderKids(n), "**"))
+	case "i", "em":
+		w.b.WriteString(wrapLines(renderKids(n), "*"))
+	case "s", "del", "strike":
+		w.b.WriteString(wrapLines(renderKids(n), "~~"))
+	case "u":
+		w.b.WriteString(wrapLines(renderKids(n), "__"))
+	case "code":
+		w.b.WriteString(codeSpan(unescapeHTML(plain(n.kids))))
+	case "pre":
+		w.b.WriteString(fence(n))
+	case "a":
+		w.b.WriteString(link(n))
+	case "blockquote":
+		w.b.WriteString(quote(renderKids(n)))
+	default:
+		w.nodes(n.kids)
+	}
+}
+
+func renderKids(n *node) string { return render(n.kids) }
+
+// bareURL is a link written as its address: Discord makes it a link by
+// itself, and escapes inside it would change it.
+var bareURL = regexp.MustCompile(`https?://[^\s<>]+`)
+
+// text writes s with Discord's markup escaped, bare URLs left whole.
+func (w *writer) text(s string) {
+	for s != "" {
+		loc := bareURL.FindStringIndex(s)
+		if loc == nil {
+			w.escaped(s)
+			return
+		}
+		w.escaped(s[:loc[0]])
+		w.b.WriteString(s[loc[0]:loc[1]])
+		s = s[loc[1]:]
+	}
+}
+
+// markup are the characters Discord reads as markup anywhere in a line.
+const markup = "\\*_~`|[]<>"
+
+func (w *writer) escaped(s string) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if w.lineStart() {
+			// "# " opens a heading, "-# " a subtext; lists ("- ", "1. ")
+			// came from the markdown's own lists and stay lists.
+			rest := strings.TrimLeft(s[i:], " ")
+			if strings.HasPrefix(rest, "#") || strings.HasPrefix(rest, "-#") {
+				lead := len(s[i:]) - len(rest)
+				w.b.WriteString(s[i : i+lead])
+				i += lead
+				if s[i] == '-' {
+					w.b.WriteByte('-')
+					i++
+				}
+				w.b.WriteString(`\#`)
+				continue
+			}
+		}
+		if strings.IndexByte(markup, c) >= 0 {
+			w.b.WriteByte('\\')
+		}
+		w.b.WriteByte(c)
+	}
+}
+
+// wrapLines puts marker around the text of each line of s: spaces stay
+// outside (Discord shows "** x**" as written) and blank lines stay bare.
+func wrapLines(s, marker string) string {
+	lines := strings.Split(s, "\n")
+	for i, line := range lines {
+		core := strings.TrimSpace(line)
+		if core == "" {
+			continue
+		}
+		start := strings.Index(line, core)
+		lines[i] = line[:start] + marker + core + marker + line[start+len(core):]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// codeSpan is an inline code span: one backtick around it, or two (with
+// spaces) when it holds one; a run of backticks inside is broken with a
+// zero-width space, since nothing escapes one in code.
+func codeSpan(s string) string {
+	s = strings.ReplaceAll(s, "\n", " ")
+	if strings.TrimSpace(s) == "" {
+		return s
+	}
+	s = breakRuns(s)
+	if strings.Contains(s, "`") {
+		return "`` " + s + " ``"
+	}
+	return "`" + s + "`"
+}
+
+// fence is a code block with its language. Three backticks inside would end
+// it, so runs of backticks are broken up.
+func fence(n *node) string {
+	lang := ""
+	text := ""
+	for _, k := range n.kids {
+		if k.tag == "code" {
+			lang = k.attr
+			text += plain(k.kids)
+		} else {
+			text += plain([]*node{k})
+		}
+	}
+	text = strings.TrimRight(breakRuns(unescapeHTML(text)), "\n")
+	if strings.TrimSpace(text) == "" {
+		return ""
+	}
+	if strings.ContainsAny(lang, " `\n") {
+		lang = ""
+	}
+	return "```" + lang + "\n" + text + "\n```"
+}
+
+// breakRuns puts a zero-width space between backticks that follow each
+// other, so that no text opens or closes a code span or block.
+func breakRuns(s string) string {
+	for strings.Contains(s, "``") {
+		s = strings.ReplaceAll(s, "``", "`\u200b`")
+	}
+	return s
+}
+
+// link is [text](url), or the bare url when the text is the address. The
+// text is plain: a masked link shows no formatting. An address with a
+// space or parenthesis is percent-encoded there, so it cannot end early.
+func link(n *node) string {
+	label := strings.ReplaceAll(unescapeHTML(plain(n.kids)), "\n", " ")
+	if n.attr == "" {
+		var w writer
+		w.text(label)
+		return w.b.String()
+	}
+	url := linkEscapes.Replace(n.attr)
+	if strings.TrimSpace(label) == "" || label == n.attr {
+		return url
+	}
+	var w writer
+	w.escaped(label)
+	return "[" + w.b.String() + "](" + url + ")"
+}
+
+var linkEscapes = strings.NewReplacer(" ", "%20", "(", "%28", ")", "%29", "<", "%3C", ">", "%3E")
+
+// quote marks every line of s as quoted; Discord has no nested quotes, and
+// an empty line of a quote is a lone ">".
+func quote(s string) string {
+	s = strings.Trim(s, "\n")
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(s, "\n")
+	for i, line := range lines {
+		line = strings.TrimPrefix(strings.TrimPrefix(line, "> "), ">")
+		if line == "" {
+			lines[i] = ">"
+		} else {
+			lines[i] = "> " + line
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// plain writes nodes as their text without tags, entities kept.
+func plain(nodes []*node) string {
+	var b strings.Builder
+	for _, n := range nodes {
+		if n.tag == "" {
+			b.WriteString(n.text)
+			continue
+		}
+		b.WriteString(plain(n.kids))
+	}
+	return b.String()
+}
+
+func utf16Len(s string) int {
+	n := 0
+	for _, r := range s {
+		n += utf16.RuneLen(r)
+	}
+	return n
+}

@@ -1,0 +1,530 @@
+package discord
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/ratelimit"
+	"github.com/heraldhq/herald/services/messenger/deliver"
+)
+
+const (
+	// MaxRateLimitWait is how long Deliver waits out 429s in all before it
+	// hands the delivery back with an *envelope.RetryAfterError.
+	MaxRateLimitWait = 60 * time.Second
+	// requestTimeout bounds one REST call.
+	requestTimeout = 30 * time.Second
+	// urgentPrefix starts a high-urgency message.
+	urgentPrefix = "‼️ "
+)
+
+// Message flags Herald sets.
+const (
+	// flagSuppressEmbeds: no link previews under a message (Telegram's
+	// link_preview_options, Slack's unfurl off).
+	flagSuppressEmbeds = 1 << 2
+	// flagSuppressNotifications: a low-urgency message arrives silently.
+	flagSuppressNotifications = 1 << 12
+)
+
+// tokenPattern is the shape of a bot token: three dot-separated parts of
+// base64url (the bot's id, a timestamp, a signature).
+var tokenPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{10,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{10,}$`)
+
+// sender delivers to one Discord bot's channels. It is safe for concurrent
+// use.
+type sender struct {
+	id             string // integration id, for messages and logs
+	api            *rest
+	botID          string // the bot's user id, from its token ("" if unreadable)
+	source         string // where the token comes from ("token_env DISCORD_BOT_TOKEN")
+	defaultChannel string
+	log            *slog.Logger
+	// limit keeps Discord's posting limits across messenger replicas and
+	// spreads a 429's retry_after; nil: none.
+	limit *ratelimit.Limiter
+	// dms maps a user id to the direct-message channel Discord opened with
+	// them (POST /users/@me/channels), which stays the same.
+	dms sync.Map
+}
+
+// New is the deliver.Factory of Discord integrations. It resolves the bot
+// token (token_env or token_file) and checks api_url without calling
+// Discord, so a fleet starts even while Discord is unreachable.
+func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
+	s, err := newSender(in, env)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func newSender(in config.Integration, env deliver.Env) (*sender, error) {
+	log := env.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	getenv := env.Getenv
+	if getenv == nil {
+		getenv = func(string) string { return "" }
+	}
+	c, err := config.CheckedSettings[*Config](&in)
+	if err != nil {
+		return nil, err
+	}
+	token, err := config.Secret(getenv, c.TokenEnv, c.TokenFile)
+	if err != nil {
+		return nil, fmt.Errorf("discord integration %q: bot token: %w", in.ID, err)
+	}
+	// "Bot <token>" is the header's form; people paste it whole.
+	token = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(token), "Bot "))
+	if !tokenPattern.MatchString(token) {
+		return nil, fmt.Errorf("%w: discord integration %q: the bot token from %s is not shaped like a Discord bot token (three parts joined by dots); copy it whole from Developer Portal → your application → Bot → Reset Token",
+			config.ErrInvalid, in.ID, c.source())
+	}
+	log = log.With("channel", "discord:"+in.ID)
+	s := &sender{
+		id:             in.ID,
+		api:            newREST(in.ID, c.api(), token, env.Timeout(requestTimeout), log),
+		botID:          botIDOf(token),
+		source:         c.source(),
+		defaultChannel: strings.TrimSpace(c.DefaultChannelID),
+		log:            log,
+	}
+	scope := s.botID
+	if scope == "" {
+		scope = in.ID
+	}
+	if s.limit, err = ratelimit.ForIntegration(env.JS, "discord."+scope, DefaultLimits(), in.RateLimitOut); err != nil {
+		return nil, fmt.Errorf("discord integration %q: %w", in.ID, err)
+	}
+	return s, nil
+}
+
+// botIDOf reads the bot's user id from the first part of its token, where
+// Discord writes it in base64; "" when it is not there.
+func botIDOf(token string) string {
+	first, _, _ := strings.Cut(token, ".")
+	for _, enc := range []*base64.Encoding{base64.RawStdEncoding, base64.StdEncoding, base64.RawURLEncoding, base64.URLEncoding} {
+		if b, err := enc.DecodeString(first); err == nil && snowflakePattern.Match(b) {
+			return string(b)
+		}
+	}
+	return ""
+}
+
+// DefaultLimits are the posting limits Discord keeps for a bot: about five
+// messages per five seconds in a channel and fifty requests a second in
+// all. Discord says not to hard-code its limits; these only spread a burst,
+// and its rate limit headers and 429s decide.
+func DefaultLimits() ratelimit.Limits {
+	return ratelimit.Limits{
+		PerChat: ratelimit.Rate{N: 5, Per: 5 * time.Second, Burst: 5},
+		PerBot:  ratelimit.Rate{N: 50, Per: time.Second},
+	}
+}
+
+// Close releases idle connections to the REST API (deliver.Closer).
+func (s *sender) Close() error {
+	s.api.close()
+	return nil
+}
+
+// Deliver sends, replies or reacts.
+func (s *sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
+	switch d.Intent {
+	case "", envelope.IntentSend:
+		to, err := s.recipient(d, "")
+		if err != nil {
+			return deliver.Receipt{}, err
+		}
+		return s.post(ctx, d, to, nil)
+	case envelope.IntentReply:
+		var th thread
+		if strings.TrimSpace(d.Thread) != "" {
+			var err error
+			if th, err = parseThread(d.Thread); err != nil {
+				return deliver.Receipt{}, err
+			}
+		}
+		to, err := s.recipient(d, th.channel)
+		if err != nil {
+			return deliver.Receipt{}, err
+		}
+		var ref *messageReference
+		if th.channel != "" && to.channel == th.channel {
+			// A reply lives in the channel (or thread) of the message it
+			// answers; one sent elsewhere is a message of its own there.
+			ref = &messageReference{MessageID: th.message, FailIfNotExists: false}
+		}
+		return s.post(ctx, d, to, ref)
+	case envelope.IntentReact:
+		return s.react(ctx, d)
+	}
+	return deliver.Receipt{}, fmt.Errorf("%w: intent %q is not one of send, reply, react", envelope.ErrValidation, d.Intent)
+}
+
+// target is where a message goes: a channel (a server's channel, a thread,
+// a direct message) or a user, whose direct message with the bot is opened
+// first. A bare id may be either: it is tried as a channel, and as a user
+// when Discord knows no such channel.
+type target struct {
+	channel string
+	user    string // set for a user written as one (<@id>) or a bare id found to be one
+	maybe   bool   // a bare id: a channel, or else a user
+}
+
+func (t target) String() string {
+	if t.channel != "" {
+		return t.channel
+	}
+	return "user " + t.user
+}
+
+// userForm is a user written as one: <@id>, <@!id> (as Discord writes a
+// mention) or @id.
+var userForm = regexp.MustCompile(`^(?:<@!?([0-9]{1,20})>|@([0-9]{1,20}))$`)
+
+func validRecipient(r string) bool { return snowflakePattern.MatchString(r) || userForm.MatchString(r) }
+
+// recipient is where to write: the delivery's recipient, else the channel
+// of the message replied to, else the integration's default.
+func (s *sender) recipient(d deliver.Delivery, threadChannel string) (target, error) {
+	r := strings.TrimSpace(d.Recipient)
+	if r == "" {
+		r = threadChannel
+	}
+	if r == "" {
+		r = s.defaultChannel
+	}
+	if r == "" {
+		return target{}, fmt.Errorf("%w: no Discord channel to send to: set the notify's recipient (a channel id, or a user id for a direct message) or default_channel_id of integration %q",
+			envelope.ErrValidation, s.id)
+	}
+	if m := userForm.FindStringSubmatch(r); m != nil {
+		return target{user: m[1] + m[2]}, nil
+	}
+	if !snowflakePattern.MatchString(r) {
+		return target{}, fmt.Errorf("%w: recipient %q is not a Discord id: use a channel id like 1234567890123456789 (Developer Mode on, right-click the channel → Copy Channel ID), or a user id (or <@user id>) for a direct message",
+			envelope.ErrValidation, r)
+	}
+	if v, ok := s.dms.Load(r); ok {
+		return target{channel: v.(string), user: r}, nil
+	}
+	// The channel of a message received is a channel; a recipient written
+	// as a bare id may be a user.
+	return target{channel: r, maybe: r != threadChannel}, nil
+}
+
+// messageReference makes a message a reply to another in its channel.
+type messageReference struct {
+	MessageID       string `json:"message_id"`
+	FailIfNotExists bool   `json:"fail_if_not_exists"`
+}
+
+// allowedMentions says whom a message may notify: nobody by its text (no
+// @everyone from a butler), and for a reply the person answered.
+type allowedMentions struct {
+	Parse       []string `json:"parse"`
+	RepliedUser bool     `json:"replied_user"`
+}
+
+// createMessage is POST /channels/{channel.id}/messages' body.
+type createMessage struct {
+	Content          string            `json:"content"`
+	MessageReference *messageReference `json:"message_reference,omitempty"`
+	Components       []component       `json:"components,omitempty"`
+	AllowedMentions  allowedMentions   `json:"allowed_mentions"`
+	Flags            int               `json:"flags,omitempty"`
+}
+
+// message is the part of a message object Herald reads.
+type message struct {
+	ID        string `json:"id"`
+	ChannelID string `json:"channel_id"`
+}
+
+// post delivers the message as chunks, skipping those an earlier attempt
+// sent; only the first carries the reply's reference and only the last the
+// buttons.
+func (s *sender) post(ctx context.Context, d deliver.Delivery, to target, ref *messageReference) (deliver.Receipt, error) {
+	if strings.TrimSpace(d.Message) == "" {
+		return deliver.Receipt{}, fmt.Errorf("%w: the message is empty; %s needs text to send", envelope.ErrValidation, intentName(d.Intent))
+	}
+	parts := chunks(d.Message, MaxMessageLength, decorator(d))
+	if len(parts) == 0 {
+		return deliver.Receipt{}, fmt.Errorf("%w: the message has no visible text after formatting; write some text", envelope.ErrValidation)
+	}
+	rows, err := buttons(d.Actions)
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	flags := flagSuppressEmbeds
+	if d.Urgency == "low" {
+		flags |= flagSuppressNotifications
+	}
+	ids := append([]string(nil), d.Done...)
+	for i := len(d.Done); i < len(parts); i++ {
+		body := createMessage{
+			Content:         parts[i],
+			AllowedMentions: allowedMentions{Parse: []string{}, RepliedUser: ref != nil && d.Urgency != "low"},
+			Flags:           flags,
+		}
+		if i == 0 {
+			body.MessageReference = ref
+		}
+		if i == len(parts)-1 {
+			body.Components = rows
+		}
+		var m message
+		err := s.postOne(ctx, d, &to, body, &m)
+		if err == nil && m.ID == "" {
+			err = fmt.Errorf("%w: Discord accepted the message to %s but named no message id; check that api_url %s is Discord's REST API", envelope.ErrTargetUnavailable, to, s.api.base)
+		}
+		if err != nil {
+			if len(parts) > 1 {
+				err = fmt.Errorf("chunk %d of %d: %w", i+1, len(parts), err)
+			}
+			return deliver.Receipt{MessageIDs: ids}, err
+		}
+		ids = append(ids, m.ID)
+		if d.Sent != nil {
+			if err := d.Sent(m.ID); err != nil {
+				return deliver.Receipt{MessageIDs: ids}, fmt.Errorf("recording chunk %d of %d as sent (message %s): %w", i+1, len(parts), m.ID, err)
+			}
+		}
+	}
+	return deliver.Receipt{MessageIDs: ids}, nil
+}
+
+// postOne posts one message to to, opening the direct message first when
+// to is a user; a bare id Discord knows as no channel is tried as a user.
+func (s *sender) postOne(ctx context.Context, d deliver.Delivery, to *target, body createMessage, out *message) error {
+	if to.channel == "" {
+		ch, err := s.openDM(ctx, to.user)
+		if err != nil {
+			return s.classified(ctx, err, "open a direct message with user "+to.user, "")
+		}
+		to.channel = ch
+	}
+	err := s.create(ctx, d, to.channel, body, out)
+	var ae *apiError
+	if !to.maybe || !errors.As(err, &ae) || ae.code != codeUnknownChannel {
+		return s.classified(ctx, err, "post a message", to.channel)
+	}
+	// No such channel: perhaps a user, to write to directly. Nothing was
+	// posted, so trying again cannot post twice.
+	to.maybe = false
+	ch, derr := s.openDM(ctx, to.channel)
+	if derr != nil {
+		var de *apiError
+		if errors.As(derr, &de) && (de.code == codeUnknownUser || de.status == http.StatusBadRequest) {
+			// Neither: report the channel that was not found.
+			return s.classified(ctx, err, "post a message", to.channel)
+		}
+		return s.classified(ctx, derr, "open a direct message with user "+to.channel, "")
+	}
+	to.user, to.channel = to.channel, ch
+	return s.classified(ctx, s.create(ctx, d, ch, body, out), "post a message", ch)
+}
+
+// create is one POST /channels/{id}/messages, in the channel's turn.
+func (s *sender) create(ctx context.Context, d deliver.Delivery, channel string, body createMessage, out *message) error {
+	const tmpl = "/channels/{channel}/messages"
+	route := "/channels/" + channel + "/messages"
+	if err := s.wait(ctx, channel); err != nil {
+		return err
+	}
+	if err := s.api.ready(ctx, "POST", tmpl, route); err != nil {
+		return err
+	}
+	if err := d.Calling(); err != nil {
+		return err
+	}
+	return s.do(ctx, "POST", tmpl, route, channel, body, out)
+}
+
+// openDM returns the direct-message channel with user, opening it if need
+// be (POST /users/@me/channels); errors are unclassified. Opening shows
+// nothing to anyone, so it is not a call the delivery ledger marks.
+func (s *sender) openDM(ctx context.Context, user string) (string, error) {
+	if v, ok := s.dms.Load(user); ok {
+		return v.(string), nil
+	}
+	var ch struct {
+		ID string `json:"id"`
+	}
+	err := s.do(ctx, "POST", "/users/@me/channels", "/users/@me/channels", "", map[string]string{"recipient_id": user}, &ch)
+	if err != nil {
+		return "", err
+	}
+	if !snowflakePattern.MatchString(ch.ID) {
+		return "", fmt.Errorf("%w: Discord opened a direct message with user %s but named no channel id; check that api_url %s is Discord's REST API", envelope.ErrTargetUnavailable, user, s.api.base)
+	}
+	s.dms.Store(user, ch.ID)
+	return ch.ID, nil
+}
+
+// decorator is what the sender puts around each chunk: the urgency mark and
+// the subject on the first, and on the last, in Discord's small subtext,
+// the butler (and topic) that wrote, so that people in a channel several
+// butlers share can tell who did.
+func decorator(d deliver.Delivery) func(text string, i, n int) string {
+	subject := strings.TrimSpace(strings.ReplaceAll(d.Subject, "\n", " "))
+	var who []string
+	for _, p := range []string{d.Butler, d.Topic} {
+		if p = strings.TrimSpace(strings.ReplaceAll(p, "\n", " ")); p != "" {
+			who = append(who, p)
+		}
+	}
+	return func(text string, i, n int) string {
+		if i == 0 && subject != "" {
+			var w writer
+			w.escaped(subject)
+			text = "**" + w.b.String() + "**\n" + text
+		}
+		if i == 0 && d.Urgency == "high" {
+			text = urgentPrefix + text
+		}
+		if i == n-1 && len(who) > 0 {
+			var w writer
+			w.b.WriteString("x") // not at a line start: # needs no escape here
+			w.escaped(strings.Join(who, " · "))
+			text += "\n-# " + w.b.String()[1:]
+		}
+		return text
+	}
+}
+
+func intentName(intent string) string {
+	if intent == "" {
+		return envelope.IntentSend
+	}
+	return intent
+}
+
+// react adds the delivery's emoji as the bot's reaction to the thread's
+// message (PUT …/reactions/{emoji}/@me, which does nothing the second time).
+func (s *sender) react(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
+	if strings.TrimSpace(d.Thread) == "" {
+		return deliver.Receipt{}, fmt.Errorf("%w: react needs request_context.source_thread_identity, the message to react to, as received with it", envelope.ErrValidation)
+	}
+	th, err := parseThread(d.Thread)
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	if len(d.Done) > 0 {
+		// An earlier attempt added the reaction.
+		return deliver.Receipt{MessageIDs: d.Done}, nil
+	}
+	emoji, err := reactionEmoji(d.Emoji)
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	const tmpl = "/channels/{channel}/messages/{message}/reactions/{emoji}/@me"
+	route := "/channels/" + th.channel + "/messages/" + th.message + "/reactions/" + url.PathEscape(emoji) + "/@me"
+	if err := s.wait(ctx, th.channel); err != nil {
+		return deliver.Receipt{}, err
+	}
+	if err := s.api.ready(ctx, "PUT", tmpl, route); err != nil {
+		return deliver.Receipt{}, s.classified(ctx, err, "react to message "+th.message, th.channel)
+	}
+	if err := d.Calling(); err != nil {
+		return deliver.Receipt{}, err
+	}
+	err = s.do(ctx, "PUT", tmpl, route, th.channel, nil, nil)
+	if err != nil {
+		return deliver.Receipt{}, s.classified(ctx, err, "react to message "+th.message, th.channel)
+	}
+	if d.Sent != nil {
+		if err := d.Sent(th.message); err != nil {
+			return deliver.Receipt{MessageIDs: []string{th.message}}, fmt.Errorf("recording reaction on message %s: %w", th.message, err)
+		}
+	}
+	return deliver.Receipt{MessageIDs: []string{th.message}}, nil
+}
+
+// customEmoji is a server's own emoji, as Discord writes it in a message
+// (<:name:id>, <a:name:id> when animated) or as its API takes it (name:id).
+var customEmoji = regexp.MustCompile(`^<?a?:?([A-Za-z0-9_]{2,32}):([0-9]{1,20})>?$`)
+
+// reactionEmoji is the emoji as the reactions route takes it: a Unicode
+// emoji as it is, a custom one as name:id.
+func reactionEmoji(e string) (string, error) {
+	e = strings.TrimSpace(e)
+	if m := customEmoji.FindStringSubmatch(e); m != nil {
+		return m[1] + ":" + m[2], nil
+	}
+	if e == "" || strings.ContainsAny(e, " \t\n:/<>") || len(e) > 64 {
+		return "", fmt.Errorf("%w: react needs one emoji: a Unicode emoji like 👍 or ✅, or a custom emoji of the server as name:id; got %q", envelope.ErrValidation, e)
+	}
+	return e, nil
+}
+
+// thread is a Discord source_thread_identity, "<channel id>:<message id>";
+// for a message in a thread the channel is the thread, as Discord has it.
+type thread struct {
+	channel string
+	message string
+}
+
+func parseThread(s string) (thread, error) {
+	ch, msg, ok := strings.Cut(strings.TrimSpace(s), ":")
+	if !ok || !snowflakePattern.MatchString(ch) || !snowflakePattern.MatchString(msg) {
+		return thread{}, fmt.Errorf("%w: request_context.source_thread_identity %q is not a Discord message: pass it as received with the inbound message, \"<channel id>:<message id>\" like \"1234567890123456789:1234567890123456790\"",
+			envelope.ErrValidation, s)
+	}
+	return thread{channel: ch, message: msg}, nil
+}
+
+// do runs one REST call, waiting out 429s for up to MaxRateLimitWait in
+// all (deliver.RateLimits). chat is the channel a 429 pauses ("": every
+// call of the bot); a global 429 pauses every call. Errors are *apiError,
+// an *envelope.RetryAfterError, or the wait's.
+func (s *sender) do(ctx context.Context, method, tmpl, route, chat string, body, out any) error {
+	var last *apiError
+	limits := deliver.RateLimits{
+		MaxWait: MaxRateLimitWait,
+		Limited: rateLimited,
+		Pause: func(ctx context.Context, until time.Time) error {
+			pause := chat
+			if last != nil && last.global {
+				pause = ""
+			}
+			return ratelimit.Hold(ctx, s.limit, pause, chat, chat != "", until, s.log)
+		},
+		Log: s.log,
+	}
+	return limits.WaitOut(ctx, "discord "+method+" "+tmpl, func(ctx context.Context) error {
+		err := s.api.call(ctx, method, tmpl, route, body, out)
+		last, _ = errors.AsType[*apiError](err)
+		return err
+	})
+}
+
+// wait takes the next slot Discord's limits allow for a message to
+// channel, on every replica's reckoning.
+func (s *sender) wait(ctx context.Context, channel string) error {
+	return ratelimit.Turn(ctx, s.limit, channel, true, s.log)
+}
+
+// classified is err as an error of the envelope classes (errors that are
+// already, such as a RetryAfterError or the ledger's, pass as they are).
+func (s *sender) classified(ctx context.Context, err error, what, channel string) error {
+	var ae *apiError
+	if err == nil || !errors.As(err, &ae) {
+		return err
+	}
+	return s.classify(ctx, ae, what, channel)
+}
