@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+
+	"github.com/heraldhq/herald/pkg/markdown"
 )
 
 // Channel is what a channel type tells the configuration about itself: the
@@ -23,6 +25,9 @@ type Channel struct {
 	// SignedSenders: the channel's own secret authenticates every sender, so
 	// allow_from defaults to anyone and pairing cannot apply (webhooks).
 	SignedSenders bool
+	// Limit is how much one message holds, as the channel's sender counts
+	// it; nil: a message is shown whole (markdown.WholeLimit).
+	Limit *markdown.Limit
 }
 
 // ChannelSettings are an integration's keys that belong to its channel type.
@@ -96,6 +101,16 @@ func BuiltChannels() []string {
 		}
 	}
 	return out
+}
+
+// MessageLimit is how much one message of channel type typ holds: what it
+// registered, or markdown.WholeLimit. A writer that needs one message (a
+// permission prompt and its buttons) fits its text to it.
+func MessageLimit(typ string) markdown.Limit {
+	if c, ok := ChannelOf(typ); ok && c.Limit != nil {
+		return *c.Limit
+	}
+	return markdown.WholeLimit
 }
 
 // newSettings returns typ's default settings, or nil.

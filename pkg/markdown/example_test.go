@@ -61,14 +61,16 @@ func ExampleCodeBlock() {
 	// Allow?
 }
 
-func ExampleLimitOf() {
+func ExampleLimit() {
 	md := "**Build failed**\n\n" + markdown.CodeBlock("make: *** [all] Error 2")
-	for _, typ := range []string{"telegram", "slack", "email"} {
-		l := markdown.LimitOf(typ)
-		fmt.Printf("%s: %d of %d, fits: %v\n", typ, l.Size(md)+l.Mark, l.Max, l.Fits(md))
+	for _, l := range []struct {
+		name string
+		markdown.Limit
+	}{{"telegram", markdown.TelegramLimit}, {"slack", markdown.SlackLimit}, {"whole", markdown.WholeLimit}} {
+		fmt.Printf("%s: %d of %d, fits: %v\n", l.name, l.Size(md)+l.Mark, l.Max, l.Fits(md))
 	}
 	// Output:
 	// telegram: 58 of 4096, fits: true
 	// slack: 55 of 3000, fits: true
-	// email: 49 of 65536, fits: true
+	// whole: 49 of 65536, fits: true
 }

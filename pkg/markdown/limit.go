@@ -32,16 +32,11 @@ var (
 	WholeLimit = Limit{Max: 64 << 10}
 )
 
-// LimitOf returns the limit of a channel type: TelegramLimit, SlackLimit,
-// or WholeLimit for every other.
-func LimitOf(channelType string) Limit {
-	switch channelType {
-	case "telegram":
-		return TelegramLimit
-	case "slack":
-		return SlackLimit
-	}
-	return WholeLimit
+// NewLimit is the limit of a channel whose messages hold max units of what
+// size measures (nil: bytes), with room mark for what its sender adds.
+// Each channel declares its own where it registers (config.Channel.Limit).
+func NewLimit(max, mark int, size func(md string) int) Limit {
+	return Limit{Max: max, Mark: mark, size: size}
 }
 
 // Size is how long md is on the channel, in the units of Max.

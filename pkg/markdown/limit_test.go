@@ -7,29 +7,6 @@ import (
 	"github.com/heraldhq/herald/pkg/markdown"
 )
 
-func TestLimitOf(t *testing.T) {
-	tests := []struct {
-		channelType string
-		max, mark   int
-	}{
-		{"telegram", 4096, 3},
-		{"slack", 3000, 0},
-		{"email", 64 << 10, 0},
-		{"web", 64 << 10, 0},
-		{"webhook", 64 << 10, 0},
-		{"log", 64 << 10, 0},
-		{"carrier-pigeon", 64 << 10, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.channelType, func(t *testing.T) {
-			l := markdown.LimitOf(tt.channelType)
-			if l.Max != tt.max || l.Mark != tt.mark {
-				t.Errorf("LimitOf(%q) = max %d, mark %d; want %d, %d", tt.channelType, l.Max, l.Mark, tt.max, tt.mark)
-			}
-		})
-	}
-}
-
 func TestLimitFits(t *testing.T) {
 	tests := []struct {
 		name  string

@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/heraldhq/herald/pkg/approval"
+	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/markdown"
 )
@@ -74,7 +75,7 @@ func (b *Butler) relayPermission(ctx context.Context, session server.ClientSessi
 		defer cancel()
 		for _, t := range targets {
 			d := envelope.Delivery{
-				Channel: t.channel, Recipient: t.recipient, Message: prompt(b.name, req, markdown.LimitOf(t.typ)), Urgency: "high", Topic: "safety",
+				Channel: t.channel, Recipient: t.recipient, Message: prompt(b.name, req, config.MessageLimit(t.typ)), Urgency: "high", Topic: "safety",
 				Actions: []envelope.Action{{Label: "Allow", Data: "perm:allow:" + id}, {Label: "Deny", Data: "perm:deny:" + id}},
 			}
 			res := b.send(ctx, envelope.NewNotify(b.name, d, nil))

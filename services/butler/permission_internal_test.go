@@ -16,6 +16,7 @@ import (
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/markdown"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/discord"
 	"github.com/heraldhq/herald/services/messenger/slack"
 	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
 	"github.com/heraldhq/herald/services/messenger/telegram"
@@ -157,6 +158,7 @@ func TestChannelLimitsAreTheSenders(t *testing.T) {
 	}{
 		{"telegram", markdown.TelegramLimit.Max, telegram.MaxMessageLength},
 		{"slack", markdown.SlackLimit.Max, slack.ChunkLimit},
+		{"discord", config.MessageLimit("discord").Max, discord.MaxMessageLength},
 		{"whole", markdown.WholeLimit.Max, envelope.MaxMessageBytes},
 	}
 	for _, tt := range tests {
@@ -187,12 +189,12 @@ func TestLongCommandPromptIsOneMessage(t *testing.T) {
 		for _, p := range previews {
 			t.Run(typ+"/"+p.name, func(t *testing.T) {
 				req := approval.Request{ID: "abcde", ToolName: "Bash", Description: "Run shell command", InputPreview: p.preview}
-				md := prompt("health", req, markdown.LimitOf(typ))
-				if lim := markdown.LimitOf(typ); !lim.Fits(md) {
+				md := prompt("health", req, config.MessageLimit(typ))
+				if lim := config.MessageLimit(typ); !lim.Fits(md) {
 					t.Errorf("the prompt measures %d of %d", lim.Size(md)+lim.Mark, lim.Max)
 				}
 				markers := checkHonest(t, md, full)
-				if cuts := typ == "telegram" || typ == "slack"; cuts && markers == 0 {
+				if cuts := config.MessageLimit(typ).Max < markdown.WholeLimit.Max; cuts && markers == 0 {
 					t.Errorf("nothing was cut for %s", typ)
 				}
 				show, ok := sentOn[typ]

@@ -88,4 +88,3 @@ func inOrder(order, list []string) []string {
 	slices.Sort(rest)
 	return append(out, rest...)
 }
-

@@ -12,7 +12,7 @@ import (
 func init() {
 	deliver.Register(deliver.Channel{
 		Type:        "discord",
-		Config:      config.Channel{Settings: func() config.ChannelSettings { return &Config{} }, Buttons: true},
+		Config:      config.Channel{Settings: func() config.ChannelSettings { return &Config{} }, Buttons: true, Limit: &Limit},
 		New:         New,
 		NewReceiver: NewReceiver,
 	})

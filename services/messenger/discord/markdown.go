@@ -12,6 +12,14 @@ import (
 // characters; the sender counts UTF-16 code units, which are never fewer.
 const MaxMessageLength = 2000
 
+// Limit is how much one Discord message holds, for a writer that needs its
+// text in one (a permission prompt and its buttons): MaxMessageLength
+// UTF-16 code units of the Discord markdown the sender writes, with room
+// for what decorator adds to a prompt: the urgent mark, and the subtext
+// line naming the butler (63 characters, each escaped at worst) and its
+// topic.
+var Limit = markdown.NewLimit(MaxMessageLength, 160, func(md string) int { return utf16Len(Markdown(md)) })
+
 // minChunkLimit is where chunking stops shrinking its limit: below it, a
 // chunk is sent as it came.
 const minChunkLimit = 256

@@ -5,13 +5,14 @@ import (
 	"strings"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/markdown"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
 func init() {
 	deliver.Register(deliver.Channel{
 		Type:        "slack",
-		Config:      config.Channel{Settings: func() config.ChannelSettings { return &Config{} }},
+		Config:      config.Channel{Settings: func() config.ChannelSettings { return &Config{} }, Limit: &markdown.SlackLimit},
 		New:         New,
 		NewReceiver: NewReceiver,
 	})

@@ -5,13 +5,14 @@ import (
 	"strings"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/markdown"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
 func init() {
 	deliver.Register(deliver.Channel{
 		Type:        "telegram",
-		Config:      config.Channel{Settings: func() config.ChannelSettings { return &Config{} }, Buttons: true},
+		Config:      config.Channel{Settings: func() config.ChannelSettings { return &Config{} }, Buttons: true, Limit: &markdown.TelegramLimit},
 		New:         New,
 		NewReceiver: NewReceiver,
 	})
