@@ -89,17 +89,21 @@
 //     the opposite of "an invalid token is an error at start, never a
 //     reconnect loop".
 //   - Its REST layer sleeps through 429s by itself, ignoring the caller's
-//     context, and sends a request again after a 500, 502, 503 or 504: a
-//     message Discord took before failing would be posted twice, where
-//     Herald must report such a call as uncertain.
+//     context, and sends a request again after a 502 (up to three times by
+//     default): a message Discord took before the gateway in front of it
+//     failed would be posted again, where Herald must report such a call as
+//     uncertain.
 //   - Its handlers run in goroutines and the sequence number advances as
 //     events arrive, so an event the bus refused could not be held, and a
 //     resume would not bring it back.
 //
-// github.com/disgoorg/disgo is better kept (active in 2026, per-client URLs,
-// close codes that say whether to reconnect, slog), but is pre-1.0, brings a
-// dozen modules (voice encryption among them) for the three REST routes and
-// six gateway opcodes Herald uses, and shares discordgo's last two points.
+// github.com/disgoorg/disgo is better kept (per-client URLs, close codes
+// that say whether to reconnect, slog; its REST client honours the context
+// and does not retry a 5xx), but it is pre-1.0 (v0.18.15, the newest the
+// module proxy here serves, is of January 2025), requires ten modules for
+// the six REST routes and eight gateway opcodes Herald uses, and shares
+// discordgo's last point: the sequence number advances before a handler
+// has run.
 //
 // So REST goes through the messenger's one HTTP helper (deliver.Caller,
 // deliver.RateLimits, deliver.Scrubber), as every channel's does, with
