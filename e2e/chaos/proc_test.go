@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -211,15 +212,40 @@ func tail(path string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// freePort is a TCP port on 127.0.0.1 that nothing listens on now.
+// freePort is a TCP port on 127.0.0.1 that nothing listens on now, for a
+// process to listen on a moment later. It is taken below the kernel's
+// ephemeral range (ip_local_port_range, 32768 and up here and by default),
+// whose ports every outgoing connection takes: a port of that range freed
+// here can be a client's before the process binds it ("address already in
+// use" for a NATS node's routes, seen in CI). Ports handed out are not
+// handed out again in this run.
 func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+	portsMu.Lock()
+	defer portsMu.Unlock()
+	for range 1000 {
+		p := portsFrom + rand.IntN(portsTo-portsFrom)
+		if portsTaken[p] {
+			continue
+		}
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err != nil {
+			continue
+		}
+		_ = l.Close()
+		portsTaken[p] = true
+		return p, nil
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no free port in %d-%d", portsFrom, portsTo)
 }
+
+// The ports freePort hands out: below the ephemeral range, above the
+// well-known and commonly configured ones.
+const portsFrom, portsTo = 20000, 32000
+
+var (
+	portsMu    sync.Mutex
+	portsTaken = map[int]bool{}
+)
 
 // waitTCP waits until addr accepts connections.
 func waitTCP(addr string, within time.Duration) error {

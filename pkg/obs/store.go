@@ -27,7 +27,7 @@ const (
 // probeSize is the size of a probe record: a page of the disk, so that
 // every probe needs a new block of it. A small record lands in the room left
 // in the last page of the stream's file, which a full disk still takes:
-// make chaos saw 20 s of probes of a few bytes stored on a full disk while
+// make chaos saw 26 s of probes of a few bytes stored on a full disk while
 // every route failed.
 const probeSize = 4096
 
