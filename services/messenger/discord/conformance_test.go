@@ -96,7 +96,6 @@ func TestConformance(t *testing.T) {
 }
 
 func TestReceiverConformance(t *testing.T) {
-	skipUnlessSchemasKnowDiscord(t)
 	var srv *discordtest.Server
 	delivertest.RunReceiver(t, delivertest.ReceiverHarness{
 		Start: func(t *testing.T, sink *delivertest.Sink) {

@@ -3,14 +3,12 @@ package discord_test
 import (
 	"io"
 	"log/slog"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/config"
-	"github.com/heraldhq/herald/schemas"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/discord"
 	"github.com/heraldhq/herald/services/messenger/discord/discordtest"
@@ -96,15 +94,4 @@ func newReceiver(t *testing.T, srv *discordtest.Server, o recv) deliver.Receiver
 	}
 	discord.SetTiming(r, 50*time.Millisecond, 2*time.Second)
 	return r
-}
-
-// skipUnlessSchemasKnowDiscord skips a test that checks ingress envelopes
-// against the schemas while they do not list discord as a source_channel:
-// they do once services/messenger/channels imports this package and `make
-// schemas` wrote the lists, and the check turns on by itself then.
-func skipUnlessSchemasKnowDiscord(t *testing.T) {
-	t.Helper()
-	if !slices.Contains(schemas.SourceChannels, "discord") {
-		t.Skipf("the schemas do not list discord as a source_channel yet (%v): import this package in services/messenger/channels and run make schemas", schemas.SourceChannels)
-	}
 }
