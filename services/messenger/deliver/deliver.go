@@ -106,6 +106,23 @@ type Env struct {
 	CallTimeout time.Duration
 }
 
+// Log is the channel's logger: Logger, or slog's default.
+func (e Env) Log() *slog.Logger {
+	if e.Logger == nil {
+		return slog.Default()
+	}
+	return e.Logger
+}
+
+// Lookup resolves the integration's variables: Getenv, or one that finds
+// none.
+func (e Env) Lookup() config.Getenv {
+	if e.Getenv == nil {
+		return func(string) string { return "" }
+	}
+	return e.Getenv
+}
+
 // Timeout is CallTimeout, or def when it is not set.
 func (e Env) Timeout(def time.Duration) time.Duration {
 	if e.CallTimeout > 0 {

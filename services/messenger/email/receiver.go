@@ -132,10 +132,7 @@ func newReceiver(in config.Integration, env deliver.Env, opts []ReceiverOption) 
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	log := env.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := env.Log()
 	invalid := func(format string, a ...any) error {
 		return fmt.Errorf("%w: email integration %q: %s", config.ErrInvalid, in.ID, fmt.Sprintf(format, a...))
 	}

@@ -85,10 +85,7 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 	if getenv == nil {
 		getenv = os.Getenv
 	}
-	log := env.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := env.Log()
 	c, err := config.CheckedSettings[*Config](&in)
 	if err != nil {
 		return nil, err

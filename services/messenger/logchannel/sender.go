@@ -28,10 +28,7 @@ type Sender struct {
 
 // New is the channel's deliver.Factory.
 func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
-	log := env.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := env.Log()
 	return &Sender{log: log.With("logger", LoggerName, "integration", in.ID)}, nil
 }
 

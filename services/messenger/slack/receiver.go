@@ -84,18 +84,12 @@ func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, erro
 	if errs := c.checkInbound(&in); len(errs) > 0 {
 		return nil, fmt.Errorf("%w: slack integration %q: %s", config.ErrInvalid, in.ID, strings.Join(errs, "; "))
 	}
-	getenv := env.Getenv
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
+	getenv := env.Lookup()
 	secret, err := config.Secret(getenv, c.SigningSecretEnv, "")
 	if err != nil {
 		return nil, fmt.Errorf("slack integration %q: signing secret: %w", in.ID, err)
 	}
-	log := env.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := env.Log()
 	r := &receiver{
 		id:     in.ID,
 		secret: []byte(secret),

@@ -100,14 +100,8 @@ type sender struct {
 // token (token_env or token_file) and checks api_url without calling Slack,
 // so a fleet starts even while Slack is unreachable.
 func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
-	log := env.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	getenv := env.Getenv
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
+	log := env.Log()
+	getenv := env.Lookup()
 	c, err := config.CheckedSettings[*Config](&in)
 	if err != nil {
 		return nil, err

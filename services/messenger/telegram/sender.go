@@ -78,14 +78,8 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 }
 
 func newSender(in config.Integration, env deliver.Env) (*sender, error) {
-	log := env.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	getenv := env.Getenv
-	if getenv == nil {
-		getenv = func(string) string { return "" }
-	}
+	log := env.Log()
+	getenv := env.Lookup()
 	c, err := config.CheckedSettings[*Config](&in)
 	if err != nil {
 		return nil, err

@@ -104,10 +104,7 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 	if err != nil {
 		return nil, err
 	}
-	log := env.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := env.Log()
 	log = log.With("channel", "web", "integration", in.ID)
 	listen := c.Listen
 	if listen == "" {

@@ -77,14 +77,11 @@ func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, erro
 	if !idPattern.MatchString(in.ID) {
 		return nil, fmt.Errorf("%w: webhook integration id %q cannot be a path: use letters, digits, _ and - only", config.ErrInvalid, in.ID)
 	}
-	_, sec, err := loadSecrets(in, env.Getenv)
+	_, sec, err := loadSecrets(in, env.Lookup())
 	if err != nil {
 		return nil, err
 	}
-	log := env.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := env.Log()
 	r := &receiver{
 		id:       in.ID,
 		path:     Path(in.ID),

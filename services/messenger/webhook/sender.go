@@ -52,11 +52,8 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 }
 
 func newSender(in config.Integration, env deliver.Env) (*sender, error) {
-	log := env.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	c, sec, err := loadSecrets(in, env.Getenv)
+	log := env.Log()
+	c, sec, err := loadSecrets(in, env.Lookup())
 	if err != nil {
 		return nil, err
 	}
@@ -107,9 +104,6 @@ func loadSecrets(in config.Integration, getenv config.Getenv) (*Config, *secrets
 	c, err := config.CheckedSettings[*Config](&in)
 	if err != nil {
 		return nil, nil, err
-	}
-	if getenv == nil {
-		getenv = func(string) string { return "" }
 	}
 	value, err := config.Secret(getenv, c.SecretEnv, "")
 	if err != nil {
