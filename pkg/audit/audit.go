@@ -30,6 +30,9 @@ const (
 	// Uncertain: a delivery whose attempt died while calling the provider,
 	// resent or skipped as the integration's on_uncertain says.
 	Uncertain = "uncertain"
+	// ConfigReloaded: a process took a changed herald.yaml without a
+	// restart (Process, Changes).
+	ConfigReloaded = "config_reloaded"
 )
 
 // Record is one audit entry.
@@ -50,6 +53,10 @@ type Record struct {
 	DeliveryID string `json:"delivery_id,omitempty"`
 	Class      string `json:"class,omitempty"`
 	Reason     string `json:"reason,omitempty"`
+	// Process and Changes are a config_reloaded record's: which process
+	// took the new file, and what changed (keys and ids, never values).
+	Process string   `json:"process,omitempty"`
+	Changes []string `json:"changes,omitempty"`
 }
 
 // Outcome is the record of a delivery's outcome as the waiting butler is

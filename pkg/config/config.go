@@ -67,6 +67,18 @@ type Config struct {
 	// Events API (POST /hooks/<id>, /slack/<id>/events), default
 	// 127.0.0.1:8790 (HERALD_HTTP_LISTEN overrides it).
 	HTTPListen string `yaml:"http_listen"`
+	// WatchConfig: the process reloads this file whenever it changes (it
+	// always does on SIGHUP and `herald reload`). Unset is on in herald dev
+	// and off in a fleet's services (WatchesConfig).
+	WatchConfig *bool `yaml:"watch_config"`
+}
+
+// WatchesConfig is watch_config, or def where the file does not set it.
+func (c *Config) WatchesConfig(def bool) bool {
+	if c.WatchConfig == nil {
+		return def
+	}
+	return *c.WatchConfig
 }
 
 // DefaultHTTPListen is http_listen's default.

@@ -25,6 +25,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/obs"
+	"github.com/heraldhq/herald/pkg/reload"
 )
 
 // Rule is one allowed subject, with why.
@@ -88,6 +89,9 @@ func Discovery(service string) []Rule {
 // answersDiscovery is the reason a service user may answer on reply subjects.
 const answersDiscovery = "Answers discovery and status requests on the asker's reply subject, once each."
 
+// reloads are `herald reload`'s requests, which every process answers.
+var reloads = rules("herald reload: checks and applies the changed herald.yaml when the operator asks", reload.CheckSubject, reload.ApplySubject)
+
 // durable is what a worker needs of its own durable consumer: to bind it
 // and take from it (herald setup makes it).
 func durable(stream, name string) []Rule {
@@ -145,7 +149,7 @@ func Users(cfg *config.Config) []User {
 		bucket(bus.BucketRequests, "records the inbound messages it routes, so replies name only those"),
 		probe(bus.ServiceProbeKey(ConnSwitchboard)),
 	)
-	sb.Subscribe = concat(rules("", "_INBOX."+ConnSwitchboard+".>"), Discovery(obs.ServiceSwitchboard))
+	sb.Subscribe = concat(rules("", "_INBOX."+ConnSwitchboard+".>"), Discovery(obs.ServiceSwitchboard), reloads)
 	sb.AllowResponses, sb.ResponsesWhy = true, answersDiscovery
 	users = append(users, sb)
 
@@ -176,7 +180,7 @@ func Users(cfg *config.Config) []User {
 			"$JS.FC.HERALD_WEB.>"),
 		probe(bus.ServiceProbeKey(ConnMessenger)),
 	)
-	m.Subscribe = concat(rules("", "_INBOX."+ConnMessenger+".>"), Discovery(obs.ServiceMessenger))
+	m.Subscribe = concat(rules("", "_INBOX."+ConnMessenger+".>"), Discovery(obs.ServiceMessenger), reloads)
 	m.AllowResponses, m.ResponsesWhy = true, answersDiscovery
 	users = append(users, m)
 
@@ -209,6 +213,7 @@ func Users(cfg *config.Config) []User {
 			"$JS.API.CONSUMER.DELETE."+bus.StreamAudit+".*"),
 		rules("discovery: $SRV PING, INFO and STATS of every service, and their status endpoints (replies come to its inbox)",
 			"$SRV.>", "herald.status.>"),
+		rules("herald reload: asks every process to check, then apply, the changed herald.yaml", reload.CheckSubject, reload.ApplySubject),
 		rules("a replay goes back where it was first published",
 			"herald.route.>", "herald.deliver.>", "herald.result.>", "herald.ingress.>", "herald.inbox.>"),
 	)
@@ -250,7 +255,7 @@ func Butler(name string, integrations ...string) User {
 		probe(bus.ButlerProbeKey(name)),
 	)
 	u.Subscribe = concat(rules("its answers, and replies to its requests", bus.ReplySubject(name, ">"), "_INBOX."+ConnButler(name)+".>"),
-		Discovery(obs.ServiceButler(name)))
+		Discovery(obs.ServiceButler(name)), reloads)
 	return u
 }
 

@@ -55,12 +55,13 @@ func ExampleMetrics() {
 
 // A process has one listener: the health and metrics paths, and what its
 // services mount (the messenger's /hooks/ and /slack/ endpoints).
-func ExampleServer_Handle() {
+func ExampleServer_Mount() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	srv := obs.NewServer("127.0.0.1:8790", obs.NewHealth(), obs.NewMetrics(), nil)
 	hooks := http.NewServeMux() // deliver.HTTP, in the messenger
-	srv.Handle("/hooks/", http.MaxBytesHandler(hooks, 1<<20))
+	hooks.Handle("POST /hooks/ci", http.NotFoundHandler())
+	srv.Mount(http.MaxBytesHandler(hooks, 1<<20))
 	if err := srv.Serve(ctx); err != nil {
 		fmt.Println(err)
 	}

@@ -348,7 +348,7 @@ func TestManyServicesOnOneConnection(t *testing.T) {
 // standard paths, and Serve returns once stopped.
 func TestServerMountsAndStops(t *testing.T) {
 	s := obs.NewServer("127.0.0.1:0", obs.NewHealth(), obs.NewMetrics(), nil)
-	s.Handle("POST /hooks/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "hook "+r.URL.Path) }))
+	s.Mount(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "hook "+r.URL.Path) }))
 	if err := s.Listen(); err != nil {
 		t.Fatal(err)
 	}

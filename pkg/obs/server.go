@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -21,6 +22,13 @@ type Server struct {
 
 	mu sync.Mutex
 	ln net.Listener
+
+	// channels serves every path the operator's endpoints do not: what the
+	// messenger mounts (Mount), swapped when it restarts on a reload.
+	channels atomic.Pointer[http.Handler]
+	// mounted: something was mounted once, so a path nothing serves now
+	// is a restart in progress, not a wrong address.
+	mounted atomic.Bool
 }
 
 // shutdownGrace is how long requests in flight may finish at stop.
@@ -42,13 +50,36 @@ func NewServer(addr string, h *Health, m *Metrics, log *slog.Logger) *Server {
 	if m != nil {
 		s.mux.Handle("GET /metrics", operatorOnly(addr, m.Handler()))
 	}
+	s.mux.Handle("/", http.HandlerFunc(s.serveChannels))
 	return s
 }
 
-// Handle mounts handler at pattern (http.ServeMux syntax: "/hooks/",
-// "POST /slack/{id}/events"), before or while serving. It panics, as
-// ServeMux does, if pattern conflicts with one already mounted.
-func (s *Server) Handle(pattern string, handler http.Handler) { s.mux.Handle(pattern, handler) }
+// Mount makes h serve every request the operator's endpoints do not (the
+// messenger's /hooks/ and /slack/ endpoints), in place of what was mounted
+// before; nil unmounts. Between an unmount and the next mount (a messenger
+// restarting on a reload) requests are answered 503 with Retry-After, so
+// a provider sends them again.
+func (s *Server) Mount(h http.Handler) {
+	if h == nil {
+		s.channels.Store(nil)
+		return
+	}
+	s.mounted.Store(true)
+	s.channels.Store(&h)
+}
+
+func (s *Server) serveChannels(w http.ResponseWriter, r *http.Request) {
+	if h := s.channels.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
+	}
+	if s.mounted.Load() {
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "Herald's messenger is restarting; try again in a second", http.StatusServiceUnavailable)
+		return
+	}
+	http.NotFound(w, r)
+}
 
 // Handler is everything mounted, for tests and in-process use.
 func (s *Server) Handler() http.Handler { return s.mux }

@@ -36,7 +36,7 @@ func Changes(old, new *config.Config) []string {
 
 // restartKeys are the top-level keys a running process cannot take anew:
 // where it connects and listens.
-var restartKeys = []string{"nats", "http_listen"}
+var restartKeys = []string{"nats", "http_listen", "watch_config"}
 
 // Restart are the changes among changes that a process applies only at its
 // next start.

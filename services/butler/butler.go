@@ -17,6 +17,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/nats-io/nats.go"
 
@@ -63,7 +64,9 @@ type Butler struct {
 	name string
 	// cfg is read through config(), so that SetConfig takes effect at the
 	// next read.
-	cfg     atomic.Pointer[config.Config]
+	cfg atomic.Pointer[config.Config]
+	// retired: a reload removed it from the configuration (SetConfig).
+	retired atomic.Bool
 	log     *slog.Logger
 	nc      *nats.Conn
 	client  *route.Client
@@ -163,10 +166,33 @@ func (b *Butler) config() *config.Config { return b.cfg.Load() }
 // (channels.enabled), the approvers a permission prompt goes to, what
 // channel_list and channel_status report. What was built from the old one at
 // start stays until a restart: the tools' descriptions, the MCP token and
-// the session bounds. cfg must be valid and name this butler.
+// the session bounds. cfg must be valid.
+//
+// A cfg without this butler retires it: it keeps running on its last
+// configuration, but its tools refuse new work (Retired) and nothing more of
+// its inbox is pushed; its calls in flight finish, and what waits in its
+// inbox stays there for when it is configured again.
 func (b *Butler) SetConfig(cfg *config.Config) {
+	if cfg.Butler(b.name) == nil {
+		if !b.retired.Swap(true) {
+			b.log.Warn("this butler was removed from the configuration: it takes no new work; stop its process (its inbox is kept)")
+		}
+		b.channel.poke()
+		return
+	}
+	if b.retired.Swap(false) {
+		b.log.Info("this butler is in the configuration again: it takes work")
+	}
 	b.cfg.Store(cfg)
 	b.channel.poke()
+}
+
+// Retired reports whether a reload removed the butler (SetConfig).
+func (b *Butler) Retired() bool { return b.retired.Load() }
+
+// retiredAnswer is a retired butler's answer to a tool call.
+func (b *Butler) retiredAnswer() *mcp.CallToolResult {
+	return mcp.NewToolResultError("Butler \"" + b.name + "\" was removed from Herald's configuration (herald.yaml): it takes no new work, and nothing was sent. Ask the operator to add it back.")
 }
 
 // hooks are the channel side's session tracking and the refusal of MCP

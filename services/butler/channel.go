@@ -130,9 +130,10 @@ type receiver struct {
 // in a buffer nobody reads and would be lost. A client without a GET stream
 // (or on protocol 2026-07-28's discovery handshake, which has none and carries
 // no custom notifications) takes its messages with the inbox tool. With
-// channels.enabled false there are none: messages wait in the inbox.
+// channels.enabled false, or once the butler is retired, there are none:
+// messages wait in the inbox.
 func (c *channelSide) receivers() []receiver {
-	if !c.b.config().Channels.On() {
+	if !c.b.config().Channels.On() || c.b.Retired() {
 		return nil
 	}
 	c.mu.Lock()

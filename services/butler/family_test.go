@@ -3,6 +3,7 @@ package butler_test
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -247,5 +248,42 @@ func TestNexoPermissionSchema(t *testing.T) {
 			t.Fatalf("the schema 1 request was never opened: %v", names)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestRemovedButlerTakesNoNewWork: a reload that removes the butler from
+// the configuration makes its tools refuse, saying why, and pushes nothing
+// more of its inbox; added back, it takes work again and what waited
+// arrives.
+func TestRemovedButlerTakesNoNewWork(t *testing.T) {
+	b, js, url, auth := startButler(t)
+	was := *config.Default()
+	was.Butlers = slices.Clone(was.Butlers)
+	without := was
+	without.Butlers = []config.Butler{{Name: "other", DefaultChannel: was.Butlers[0].DefaultChannel}}
+	c := butlertest.Connect(t, url, "2025-06-18", auth)
+	waitListening(t, js, 1)
+	b.SetConfig(&without)
+	waitListening(t, js, 0)
+	for _, tool := range []struct {
+		name string
+		args map[string]any
+	}{{"notify", map[string]any{"message": "hello"}}, {"send_message", map[string]any{"text": "hello"}}, {"inbox", nil}} {
+		res := c.Call(tool.name, tool.args)
+		if !res.IsError || !strings.Contains(text(res), "was removed from Herald's configuration") {
+			t.Errorf("%s of a removed butler: %s (isError %v)", tool.name, text(res), res.IsError)
+		}
+	}
+	inboundWithMeta(t, js, "waits for the butler", 1, nil)
+	time.Sleep(300 * time.Millisecond) // what a push would take
+	if got := c.Notifications(butler.MethodChannel); len(got) != 0 {
+		t.Fatalf("a removed butler pushed %d channel notifications", len(got))
+	}
+	b.SetConfig(&was)
+	if got := c.Wait(butler.MethodChannel, 1); got[0]["content"] != "waits for the butler" {
+		t.Fatalf("added back, the butler pushed %v", got)
+	}
+	if res := c.Call("inbox", nil); res.IsError {
+		t.Fatalf("added back, inbox: %s", text(res))
 	}
 }

@@ -49,6 +49,10 @@ func (b *Butler) counted(h server.ToolHandlerFunc) server.ToolHandlerFunc {
 			parent, _ = m.AdditionalFields[envelope.HeaderTraceparent].(string)
 		}
 		ctx = envelope.WithTraceparent(ctx, envelope.ChildTraceparent(parent))
+		if b.Retired() {
+			b.metrics.NotifyCall(b.name, obs.CallError)
+			return b.retiredAnswer(), nil
+		}
 		res, err := h(ctx, req)
 		result := obs.CallOK
 		if err != nil || res == nil || res.IsError {

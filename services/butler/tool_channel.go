@@ -88,6 +88,9 @@ func (b *Butler) react(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 }
 
 func (b *Butler) inbox(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	if b.Retired() {
+		return b.retiredAnswer(), nil
+	}
 	max := req.GetInt("max", 20)
 	if max < 1 || max > 200 {
 		return toolError(fmt.Errorf("%w: max must be 1 to 200", envelope.ErrValidation)), nil

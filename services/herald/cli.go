@@ -41,6 +41,7 @@ Usage:
   herald nats-auth [--config FILE]     print the NATS server authorization: one least-privilege user per service and butler
   herald token [mint|revoke|ls]        bearer tokens for the butlers' MCP endpoints
   herald log [filters] [--follow]      the audit log: what was routed, delivered, failed or refused, and why
+  herald reload [--config FILE]        every running process applies the changed herald.yaml, without a restart
   herald healthcheck [URL]             exit 0 if URL (default this host's /readyz) answers 2xx, for images with no shell
   herald version
 
@@ -77,6 +78,8 @@ func Main(ctx context.Context, args []string, o IO) int {
 		run = runLog
 	case "healthcheck":
 		run = runHealthcheck
+	case "reload":
+		run = runReload
 	case "version":
 		fmt.Fprintln(o.Stdout, "herald", butler.Version)
 		return 0
@@ -350,20 +353,38 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 	}
 	p := newProcess(nc, cfg.HTTPListen, probe, log)
 	p.runProbes(ctx)
+	// A reload reads the file as at start: the environment's overrides,
+	// then the flags.
+	reloads := reloadOptions{NC: nc, Process: service, Path: *path, Current: cfg, Getenv: o.Getenv, Log: log, Audit: true,
+		Prepare: func(cfg *config.Config) {
+			if *httpListen != "" {
+				cfg.HTTPListen = *httpListen
+			}
+		}}
 	switch service {
-	case "switchboard":
-		return p.run(ctx, func(ctx context.Context) error {
-			return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: nc, Log: log, Metrics: p.Metrics, Health: p.Health})
+	case "switchboard", "messenger":
+		svc := newRerunner(service, log, func(ctx context.Context, cfg *config.Config, running func()) error {
+			if service == "switchboard" {
+				return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: nc, Log: log, Metrics: p.Metrics, Health: p.Health, Running: running})
+			}
+			return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv, Metrics: p.Metrics, Health: p.Health, HTTP: p.Server, Running: running})
 		})
-	case "messenger":
-		return p.run(ctx, func(ctx context.Context) error {
-			return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv, Metrics: p.Metrics, Health: p.Health, HTTP: p.Server})
-		})
+		reloads.Apply = func(ctx context.Context, cfg *config.Config, _ []string) error { return svc.Apply(ctx, cfg) }
+		if err := startReloads(ctx, reloads); err != nil {
+			return err
+		}
+		return p.run(ctx, func(ctx context.Context) error { return svc.Run(ctx, cfg) })
 	case "butler":
 		log := log.With("service", "butler")
 		serve := func(ctx context.Context) error {
 			b, err := butler.New(ctx, butler.Options{Name: *name, Config: cfg, NC: nc, Log: log, Metrics: p.Metrics, Health: p.Health, Store: p.Store})
 			if err != nil {
+				return err
+			}
+			// A butler may not write to the audit log: it logs its reloads.
+			reloads.Process, reloads.Audit, reloads.Log = "butler "+*name, false, log
+			reloads.Apply = func(_ context.Context, cfg *config.Config, _ []string) error { b.SetConfig(cfg); return nil }
+			if err := startReloads(ctx, reloads); err != nil {
 				return err
 			}
 			if *stdio {

@@ -119,17 +119,21 @@ func Dev(ctx context.Context, o DevOptions) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return proc.Server.Serve(ctx) })
 	proc.runProbes(ctx)
-	g.Go(func() error {
-		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: nc, Log: log, Metrics: proc.Metrics, Health: proc.Health})
+	sb := newRerunner("switchboard", log, func(ctx context.Context, cfg *config.Config, running func()) error {
+		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: nc, Log: log, Metrics: proc.Metrics, Health: proc.Health, Running: running})
 	})
-	g.Go(func() error {
-		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv, Metrics: proc.Metrics, Health: proc.Health, HTTP: proc.Server})
+	ms := newRerunner("messenger", log, func(ctx context.Context, cfg *config.Config, running func()) error {
+		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv, Metrics: proc.Metrics, Health: proc.Health, HTTP: proc.Server, Running: running})
 	})
+	g.Go(func() error { return sb.Run(ctx, cfg) })
+	g.Go(func() error { return ms.Run(ctx, cfg) })
 	var (
 		mu      sync.Mutex
 		pending = len(cfg.Butlers)
+		running = map[string]*butler.Butler{}
 	)
 	for i, bc := range cfg.Butlers {
+		running[bc.Name] = butlers[i]
 		g.Go(func() error {
 			return butlers[i].ServeHTTP(ctx, bc.MCPHTTP, func(url string) {
 				mu.Lock()
@@ -148,6 +152,59 @@ func Dev(ctx context.Context, o DevOptions) error {
 			})
 		})
 	}
+	// A reload: the topology for added butlers, the switchboard and the
+	// messenger restarted on the new file (each drains first), every
+	// butler given it, added ones started, removed ones retired.
+	apply := func(ctx context.Context, next *config.Config, _ []string) error {
+		if _, err := bus.Open(ctx, nc, bus.Topology{Replicas: next.NATS.Replicas, Repair: true, Log: log, Butlers: next.ButlerNames()}, time.Duration(next.NATS.Wait), log); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		added := map[string]*butler.Butler{}
+		for _, bc := range next.Butlers {
+			if running[bc.Name] == nil {
+				b, err := butler.New(ctx, butler.Options{Name: bc.Name, Config: next, NC: nc, Log: log, Getenv: o.Getenv, Metrics: proc.Metrics, Health: proc.Health, Store: proc.Store})
+				if err != nil {
+					return fmt.Errorf("butler %s: %w", bc.Name, err)
+				}
+				added[bc.Name] = b
+			}
+		}
+		if err := sb.Apply(ctx, next); err != nil {
+			return err
+		}
+		if err := ms.Apply(ctx, next); err != nil {
+			return fmt.Errorf("%w (the switchboard already runs on the new configuration: fix the file and reload again)", err)
+		}
+		for _, b := range running {
+			b.SetConfig(next)
+		}
+		for _, bc := range next.Butlers {
+			b := added[bc.Name]
+			if b == nil {
+				continue
+			}
+			running[bc.Name] = b
+			g.Go(func() error {
+				return b.ServeHTTP(ctx, bc.MCPHTTP, func(url string) {
+					log.Info("butler added", "butler", bc.Name, "mcp", url)
+					if o.Out != nil {
+						fmt.Fprintf(o.Out, "Claude:   claude mcp add --transport http %s %s --header \"Authorization: Bearer %s\"\n", bc.Name, url, bearerShown(&bc))
+					}
+				})
+			})
+		}
+		return nil
+	}
+	if err := startReloads(ctx, reloadOptions{NC: nc, Process: "herald dev", Path: o.ConfigFile, Current: cfg, Getenv: o.Getenv, Log: log, Audit: true, Watch: true, Apply: apply,
+		Prepare: func(next *config.Config) {
+			if _, err := devTokens(next); err != nil {
+				log.Error("reload: a butler's MCP token", "err", err)
+			}
+		}}); err != nil {
+		return err
+	}
 	return g.Wait()
 }
 
@@ -159,12 +216,7 @@ func devTokens(cfg *config.Config) (map[string]string, error) {
 	show := map[string]string{}
 	for i := range cfg.Butlers {
 		bc := &cfg.Butlers[i]
-		switch {
-		case bc.MCPTokenEnv != "":
-			show[bc.Name] = "$" + bc.MCPTokenEnv
-		case bc.MCPTokenFile != "":
-			show[bc.Name] = "$(cat " + bc.MCPTokenFile + ")"
-		default:
+		if bc.MCPTokenEnv == "" && bc.MCPTokenFile == "" {
 			path := DevTokenFile(cfg, bc.Name)
 			tok, err := devToken(path)
 			if err != nil {
@@ -172,9 +224,20 @@ func devTokens(cfg *config.Config) (map[string]string, error) {
 			}
 			bc.MCPTokenFile = path
 			show[bc.Name] = tok
+			continue
 		}
+		show[bc.Name] = bearerShown(bc)
 	}
 	return show, nil
+}
+
+// bearerShown is how the banner shows a configured token: a shell
+// expression that reads it.
+func bearerShown(bc *config.Butler) string {
+	if bc.MCPTokenEnv != "" {
+		return "$" + bc.MCPTokenEnv
+	}
+	return "$(cat " + bc.MCPTokenFile + ")"
 }
 
 func splitListen(listen string) (string, int, error) {

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/switchboard"
 )
 
@@ -80,6 +81,11 @@ func connectCLI(ctx context.Context, path string, o IO) (js jetstream.JetStream,
 	if err != nil {
 		return nil, "", nil, err
 	}
+	return connectBus(ctx, cfg, o)
+}
+
+// connectBus connects a command to the NATS cfg names.
+func connectBus(ctx context.Context, cfg *config.Config, o IO) (js jetstream.JetStream, url string, closeBus func(), err error) {
 	url = cfg.NATS.URL
 	if url == "" {
 		url = "nats://" + cfg.NATS.Listen

@@ -50,6 +50,9 @@ type Options struct {
 	Metrics *obs.Metrics
 	Health  *obs.Health
 	HTTP    *obs.Server
+	// Running, if set, is called once it works: its consumers run (a
+	// reload waits for it before it says the new configuration runs).
+	Running func()
 }
 
 // HealthCheck names the messenger's readiness check: its deliveries are
@@ -177,8 +180,12 @@ func Run(ctx context.Context, o Options) error {
 			return fmt.Errorf("http_listen: %w", err)
 		}
 	}
-	for _, pattern := range env.HTTP.Patterns() {
-		srv.Handle(pattern, http.MaxBytesHandler(env.HTTP, maxHookBody))
+	if srv != nil {
+		// Mounted in place of an earlier run's (a reload restarts the
+		// messenger); unmounted at stop, so a provider calling meanwhile is
+		// told to come back rather than sent to a stopped receiver.
+		srv.Mount(http.MaxBytesHandler(env.HTTP, maxHookBody))
+		defer srv.Mount(nil)
 	}
 	svc, err := obs.AddService(o.NC, obs.ServiceMessenger, obs.Version, m.status)
 	if err != nil {
@@ -214,6 +221,9 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	})
 	state.Set(nil)
+	if o.Running != nil {
+		o.Running()
+	}
 	log.InfoContext(ctx, "messenger running", "integrations", len(m.senders), "receivers", len(receivers), "unavailable", len(m.broken))
 	return g.Wait()
 }

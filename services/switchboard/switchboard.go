@@ -40,6 +40,9 @@ type Options struct {
 	// counts what it routes and refuses, and is ready while its consumers run.
 	Metrics *obs.Metrics
 	Health  *obs.Health
+	// Running, if set, is called once it works: its consumers run (a
+	// reload waits for it before it says the new configuration runs).
+	Running func()
 }
 
 // HealthCheck is the name of the switchboard's readiness check: its three
@@ -149,6 +152,9 @@ func run(ctx context.Context, o Options, log *slog.Logger, state *obs.State) err
 		})
 	}
 	state.Set(nil)
+	if o.Running != nil {
+		o.Running()
+	}
 	err = g.Wait()
 	s.stopLater()
 	s.later.Wait()
