@@ -38,6 +38,10 @@ func Changes(old, new *config.Config) []string {
 // where it connects and listens.
 var restartKeys = []string{"nats", "http_listen", "watch_config"}
 
+// butlerRestartKeys are a butler's keys its running MCP server was built
+// with: where it listens, its token, the hosts and sessions it takes.
+var butlerRestartKeys = []string{"mcp_http", "mcp_token_env", "mcp_token_file", "allowed_hosts", "max_sessions"}
+
 // Restart are the changes among changes that a process applies only at its
 // next start.
 func Restart(changes []string) []string {
@@ -46,6 +50,21 @@ func Restart(changes []string) []string {
 		key, _, _ := strings.Cut(c, " ")
 		if slices.Contains(restartKeys, key) {
 			out = append(out, c)
+			continue
+		}
+		// "butler garden: mcp_http, default_channel changed"
+		name, keys, ok := strings.Cut(strings.TrimPrefix(c, "butler "), ": ")
+		if key != "butler" || !ok {
+			continue
+		}
+		var wait []string
+		for _, k := range strings.Split(strings.TrimSuffix(keys, " changed"), ", ") {
+			if slices.Contains(butlerRestartKeys, k) {
+				wait = append(wait, k)
+			}
+		}
+		if len(wait) > 0 {
+			out = append(out, fmt.Sprintf("butler %s: %s changed", name, strings.Join(wait, ", ")))
 		}
 	}
 	return out

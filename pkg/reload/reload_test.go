@@ -58,8 +58,11 @@ http_listen: 127.0.0.1:9999
 			t.Errorf("a change names a value: %s", c)
 		}
 	}
-	if r := reload.Restart(got); !slices.Equal(r, []string{"http_listen changed"}) {
+	if r := reload.Restart(got); !slices.Equal(r, []string{"http_listen changed", "butler health: max_sessions changed"}) {
 		t.Errorf("Restart = %q", r)
+	}
+	if r := reload.Restart([]string{"butler health: default_channel, mcp_http, allowed_hosts changed"}); !slices.Equal(r, []string{"butler health: mcp_http, allowed_hosts changed"}) {
+		t.Errorf("Restart of a butler's keys = %q, want only those its MCP server was built with", r)
 	}
 	back := reload.Changes(parse(t, changed), parse(t, base))
 	for _, w := range []string{"butler garden removed", "integration hooks removed"} {

@@ -28,14 +28,15 @@ const logUsage = `Usage:
              [--since D] [--limit N] [--json] [--follow]
 
 The audit log (HERALD_AUDIT, kept 30 days): every notify routed, rejected,
-delivered, failed or uncertain, and every inbound message routed or turned away.
+delivered, failed or uncertain, every inbound message routed or turned away, and
+every configuration reload a process applied.
 Without filters it prints every record kept, oldest first, and ends; filters
 combine.
 
   --butler B        records of butler B
   --channel C       a channel type (telegram) or one integration (telegram:tg_main)
-  --kind K          routed, rejected, delivered, failed, dropped, uncertain; several
-                    separated by commas (failed,uncertain)
+  --kind K          routed, rejected, delivered, failed, dropped, uncertain,
+                    config_reloaded; several separated by commas (failed,uncertain)
   --request-id ID   one request's whole trail
   --since D         a duration back from now (10m, 24h, 7d) or a time (RFC 3339
                     2026-01-02T15:04:05Z, or a date 2026-01-02 meaning local midnight)
@@ -46,7 +47,7 @@ combine.
 `
 
 // logKinds are the kinds of audit records, as pkg/audit writes them.
-var logKinds = []string{audit.Routed, audit.Rejected, audit.Delivered, audit.Failed, audit.Dropped, audit.Uncertain}
+var logKinds = []string{audit.Routed, audit.Rejected, audit.Delivered, audit.Failed, audit.Dropped, audit.Uncertain, audit.ConfigReloaded}
 
 // logIdle is how long a read that has not yet caught up waits for a record
 // before it asks the server whether any are left (they may have expired).
@@ -428,6 +429,9 @@ func logDetail(r audit.Record) string {
 	}
 	if r.CallerKey != "" {
 		parts = append(parts, "key "+r.CallerKey)
+	}
+	if r.Process != "" {
+		parts = append(parts, r.Process+": "+strings.Join(r.Changes, ", "))
 	}
 	switch {
 	case r.Class != "" && r.Reason != "":

@@ -200,7 +200,7 @@ func runReload(ctx context.Context, args []string, o IO) error {
 	}
 	// The file may be the broken one the processes are to refuse: then
 	// NATS is found from the environment (NATS_URL) and the defaults.
-	cfg, err := LoadConfig(*path, o.Getenv)
+	cfg, source, err := loadConfig(*path, o.Getenv)
 	if err != nil {
 		fmt.Fprintf(o.Stderr, "herald reload: the file does not load here either (%v); asking the running processes anyway\n", err)
 		cfg = config.Default()
@@ -243,6 +243,20 @@ func runReload(ctx context.Context, args []string, o IO) error {
 	}
 	if applies == nil {
 		fmt.Fprintln(o.Stdout, "Nothing to apply: every process runs on the file as it is.")
+		if mine := fileHash(string(source)); mine != "" && len(checks) > 0 && checks[0].Hash != mine {
+			// Docker binds a single file by its inode: an editor that saves
+			// by replacing the file leaves the containers on the old one.
+			fmt.Fprintf(o.Stdout, "But the processes read another version of the file than %s here. In containers, save herald.yaml in place (not by replacing it), or recreate them: docker compose up -d.\n", source)
+		}
 	}
 	return nil
+}
+
+// fileHash is reload.Hash of the file at path, "" if it cannot be read.
+func fileHash(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	return reload.Hash(b)
 }

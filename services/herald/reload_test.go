@@ -1,0 +1,152 @@
+package herald_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/heraldhq/herald/services/herald"
+)
+
+// devYAML is a herald dev configuration with butlers names, each on the
+// log channel, its state in dir.
+func devYAML(dir string, names ...string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "nats: { listen: \"127.0.0.1:0\", store_dir: %q }\nhttp_listen: \"127.0.0.1:0\"\nbutlers:\n", filepath.Join(dir, "nats"))
+	for _, n := range names {
+		fmt.Fprintf(&b, "  - { name: %s, default_channel: log, mcp_http: \"127.0.0.1:0\" }\n", n)
+	}
+	b.WriteString("integrations:\n  - { id: log, type: log, grants: all }\n")
+	return b.String()
+}
+
+// TestDevWatchesItsFile: herald dev applies an edited herald.yaml by
+// itself: an added butler gets an MCP endpoint and sends, a removed one
+// refuses new work saying why, and a broken file is refused, naming the
+// line, while the fleet runs on.
+func TestDevWatchesItsFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "herald.yaml")
+	writeFile(t, file, devYAML(dir, "alpha"))
+	getenv := func(string) string { return "" }
+	cfg, err := herald.LoadConfig(file, getenv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, logs := &syncWriter{}, &syncWriter{}
+	ready := make(chan herald.Endpoints, 1)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- herald.Dev(ctx, herald.DevOptions{Config: cfg, ConfigFile: file, Getenv: getenv, Out: out, Log: testLogger(logs), Ready: func(ep herald.Endpoints) { ready <- ep }})
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	var ep herald.Endpoints
+	select {
+	case ep = <-ready:
+	case err := <-done:
+		t.Fatalf("herald dev stopped: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("herald dev did not become ready")
+	}
+	connect := func(name, url string) *client.Client {
+		t.Helper()
+		tok, err := os.ReadFile(herald.DevTokenFile(cfg, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := client.NewStreamableHttpClient(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + strings.TrimSpace(string(tok))}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		if err := c.Start(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		init := mcp.InitializeRequest{}
+		init.Params.ProtocolVersion = "2025-06-18"
+		if _, err := c.Initialize(t.Context(), init); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	notify := func(c *client.Client, msg string) (string, bool) {
+		t.Helper()
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "notify"
+		req.Params.Arguments = map[string]any{"message": msg}
+		res, err := c.CallTool(t.Context(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var parts []string
+		for _, c := range res.Content {
+			if tc, ok := c.(mcp.TextContent); ok {
+				parts = append(parts, tc.Text)
+			}
+		}
+		return strings.Join(parts, "\n"), res.IsError
+	}
+	alpha := connect("alpha", ep.Butlers["alpha"])
+	if answer, isErr := notify(alpha, "hello"); isErr || !strings.HasPrefix(answer, "Notification sent") {
+		t.Fatalf("alpha before any edit: %s", answer)
+	}
+
+	// Added: its endpoint is printed, as at start, and it sends.
+	writeFile(t, file, devYAML(dir, "alpha", "beta"))
+	added := regexp.MustCompile(`claude mcp add --transport http beta (\S+) `)
+	var url string
+	deadline := time.Now().Add(10 * time.Second)
+	for url == "" && time.Now().Before(deadline) {
+		if m := added.FindStringSubmatch(out.String()); m != nil {
+			url = m[1]
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if url == "" {
+		t.Fatalf("no endpoint printed for the added butler beta; herald dev's output:\n%s\nlog:\n%s", out.String(), logs.String())
+	}
+	beta := connect("beta", url)
+	if answer, isErr := notify(beta, "hello from beta"); isErr || !strings.HasPrefix(answer, "Notification sent") {
+		t.Fatalf("the added butler beta: %s", answer)
+	}
+
+	// Removed: alpha refuses new work, saying why.
+	writeFile(t, file, devYAML(dir, "beta"))
+	deadline = time.Now().Add(10 * time.Second)
+	for {
+		answer, isErr := notify(alpha, "still there?")
+		if isErr && strings.Contains(answer, "was removed from Herald's configuration") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("alpha, removed from the file, still answers: %s", answer)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// Broken: the running configuration is kept, and the log names the line.
+	writeFile(t, file, devYAML(dir, "beta")+"bindings:\n  - { integration: nope, butler: beta }\n")
+	deadline = time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "configuration not reloaded") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no word of the broken file in the log:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), `bindings[0].integration \"nope\" is not configured`) {
+		t.Errorf("the refusal does not say what is wrong:\n%s", logs.String())
+	}
+	if answer, isErr := notify(beta, "still running"); isErr || !strings.HasPrefix(answer, "Notification sent") {
+		t.Fatalf("beta after a refused file: %s", answer)
+	}
+}
