@@ -153,7 +153,7 @@ func TestReloadUnderARunningFleet(t *testing.T) {
 	if out, err := cli("setup"); err != nil {
 		t.Fatalf("herald setup: %v\n%s", err, out)
 	}
-	startService(t, "switchboard", "switchboard", env)
+	sb := startService(t, "switchboard", "switchboard", env)
 	// The messenger serves the webhook on its listener.
 	ms := startService(t, "messenger", "messenger", env)
 	hooks := ms.http
@@ -242,6 +242,15 @@ func TestReloadUnderARunningFleet(t *testing.T) {
 		t.Error("the messenger did not restart once on the new configuration")
 	}
 	t.Logf("%d notifies were sent while the services restarted on the new file", n)
+	for _, sp := range []*serviceProc{sb, ms} {
+		stopped := sp.stderr.records(map[string]string{"msg": "restarting on the new configuration: finishing the work in flight first"})
+		started := sp.stderr.records(map[string]string{"msg": sp.name + " running"})
+		if len(stopped) == 1 && len(started) == 2 {
+			from, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(stopped[0]["time"]))
+			to, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(started[1]["time"]))
+			t.Logf("the %s took no work for %s while it restarted", sp.name, to.Sub(from).Round(time.Millisecond))
+		}
+	}
 	seen := map[string]int{}
 	for _, r := range ms.stderr.records(map[string]string{"logger": "llm_notify", "butler": "alpha"}) {
 		seen[fmt.Sprint(r["message"])]++
