@@ -35,6 +35,7 @@ func TestFleet(t *testing.T) {
 		{"restart messenger, kill switchboard", stepBurst},
 		{"down and up keep a queued message", stepDownUp},
 		{"a new butler joins", stepNewButler},
+		{"a grant revoked by herald reload", stepReload},
 		{"cluster loses a node", stepCluster},
 	}
 	for _, s := range steps {
@@ -403,6 +404,44 @@ func stepNewButler(t *testing.T, f *fleet) {
 		t.Logf("subscribing to herald.inbox.health as butler-garden: %v", err)
 	case <-time.After(5 * time.Second):
 		t.Error("butler-garden subscribed to herald.inbox.health without a permissions violation")
+	}
+}
+
+// stepReload: docs/fleet.md "Change the configuration": herald.yaml edited
+// in place, `herald reload` through the pair service; every service (each
+// as its own NATS user) applies it, and a revoked grant refuses at once.
+func stepReload(t *testing.T, f *fleet) {
+	cfgPath := filepath.Join(f.dir, "herald.yaml")
+	b, err := os.ReadFile(cfgPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const granted = "grants: [finance, health]"
+	if !strings.Contains(string(b), granted) {
+		t.Fatalf("deploy/herald.yaml's mail integration no longer says %q", granted)
+	}
+	reload := func(file string) string {
+		t.Helper()
+		// os.WriteFile writes in place: the containers' bind mount sees it.
+		if err := os.WriteFile(cfgPath, []byte(file), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return f.compose("run", "--rm", "--entrypoint", "herald", "pair", "reload")
+	}
+	out := reload(strings.Replace(string(b), granted, "grants: [finance]", 1))
+	t.Logf("herald reload:\n%s", out)
+	for _, want := range []string{"switchboard@", "messenger@", "butler health@", "butler finance@", "butler garden@", "integration mail: grants changed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("herald reload's answer lacks %q", want)
+		}
+	}
+	r := notifyOnce(t, "7701", f.env("HEALTH_MCP_TOKEN"), map[string]any{"channel": "email", "message": "health may no longer mail"})
+	if !r.isError || !strings.Contains(r.text, "not granted") {
+		t.Fatalf("health's notify to email after its grant was revoked: %q", r.text)
+	}
+	out = reload(string(b))
+	if !strings.Contains(out, "integration mail: grants changed") {
+		t.Errorf("putting the grant back: %s", out)
 	}
 }
 
