@@ -91,11 +91,17 @@ type Request struct {
 	Description  string    `json:"description,omitempty"`
 	InputPreview string    `json:"input_preview,omitempty"`
 	CreatedAt    time.Time `json:"created_at"`
-	ExpiresAt    time.Time `json:"expires_at"`
+	ExpiresAt    time.Time `json:"expires_at,omitzero"`
 	// Verdict is empty while open, then allow or deny.
 	Verdict    string    `json:"verdict,omitempty"`
 	AnsweredBy string    `json:"answered_by,omitempty"`
 	AnsweredAt time.Time `json:"answered_at,omitzero"`
+}
+
+// Expired reports whether the prompt's time is over at now; a prompt
+// without ExpiresAt (approvals.expire_after 0) never expires.
+func (r *Request) Expired(now time.Time) bool {
+	return !r.ExpiresAt.IsZero() && now.After(r.ExpiresAt)
 }
 
 // Store reads and writes prompts.
@@ -180,9 +186,11 @@ func (s *Store) Answer(ctx context.Context, butler, id, behavior, by string) (*R
 		return nil, fmt.Errorf("approval %s: %w", id, err)
 	}
 	switch {
+	case r.Verdict == Expired:
+		return &r, ErrExpired
 	case r.Verdict != "":
 		return &r, ErrUsed
-	case s.now().After(r.ExpiresAt):
+	case r.Expired(s.now()):
 		return &r, ErrExpired
 	}
 	r.Verdict, r.AnsweredBy, r.AnsweredAt = behavior, by, s.now().UTC()

@@ -130,3 +130,40 @@ func TestScopedAndSent(t *testing.T) {
 		t.Fatalf("sent to alice: %q %v", b, err)
 	}
 }
+
+// TestNeverExpires: a prompt without an expiry (approvals.expire_after: 0)
+// can be answered whenever, and is never swept as expired; one whose time
+// is over is closed once, and answering it then says it expired.
+func TestNeverExpires(t *testing.T) {
+	srv := bustest.RunServer(t)
+	_, js := srv.Connect()
+	s, err := approval.Open(t.Context(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, r := range []approval.Request{
+		{ID: "abcde", Butler: "health", ToolName: "Bash", CreatedAt: now},
+		{ID: "fghij", Butler: "health", ToolName: "Bash", CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(-time.Minute)},
+	} {
+		if err := s.Create(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	expired, err := s.Expire(t.Context(), now.Add(48*time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(expired) != 1 || expired[0].ID != "fghij" || expired[0].Verdict != approval.Expired {
+		t.Fatalf("expired %+v, want only fghij", expired)
+	}
+	if again, err := s.Expire(t.Context(), now.Add(48*time.Hour)); err != nil || len(again) != 0 {
+		t.Fatalf("a second sweep closed %+v (%v), want nothing", again, err)
+	}
+	if _, err := s.Answer(t.Context(), "health", "fghij", approval.Allow, "alice"); !errors.Is(err, approval.ErrExpired) {
+		t.Errorf("answering the expired prompt: %v, want ErrExpired", err)
+	}
+	if r, err := s.Answer(t.Context(), "health", "abcde", approval.Allow, "alice"); err != nil || r.Verdict != approval.Allow {
+		t.Errorf("answering the prompt that never expires: %+v %v", r, err)
+	}
+}

@@ -30,6 +30,8 @@ const (
 	// Uncertain: a delivery whose attempt died while calling the provider,
 	// resent or skipped as the integration's on_uncertain says.
 	Uncertain = "uncertain"
+	// Expired: a permission prompt nobody answered in time.
+	Expired = "expired"
 	// ConfigReloaded: a process took a changed herald.yaml without a
 	// restart (Process, Changes).
 	ConfigReloaded = "config_reloaded"

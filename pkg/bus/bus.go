@@ -92,6 +92,11 @@ const (
 	// switchboard has bookkeeping to do with it (a claimed thread's message
 	// ids). Without it the messenger answers the waiting butler itself.
 	HeaderRelay = "Herald-Relay"
+	// HeaderEdit on a delivery (the switchboard's alone) names the provider
+	// id of a message the integration sent to the recipient, to be edited
+	// into the delivery's text rather than a new one sent (a closed
+	// permission prompt); a channel that cannot edit sends it anew.
+	HeaderEdit = "Herald-Edit"
 )
 
 // The web chat's history: how long, and how many messages per visitor.

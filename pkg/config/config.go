@@ -63,6 +63,8 @@ type Config struct {
 	// Channels is whether and how fast butlers push inbound messages to
 	// their MCP clients as channel notifications (channels.go).
 	Channels Channels `yaml:"channels"`
+	// Approvals is how long permission prompts stay open (approvals.go).
+	Approvals Approvals `yaml:"approvals"`
 	// HTTPListen is host:port of the HTTP listener for webhooks and Slack's
 	// Events API (POST /hooks/<id>, /slack/<id>/events), default
 	// 127.0.0.1:8790 (HERALD_HTTP_LISTEN overrides it).
@@ -434,6 +436,9 @@ func (c *Config) applyDefaults() {
 	if c.HTTPListen == "" {
 		c.HTTPListen = DefaultHTTPListen
 	}
+	if c.Approvals.GrantTTL == 0 {
+		c.Approvals.GrantTTL = Duration(DefaultGrantTTL)
+	}
 	if c.Delivery.RetryFor == 0 {
 		c.Delivery.RetryFor = Duration(DefaultRetryFor)
 	}
@@ -483,6 +488,7 @@ func (c *Config) Validate() error {
 	if c.MaxContentChars < 0 {
 		add("max_content_chars must be positive")
 	}
+	c.Approvals.validate(add)
 	if c.NotifyTimeout < 0 {
 		add("notify_timeout must be positive")
 	}

@@ -56,7 +56,10 @@ func (b *Butler) relayPermission(ctx context.Context, session server.ClientSessi
 	req := approval.Request{
 		ID: id, Butler: b.name, Session: session.SessionID(),
 		ToolName: str("tool_name"), Description: str("description"), InputPreview: str("input_preview"),
-		CreatedAt: now, ExpiresAt: now.Add(approval.DefaultTTL),
+		CreatedAt: now,
+	}
+	if ttl := b.config().Approvals.Expiry(); ttl > 0 {
+		req.ExpiresAt = now.Add(ttl)
 	}
 	if err := b.channel.approvals.Create(ctx, req); err != nil {
 		b.log.WarnContext(ctx, "permission request not opened", "request_id", id, "err", err)
@@ -157,7 +160,11 @@ func prompt(butler string, r approval.Request, lim markdown.Limit) string {
 		if p := preview.blocks(); p != "" {
 			s.WriteString("\n\n" + p)
 		}
-		s.WriteString("\n\nReply \"yes " + r.ID + "\" or \"no " + r.ID + "\" (expires in " + approval.DefaultTTL.String() + ").")
+		s.WriteString("\n\nReply \"yes " + r.ID + "\" or \"no " + r.ID + "\"")
+		if !r.ExpiresAt.IsZero() {
+			s.WriteString(" (expires in " + r.ExpiresAt.Sub(r.CreatedAt).Round(time.Second).String() + ")")
+		}
+		s.WriteString(".")
 		return s.String()
 	}
 	room := lim.Max - lim.Mark

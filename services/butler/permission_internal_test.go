@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf16"
 
 	"github.com/heraldhq/herald/pkg/approval"
@@ -188,7 +189,7 @@ func TestLongCommandPromptIsOneMessage(t *testing.T) {
 	for _, typ := range config.ChannelTypes {
 		for _, p := range previews {
 			t.Run(typ+"/"+p.name, func(t *testing.T) {
-				req := approval.Request{ID: "abcde", ToolName: "Bash", Description: "Run shell command", InputPreview: p.preview}
+				req := approval.Request{ID: "abcde", ToolName: "Bash", Description: "Run shell command", InputPreview: p.preview, CreatedAt: created, ExpiresAt: created.Add(10 * time.Minute)}
 				md := prompt("health", req, config.MessageLimit(typ))
 				if lim := config.MessageLimit(typ); !lim.Fits(md) {
 					t.Errorf("the prompt measures %d of %d", lim.Size(md)+lim.Mark, lim.Max)
@@ -272,7 +273,7 @@ func previewOf(md string) (blocks []string, markers, elided int) {
 // converters.
 func TestPromptShowsClientTextLiterally(t *testing.T) {
 	const desc = "**x** <b>bold</b> [link](http://evil) `code` _i_"
-	req := approval.Request{ID: "abcde", ToolName: "mcp__evil__<i>run</i>", Description: desc, InputPreview: "ls"}
+	req := approval.Request{ID: "abcde", ToolName: "mcp__evil__<i>run</i>", Description: desc, InputPreview: "ls", CreatedAt: created, ExpiresAt: created.Add(10 * time.Minute)}
 	md := prompt("health", req, markdown.TelegramLimit)
 
 	t.Run("telegram HTML", func(t *testing.T) {
@@ -345,7 +346,7 @@ func TestPreviewCannotLeaveItsCodeBlock(t *testing.T) {
 	const tail = "\n\nReply \"yes abcde\" or \"no abcde\" (expires in 10m0s)."
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := approval.Request{ID: "abcde", ToolName: "Bash", Description: "Run shell command", InputPreview: tt.preview}
+			req := approval.Request{ID: "abcde", ToolName: "Bash", Description: "Run shell command", InputPreview: tt.preview, CreatedAt: created, ExpiresAt: created.Add(10 * time.Minute)}
 			md := prompt("health", req, markdown.TelegramLimit)
 			want := "🔐 <b>health</b> asks to run <b>Bash</b>: Run shell command\n\n" + tt.want + tail
 			if got := markdown.TelegramHTML(md); got != want {
@@ -377,7 +378,7 @@ func TestPromptSharesTheRoom(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			req := approval.Request{ID: "abcde", ToolName: "Bash", Description: tt.desc, InputPreview: tt.preview}
+			req := approval.Request{ID: "abcde", ToolName: "Bash", Description: tt.desc, InputPreview: tt.preview, CreatedAt: created, ExpiresAt: created.Add(10 * time.Minute)}
 			md := prompt("health", req, markdown.TelegramLimit)
 			if !markdown.TelegramLimit.Fits(md) {
 				t.Fatalf("the prompt does not fit: %d", markdown.TelegramLimit.Size(md))
@@ -465,7 +466,7 @@ func FuzzPromptFits(f *testing.F) {
 		if len(desc)+len(preview) > 1<<15 {
 			t.Skip("a client's notification is far shorter")
 		}
-		req := approval.Request{ID: "abcde", ToolName: "Bash", Description: desc, InputPreview: preview}
+		req := approval.Request{ID: "abcde", ToolName: "Bash", Description: desc, InputPreview: preview, CreatedAt: created, ExpiresAt: created.Add(10 * time.Minute)}
 		for _, lim := range []markdown.Limit{markdown.TelegramLimit, markdown.SlackLimit, markdown.WholeLimit} {
 			if md := prompt("health", req, lim); !lim.Fits(md) {
 				t.Fatalf("a prompt of %d for a limit of %d: %q", lim.Size(md)+lim.Mark, lim.Max, md)
@@ -489,4 +490,21 @@ func FuzzSlackSizeBoundsMrkdwn(f *testing.F) {
 			t.Fatalf("mrkdwn of %q is %d long, SlackLimit.Size says %d", md, got, bound)
 		}
 	})
+}
+
+// created is when the prompts of these tests were opened: each expires 10
+// minutes later, as approvals.expire_after's default has it.
+var created = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+
+// TestPromptSaysWhenItExpires: a prompt says how long it can be answered,
+// and one that never expires (approvals.expire_after: 0) says nothing of it.
+func TestPromptSaysWhenItExpires(t *testing.T) {
+	req := approval.Request{ID: "abcde", ToolName: "Bash", CreatedAt: created, ExpiresAt: created.Add(90 * time.Second)}
+	if md := prompt("health", req, markdown.TelegramLimit); !strings.HasSuffix(md, `Reply "yes abcde" or "no abcde" (expires in 1m30s).`) {
+		t.Errorf("a prompt open for 90 s ends %q", md[max(0, len(md)-60):])
+	}
+	req.ExpiresAt = time.Time{}
+	if md := prompt("health", req, markdown.TelegramLimit); !strings.HasSuffix(md, `Reply "yes abcde" or "no abcde".`) {
+		t.Errorf("a prompt that never expires ends %q", md[max(0, len(md)-60):])
+	}
 }

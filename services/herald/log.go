@@ -35,8 +35,9 @@ combine.
 
   --butler B        records of butler B
   --channel C       a channel type (telegram) or one integration (telegram:tg_main)
-  --kind K          routed, rejected, delivered, failed, dropped, uncertain,
-                    config_reloaded; several separated by commas (failed,uncertain)
+  --kind K          routed, rejected, delivered, failed, dropped, uncertain, expired
+                    (a permission prompt nobody answered), config_reloaded; several
+                    separated by commas (failed,uncertain)
   --request-id ID   one request's whole trail
   --since D         a duration back from now (10m, 24h, 7d) or a time (RFC 3339
                     2026-01-02T15:04:05Z, or a date 2026-01-02 meaning local midnight)
@@ -47,7 +48,7 @@ combine.
 `
 
 // logKinds are the kinds of audit records, as pkg/audit writes them.
-var logKinds = []string{audit.Routed, audit.Rejected, audit.Delivered, audit.Failed, audit.Dropped, audit.Uncertain, audit.ConfigReloaded}
+var logKinds = []string{audit.Routed, audit.Rejected, audit.Delivered, audit.Failed, audit.Dropped, audit.Uncertain, audit.Expired, audit.ConfigReloaded}
 
 // logIdle is how long a read that has not yet caught up waits for a record
 // before it asks the server whether any are left (they may have expired).

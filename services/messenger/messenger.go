@@ -347,7 +347,14 @@ func (m *Messenger) attempt(ctx context.Context, msg jetstream.Msg, r *envelope.
 	if rc := n.RequestContext; rc != nil {
 		d.Thread, d.Sender = rc.SourceThreadIdentity, rc.SourceSenderIdentity
 	}
-	receipt, err := sender.Deliver(ctx, d)
+	var receipt deliver.Receipt
+	if ed, ok := sender.(deliver.Editor); ok && msg.Headers().Get(bus.HeaderEdit) != "" {
+		d.Edit = msg.Headers().Get(bus.HeaderEdit)
+		receipt, err = ed.Edit(ctx, d)
+	} else {
+		// A channel that cannot edit says it anew (email: a follow-up mail).
+		receipt, err = sender.Deliver(ctx, d)
+	}
 	if err != nil {
 		a.abandon(ctx, err)
 		if fresh && errors.Is(err, errTakenOver) && !a.claimed() {
@@ -496,6 +503,9 @@ func (m *Messenger) answer(ctx context.Context, msg jetstream.Msg, r *envelope.R
 	}
 	h.Set(bus.HeaderChannel, channel)
 	h.Set(bus.HeaderKey, key)
+	if relay := msg.Headers().Get(bus.HeaderRelay); relay != "" {
+		h.Set(bus.HeaderRelay, relay) // what the switchboard has to do with it
+	}
 	_, err = m.js.PublishMsg(ctx, &nats.Msg{Subject: bus.ResultSubject(butler, id), Data: b, Header: withMsgID(h, "result:"+id)})
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return fmt.Errorf("%w: publishing result: %w", envelope.ErrTargetUnavailable, err)

@@ -151,6 +151,7 @@ func run(ctx context.Context, o Options, log *slog.Logger, state *obs.State) err
 			return err
 		})
 	}
+	s.later.Go(func() { s.expirePrompts(s.laterCtx) })
 	state.Set(nil)
 	if o.Running != nil {
 		o.Running()
@@ -233,7 +234,8 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 	} else if err := s.inReplyTo(ctx, butler, in, n); err != nil {
 		return err
 	}
-	if err := s.prompts(ctx, butler, in, n); err != nil {
+	prompt, err := s.prompts(ctx, butler, r.RequestContext.RequestID, in, n)
+	if err != nil {
 		return err
 	}
 	claimed, err := s.offerClaim(ctx, butler, in, r)
@@ -245,9 +247,13 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
 	h := nats.Header{}
-	if claimed {
+	switch {
+	case claimed:
 		// Its sent message ids are recorded by relay (claimSent).
 		h.Set(bus.HeaderRelay, "claim")
+	case prompt:
+		// Its sent message id is recorded by relay (approvals.Sent).
+		h.Set(bus.HeaderRelay, "prompt")
 	}
 	ack, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, h)
 	if err != nil {
@@ -269,33 +275,41 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 // each must be the butler's own open prompt, and the chat it goes to is
 // recorded, so that an approver's verdict there counts. A butler cannot put
 // buttons under a message that would answer another butler's prompt.
-func (s *Switchboard) prompts(ctx context.Context, butler string, in *config.Integration, n *envelope.Notify) error {
+func (s *Switchboard) prompts(ctx context.Context, butler, requestID string, in *config.Integration, n *envelope.Notify) (prompt bool, err error) {
 	for _, a := range n.Delivery.Actions {
 		m := approval.CallbackPattern.FindStringSubmatch(a.Data)
 		if m == nil {
 			if strings.HasPrefix(a.Data, "perm:") {
-				return fmt.Errorf("%w: button data %q looks like a permission verdict but is not one", envelope.ErrForbidden, a.Data)
+				return false, fmt.Errorf("%w: button data %q looks like a permission verdict but is not one", envelope.ErrForbidden, a.Data)
 			}
 			continue
 		}
 		req, err := s.approvals.Get(ctx, butler, m[2])
 		switch {
 		case errors.Is(err, approval.ErrUnknown):
-			return fmt.Errorf("%w: permission buttons may only answer this butler's own open prompt, and %s has none with id %s", envelope.ErrForbidden, butler, m[2])
+			return false, fmt.Errorf("%w: permission buttons may only answer this butler's own open prompt, and %s has none with id %s", envelope.ErrForbidden, butler, m[2])
 		case err != nil:
-			return fmt.Errorf("%w: reading permission request %s: %w", envelope.ErrTargetUnavailable, m[2], err)
-		case req.Verdict != "" || time.Now().After(req.ExpiresAt):
-			return fmt.Errorf("%w: permission request %s is answered or expired", envelope.ErrForbidden, m[2])
+			return false, fmt.Errorf("%w: reading permission request %s: %w", envelope.ErrTargetUnavailable, m[2], err)
+		case req.Verdict != "" || req.Expired(time.Now()):
+			return false, fmt.Errorf("%w: permission request %s is answered or expired", envelope.ErrForbidden, m[2])
 		}
 		chat := n.Delivery.Recipient
 		if chat == "" {
-			return fmt.Errorf("%w: a permission prompt needs its approver as recipient", envelope.ErrValidation)
+			return false, fmt.Errorf("%w: a permission prompt needs its approver as recipient", envelope.ErrValidation)
 		}
 		if err := s.approvals.MarkSent(ctx, butler, m[2], in.ID, strings.TrimPrefix(chat, "web:")); err != nil {
-			return fmt.Errorf("%w: recording permission prompt %s: %w", envelope.ErrTargetUnavailable, m[2], err)
+			return false, fmt.Errorf("%w: recording permission prompt %s: %w", envelope.ErrTargetUnavailable, m[2], err)
 		}
+		// The copy is edited once the prompt closes (closePrompt); its
+		// message id comes with the outcome (relay).
+		headline, _, _ := strings.Cut(n.Delivery.Message, "\n")
+		c := approval.Copy{Butler: butler, ID: m[2], Channel: in.Channel(), Chat: chat, Headline: headline, RequestID: requestID}
+		if err := s.approvals.Offer(ctx, c); err != nil {
+			return false, fmt.Errorf("%w: recording permission prompt %s: %w", envelope.ErrTargetUnavailable, m[2], err)
+		}
+		prompt = true
 	}
-	return nil
+	return prompt, nil
 }
 
 // answerFromLedger answers a repeated route with the outcome recorded for its
@@ -405,9 +419,19 @@ func (s *Switchboard) relay(ctx context.Context, m jetstream.Msg) error {
 		return err
 	}
 	s.audit.Write(ctx, audit.Outcome(butler, id, m.Headers().Get(bus.HeaderKey), m.Headers().Get(bus.HeaderChannel), resp))
+	if butler == config.HeraldOrigin {
+		// Herald's own messages (pairing codes, closed prompts): nobody
+		// waits, and no butler is to be told.
+		return nil
+	}
 	if resp.Result != nil {
 		if err := s.claimSent(ctx, id, resp.Result.NotifyResponse); err != nil {
 			return err
+		}
+		if nr := resp.Result.NotifyResponse; m.Headers().Get(bus.HeaderRelay) == "prompt" && nr != nil && nr.Status == envelope.StatusOK && nr.Delivery != nil {
+			if err := s.approvals.Sent(ctx, id, nr.Delivery.MessageIDs); err != nil {
+				return fmt.Errorf("%w: recording a permission prompt's copy: %w", envelope.ErrTargetUnavailable, err)
+			}
 		}
 	}
 	return s.settle(ctx, butler, id, m.Headers().Get(bus.HeaderChannel), resp)

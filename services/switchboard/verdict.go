@@ -78,6 +78,19 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 	default:
 		return true, fmt.Errorf("%w: answering permission request %s: %w", envelope.ErrTargetUnavailable, id, err)
 	}
+	// Every approver's copy now says who answered; a redelivered verdict
+	// edits nothing twice (closePrompt's keys).
+	who := sender
+	if name := in.Meta["user"]; name != "" && name != sender {
+		who = name + " (" + sender + ")"
+	}
+	outcome := allowedBy(who, channel)
+	if behavior == approval.Deny {
+		outcome = deniedBy(who, channel)
+	}
+	if err := g.s.closePrompt(ctx, req, outcome); err != nil {
+		return true, err
+	}
 	meta := maps.Clone(in.Meta)
 	if meta == nil {
 		meta = map[string]string{}

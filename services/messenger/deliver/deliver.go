@@ -45,6 +45,13 @@ type Delivery struct {
 	// them; channels without buttons ignore them (the text says how to answer).
 	Actions []envelope.Action
 
+	// Edit, if set, is the provider id of a message this integration sent
+	// to Recipient (as its Receipt named it) that is to be replaced rather
+	// than a new one sent: its text becomes Message and its buttons go (a
+	// closed permission prompt). Senders that are not an Editor get such a
+	// delivery as a new message.
+	Edit string
+
 	// Done holds the provider ids of the chunks an earlier attempt already
 	// sent (an empty id: a chunk skipped as uncertain); a sender skips that
 	// many chunks, so a retry never sends one twice.
@@ -56,6 +63,13 @@ type Delivery struct {
 	// Sent, if set, is called after each chunk is accepted by the provider, with
 	// its id, so that progress is kept before the next chunk goes out.
 	Sent func(messageID string) error
+}
+
+// Editor is a Sender that can replace a message it sent (Delivery.Edit):
+// the text becomes the delivery's Message, in one message (what does not fit
+// is cut), and the buttons go. Its Receipt names the edited message.
+type Editor interface {
+	Edit(ctx context.Context, d Delivery) (Receipt, error)
 }
 
 // Calling is what a sender calls just before each provider call (Begin).

@@ -1,7 +1,7 @@
 // Package discord is Herald's Discord channel, both ways: it delivers
 // notify.v1 sends, replies and reactions through Discord's REST API (v10)
-// as a bot, and receives what people write to the bot, and the buttons
-// they press, through the gateway (NewReceiver).
+// as a bot, edits the messages it sent, and receives what people write to
+// the bot, and the buttons they press, through the gateway (NewReceiver).
 //
 // # Configuration
 //
@@ -46,6 +46,12 @@
 // bare message ids. A reply goes to the channel (or thread) of the message
 // it answers, as a Discord reply (message_reference); reactions use PUT
 // …/reactions/{emoji}/@me, which does nothing the second time.
+//
+// Edit replaces a message the bot sent (a closed permission prompt): PATCH
+// /channels/{channel}/messages/{message}, the message named by the bare id
+// its receipt held and found in the channel of the same recipient, with the
+// new content (decorated as a message of one chunk, cut to it) and an
+// empty components array, which removes the buttons.
 //
 // Progress is reported chunk by chunk through deliver.Delivery.Sent, and a
 // retry skips the chunks in Delivery.Done. A 429 is waited out (its
@@ -101,7 +107,7 @@
 // that say whether to reconnect, slog; its REST client honours the context
 // and does not retry a 5xx), but it is pre-1.0 (v0.18.15, the newest the
 // module proxy here serves, is of January 2025), requires ten modules for
-// the six REST routes and eight gateway opcodes Herald uses, and shares
+// the seven REST routes and eight gateway opcodes Herald uses, and shares
 // discordgo's last point: the sequence number advances before a handler
 // has run.
 //

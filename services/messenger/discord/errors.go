@@ -22,6 +22,7 @@ const (
 	codeEntityTooLarge          = 40005
 	codeAlreadyAcknowledged     = 40060
 	codeMissingAccess           = 50001
+	codeCannotEditOthers        = 50005
 	codeCannotSendEmpty         = 50006
 	codeCannotMessageUser       = 50007
 	codeMissingPermissions      = 50013

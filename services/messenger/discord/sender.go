@@ -302,9 +302,17 @@ func (s *sender) post(ctx context.Context, d deliver.Delivery, to target, ref *m
 	return deliver.Receipt{MessageIDs: ids}, nil
 }
 
-// postOne posts one message to to, opening the direct message first when
-// to is a user; a bare id Discord knows as no channel is tried as a user.
+// postOne posts one message to to.
 func (s *sender) postOne(ctx context.Context, d deliver.Delivery, to *target, body createMessage, out *message) error {
+	return s.inChannel(ctx, to, "post a message", func(channel string) error {
+		return s.create(ctx, d, channel, body, out)
+	})
+}
+
+// inChannel makes call in to's channel, opening the direct message first
+// when to is a user; a bare id Discord knows as no channel is tried as a
+// user. what names the call in errors, which are classified.
+func (s *sender) inChannel(ctx context.Context, to *target, what string, call func(channel string) error) error {
 	if to.channel == "" {
 		ch, err := s.openDM(ctx, to.user)
 		if err != nil {
@@ -312,25 +320,25 @@ func (s *sender) postOne(ctx context.Context, d deliver.Delivery, to *target, bo
 		}
 		to.channel = ch
 	}
-	err := s.create(ctx, d, to.channel, body, out)
+	err := call(to.channel)
 	var ae *apiError
 	if !to.maybe || !errors.As(err, &ae) || ae.code != codeUnknownChannel {
-		return s.classified(ctx, err, "post a message", to.channel)
+		return s.classified(ctx, err, what, to.channel)
 	}
-	// No such channel: perhaps a user, to write to directly. Nothing was
-	// posted, so trying again cannot post twice.
+	// No such channel: perhaps a user, to write to directly. Discord did
+	// nothing, so trying again cannot do it twice.
 	to.maybe = false
 	ch, derr := s.openDM(ctx, to.channel)
 	if derr != nil {
 		var de *apiError
 		if errors.As(derr, &de) && (de.code == codeUnknownUser || de.status == http.StatusBadRequest) {
 			// Neither: report the channel that was not found.
-			return s.classified(ctx, err, "post a message", to.channel)
+			return s.classified(ctx, err, what, to.channel)
 		}
 		return s.classified(ctx, derr, "open a direct message with user "+to.channel, "")
 	}
 	to.user, to.channel = to.channel, ch
-	return s.classified(ctx, s.create(ctx, d, ch, body, out), "post a message", ch)
+	return s.classified(ctx, call(ch), what, ch)
 }
 
 // create is one POST /channels/{id}/messages, in the channel's turn.
@@ -347,6 +355,85 @@ func (s *sender) create(ctx context.Context, d deliver.Delivery, channel string,
 		return err
 	}
 	return s.do(ctx, "POST", tmpl, route, channel, body, out)
+}
+
+// editMessage is PATCH /channels/{channel.id}/messages/{message.id}'s
+// body. The fields given replace the message's, and Components is always
+// given, empty, so that the buttons go.
+type editMessage struct {
+	Content         string          `json:"content"`
+	Components      []component     `json:"components"`
+	AllowedMentions allowedMentions `json:"allowed_mentions"`
+}
+
+// Edit replaces a message the bot sent to d.Recipient (d.Edit, its id as
+// the receipt named it) with d.Message, rendered and decorated as a message
+// of one chunk (the subject, the urgency mark and who wrote all on it) and
+// cut to that chunk, and removes its buttons. The recipient is resolved as
+// a send's, a user's to their direct message with the bot.
+func (s *sender) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
+	if len(d.Done) > 0 {
+		return deliver.Receipt{MessageIDs: d.Done}, nil // an earlier attempt edited it
+	}
+	id := strings.TrimSpace(d.Edit)
+	if !snowflakePattern.MatchString(id) {
+		return deliver.Receipt{}, fmt.Errorf("%w: %q is not a Discord message to edit: pass the message id the send's receipt named, like 1234567890123456789, with the send's recipient",
+			envelope.ErrValidation, d.Edit)
+	}
+	to, err := s.recipient(d, "")
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	if strings.TrimSpace(d.Message) == "" {
+		return deliver.Receipt{}, fmt.Errorf("%w: the edit's message is empty; an edit needs the text to show instead", envelope.ErrValidation)
+	}
+	decorate := decorator(d)
+	parts := chunks(d.Message, MaxMessageLength, func(text string, _, _ int) string { return decorate(text, 0, 1) })
+	if len(parts) == 0 {
+		return deliver.Receipt{}, fmt.Errorf("%w: the edit's message has no visible text after formatting; write some text", envelope.ErrValidation)
+	}
+	body := editMessage{Content: parts[0], Components: []component{}, AllowedMentions: allowedMentions{Parse: []string{}}}
+	err = s.inChannel(ctx, &to, "edit message "+id, func(channel string) error {
+		return s.patch(ctx, d, channel, id, body)
+	})
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	if d.Sent != nil {
+		if err := d.Sent(id); err != nil {
+			return deliver.Receipt{MessageIDs: []string{id}}, fmt.Errorf("recording the edit of message %s: %w", id, err)
+		}
+	}
+	return deliver.Receipt{MessageIDs: []string{id}}, nil
+}
+
+// patch is one PATCH /channels/{id}/messages/{id}, in the channel's turn.
+// Discord's refusals of the message itself are classified here, where the
+// edit is known: classify would point at source_thread_identity.
+func (s *sender) patch(ctx context.Context, d deliver.Delivery, channel, id string, body editMessage) error {
+	const tmpl = "/channels/{channel}/messages/{message}"
+	route := "/channels/" + channel + "/messages/" + id
+	if err := s.wait(ctx, channel); err != nil {
+		return err
+	}
+	if err := s.api.ready(ctx, "PATCH", tmpl, route); err != nil {
+		return err
+	}
+	if err := d.Calling(); err != nil {
+		return err
+	}
+	err := s.do(ctx, "PATCH", tmpl, route, channel, body, nil)
+	switch ae, _ := errors.AsType[*apiError](err); {
+	case ae == nil:
+		return err
+	case ae.code == codeUnknownMessage:
+		return fmt.Errorf("%w: Discord has no message %s in channel %s to edit (10008 Unknown Message): it was deleted, or the edit's recipient is not the one it was sent to; edit with the send's recipient and the id its receipt named",
+			envelope.ErrNotFound, id, channel)
+	case ae.code == codeCannotEditOthers:
+		return fmt.Errorf("%w: message %s in channel %s is not the bot's, and Discord lets a bot edit only its own (50005): edit a message integration %q sent, by the id its receipt named",
+			envelope.ErrNotFound, id, channel, s.id)
+	}
+	return err
 }
 
 // openDM returns the direct-message channel with user, opening it if need

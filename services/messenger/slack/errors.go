@@ -42,12 +42,16 @@ func (s *sender) classify(ctx context.Context, method, chat string, params any, 
 	if !errors.As(err, &ae) {
 		return fmt.Errorf("%w: slack %s: %s", envelope.ErrInternal, method, s.secrets.Scrub(err.Error()))
 	}
-	where := ""
+	where, edited := "", "" // edited: the message chat.update was to change
 	switch p := params.(type) {
 	case postMessage:
 		where = " to channel " + p.Channel
 	case reactionsAdd:
 		where = " on message " + p.Timestamp + " of channel " + p.Channel
+		chat = p.Channel
+	case chatUpdate:
+		edited = p.TS + " in channel " + p.Channel
+		where = " of message " + edited
 		chat = p.Channel
 	}
 	code := ae.code
@@ -85,7 +89,19 @@ func (s *sender) classify(ctx context.Context, method, chat string, params any, 
 		return fmt.Errorf("%w: the app is not a member of Slack channel %s (not_in_channel): invite it there (/invite @your-app), or give it the chat:write.public scope for public channels",
 			envelope.ErrForbidden, chat)
 
-	case code == "is_archived", code == "channel_is_archived":
+	case edited != "" && code == "message_not_found":
+		return fmt.Errorf("%w: Slack has no message %s to edit (message_not_found): it was deleted, or the id is not the one the send's receipt named, \"<channel id>:<ts>\"",
+			envelope.ErrNotFound, edited)
+
+	case code == "cant_update_message":
+		return fmt.Errorf("%w: message %s is not the app's, and Slack lets an app edit only its own (cant_update_message): edit a message integration %q sent, by the id its receipt named",
+			envelope.ErrNotFound, edited, s.id)
+
+	case code == "edit_window_closed":
+		return fmt.Errorf("%w: the workspace no longer allows editing message %s (edit_window_closed): a workspace owner can allow editing at any time (workspace settings, Message Editing & Deletion)",
+			envelope.ErrForbidden, edited)
+
+	case code == "is_archived", code == "channel_is_archived", code == "is_inactive":
 		return fmt.Errorf("%w: Slack channel %s is archived (%s): unarchive it or change recipient or default_channel_id", envelope.ErrForbidden, chat, code)
 
 	case refusedErrors[code]:

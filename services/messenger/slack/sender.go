@@ -1,7 +1,8 @@
 // Package slack is Herald's Slack channel: it delivers notify.v1 sends,
 // replies and reactions through the Web API (chat.postMessage,
-// reactions.add) with a bot token, and receives what people write to the app
-// through the Events API (NewReceiver).
+// reactions.add) with a bot token, replaces a message it sent (Edit, through
+// chat.update), and receives what people write to the app through the
+// Events API (NewReceiver).
 //
 // Markdown becomes Slack mrkdwn (Mrkdwn) and is split into messages of at
 // most ChunkLimit characters, each well formed on its own. Every message is
@@ -16,7 +17,8 @@
 // ts>:<ts>", so a reply goes into its thread and a reaction onto the message
 // itself. Replies go into the thread of the message answered, except to a
 // direct message written outside a thread, which is answered in the
-// conversation as people do.
+// conversation as people do. An edit names its message by that identity,
+// as the send's receipt did, and the message keeps its place.
 //
 // Progress is reported chunk by chunk through deliver.Delivery.Sent, and a
 // retry skips the chunks in Delivery.Done, so a message is never sent twice.
@@ -29,7 +31,7 @@
 // log line.
 //
 // The Web API is spoken directly over net/http rather than through
-// slack-go/slack: two methods, JSON bodies with a bearer token (Slack's
+// slack-go/slack: three methods, JSON bodies with a bearer token (Slack's
 // recommended form), and errors classified from Slack's own error codes and
 // Retry-After header, which a client library would first translate.
 package slack
@@ -225,19 +227,9 @@ func (s *sender) post(ctx context.Context, d deliver.Delivery, channel, threadTS
 	if len(parts) == 0 {
 		return deliver.Receipt{}, fmt.Errorf("%w: the message has no visible text after formatting; write some text", envelope.ErrValidation)
 	}
-	color := colorOf(d.Urgency)
 	ids := append([]string(nil), d.Done...)
 	for i := len(d.Done); i < len(parts); i++ {
-		a := attachment{Color: color, Text: parts[i].text, Fallback: parts[i].fallback, MrkdwnIn: []string{"text"}}
-		if d.Urgency == "high" {
-			a.Fallback = urgentPrefix + a.Fallback
-		}
-		if i == 0 {
-			a.Title = slackEscape(strings.TrimSpace(d.Subject))
-		}
-		if i == len(parts)-1 {
-			a.Footer = footer(d)
-		}
+		a := layout(d, parts[i], i == 0, i == len(parts)-1)
 		msg := postMessage{Channel: channel, Attachments: []attachment{a}, ThreadTS: threadTS}
 		if err := s.wait(ctx, channel); err != nil {
 			return deliver.Receipt{MessageIDs: ids}, err
@@ -264,6 +256,76 @@ func (s *sender) post(ctx context.Context, d deliver.Delivery, channel, threadTS
 		}
 	}
 	return deliver.Receipt{MessageIDs: ids}, nil
+}
+
+// layout is the attachment of one chunk: the urgency's colour, the subject
+// as the first chunk's title and who wrote as the last one's footer.
+func layout(d deliver.Delivery, c chunk, first, last bool) attachment {
+	a := attachment{Color: colorOf(d.Urgency), Text: c.text, Fallback: c.fallback, MrkdwnIn: []string{"text"}}
+	if d.Urgency == "high" {
+		a.Fallback = urgentPrefix + a.Fallback
+	}
+	if first {
+		a.Title = slackEscape(strings.TrimSpace(d.Subject))
+	}
+	if last {
+		a.Footer = footer(d)
+	}
+	return a
+}
+
+// chatUpdate is chat.update's body. The attachments given replace the
+// message's; blocks, which chat.update keeps when none are given, are
+// emptied, so that buttons go. Parse is set because chat.update's default
+// ("client") is not chat.postMessage's ("none").
+type chatUpdate struct {
+	Channel     string       `json:"channel"`
+	TS          string       `json:"ts"`
+	Attachments []attachment `json:"attachments"`
+	Blocks      []any        `json:"blocks"`
+	Parse       string       `json:"parse"`
+}
+
+// Edit replaces a message the app sent (d.Edit, its id as the receipt
+// named it) with d.Message, laid out as a message of one chunk (colour,
+// subject, footer) and cut to that chunk, and removes its blocks, buttons
+// among them. The channel is the one the id names, where Slack put the
+// message (a person's direct message as its D… id), so Recipient is not
+// read.
+func (s *sender) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
+	if len(d.Done) > 0 {
+		return deliver.Receipt{MessageIDs: d.Done}, nil // an earlier attempt edited it
+	}
+	id := strings.TrimSpace(d.Edit)
+	th, ok := splitID(id)
+	if !ok {
+		return deliver.Receipt{}, fmt.Errorf("%w: %q is not a Slack message to edit: pass the id the send's receipt named, \"<channel id>:<ts>\" like \"C0123456789:1700000000.000100\"",
+			envelope.ErrValidation, d.Edit)
+	}
+	if strings.TrimSpace(d.Message) == "" {
+		return deliver.Receipt{}, fmt.Errorf("%w: the edit's message is empty; an edit needs the text to show instead", envelope.ErrValidation)
+	}
+	parts := chunks(d.Message)
+	if len(parts) == 0 {
+		return deliver.Receipt{}, fmt.Errorf("%w: the edit's message has no visible text after formatting; write some text", envelope.ErrValidation)
+	}
+	msg := chatUpdate{Channel: th.channel, TS: th.ts, Attachments: []attachment{layout(d, parts[0], true, true)}, Blocks: []any{}, Parse: "none"}
+	// chat.update is limited per app, not per channel.
+	if err := s.wait(ctx, ""); err != nil {
+		return deliver.Receipt{}, err
+	}
+	if err := d.Calling(); err != nil {
+		return deliver.Receipt{}, err
+	}
+	if _, err := s.do(ctx, "chat.update", "", msg); err != nil {
+		return deliver.Receipt{}, err
+	}
+	if d.Sent != nil {
+		if err := d.Sent(id); err != nil {
+			return deliver.Receipt{MessageIDs: []string{id}}, fmt.Errorf("recording the edit of message %s: %w", id, err)
+		}
+	}
+	return deliver.Receipt{MessageIDs: []string{id}}, nil
 }
 
 // colorOf is the attachment colour of an urgency.
@@ -354,6 +416,17 @@ type thread struct {
 }
 
 func parseThread(s string) (thread, error) {
+	th, ok := splitID(s)
+	if !ok {
+		return thread{}, fmt.Errorf("%w: request_context.source_thread_identity %q is not a Slack message: pass it as received with the inbound message, \"<channel id>:<ts>\" like \"C0123456789:1700000000.000100\"",
+			envelope.ErrValidation, s)
+	}
+	return th, nil
+}
+
+// splitID reads a message's identity, "<channel>:<ts>" or "<channel>:<thread
+// ts>:<ts>".
+func splitID(s string) (thread, bool) {
 	parts := strings.Split(strings.TrimSpace(s), ":")
 	th := thread{}
 	switch len(parts) {
@@ -363,10 +436,9 @@ func parseThread(s string) (thread, error) {
 		th = thread{channel: parts[0], root: parts[1], ts: parts[2]}
 	}
 	if !idPattern.MatchString(th.channel) || !tsPattern.MatchString(th.root) || !tsPattern.MatchString(th.ts) {
-		return thread{}, fmt.Errorf("%w: request_context.source_thread_identity %q is not a Slack message: pass it as received with the inbound message, \"<channel id>:<ts>\" like \"C0123456789:1700000000.000100\"",
-			envelope.ErrValidation, s)
+		return thread{}, false
 	}
-	return th, nil
+	return th, true
 }
 
 // replyTS is the thread_ts of a reply: the thread's, or for a message that

@@ -64,6 +64,12 @@ func (s *sender) classify(ctx context.Context, method, chat string, err error) e
 			strings.Contains(lower, "message to be replied not found"):
 			return fmt.Errorf("%w: Telegram has no such message in chat %s (%s); check request_context.source_thread_identity",
 				envelope.ErrNotFound, chat, telegramSays(desc))
+		case strings.Contains(lower, "message to edit not found"), strings.Contains(lower, "message can't be edited"):
+			return fmt.Errorf("%w: Telegram cannot edit that message in chat %s (%s): it was deleted, or is not the bot's",
+				envelope.ErrNotFound, chat, telegramSays(desc))
+		case strings.Contains(lower, "message is not modified"):
+			// Already says what the edit would: done, as far as the reader sees.
+			return nil
 		case strings.Contains(lower, "can't parse entities"), strings.Contains(lower, "message is too long"):
 			return fmt.Errorf("%w: Telegram refused the formatted message (%s); simplify its markdown and report this as a Herald bug",
 				envelope.ErrValidation, telegramSays(desc))

@@ -249,6 +249,53 @@ func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, repl
 	return deliver.Receipt{MessageIDs: ids}, nil
 }
 
+// Edit replaces the text of a message the bot sent to d.Recipient (d.Edit,
+// its message id) with d.Message, cut to one message, and removes its
+// buttons: Telegram drops an inline keyboard an edit does not send again.
+func (s *sender) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
+	if len(d.Done) > 0 {
+		return deliver.Receipt{MessageIDs: d.Done}, nil // an earlier attempt edited it
+	}
+	chat, err := s.recipient(d, nil)
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	id, err := strconv.Atoi(d.Edit)
+	if err != nil || id <= 0 {
+		return deliver.Receipt{}, fmt.Errorf("%w: %q is not a Telegram message id to edit", envelope.ErrValidation, d.Edit)
+	}
+	chunks := markdown.TelegramChunks(d.Message, MaxMessageLength)
+	if len(chunks) == 0 {
+		return deliver.Receipt{}, fmt.Errorf("%w: the edit has no visible text after formatting", envelope.ErrValidation)
+	}
+	params := &bot.EditMessageTextParams{
+		ChatID:             chat,
+		MessageID:          id,
+		Text:               chunks[0],
+		ParseMode:          models.ParseModeHTML,
+		LinkPreviewOptions: &models.LinkPreviewOptions{IsDisabled: bot.True()},
+	}
+	if err := s.wait(ctx, chat); err != nil {
+		return deliver.Receipt{}, err
+	}
+	if err := d.Calling(); err != nil {
+		return deliver.Receipt{}, err
+	}
+	err = s.call(ctx, "editMessageText", chat, func(ctx context.Context) error {
+		_, err := s.bot.EditMessageText(ctx, params)
+		return err
+	})
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	if d.Sent != nil {
+		if err := d.Sent(d.Edit); err != nil {
+			return deliver.Receipt{MessageIDs: []string{d.Edit}}, fmt.Errorf("recording the edit of message %s: %w", d.Edit, err)
+		}
+	}
+	return deliver.Receipt{MessageIDs: []string{d.Edit}}, nil
+}
+
 // blockStart matches a first line that opens a markdown block (heading,
 // quote, fence, list item), which a prefix on the same line would turn into
 // plain text.

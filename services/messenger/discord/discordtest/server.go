@@ -16,7 +16,10 @@
 // limit headers on every answer (X-RateLimit-Limit, -Remaining, -Reset,
 // -Reset-After, -Bucket; a 429 adds -Scope, -Global and Retry-After, with
 // {"message", "retry_after", "global"}). It serves POST
-// /channels/{id}/messages, PUT /channels/{id}/messages/{id}/reactions/
+// /channels/{id}/messages, PATCH /channels/{id}/messages/{id} (the bot's
+// own messages only: 50005 for another's; the fields given replace the
+// message's, an empty components array removing its buttons, and
+// edited_timestamp is set), PUT /channels/{id}/messages/{id}/reactions/
 // {emoji}/@me, POST /channels/{id}/messages/{id}/threads, POST
 // /users/@me/channels (direct messages), GET /channels/{id}, GET
 // /gateway/bot, GET /users/@me and POST /interactions/{id}/{token}/callback.
@@ -75,6 +78,7 @@ const (
 // Routes, as Call.Route names them and faults are injected by.
 const (
 	RouteCreateMessage = "POST /channels/{channel}/messages"
+	RouteEditMessage   = "PATCH /channels/{channel}/messages/{message}"
 	RouteAddReaction   = "PUT /channels/{channel}/messages/{message}/reactions/{emoji}/@me"
 	RouteStartThread   = "POST /channels/{channel}/messages/{message}/threads"
 	RouteGetChannel    = "GET /channels/{channel}"
@@ -166,6 +170,17 @@ type CreateMessage struct {
 	Flags            int               `json:"flags,omitempty"`
 }
 
+// EditMessage is PATCH /channels/{id}/messages/{id}'s body as the client
+// sent it: a field left out (nil) is kept as it was, and a null content or
+// components clears it.
+type EditMessage struct {
+	Content         *string            `json:"content,omitempty"`
+	Embeds          *[]json.RawMessage `json:"embeds,omitempty"`
+	Flags           *int               `json:"flags,omitempty"`
+	AllowedMentions *AllowedMentions   `json:"allowed_mentions,omitempty"`
+	Components      *[]Component       `json:"components,omitempty"`
+}
+
 // Attachment is a file on a message.
 type Attachment struct {
 	ID          string `json:"id"`
@@ -223,6 +238,8 @@ type Call struct {
 	Body json.RawMessage
 	// Create is the decoded body of a POST /channels/{id}/messages.
 	Create *CreateMessage
+	// Edit is the decoded body of a PATCH /channels/{id}/messages/{id}.
+	Edit *EditMessage
 	// Channel, Message and Emoji are the route's ids (Emoji decoded);
 	// for a message created, Message is its new id.
 	Channel, Message, Emoji string
@@ -631,6 +648,7 @@ type route struct {
 
 var routes = []route{
 	{"POST", RouteCreateMessage, true, (*Server).createMessage},
+	{"PATCH", RouteEditMessage, true, (*Server).editMessage},
 	{"PUT", RouteAddReaction, true, (*Server).addReaction},
 	{"POST", RouteStartThread, true, (*Server).startThread},
 	{"GET", RouteGetChannel, true, (*Server).getChannel},
@@ -901,6 +919,70 @@ func (s *Server) createMessage(req *request) (int, any, error) {
 	req.call.Message = m.ID
 	return http.StatusOK, m, nil
 }
+
+// editMessage changes a message of the bot's as Discord does: the fields
+// given replace the message's (flags: only SUPPRESS_EMBEDS changes), the
+// message must keep some content, and its edited_timestamp is set.
+func (s *Server) editMessage(req *request) (int, any, error) {
+	c, err := s.channelLocked(req.params["channel"])
+	if err != nil {
+		return 0, nil, err
+	}
+	m := s.messageLocked(c.ID, req.params["message"])
+	if m == nil {
+		return 0, nil, refuse(http.StatusNotFound, 10008, "Unknown Message")
+	}
+	var raw map[string]json.RawMessage
+	if err := decode(req, &raw); err != nil {
+		return 0, nil, err
+	}
+	var p EditMessage
+	if err := json.Unmarshal(req.body, &p); err != nil {
+		return 0, nil, formError("_", "MODEL_TYPE_CONVERT", "Could not interpret the body as an edit of a message.")
+	}
+	if string(raw["content"]) == "null" {
+		p.Content = ptr("")
+	}
+	if string(raw["components"]) == "null" {
+		p.Components = &[]Component{}
+	}
+	req.call.Edit = &p
+	if m.Author.ID != BotID && (p.Content != nil || p.Components != nil || p.Embeds != nil) {
+		return 0, nil, refuse(http.StatusForbidden, 50005, "Cannot edit a message authored by another user")
+	}
+	content, components, embeds := m.Content, m.Components, m.Embeds
+	if p.Content != nil {
+		content = *p.Content
+	}
+	if p.Components != nil {
+		components = *p.Components
+	}
+	if p.Embeds != nil {
+		embeds = *p.Embeds
+	}
+	if n := utf8.RuneCountInString(content); n > MaxContent {
+		return 0, nil, formError("content", "BASE_TYPE_MAX_LENGTH", fmt.Sprintf("Must be %d or fewer in length.", MaxContent))
+	}
+	if err := checkComponents(components); err != nil {
+		return 0, nil, err
+	}
+	if strings.TrimSpace(content) == "" && len(components) == 0 && len(embeds) == 0 && len(m.Attachments) == 0 {
+		return 0, nil, refuse(http.StatusBadRequest, 50006, "Cannot send an empty message")
+	}
+	m.Content, m.Components, m.Embeds = content, append([]Component{}, components...), embeds
+	if p.Flags != nil {
+		m.Flags = m.Flags&^flagSuppressEmbeds | *p.Flags&flagSuppressEmbeds
+	}
+	m.EditedTimestamp = ptr(now())
+	req.call.Message = m.ID
+	// A copy: the answer is written after the lock is released.
+	out := copyMessage(m)
+	out.Components, out.Attachments = append([]Component{}, m.Components...), append([]Attachment{}, m.Attachments...)
+	return http.StatusOK, &out, nil
+}
+
+// flagSuppressEmbeds is the one flag an edit changes.
+const flagSuppressEmbeds = 1 << 2
 
 // addMessageLocked keeps m in c (a thread's messages get a position).
 func (s *Server) addMessageLocked(c *Channel, m *Message) {

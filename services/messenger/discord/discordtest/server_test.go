@@ -143,6 +143,98 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
+func TestEditMessage(t *testing.T) {
+	srv := discordtest.NewServer(t)
+	srv.SetRateLimit(100, time.Minute)
+	bot := "Bot " + srv.Token()
+	prompt := func(t *testing.T) string {
+		t.Helper()
+		a := post(t, srv, discordtest.ChannelGeneral, map[string]any{"content": "may I?", "flags": 4,
+			"components": []any{map[string]any{"type": 1, "components": []any{
+				map[string]any{"type": 2, "style": 3, "label": "Allow", "custom_id": "perm:allow:abcde"},
+				map[string]any{"type": 2, "style": 4, "label": "Deny", "custom_id": "perm:deny:abcde"},
+			}}}})
+		if a.Status != 200 {
+			t.Fatalf("post: %d %s", a.Status, a.Raw)
+		}
+		id, _ := a.Body["id"].(string)
+		return id
+	}
+	edit := func(t *testing.T, channel, id string, body any) answer {
+		t.Helper()
+		return call(t, srv, "PATCH", "/channels/"+channel+"/messages/"+id, bot, body)
+	}
+
+	t.Run("content replaced, empty components remove the buttons", func(t *testing.T) {
+		id := prompt(t)
+		a := edit(t, discordtest.ChannelGeneral, id, map[string]any{"content": "allowed", "components": []any{}})
+		if a.Status != 200 || a.Body["id"] != id || a.Body["content"] != "allowed" || a.Body["edited_timestamp"] == nil || a.Header.Get("X-RateLimit-Bucket") == "" {
+			t.Fatalf("answer %d %s, want 200 with the edited message", a.Status, a.Raw)
+		}
+		if cs, ok := a.Body["components"].([]any); !ok || len(cs) != 0 {
+			t.Errorf("answer's components %v, want []", a.Body["components"])
+		}
+		m, _ := srv.Message(discordtest.ChannelGeneral, id)
+		if m.Content != "allowed" || len(m.Components) != 0 || m.EditedTimestamp == nil || m.Flags != 4 {
+			t.Errorf("message %+v, want the new content, no components, edited, flags kept", m)
+		}
+		c := srv.Calls(discordtest.RouteEditMessage)
+		if last := c[len(c)-1]; !last.OK() || last.Message != id || last.Channel != discordtest.ChannelGeneral ||
+			last.Edit == nil || last.Edit.Content == nil || *last.Edit.Content != "allowed" || last.Edit.Components == nil || len(*last.Edit.Components) != 0 {
+			t.Errorf("call %+v, edit %+v", last, last.Edit)
+		}
+	})
+
+	t.Run("fields left out are kept", func(t *testing.T) {
+		id := prompt(t)
+		if a := edit(t, discordtest.ChannelGeneral, id, map[string]any{"content": "still open"}); a.Status != 200 {
+			t.Fatalf("answer %d %s", a.Status, a.Raw)
+		}
+		if m, _ := srv.Message(discordtest.ChannelGeneral, id); m.Content != "still open" || len(m.Components) != 1 || len(m.Components[0].Components) != 2 {
+			t.Errorf("message %+v, want the new content over the buttons kept", m)
+		}
+		if a := edit(t, discordtest.ChannelGeneral, id, map[string]any{"components": nil}); a.Status != 200 {
+			t.Fatalf("answer %d %s", a.Status, a.Raw)
+		}
+		if m, _ := srv.Message(discordtest.ChannelGeneral, id); m.Content != "still open" || len(m.Components) != 0 {
+			t.Errorf("message %+v, want null components cleared and the content kept", m)
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		id := prompt(t)
+		person := srv.UserMessage(discordtest.MessageOptions{Content: "mine"})
+		tests := []struct {
+			name         string
+			channel, id  string
+			body         any
+			status, code int
+		}{
+			{"unknown message", discordtest.ChannelGeneral, "1100000000000000999", map[string]any{"content": "x"}, 404, 10008},
+			{"message of another channel", discordtest.ChannelDefault, id, map[string]any{"content": "x"}, 404, 10008},
+			{"unknown channel", "1", id, map[string]any{"content": "x"}, 404, 10003},
+			{"a person's message", person.ChannelID, person.ID, map[string]any{"content": "x"}, 403, 50005},
+			{"too long", discordtest.ChannelGeneral, id, map[string]any{"content": strings.Repeat("é", 2001)}, 400, 50035},
+			{"nothing left", discordtest.ChannelGeneral, id, map[string]any{"content": "", "components": []any{}}, 400, 50006},
+			{"a button without custom_id", discordtest.ChannelGeneral, id, map[string]any{"components": []any{
+				map[string]any{"type": 1, "components": []any{map[string]any{"type": 2, "style": 1, "label": "x"}}}}}, 400, 50035},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				if a := edit(t, tt.channel, tt.id, tt.body); a.Status != tt.status || a.code() != tt.code || a.Body["message"] == nil {
+					t.Errorf("answer %d %s, want %d with code %d", a.Status, a.Raw, tt.status, tt.code)
+				}
+			})
+		}
+		if m, _ := srv.Message(discordtest.ChannelGeneral, id); m.Content != "may I?" || m.EditedTimestamp != nil || len(m.Components) != 1 {
+			t.Errorf("prompt %+v after refused edits, want it unchanged", m)
+		}
+		if m, _ := srv.Message(person.ChannelID, person.ID); m.Content != "mine" {
+			t.Errorf("the person's message %+v, want it unchanged", m)
+		}
+	})
+}
+
 func TestReactions(t *testing.T) {
 	srv := discordtest.NewServer(t)
 	m := srv.UserMessage(discordtest.MessageOptions{Content: "x"})

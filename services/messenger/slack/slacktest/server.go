@@ -1,8 +1,8 @@
 // Package slacktest is a fake Slack Web API and Events API sender for
 // tests, in the manner of net/http/httptest: NewServer starts the Web API
 // on a random local port, URL is what goes into api_url (it plays
-// https://slack.com/api/), and it serves chat.postMessage and reactions.add
-// with the wire format and answers of the real API.
+// https://slack.com/api/), and it serves chat.postMessage, chat.update and
+// reactions.add with the wire format and answers of the real API.
 //
 // It parses requests for real — application/x-www-form-urlencoded (where
 // attachments arrive as a JSON string), multipart/form-data and
@@ -10,8 +10,14 @@
 // checks: the token (Authorization: Bearer, or a token form field; none is
 // not_authed, a wrong one invalid_auth), the channel (an id, a user id whose
 // direct message it opens, or a #name it knows), text or attachments
-// present and within 40,000 characters, reactions on messages it holds with
-// emoji names it knows (already_reacted the second time). Answers are HTTP
+// present and within 40,000 characters, blocks a JSON array, reactions on
+// messages it holds with emoji names it knows (already_reacted the second
+// time), and edits of the app's own messages only (message_not_found for a
+// ts the channel does not hold, cant_update_message for another's). An edit
+// changes the message it holds as Slack does: the text, attachments and
+// blocks given replace the message's, attachments and blocks not given are
+// kept (blocks are dropped when text is given alone), and the message is
+// marked edited. Answers are HTTP
 // 200 with {"ok":true,...} or {"ok":false,"error":"..."}; a rate limit is
 // HTTP 429 with Retry-After. Every call is recorded for assertions, and
 // faults can be injected: Slack errors (FailNext, FailChannel), rate limits
@@ -81,7 +87,18 @@ type Message struct {
 	ThreadTS    string       `json:"thread_ts,omitempty"`
 	Team        string       `json:"team,omitempty"`
 	Attachments []Attachment `json:"attachments,omitempty"`
-	Reactions   []Reaction   `json:"reactions,omitempty"`
+	// Blocks are the message's Block Kit blocks as sent (an actions block
+	// holds its buttons).
+	Blocks    []json.RawMessage `json:"blocks,omitempty"`
+	Reactions []Reaction        `json:"reactions,omitempty"`
+	// Edited is set once chat.update changed the message.
+	Edited *Edited `json:"edited,omitempty"`
+}
+
+// Edited says who last edited a message, and when.
+type Edited struct {
+	User string `json:"user"`
+	TS   string `json:"ts"`
 }
 
 // Call is one request the server received, as it understood it.
@@ -107,7 +124,8 @@ type Call struct {
 	Warnings   []string
 	RetryAfter int
 	// Channel and TS are the message a successful chat.postMessage
-	// created, or the one reactions.add reacted to.
+	// created, the one chat.update changed, or the one reactions.add
+	// reacted to.
 	Channel, TS string
 	// Arrived is when the request reached the server, Answered when the
 	// server wrote its answer (after any OnAccept hook).
@@ -360,6 +378,11 @@ func (s *Server) Message(channel, ts string) (Message, bool) {
 func copyMessage(m *Message) Message {
 	c := *m
 	c.Attachments = append([]Attachment(nil), m.Attachments...)
+	c.Blocks = append([]json.RawMessage(nil), m.Blocks...)
+	if m.Edited != nil {
+		e := *m.Edited
+		c.Edited = &e
+	}
 	c.Reactions = nil
 	for _, r := range m.Reactions {
 		r.Users = append([]string(nil), r.Users...)
@@ -421,6 +444,7 @@ type request struct {
 // held and returns the answer's fields or an *apiError.
 var methods = map[string]func(s *Server, req *request) (map[string]any, error){
 	"chat.postMessage": (*Server).postMessage,
+	"chat.update":      (*Server).chatUpdate,
 	"reactions.add":    (*Server).reactionsAdd,
 }
 
@@ -680,9 +704,31 @@ func (s *Server) postMessage(req *request) (map[string]any, error) {
 	if code, ok := s.chanErrs[ch]; ok {
 		return nil, refuse(code)
 	}
-	if strings.TrimSpace(p["text"]) == "" && len(req.attachments) == 0 && strings.TrimSpace(p["blocks"]) == "" {
+	blocks, err := checkContent(req)
+	if err != nil {
+		return nil, err
+	}
+	if strings.TrimSpace(p["text"]) == "" && len(req.attachments) == 0 && len(blocks) == 0 {
 		return nil, refuse("no_text")
 	}
+	if t := p["thread_ts"]; t != "" && !tsPattern.MatchString(t) {
+		return nil, refuse("invalid_thread_ts")
+	}
+	m := &Message{
+		Type: "message", Channel: ch, User: s.botUser, BotID: s.botID, AppID: s.appID, Team: s.team,
+		Text: p["text"], TS: s.nextTSLocked(), ThreadTS: p["thread_ts"], Attachments: req.attachments, Blocks: blocks,
+	}
+	c := s.channelLocked(ch)
+	c.messages = append(c.messages, m)
+	req.call.Channel, req.call.TS = ch, m.TS
+	raw, _ := json.Marshal(m)
+	return map[string]any{"channel": ch, "ts": m.TS, "message": json.RawMessage(raw)}, nil
+}
+
+// checkContent refuses a message's text, attachments and blocks as Slack
+// does, and returns the blocks decoded.
+func checkContent(req *request) ([]json.RawMessage, error) {
+	p := req.params
 	if utf8.RuneCountInString(p["text"]) > MaxTextLength {
 		return nil, refuse("msg_too_long")
 	}
@@ -694,18 +740,66 @@ func (s *Server) postMessage(req *request) (map[string]any, error) {
 			return nil, refuse("msg_too_long")
 		}
 	}
-	if t := p["thread_ts"]; t != "" && !tsPattern.MatchString(t) {
-		return nil, refuse("invalid_thread_ts")
+	raw, ok := p["blocks"]
+	if !ok || strings.TrimSpace(raw) == "" {
+		return nil, nil
 	}
-	m := &Message{
-		Type: "message", Channel: ch, User: s.botUser, BotID: s.botID, AppID: s.appID, Team: s.team,
-		Text: p["text"], TS: s.nextTSLocked(), ThreadTS: p["thread_ts"], Attachments: req.attachments,
+	var blocks []json.RawMessage
+	if err := json.Unmarshal([]byte(raw), &blocks); err != nil {
+		return nil, refuse("invalid_blocks_format")
 	}
-	c := s.channelLocked(ch)
-	c.messages = append(c.messages, m)
+	if len(blocks) > 50 {
+		return nil, refuse("invalid_blocks")
+	}
+	return blocks, nil
+}
+
+// chatUpdate edits a message of the app's. Slack wants the channel as an id
+// (a direct message's D…, not the person's U…); the text, attachments and
+// blocks given replace the message's, and those not given are kept, except
+// that text given alone drops the blocks.
+func (s *Server) chatUpdate(req *request) (map[string]any, error) {
+	p := req.params
+	ch := p["channel"]
+	if !channelID.MatchString(ch) {
+		return nil, refuse("channel_not_found")
+	}
+	if code, ok := s.chanErrs[ch]; ok {
+		return nil, refuse(code)
+	}
+	m := s.messageLocked(ch, p["ts"])
+	if m == nil {
+		return nil, refuse("message_not_found")
+	}
+	if m.BotID != s.botID {
+		return nil, refuse("cant_update_message")
+	}
+	blocks, err := checkContent(req)
+	if err != nil {
+		return nil, err
+	}
+	text, hasText := p["text"]
+	_, hasAttachments := p["attachments"]
+	_, hasBlocks := p["blocks"]
+	if !hasText && !hasAttachments && !hasBlocks {
+		return nil, refuse("no_text")
+	}
+	if hasText {
+		m.Text = text
+		if !hasBlocks {
+			m.Blocks = nil
+		}
+	}
+	if hasAttachments {
+		m.Attachments = req.attachments
+	}
+	if hasBlocks {
+		m.Blocks = blocks
+	}
+	m.Edited = &Edited{User: s.botUser, TS: s.nextTSLocked()}
 	req.call.Channel, req.call.TS = ch, m.TS
 	raw, _ := json.Marshal(m)
-	return map[string]any{"channel": ch, "ts": m.TS, "message": json.RawMessage(raw)}, nil
+	return map[string]any{"channel": ch, "ts": m.TS, "text": m.Text, "message": json.RawMessage(raw)}, nil
 }
 
 func (s *Server) reactionsAdd(req *request) (map[string]any, error) {

@@ -176,6 +176,106 @@ func TestRefusals(t *testing.T) {
 	}
 }
 
+// actionsBlock is a message's row of Allow and Deny buttons.
+var actionsBlock = map[string]any{"type": "actions", "elements": []any{
+	map[string]any{"type": "button", "text": map[string]any{"type": "plain_text", "text": "Allow"}, "action_id": "allow", "value": "perm:allow:abcde"},
+	map[string]any{"type": "button", "text": map[string]any{"type": "plain_text", "text": "Deny"}, "action_id": "deny", "value": "perm:deny:abcde"},
+}}
+
+func TestChatUpdate(t *testing.T) {
+	srv := slacktest.NewServer(t)
+	prompt := func(t *testing.T) string {
+		t.Helper()
+		a := postJSON(t, srv, "chat.postMessage", map[string]any{"channel": "C0GENERAL", "text": "may I?",
+			"attachments": []map[string]any{{"color": "#439FE0", "text": "run *Bash*"}}, "blocks": []any{actionsBlock}})
+		if !a.ok() {
+			t.Fatalf("post: %s", a.Raw)
+		}
+		if m, _ := srv.Message("C0GENERAL", a.str("ts")); len(m.Blocks) != 1 {
+			t.Fatalf("the posted message holds blocks %s, want the actions block", m.Blocks)
+		}
+		return a.str("ts")
+	}
+
+	t.Run("attachments replaced, empty blocks remove the buttons", func(t *testing.T) {
+		ts := prompt(t)
+		a := postJSON(t, srv, "chat.update", map[string]any{"channel": "C0GENERAL", "ts": ts,
+			"attachments": []map[string]any{{"color": "#808080", "text": "allowed"}}, "blocks": []any{}})
+		if a.Status != http.StatusOK || !a.ok() || a.str("channel") != "C0GENERAL" || a.str("ts") != ts || a.str("text") != "may I?" {
+			t.Fatalf("answer %d %s, want ok naming the channel, the ts and the text", a.Status, a.Raw)
+		}
+		m, _ := srv.Message("C0GENERAL", ts)
+		if m.Text != "may I?" || len(m.Attachments) != 1 || m.Attachments[0].Text != "allowed" || len(m.Blocks) != 0 {
+			t.Errorf("message = %+v, want the text kept, the new attachment and no blocks", m)
+		}
+		if m.Edited == nil || m.Edited.User != srv.BotUserID() || m.Edited.TS <= ts {
+			t.Errorf("edited = %+v, want by the app after the message", m.Edited)
+		}
+		c := srv.Calls("chat.update")
+		if last := c[len(c)-1]; !last.OK() || last.Channel != "C0GENERAL" || last.TS != ts || last.Params["blocks"] != "[]" {
+			t.Errorf("call = %+v", last)
+		}
+	})
+
+	t.Run("text alone drops blocks and keeps attachments, by form", func(t *testing.T) {
+		ts := prompt(t)
+		form := url.Values{"channel": {"C0GENERAL"}, "ts": {ts}, "text": {"answered"}}
+		a := post(t, srv, "chat.update", "application/x-www-form-urlencoded", "Bearer "+srv.Token(), form.Encode())
+		if !a.ok() || a.str("text") != "answered" {
+			t.Fatalf("answer %s", a.Raw)
+		}
+		m, _ := srv.Message("C0GENERAL", ts)
+		if m.Text != "answered" || len(m.Attachments) != 1 || m.Attachments[0].Text != "run *Bash*" || len(m.Blocks) != 0 {
+			t.Errorf("message = %+v, want the new text, the attachment kept and no blocks", m)
+		}
+	})
+
+	t.Run("attachments alone keep the blocks", func(t *testing.T) {
+		ts := prompt(t)
+		a := postJSON(t, srv, "chat.update", map[string]any{"channel": "C0GENERAL", "ts": ts, "attachments": []map[string]any{{"text": "still open"}}})
+		if !a.ok() {
+			t.Fatalf("answer %s", a.Raw)
+		}
+		if m, _ := srv.Message("C0GENERAL", ts); len(m.Blocks) != 1 || m.Attachments[0].Text != "still open" {
+			t.Errorf("message = %+v, want the new attachment under the blocks kept", m)
+		}
+	})
+
+	t.Run("refusals", func(t *testing.T) {
+		ts := prompt(t)
+		person := srv.UserMessage(slacktest.MessageEvent{Channel: "C0GENERAL", Text: "mine"}).Event.TS
+		dm := postJSON(t, srv, "chat.postMessage", map[string]any{"channel": "U0HUMAN01", "text": "hi"})
+		srv.FailChannel("C0ARCHIVE", "is_inactive")
+		tests := []struct {
+			name string
+			body map[string]any
+			want string
+		}{
+			{"unknown ts", map[string]any{"channel": "C0GENERAL", "ts": "1.000001", "text": "x"}, "message_not_found"},
+			{"no ts", map[string]any{"channel": "C0GENERAL", "text": "x"}, "message_not_found"},
+			{"ts of another channel", map[string]any{"channel": "C0RANDOM", "ts": ts, "text": "x"}, "message_not_found"},
+			{"a person's message", map[string]any{"channel": "C0GENERAL", "ts": person, "text": "x"}, "cant_update_message"},
+			{"a user id for a direct message", map[string]any{"channel": "U0HUMAN01", "ts": dm.str("ts"), "text": "x"}, "channel_not_found"},
+			{"a failing channel", map[string]any{"channel": "C0ARCHIVE", "ts": ts, "text": "x"}, "is_inactive"},
+			{"nothing to change", map[string]any{"channel": "C0GENERAL", "ts": ts}, "no_text"},
+			{"blocks not an array", map[string]any{"channel": "C0GENERAL", "ts": ts, "blocks": map[string]any{"type": "actions"}}, "invalid_blocks_format"},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				if a := postJSON(t, srv, "chat.update", tt.body); a.Status != http.StatusOK || a.ok() || a.str("error") != tt.want {
+					t.Errorf("answer %d %s, want HTTP 200 with error %s", a.Status, a.Raw, tt.want)
+				}
+			})
+		}
+		if m, _ := srv.Message("C0GENERAL", ts); m.Edited != nil || len(m.Blocks) != 1 {
+			t.Errorf("message = %+v after refused edits, want it unchanged", m)
+		}
+		if m, _ := srv.Message("D0HUMAN01", dm.str("ts")); m.Text != "hi" {
+			t.Errorf("direct message = %+v after a refused edit", m)
+		}
+	})
+}
+
 func TestChannelsByUserAndName(t *testing.T) {
 	srv := slacktest.NewServer(t)
 	srv.AddChannel("C0RANDOM", "#random")

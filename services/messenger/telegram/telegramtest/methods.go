@@ -20,6 +20,7 @@ func init() {
 	register("setMessageReaction", false, setMessageReaction)
 	register("getUpdates", true, getUpdates)
 	register("answerCallbackQuery", false, answerCallbackQuery)
+	register("editMessageText", false, editMessageText)
 }
 
 func getMe(_ *Server, req *request) (any, error) {
@@ -104,6 +105,68 @@ func sendMessage(s *Server, req *request) (any, error) {
 		ReplyMarkup:    markup,
 	}
 	chat.messages[m.MessageID] = m
+	c := *m
+	req.call.Message = &c
+	return m, nil
+}
+
+// editMessageText replaces the text of a message the bot sent in a chat, as
+// Telegram does: parse_mode as in sendMessage; the inline keyboard is the
+// reply_markup given, so one left out is removed; a message not found, or
+// not the bot's, is 400; the same text and markup again is 400 "message is
+// not modified".
+func editMessageText(s *Server, req *request) (any, error) {
+	p := req.params
+	if p["inline_message_id"] != "" {
+		return nil, badRequest("the fake edits only messages in chats (chat_id and message_id)")
+	}
+	chat, err := s.chatLocked(p["chat_id"])
+	if err != nil {
+		return nil, err
+	}
+	id, err := strconv.ParseInt(p["message_id"], 10, 64)
+	if err != nil {
+		return nil, badRequest("message identifier is not specified")
+	}
+	m := chat.messages[id]
+	if m == nil || m.From == nil || m.From.ID != req.bot.user.ID {
+		return nil, badRequest("message to edit not found")
+	}
+	text := p["text"]
+	if !utf8.ValidString(text) {
+		return nil, badRequest("strings must be encoded in UTF-8")
+	}
+	visible := text
+	var entities []Entity
+	switch strings.ToLower(p["parse_mode"]) {
+	case "":
+	case "html":
+		visible, entities, err = ParseHTML(text)
+		if err != nil {
+			return nil, badRequest("can't parse entities: %v", err)
+		}
+	case "markdown", "markdownv2":
+	default:
+		return nil, badRequest("unsupported parse_mode")
+	}
+	if strings.TrimSpace(visible) == "" {
+		return nil, badRequest("message text is empty")
+	}
+	if UTF16Len(visible) > MaxTextLength {
+		return nil, badRequest("message is too long")
+	}
+	markup, err := inlineKeyboard(p)
+	if err != nil {
+		return nil, err
+	}
+	if markup != nil && len(markup.InlineKeyboard) == 0 {
+		markup = nil
+	}
+	req.call.ReplyMarkup = markup
+	if visible == m.Text && markup == nil && m.ReplyMarkup == nil {
+		return nil, badRequest("message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message")
+	}
+	m.Text, m.Entities, m.ReplyMarkup = visible, entities, markup
 	c := *m
 	req.call.Message = &c
 	return m, nil

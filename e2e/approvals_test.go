@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/audit"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
+)
+
+var bob = telegramtest.User{ID: 777, FirstName: "Bob"}
+
+// promptCopies waits for the prompt id to be sent to each of chats, and
+// returns its message id in each.
+func (f *fleet) promptCopies(id string, chats ...int64) map[int64]int64 {
+	f.t.Helper()
+	out := map[int64]int64{}
+	eventually(f.t, 15*time.Second, func() bool {
+		for _, chat := range chats {
+			for _, m := range f.tg.Messages(chat) {
+				if strings.Contains(m.Text, `"yes `+id+`"`) {
+					out[chat] = m.MessageID
+				}
+			}
+		}
+		return len(out) == len(chats)
+	}, "the prompt "+id+" in every approver's chat")
+	return out
+}
+
+// copyShows reports whether the copy msg in chat says want and has no
+// buttons left.
+func (f *fleet) copyShows(chat, msg int64, want string) bool {
+	for _, m := range f.tg.Messages(chat) {
+		if m.MessageID == msg {
+			return strings.Contains(m.Text, want) && m.ReplyMarkup == nil
+		}
+	}
+	return false
+}
+
+// TestPromptClosesEverywhere: a prompt goes to two approvers on Telegram and
+// one on Slack; when one answers, every copy is edited to say who answered and how, and lose
+// their buttons. A prompt nobody answers expires: every copy says so, the
+// audit log has it as its own outcome, and a late answer changes nothing.
+func TestPromptClosesEverywhere(t *testing.T) {
+	f, sl, _ := slackFleet(t, config.Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{"U0HUMAN01"}, Approvers: []string{"U0HUMAN01"}})
+	f.cfg.Integration("tg_main").Inbound.Approvers = []string{chatID, "777"}
+	expire := config.Duration(3 * time.Second)
+	f.cfg.Approvals.ExpireAfter = &expire
+	f.start("switchboard", "messenger")
+	c := f.listen("health")
+
+	askPermission(t, c, "abcde", "Bash", "Delete build outputs")
+	copies := f.promptCopies("abcde", alice.ID, bob.ID)
+	f.tg.PressButton(f.tg.Token(), bob.ID, copies[bob.ID], bob, "perm:allow:abcde")
+	if got := c.Wait(butler.MethodPermission, 1); got[0]["request_id"] != "abcde" || got[0]["behavior"] != "allow" {
+		t.Fatalf("verdict %v", got[0])
+	}
+	for _, chat := range []int64{alice.ID, bob.ID} {
+		eventually(t, 10*time.Second, func() bool { return f.copyShows(chat, copies[chat], "allowed by Bob (777) via telegram:tg_main") },
+			"the copy in chat "+telegramChat(chat)+" to say Bob allowed it, without buttons")
+	}
+	slackShows := func(want string) bool {
+		for _, c := range sl.Calls("chat.update") {
+			if strings.Contains(fmt.Sprint(c), want) {
+				return true
+			}
+		}
+		return false
+	}
+	eventually(t, 10*time.Second, func() bool { return slackShows("allowed by Bob (777) via telegram:tg_main") }, "the Slack approver's copy to say Bob allowed it")
+	if m := f.tg.Messages(alice.ID); !strings.Contains(m[len(m)-1].Text, "health asks to run Bash") {
+		t.Errorf("the closed copy lost its headline: %q", m[len(m)-1].Text)
+	}
+
+	// Nobody answers: it expires everywhere.
+	askPermission(t, c, "qwert", "Write", "Write a file")
+	copies = f.promptCopies("qwert", alice.ID, bob.ID)
+	for _, chat := range []int64{alice.ID, bob.ID} {
+		eventually(t, 15*time.Second, func() bool { return f.copyShows(chat, copies[chat], "⌛ expired") },
+			"the copy in chat "+telegramChat(chat)+" to say the prompt expired")
+	}
+	eventually(t, 10*time.Second, func() bool { return slackShows("expired") }, "the Slack approver's copy to say the prompt expired")
+	var found bool
+	for _, r := range f.audit(audit.Expired) {
+		found = found || r["request_id"] == "qwert" && r["butler"] == "health"
+	}
+	if !found {
+		t.Errorf("no audit record of kind expired for qwert: %v", f.audit(audit.Expired))
+	}
+	// Its buttons are gone; a typed answer comes too late.
+	f.tell(alice, "yes qwert")
+	eventually(t, 10*time.Second, func() bool {
+		for _, r := range f.audit(audit.Rejected) {
+			if r["reason"] == "verdict_expired" {
+				return true
+			}
+		}
+		return false
+	}, "the late answer refused as verdict_expired")
+	if got := c.Notifications(butler.MethodPermission); len(got) != 1 {
+		t.Fatalf("a late answer to an expired prompt reached the session: %v", got)
+	}
+}
+
+func telegramChat(id int64) string { return strconv.FormatInt(id, 10) }

@@ -1,0 +1,168 @@
+package approval
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Expired is the Verdict of a prompt nobody answered in time.
+const Expired = "expired"
+
+// A prompt goes to every approver; each copy is a message Herald sent, which
+// it edits once the prompt is closed (answered, expired), so no approver is
+// left with live buttons. The switchboard records each copy in two steps:
+// when it routes the prompt (Offer: where it goes), and when the messenger
+// reports what it sent (Sent: the message's id).
+
+// Copy is one approver's copy of a prompt.
+type Copy struct {
+	Butler string `json:"butler"`
+	ID     string `json:"id"` // the prompt's
+	// Channel ("type:id") and Chat are where the copy went.
+	Channel string `json:"channel"`
+	Chat    string `json:"chat"`
+	// Headline is the prompt's first line ("🔐 health asks to run Bash"),
+	// kept above the outcome when the copy is edited.
+	Headline string `json:"headline"`
+	// RequestID is the notify's that sent the copy; MessageID the id the
+	// channel gave the message with the buttons ("" until sent).
+	RequestID string `json:"request_id"`
+	MessageID string `json:"message_id,omitempty"`
+}
+
+func offerKey(requestID string) string { return "_offer." + requestID }
+
+func copyKey(butler, id, requestID string) string {
+	return "_copy." + butler + "." + id + "." + requestID
+}
+
+// Offer records that the notify requestID carries a copy of a prompt.
+func (s *Store) Offer(ctx context.Context, c Copy) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	_, err = s.kv.Put(ctx, offerKey(c.RequestID), b)
+	return err
+}
+
+// Sent records the message ids the notify requestID was sent as, if it
+// carried a prompt's copy: the buttons are on the last.
+func (s *Store) Sent(ctx context.Context, requestID string, messageIDs []string) error {
+	e, err := s.kv.Get(ctx, offerKey(requestID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil // not a prompt
+	}
+	if err != nil {
+		return err
+	}
+	var c Copy
+	if err := json.Unmarshal(e.Value(), &c); err != nil {
+		return fmt.Errorf("prompt copy of %s: %w", requestID, err)
+	}
+	for i := len(messageIDs) - 1; i >= 0 && c.MessageID == ""; i-- {
+		c.MessageID = messageIDs[i]
+	}
+	if c.MessageID == "" {
+		return nil
+	}
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	_, err = s.kv.Put(ctx, copyKey(c.Butler, c.ID, requestID), b)
+	return err
+}
+
+// lister is the part of a bucket that lists keys (the switchboard's binding
+// has it; a butler's DirectKV does not).
+type lister interface {
+	ListKeysFiltered(ctx context.Context, filters ...string) (jetstream.KeyLister, error)
+}
+
+// keys lists the keys matching filter.
+func (s *Store) keys(ctx context.Context, filter string) ([]string, error) {
+	l, ok := s.kv.(lister)
+	if !ok {
+		return nil, errors.New("this binding of the approvals bucket cannot list keys")
+	}
+	kl, err := l.ListKeysFiltered(ctx, filter)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = kl.Stop() }()
+	var out []string
+	for k := range kl.Keys() {
+		out = append(out, k)
+	}
+	return out, nil
+}
+
+// Copies are the sent copies of butler's prompt id.
+func (s *Store) Copies(ctx context.Context, butler, id string) ([]Copy, error) {
+	keys, err := s.keys(ctx, copyKey(butler, id, "*"))
+	if err != nil {
+		return nil, err
+	}
+	var out []Copy
+	for _, k := range keys {
+		e, err := s.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		var c Copy
+		if err := json.Unmarshal(e.Value(), &c); err != nil {
+			return nil, fmt.Errorf("prompt copy %s: %w", k, err)
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+// Expire closes every open prompt whose time is over at now, once (of two
+// switchboards sweeping, one closes each), and returns those it closed.
+func (s *Store) Expire(ctx context.Context, now time.Time) ([]Request, error) {
+	keys, err := s.keys(ctx, "*.*")
+	if err != nil {
+		return nil, err
+	}
+	var out []Request
+	for _, k := range keys {
+		if strings.HasPrefix(k, "_") {
+			continue
+		}
+		e, err := s.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return out, err
+		}
+		var r Request
+		if err := json.Unmarshal(e.Value(), &r); err != nil || r.Verdict != "" || !r.Expired(now) {
+			continue
+		}
+		r.Verdict, r.AnsweredAt = Expired, now.UTC()
+		b, err := json.Marshal(r)
+		if err != nil {
+			return out, err
+		}
+		if _, err := s.kv.Update(ctx, k, b, e.Revision()); err != nil {
+			continue // answered or expired by another meanwhile
+		}
+		out = append(out, r)
+	}
+	return out, nil
+}

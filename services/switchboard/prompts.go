@@ -1,0 +1,89 @@
+package switchboard
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/heraldhq/herald/pkg/approval"
+	"github.com/heraldhq/herald/pkg/audit"
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/schemas"
+)
+
+// A permission prompt goes to every approver of the butler. Once it is
+// closed (an approver answered, or its time ran out), every copy is edited
+// to say so, with its buttons taken away (closePrompt), so nobody is left
+// with a live prompt that is no longer open.
+
+// Outcomes as a closed copy shows them.
+func allowedBy(who, channel string) string { return "✅ allowed by " + who + " via " + channel }
+func deniedBy(who, channel string) string  { return "❌ denied by " + who + " via " + channel }
+
+const expiredNote = "⌛ expired: nobody answered in time"
+
+// expireEvery is how often the switchboard looks for prompts whose time ran
+// out.
+const expireEvery = 2 * time.Second
+
+// closePrompt edits every sent copy of req into its headline and outcome.
+// Each edit is a delivery of its own with a key of its own, so closing again
+// (a redelivered verdict, a second switchboard) edits nothing twice.
+func (s *Switchboard) closePrompt(ctx context.Context, req *approval.Request, outcome string) error {
+	copies, err := s.approvals.Copies(ctx, req.Butler, req.ID)
+	if err != nil {
+		return fmt.Errorf("%w: listing the copies of permission request %s: %w", envelope.ErrTargetUnavailable, req.ID, err)
+	}
+	for _, c := range copies {
+		n := envelope.NewNotify(config.HeraldOrigin, envelope.Delivery{
+			Channel: c.Channel, Recipient: c.Chat, Subject: "Permission request " + req.ID,
+			Message: c.Headline + "\n\n" + outcome,
+		}, nil)
+		// One edit per copy and outcome, whoever closes it and how often.
+		n.IdempotencyKey = "prompt-closed." + req.Butler + "." + req.ID + "." + c.RequestID
+		r := envelope.NewRoute(n)
+		if err := envelope.Check(schemas.Route, r); err != nil {
+			return fmt.Errorf("%w: closing permission request %s: %w", envelope.ErrInternal, req.ID, err)
+		}
+		b, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
+		}
+		h := nats.Header{}
+		h.Set(bus.HeaderEdit, c.MessageID)
+		if _, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), b, r.IdempotencyKey(), h); err != nil {
+			return fmt.Errorf("%w: closing permission request %s: %w", envelope.ErrTargetUnavailable, req.ID, err)
+		}
+	}
+	return nil
+}
+
+// expirePrompts closes the prompts whose time ran out, every expireEvery,
+// until ctx ends: each is audited (kind expired) and its copies edited.
+func (s *Switchboard) expirePrompts(ctx context.Context) {
+	t := time.NewTicker(expireEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		expired, err := s.approvals.Expire(ctx, time.Now())
+		if err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "looking for expired permission requests", "err", err)
+		}
+		for _, req := range expired {
+			s.audit.Write(ctx, audit.Record{Kind: audit.Expired, Butler: req.Butler, RequestID: req.ID, Reason: "permission request for " + req.ToolName + " expired unanswered"})
+			s.log.InfoContext(ctx, "permission request expired unanswered", "butler", req.Butler, "permission_request_id", req.ID, "tool", req.ToolName)
+			if err := s.closePrompt(ctx, &req, expiredNote); err != nil {
+				s.log.WarnContext(ctx, "the copies of an expired permission request were not edited", "permission_request_id", req.ID, "err", err)
+			}
+		}
+	}
+}
