@@ -90,19 +90,26 @@ func listed(_ *config.Integration, ids []string, in *envelope.Ingress) bool {
 }
 
 // sendCode tells a stranger their pairing code, through the messenger like
-// any notification. The key is derived from the message that asked, so
-// sending again after a crash is one message.
+// any notification.
 func (g *inbound) sendCode(ctx context.Context, it *config.Integration, in *envelope.Ingress, code *PairingCode) error {
+	return g.tell(ctx, it, in, "Pairing code",
+		fmt.Sprintf("Herald: to talk to this assistant, ask its operator to run: herald pair approve %s\n(The code is valid for an hour.)", code.Code))
+}
+
+// tell answers the sender of in, in its chat, with Herald's own message.
+// The key is derived from the message answered, so answering again after a
+// crash is one message.
+func (g *inbound) tell(ctx context.Context, it *config.Integration, in *envelope.Ingress, subject, text string) error {
 	rc := in.RequestContext
 	n := envelope.NewNotify(pairingOrigin, envelope.Delivery{
 		Channel:   it.Channel(),
 		Recipient: recipientOf(it, in),
-		Subject:   "Pairing code",
-		Message:   fmt.Sprintf("Herald: to talk to this assistant, ask its operator to run: herald pair approve %s\n(The code is valid for an hour.)", code.Code),
+		Subject:   subject,
+		Message:   text,
 	}, &rc)
 	r := envelope.NewRoute(n)
 	if err := envelope.Check(schemas.Route, r); err != nil {
-		return fmt.Errorf("%w: pairing notice: %w", envelope.ErrInternal, err)
+		return fmt.Errorf("%w: a notice from Herald: %w", envelope.ErrInternal, err)
 	}
 	b, err := json.Marshal(r)
 	if err != nil {

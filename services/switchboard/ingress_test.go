@@ -622,24 +622,34 @@ func TestPermissionVerdicts(t *testing.T) {
 	}
 
 	// Nothing of these changes a prompt or reaches a butler.
+	// Each sender is told why, in the chat they wrote in.
 	tests := []struct {
 		name   string
 		in     *envelope.Ingress
 		kind   string
 		reason string
+		told   string
 	}{
-		{"the same id again", telegram("tg_main", "111", "", "", "no abcde"), audit.Rejected, switchboard.ReasonVerdictUsed},
-		{"an allowed sender who is no approver", telegram("tg_main", "555", "", "", "yes fghij"), audit.Rejected, switchboard.ReasonVerdictNotApprover},
-		{"a stranger (who is sent a pairing code)", telegram("tg_main", "999", "", "", "yes fghij"), audit.Rejected, switchboard.ReasonPairingCodeSent},
-		{"the approver in a group", telegram("tg_main", "111", "-100777", "group", "yes fghij"), audit.Rejected, switchboard.ReasonVerdictNotDirect},
-		{"an expired prompt", telegram("tg_main", "111", "", "", "yes kmnop"), audit.Rejected, switchboard.ReasonVerdictExpired},
-		{"an unknown id", telegram("tg_main", "111", "", "", "yes qrstu"), audit.Rejected, switchboard.ReasonVerdictUnknownID},
-		{"a real prompt never sent to this approver (phishing)", telegram("tg_main", "111", "", "", "yes vwxyz"), audit.Rejected, switchboard.ReasonVerdictUnknownID},
-		{"a real prompt never sent to this approver, from their direct chat", telegram("tg_main", "111", "dm-111", "private", "yes vwxyz"), audit.Rejected, switchboard.ReasonVerdictUnknownID},
+		{"the same id again", telegram("tg_main", "111", "", "", "no abcde"), audit.Rejected, switchboard.ReasonVerdictUsed, "Herald: permission request abcde was already answered (allowed by 111)"},
+		{"an allowed sender who is no approver", telegram("tg_main", "555", "", "", "yes fghij"), audit.Rejected, switchboard.ReasonVerdictNotApprover, "Herald: only an approver"},
+		{"a stranger (who is sent a pairing code)", telegram("tg_main", "999", "", "", "yes fghij"), audit.Rejected, switchboard.ReasonPairingCodeSent, "herald pair approve"},
+		{"the approver in a group", telegram("tg_main", "111", "-100777", "group", "yes fghij"), audit.Rejected, switchboard.ReasonVerdictNotDirect, "Herald: permission requests are answered in a direct chat"},
+		{"an expired prompt", telegram("tg_main", "111", "", "", "yes kmnop"), audit.Rejected, switchboard.ReasonVerdictExpired, "Herald: permission request kmnop had expired"},
+		{"an unknown id", telegram("tg_main", "111", "", "", "yes qrstu"), audit.Rejected, switchboard.ReasonVerdictUnknownID, "Herald: no open permission request qrstu"},
+		{"a real prompt never sent to this approver (phishing)", telegram("tg_main", "111", "", "", "yes vwxyz"), audit.Rejected, switchboard.ReasonVerdictUnknownID, "Herald: no open permission request vwxyz"},
+		{"a real prompt never sent to this approver, from their direct chat", telegram("tg_main", "111", "dm-111", "private", "yes vwxyz"), audit.Rejected, switchboard.ReasonVerdictUnknownID, "Herald: no open permission request vwxyz"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			want(t, f.handled(t, f.send(t, "telegram", tt.in))[0], tt.kind, tt.reason)
+			chat := tt.in.Meta["chat_id"]
+			var told bool
+			for _, n := range f.deliveries(t) {
+				told = told || n.Delivery.Recipient == chat && strings.Contains(n.Delivery.Message, tt.told) && n.OriginButler == "herald"
+			}
+			if !told {
+				t.Errorf("nobody told chat %s %q", chat, tt.told)
+			}
 		})
 	}
 	for _, id := range []string{"fghij", "vwxyz"} {

@@ -31,11 +31,9 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 	channel := it.Channel()
 	switch {
 	case !listed(it, it.Inbound.Approvers, in):
-		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictNotApprover)
-		return true, nil
+		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictNotApprover, nil)
 	case !isDirect(in):
-		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictNotDirect)
-		return true, nil
+		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictNotDirect, nil)
 	}
 	butler, err := g.approvals.SentTo(ctx, it.ID, recipientOf(it, in), id)
 	if user := in.Meta["user_id"]; errors.Is(err, approval.ErrUnknown) && user != "" && user != recipientOf(it, in) {
@@ -46,14 +44,12 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 	}
 	switch {
 	case errors.Is(err, approval.ErrUnknown):
-		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictUnknownID)
-		return true, nil
+		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictUnknownID, nil)
 	case err != nil:
 		return true, fmt.Errorf("%w: reading permission request %s: %w", envelope.ErrTargetUnavailable, id, err)
 	case !it.Grants.Allows(butler):
 		// This integration's approvers answer for the butlers that use it.
-		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictNotApprover)
-		return true, nil
+		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictNotApprover, nil)
 	}
 	sender := in.RequestContext.SourceSenderIdentity
 	req, err := g.approvals.Answer(ctx, butler, id, behavior, sender)
@@ -67,14 +63,11 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 		// This message's own answer, from a try that stopped before passing
 		// it on: pass it on now (the inbox drops it if it got there).
 	case errors.Is(err, approval.ErrUnknown):
-		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictUnknownID)
-		return true, nil
+		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictUnknownID, nil)
 	case errors.Is(err, approval.ErrExpired):
-		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictExpired)
-		return true, nil
+		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictExpired, req)
 	case errors.Is(err, approval.ErrUsed):
-		g.refuse(ctx, in, channel, audit.Rejected, ReasonVerdictUsed)
-		return true, nil
+		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictUsed, req)
 	default:
 		return true, fmt.Errorf("%w: answering permission request %s: %w", envelope.ErrTargetUnavailable, id, err)
 	}
@@ -123,4 +116,34 @@ func approverVerdict(it *config.Integration, in *envelope.Ingress) bool {
 func redelivered(m jetstream.Msg) bool {
 	meta, err := m.Metadata()
 	return err == nil && meta.NumDelivered > 1
+}
+
+// refuseVerdict audits a verdict that counts for nothing and tells its
+// sender why, in the chat they wrote in: a tap on a closed prompt, or
+// "yes abcde" from someone who may not answer, must not look as if it
+// worked. req is the prompt, where it is known.
+func (g *inbound) refuseVerdict(ctx context.Context, it *config.Integration, in *envelope.Ingress, id, reason string, req *approval.Request) error {
+	g.refuse(ctx, in, it.Channel(), audit.Rejected, reason)
+	var why string
+	switch reason {
+	case ReasonVerdictNotApprover:
+		why = "only an approver of this bot can answer permission requests; nothing was passed on."
+	case ReasonVerdictNotDirect:
+		why = "permission requests are answered in a direct chat with the bot; nothing was passed on."
+	case ReasonVerdictUnknownID:
+		why = "no open permission request " + id + " was sent to you here; nothing was passed on."
+	case ReasonVerdictExpired:
+		why = "permission request " + id + " had expired; your answer was not passed on."
+	case ReasonVerdictUsed:
+		why = "permission request " + id + " was already answered"
+		switch {
+		case req == nil:
+		case req.Verdict == approval.Allow:
+			why += " (allowed by " + req.AnsweredBy + ")"
+		case req.Verdict == approval.Deny:
+			why += " (denied by " + req.AnsweredBy + ")"
+		}
+		why += "; your answer was not passed on."
+	}
+	return g.tell(ctx, it, in, "Permission request "+id, "Herald: "+why)
 }
