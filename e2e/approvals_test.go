@@ -10,6 +10,7 @@ import (
 	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
@@ -56,6 +57,14 @@ func TestPromptClosesEverywhere(t *testing.T) {
 	f.start("switchboard", "messenger")
 	c := f.listen("health")
 
+	// Slack takes the prompt but answers only after Bob has: its copy's id
+	// is known after the prompt closed, and it is edited all the same.
+	hold := make(chan struct{})
+	sl.OnAccept("chat.postMessage", func(c slacktest.Call) {
+		if strings.Contains(fmt.Sprint(c), "abcde") {
+			<-hold
+		}
+	})
 	askPermission(t, c, "abcde", "Bash", "Delete build outputs")
 	copies := f.promptCopies("abcde", alice.ID, bob.ID)
 	f.tg.PressButton(f.tg.Token(), bob.ID, copies[bob.ID], bob, "perm:allow:abcde")
@@ -66,6 +75,8 @@ func TestPromptClosesEverywhere(t *testing.T) {
 		eventually(t, 10*time.Second, func() bool { return f.copyShows(chat, copies[chat], "allowed by Bob (777) via telegram:tg_main") },
 			"the copy in chat "+telegramChat(chat)+" to say Bob allowed it, without buttons")
 	}
+	eventually(t, 10*time.Second, func() bool { return len(sl.Calls("chat.postMessage")) > 0 }, "the Slack approver's copy to be posted")
+	close(hold)
 	slackShows := func(want string) bool {
 		for _, c := range sl.Calls("chat.update") {
 			if strings.Contains(fmt.Sprint(c), want) {
@@ -110,3 +121,82 @@ func TestPromptClosesEverywhere(t *testing.T) {
 }
 
 func telegramChat(id int64) string { return strconv.FormatInt(id, 10) }
+
+// TestSessionGrant: "Allow for this session" allows the request and lets
+// the butler answer the same session's next request for the same tool
+// itself, audited as auto_allowed with the grant; another tool, or another
+// session, still asks the humans. herald grants lists it, and once it is
+// revoked the next request goes to the humans again.
+func TestSessionGrant(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	c := f.listen("health")
+	asked := func(id string) bool { return len(f.promptsFor(id)) > 0 }
+
+	askPermission(t, c, "abcde", "Bash", "Delete build outputs")
+	copies := f.promptCopies("abcde", alice.ID)
+	f.tg.PressButton(f.tg.Token(), alice.ID, copies[alice.ID], alice, "perm:session:abcde")
+	if got := c.Wait(butler.MethodPermission, 1); got[0]["request_id"] != "abcde" || got[0]["behavior"] != "allow" {
+		t.Fatalf("verdict %v, want allow", got[0])
+	}
+	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, copies[alice.ID], "allowed for this session by") },
+		"the prompt to say it was allowed for this session")
+	var grantID string
+	eventually(t, 10*time.Second, func() bool {
+		for _, m := range f.tg.Messages(alice.ID) {
+			if i := strings.Index(m.Text, "herald grants revoke g_"); i >= 0 && strings.Contains(m.Text, "health may now run Bash without asking") {
+				grantID = strings.TrimRight(m.Text[i+len("herald grants revoke "):], ").")
+				return true
+			}
+		}
+		return false
+	}, "the approver to be told what the grant covers and how to end it")
+
+	// The same session, the same tool: answered by the butler, audited.
+	askPermission(t, c, "fghij", "Bash", "List files")
+	if got := c.Wait(butler.MethodPermission, 2); got[1]["request_id"] != "fghij" || got[1]["behavior"] != "allow" {
+		t.Fatalf("second verdict %v, want allow", got[1])
+	}
+	eventually(t, 10*time.Second, func() bool {
+		for _, r := range f.audit(audit.AutoAllowed) {
+			if r["request_id"] == "fghij" && r["grant"] == grantID && r["butler"] == "health" {
+				return true
+			}
+		}
+		return false
+	}, "an auto_allowed audit record naming grant "+grantID)
+	if asked("fghij") {
+		t.Fatal("a request the session was granted was put to the approvers")
+	}
+
+	// Another tool, another session: the humans are asked.
+	askPermission(t, c, "kmnop", "Write", "Write a file")
+	f.promptCopies("kmnop", alice.ID)
+	other := f.listen("health")
+	askPermission(t, other, "qrstu", "Bash", "Delete build outputs")
+	f.promptCopies("qrstu", alice.ID)
+
+	out, err := f.herald("grants", "ls")
+	if err != nil || !strings.Contains(out, grantID) || !strings.Contains(out, "Bash") {
+		t.Fatalf("herald grants ls: %v\n%s", err, out)
+	}
+	if out, err := f.herald("grants", "revoke", grantID); err != nil || !strings.Contains(out, "Revoked "+grantID) {
+		t.Fatalf("herald grants revoke: %v\n%s", err, out)
+	}
+	askPermission(t, c, "vwxyz", "Bash", "Delete build outputs")
+	f.promptCopies("vwxyz", alice.ID)
+	if out, _ := f.herald("grants", "ls"); strings.Contains(out, grantID) {
+		t.Fatalf("the revoked grant is still listed:\n%s", out)
+	}
+}
+
+// promptsFor are the messages of any chat that carry the prompt id.
+func (f *fleet) promptsFor(id string) []telegramtest.Call {
+	var out []telegramtest.Call
+	for _, c := range f.tg.Calls("sendMessage") {
+		if strings.Contains(c.Params["text"], `"yes `+id+`"`) {
+			out = append(out, c)
+		}
+	}
+	return out
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/approval"
+	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
@@ -319,6 +320,11 @@ func TestButlerNamesReachOnlyTheirOwnKeys(t *testing.T) {
 				if key != "main_log" {
 					t.Errorf("%s may read %s key %s, not one of its integrations", u.Name, bucket, key)
 				}
+			case bucket == bus.BucketApprovals && strings.HasPrefix(key, "_grant."):
+				// Its sessions' grants, which the switchboard writes: read only.
+				if !strings.HasPrefix(key, "_grant."+name+".") || !strings.HasPrefix(r.Subject, "$JS.API.DIRECT.GET.") {
+					t.Errorf("%s may reach %s key %s, not its own grants' (read only)", u.Name, bucket, key)
+				}
 			case !strings.HasPrefix(key, name+"."):
 				t.Errorf("%s may reach %s key %s, not under %s.", u.Name, bucket, key, name)
 			}
@@ -400,6 +406,36 @@ func TestButlerNamesReachOnlyTheirOwnKeys(t *testing.T) {
 	resp, err := rc.Send(ctx, envelope.NewRoute(envelope.NewNotify("finance", envelope.Delivery{Channel: "log", Intent: envelope.IntentReply, Message: "answered"}, &rcx)))
 	if err != nil || resp.Status != "ok" {
 		t.Fatalf("finance's reply to the message routed to it: %v %+v", err, resp)
+	}
+
+	// A session grant the switchboard made for finance: finance reads it and
+	// audits what it answers by it; it cannot write one, and routed cannot
+	// read it.
+	grant := &approval.Grant{Butler: "finance", Session: "sess-1", ToolName: "Bash", GrantedBy: "42", Channel: "log:main_log", CreatedAt: time.Now(), ExpiresAt: time.Now().Add(time.Hour)}
+	if err := approval.New(bus.NewDirectKV(swJS, bus.BucketApprovals)).AddGrant(ctx, grant); err != nil {
+		t.Fatal(err)
+	}
+	if g, err := approval.New(bus.NewDirectKV(fJS, bus.BucketApprovals)).GrantFor(ctx, "finance", "sess-1", "Bash"); err != nil || g == nil || g.ID != grant.ID {
+		t.Fatalf("finance reading its own session's grant: %+v %v", g, err)
+	}
+	if _, err := fJS.Publish(ctx, bus.AuditSubject(audit.AutoAllowed, "unknown"), []byte(`{"kind":"auto_allowed","butler":"finance"}`)); err != nil {
+		t.Errorf("finance auditing a request its grant answered: %v", err)
+	}
+	rNC, _, rRefused := s.conn("butler-routed", natsauth.ConnButler("routed"))
+	get := "$JS.API.DIRECT.GET.KV_" + bus.BucketApprovals + ".$KV." + bus.BucketApprovals + "." + approval.GrantKey("finance", "sess-1", "Bash")
+	c, cancel := short()
+	_, _ = rNC.RequestWithContext(c, get, nil)
+	cancel()
+	if !rRefused.of(get) {
+		t.Error("butler-routed read finance's grant")
+	}
+	fNC2, _, fRefused := s.conn("butler-finance", natsauth.ConnButler("finance"))
+	forge := "$KV." + bus.BucketApprovals + "." + approval.GrantKey("finance", "sess-2", "Bash")
+	if err := fNC2.Publish(forge, []byte(`{"butler":"finance"}`)); err == nil {
+		_ = fNC2.Flush()
+	}
+	if !fRefused.of(forge) {
+		t.Error("butler-finance wrote itself a grant")
 	}
 }
 

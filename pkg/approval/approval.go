@@ -33,6 +33,9 @@ const DefaultTTL = 10 * time.Minute
 const (
 	Allow = "allow"
 	Deny  = "deny"
+	// Session is the button "Allow for this session": allow, and grant
+	// the session the tool for approvals.grant_ttl (grants.go).
+	Session = "session"
 )
 
 // The ways a prompt fails to be answered. Each is audited by the caller.
@@ -54,8 +57,9 @@ var IDPattern = regexp.MustCompile(`^[a-km-z]{5}$`)
 // only: (?i) would also fold ſ and K into the id, which then is no key.
 var VerdictPattern = regexp.MustCompile(`^[ \t\r\n]*([yY]|[yY][eE][sS]|[nN]|[nN][oO])[ \t]+([a-km-zA-KM-Z]{5})[ \t\r\n]*$`)
 
-// CallbackPattern matches the data of a verdict button, "perm:allow:abcde".
-var CallbackPattern = regexp.MustCompile(`^perm:(allow|deny):([a-km-z]{5})$`)
+// CallbackPattern matches the data of a verdict button, "perm:allow:abcde"
+// (allow, deny, or session for "Allow for this session").
+var CallbackPattern = regexp.MustCompile(`^perm:(allow|deny|session):([a-km-z]{5})$`)
 
 // Parse reads a verdict from a message's text or a button's callback data.
 func Parse(text, callbackData string) (id, behavior string, ok bool) {

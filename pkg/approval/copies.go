@@ -53,31 +53,57 @@ func (s *Store) Offer(ctx context.Context, c Copy) error {
 }
 
 // Sent records the message ids the notify requestID was sent as, if it
-// carried a prompt's copy: the buttons are on the last.
-func (s *Store) Sent(ctx context.Context, requestID string, messageIDs []string) error {
+// carried a prompt's copy (the buttons are on the last), and returns the
+// copy; nil if it carried none.
+func (s *Store) Sent(ctx context.Context, requestID string, messageIDs []string) (*Copy, error) {
 	e, err := s.kv.Get(ctx, offerKey(requestID))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil // not a prompt
+		return nil, nil // not a prompt
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	var c Copy
 	if err := json.Unmarshal(e.Value(), &c); err != nil {
-		return fmt.Errorf("prompt copy of %s: %w", requestID, err)
+		return nil, fmt.Errorf("prompt copy of %s: %w", requestID, err)
 	}
 	for i := len(messageIDs) - 1; i >= 0 && c.MessageID == ""; i-- {
 		c.MessageID = messageIDs[i]
 	}
 	if c.MessageID == "" {
-		return nil
+		return nil, nil
 	}
 	b, err := json.Marshal(c)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	_, err = s.kv.Put(ctx, copyKey(c.Butler, c.ID, requestID), b)
+	if _, err := s.kv.Put(ctx, copyKey(c.Butler, c.ID, requestID), b); err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func closedKey(butler, id string) string { return "_closed." + butler + "." + id }
+
+// Close records how butler's prompt id ended, as its copies are to show it.
+// A copy whose message id is known only later (Sent after the prompt was
+// answered) is edited from this. Close is written before the copies are
+// listed, and Sent before this is read, so no copy is missed.
+func (s *Store) Close(ctx context.Context, butler, id, outcome string) error {
+	_, err := s.kv.Put(ctx, closedKey(butler, id), []byte(outcome))
 	return err
+}
+
+// Outcome is how butler's prompt id ended, "" while it is open.
+func (s *Store) Outcome(ctx context.Context, butler, id string) (string, error) {
+	e, err := s.kv.Get(ctx, closedKey(butler, id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	return string(e.Value()), nil
 }
 
 // lister is the part of a bucket that lists keys (the switchboard's binding

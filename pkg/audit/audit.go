@@ -30,6 +30,9 @@ const (
 	// Uncertain: a delivery whose attempt died while calling the provider,
 	// resent or skipped as the integration's on_uncertain says.
 	Uncertain = "uncertain"
+	// AutoAllowed: a permission request a butler answered itself, by a
+	// standing grant (Grant).
+	AutoAllowed = "auto_allowed"
 	// Expired: a permission prompt nobody answered in time.
 	Expired = "expired"
 	// ConfigReloaded: a process took a changed herald.yaml without a
@@ -55,6 +58,9 @@ type Record struct {
 	DeliveryID string `json:"delivery_id,omitempty"`
 	Class      string `json:"class,omitempty"`
 	Reason     string `json:"reason,omitempty"`
+	// Grant is the id of an "Allow for this session" grant: the one a
+	// verdict made, or the one an auto_allowed request was answered by.
+	Grant string `json:"grant,omitempty"`
 	// Process and Changes are a config_reloaded record's: which process
 	// took the new file, and what changed (keys and ids, never values).
 	Process string   `json:"process,omitempty"`

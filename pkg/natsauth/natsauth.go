@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/obs"
@@ -198,6 +199,7 @@ func Users(cfg *config.Config) []User {
 	op.Publish = concat(
 		bucket(bus.BucketPairing, "herald pair: pending codes and paired senders"),
 		bucket(bus.BucketTokens, "herald token mint / revoke"),
+		bucket(bus.BucketApprovals, "herald grants ls / revoke: the sessions approvers allowed a tool"),
 		rules("herald dead ls / replay: the dead-letter stream",
 			"$JS.API.STREAM.INFO."+bus.StreamDeadLetter,
 			"$JS.API.CONSUMER.CREATE."+bus.StreamDeadLetter+".>",
@@ -250,6 +252,9 @@ func Butler(name string, integrations ...string) User {
 			"$KV."+bus.BucketRequests+"."+name+".>", own(bus.BucketRequests)),
 		statusOf(integrations),
 		rules("opens its own permission prompts (write only)", "$KV."+bus.BucketApprovals+"."+name+".>"),
+		rules("reads the grants of its own sessions (\"Allow for this session\"), and audits the requests it answers by one",
+			"$JS.API.DIRECT.GET.KV_"+bus.BucketApprovals+".$KV."+bus.BucketApprovals+"._grant."+name+".>",
+			bus.AuditSubject(audit.AutoAllowed, ">")),
 		rules("its own minted MCP tokens (hashes), read only", own(bus.BucketTokens)),
 		rules("readiness: JetStream answers (account info: usage counts, no names)", "$JS.API.INFO"),
 		probe(bus.ButlerProbeKey(name)),

@@ -21,6 +21,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 	"github.com/nats-io/nats.go"
 
+	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/ledger"
@@ -77,6 +78,7 @@ type Butler struct {
 	metrics *obs.Metrics
 	health  *obs.Health
 	store   *obs.StoreWatch
+	audit   *audit.Writer
 	// probes: the butler runs store's probes itself (Options.Store nil).
 	probes  bool
 	state   *obs.State // ready while Run runs
@@ -136,6 +138,8 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 	if b.channel, err = newChannelSide(ctx, b, js); err != nil {
 		return nil, err
 	}
+	// Its own auto_allowed records only (natsauth).
+	b.audit = &audit.Writer{JS: js, Log: log}
 	b.health.Add(HealthCheck(o.Name), obs.All(b.state.Check, obs.ConsumerCheck(js, b.inboxConsumer())))
 	getenv := o.Getenv
 	if getenv == nil {

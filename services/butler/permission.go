@@ -11,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/heraldhq/herald/pkg/approval"
+	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/markdown"
@@ -52,6 +53,9 @@ func (b *Butler) relayPermission(ctx context.Context, session server.ClientSessi
 		b.log.WarnContext(ctx, "ignoring a malformed permission request", "request_id", id)
 		return
 	}
+	if b.autoAllowed(ctx, session, id, str("tool_name")) {
+		return
+	}
 	now := time.Now().UTC()
 	req := approval.Request{
 		ID: id, Butler: b.name, Session: session.SessionID(),
@@ -79,7 +83,8 @@ func (b *Butler) relayPermission(ctx context.Context, session server.ClientSessi
 		for _, t := range targets {
 			d := envelope.Delivery{
 				Channel: t.channel, Recipient: t.recipient, Message: prompt(b.name, req, config.MessageLimit(t.typ)), Urgency: "high", Topic: "safety",
-				Actions: []envelope.Action{{Label: "Allow", Data: "perm:allow:" + id}, {Label: "Deny", Data: "perm:deny:" + id}},
+				Actions: []envelope.Action{{Label: "Allow", Data: "perm:allow:" + id}, {Label: "Deny", Data: "perm:deny:" + id},
+					{Label: "Allow for this session", Data: "perm:session:" + id}},
 			}
 			res := b.send(ctx, envelope.NewNotify(b.name, d, nil))
 			if res.IsError {
@@ -87,6 +92,29 @@ func (b *Butler) relayPermission(ctx context.Context, session server.ClientSessi
 			}
 		}
 	})
+}
+
+// autoAllowed answers the request itself, allow, if an approver granted
+// this session the tool ("Allow for this session") and the grant stands;
+// it audits the answer (auto_allowed, with the grant). A grant that cannot
+// be read is no grant: the request goes to the approvers.
+func (b *Butler) autoAllowed(ctx context.Context, session server.ClientSession, id, tool string) bool {
+	g, err := b.channel.approvals.GrantFor(ctx, b.name, session.SessionID(), tool)
+	if err != nil {
+		b.log.WarnContext(ctx, "reading this session's grants; asking the approvers", "request_id", id, "err", err)
+		return false
+	}
+	if g == nil {
+		return false
+	}
+	f := b.channel.familyOf(session.SessionID())
+	if err := b.mcp.SendNotificationToSpecificClient(session.SessionID(), f.answer, map[string]any{"request_id": id, "behavior": approval.Allow}); err != nil {
+		b.log.WarnContext(ctx, "permission request allowed by a grant, but the session is gone", "request_id", id, "grant", g.ID, "err", err)
+		return true
+	}
+	b.audit.Write(ctx, audit.Record{Kind: audit.AutoAllowed, Butler: b.name, RequestID: id, Grant: g.ID, Reason: "the session was allowed " + tool + " by " + g.GrantedBy + " via " + g.Channel})
+	b.log.InfoContext(ctx, "permission request allowed by a session grant", "request_id", id, "tool", tool, "grant", g.ID)
+	return true
 }
 
 // approverTarget is one approver's direct chat: its channel ("type:id"),

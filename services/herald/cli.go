@@ -42,6 +42,7 @@ Usage:
   herald token [mint|revoke|ls]        bearer tokens for the butlers' MCP endpoints
   herald log [filters] [--follow]      the audit log: what was routed, delivered, failed or refused, and why
   herald reload [--config FILE]        every running process applies the changed herald.yaml, without a restart
+  herald grants [ls|revoke ID]         the sessions approvers allowed a tool ("Allow for this session")
   herald healthcheck [URL]             exit 0 if URL (default this host's /readyz) answers 2xx, for images with no shell
   herald version
 
@@ -80,6 +81,8 @@ func Main(ctx context.Context, args []string, o IO) int {
 		run = runHealthcheck
 	case "reload":
 		run = runReload
+	case "grants":
+		run = runGrants
 	case "version":
 		fmt.Fprintln(o.Stdout, "herald", butler.Version)
 		return 0

@@ -36,8 +36,8 @@ combine.
   --butler B        records of butler B
   --channel C       a channel type (telegram) or one integration (telegram:tg_main)
   --kind K          routed, rejected, delivered, failed, dropped, uncertain, expired
-                    (a permission prompt nobody answered), config_reloaded; several
-                    separated by commas (failed,uncertain)
+                    (a permission prompt nobody answered), auto_allowed (answered by
+                    a session grant), config_reloaded; several separated by commas
   --request-id ID   one request's whole trail
   --since D         a duration back from now (10m, 24h, 7d) or a time (RFC 3339
                     2026-01-02T15:04:05Z, or a date 2026-01-02 meaning local midnight)
@@ -48,7 +48,7 @@ combine.
 `
 
 // logKinds are the kinds of audit records, as pkg/audit writes them.
-var logKinds = []string{audit.Routed, audit.Rejected, audit.Delivered, audit.Failed, audit.Dropped, audit.Uncertain, audit.Expired, audit.ConfigReloaded}
+var logKinds = []string{audit.Routed, audit.Rejected, audit.Delivered, audit.Failed, audit.Dropped, audit.Uncertain, audit.Expired, audit.AutoAllowed, audit.ConfigReloaded}
 
 // logIdle is how long a read that has not yet caught up waits for a record
 // before it asks the server whether any are left (they may have expired).
@@ -430,6 +430,9 @@ func logDetail(r audit.Record) string {
 	}
 	if r.CallerKey != "" {
 		parts = append(parts, "key "+r.CallerKey)
+	}
+	if r.Grant != "" {
+		parts = append(parts, "grant "+r.Grant)
 	}
 	if r.Process != "" {
 		parts = append(parts, r.Process+": "+strings.Join(r.Changes, ", "))

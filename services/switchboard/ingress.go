@@ -46,6 +46,9 @@ const (
 	// Routed records.
 	ReasonInboundMessage    = "inbound_message"
 	ReasonPermissionVerdict = "permission_verdict"
+	// ReasonSessionGranted: "Allow for this session" made a grant (its id
+	// follows the reason).
+	ReasonSessionGranted = "session_granted"
 )
 
 // reasonClass is the error class each refusal is recorded with.
@@ -72,6 +75,8 @@ const (
 	MetaPermissionRequestID = "permission_request_id"
 	MetaPermissionBehavior  = "permission_behavior"
 	MetaPermissionSession   = "permission_session"
+	// MetaPermissionGrant names the grant an "Allow for this session" made.
+	MetaPermissionGrant = "permission_grant"
 )
 
 // inbound is the switchboard's inbound side. Messages people sent (ingress.v1

@@ -24,6 +24,9 @@ import (
 // Outcomes as a closed copy shows them.
 func allowedBy(who, channel string) string { return "✅ allowed by " + who + " via " + channel }
 func deniedBy(who, channel string) string  { return "❌ denied by " + who + " via " + channel }
+func allowedForSessionBy(who, channel string) string {
+	return "✅ allowed for this session by " + who + " via " + channel
+}
 
 const expiredNote = "⌛ expired: nobody answered in time"
 
@@ -33,32 +36,58 @@ const expireEvery = 2 * time.Second
 
 // closePrompt edits every sent copy of req into its headline and outcome.
 // Each edit is a delivery of its own with a key of its own, so closing again
-// (a redelivered verdict, a second switchboard) edits nothing twice.
+// (a redelivered verdict, a second switchboard) edits nothing twice. A copy
+// still on its way is edited when it is reported sent (copySent).
 func (s *Switchboard) closePrompt(ctx context.Context, req *approval.Request, outcome string) error {
+	if err := s.approvals.Close(ctx, req.Butler, req.ID, outcome); err != nil {
+		return fmt.Errorf("%w: closing permission request %s: %w", envelope.ErrTargetUnavailable, req.ID, err)
+	}
 	copies, err := s.approvals.Copies(ctx, req.Butler, req.ID)
 	if err != nil {
 		return fmt.Errorf("%w: listing the copies of permission request %s: %w", envelope.ErrTargetUnavailable, req.ID, err)
 	}
 	for _, c := range copies {
-		n := envelope.NewNotify(config.HeraldOrigin, envelope.Delivery{
-			Channel: c.Channel, Recipient: c.Chat, Subject: "Permission request " + req.ID,
-			Message: c.Headline + "\n\n" + outcome,
-		}, nil)
-		// One edit per copy and outcome, whoever closes it and how often.
-		n.IdempotencyKey = "prompt-closed." + req.Butler + "." + req.ID + "." + c.RequestID
-		r := envelope.NewRoute(n)
-		if err := envelope.Check(schemas.Route, r); err != nil {
-			return fmt.Errorf("%w: closing permission request %s: %w", envelope.ErrInternal, req.ID, err)
+		if err := s.editCopy(ctx, c, outcome); err != nil {
+			return err
 		}
-		b, err := json.Marshal(r)
-		if err != nil {
-			return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
-		}
-		h := nats.Header{}
-		h.Set(bus.HeaderEdit, c.MessageID)
-		if _, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), b, r.IdempotencyKey(), h); err != nil {
-			return fmt.Errorf("%w: closing permission request %s: %w", envelope.ErrTargetUnavailable, req.ID, err)
-		}
+	}
+	return nil
+}
+
+// copySent records the message id of a prompt's copy (notify requestID)
+// and, if the prompt was closed while it was on its way, edits it now.
+func (s *Switchboard) copySent(ctx context.Context, requestID string, messageIDs []string) error {
+	c, err := s.approvals.Sent(ctx, requestID, messageIDs)
+	if err != nil || c == nil {
+		return err
+	}
+	outcome, err := s.approvals.Outcome(ctx, c.Butler, c.ID)
+	if err != nil || outcome == "" {
+		return err
+	}
+	return s.editCopy(ctx, *c, outcome)
+}
+
+// editCopy has the messenger edit copy c into its headline and outcome.
+func (s *Switchboard) editCopy(ctx context.Context, c approval.Copy, outcome string) error {
+	n := envelope.NewNotify(config.HeraldOrigin, envelope.Delivery{
+		Channel: c.Channel, Recipient: c.Chat, Subject: "Permission request " + c.ID,
+		Message: c.Headline + "\n\n" + outcome,
+	}, nil)
+	// One edit per copy, whoever closes it and how often.
+	n.IdempotencyKey = "prompt-closed." + c.Butler + "." + c.ID + "." + c.RequestID
+	r := envelope.NewRoute(n)
+	if err := envelope.Check(schemas.Route, r); err != nil {
+		return fmt.Errorf("%w: closing permission request %s: %w", envelope.ErrInternal, c.ID, err)
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
+	}
+	h := nats.Header{}
+	h.Set(bus.HeaderEdit, c.MessageID)
+	if _, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), b, r.IdempotencyKey(), h); err != nil {
+		return fmt.Errorf("%w: closing permission request %s: %w", envelope.ErrTargetUnavailable, c.ID, err)
 	}
 	return nil
 }

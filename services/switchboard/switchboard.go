@@ -429,7 +429,7 @@ func (s *Switchboard) relay(ctx context.Context, m jetstream.Msg) error {
 			return err
 		}
 		if nr := resp.Result.NotifyResponse; m.Headers().Get(bus.HeaderRelay) == "prompt" && nr != nil && nr.Status == envelope.StatusOK && nr.Delivery != nil {
-			if err := s.approvals.Sent(ctx, id, nr.Delivery.MessageIDs); err != nil {
+			if err := s.copySent(ctx, id, nr.Delivery.MessageIDs); err != nil {
 				return fmt.Errorf("%w: recording a permission prompt's copy: %w", envelope.ErrTargetUnavailable, err)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -52,6 +53,12 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictNotApprover, nil)
 	}
 	sender := in.RequestContext.SourceSenderIdentity
+	// "Allow for this session" allows this request like Allow, and grants
+	// the session the tool (below).
+	granted := behavior == approval.Session
+	if granted {
+		behavior = approval.Allow
+	}
 	req, err := g.approvals.Answer(ctx, butler, id, behavior, sender)
 	if err == nil {
 		// Counted once, when recorded: a redelivered answer is not another.
@@ -81,6 +88,13 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 	if behavior == approval.Deny {
 		outcome = deniedBy(who, channel)
 	}
+	var grant *approval.Grant
+	if granted {
+		if grant, err = g.grant(ctx, it, in, req); err != nil {
+			return true, err
+		}
+		outcome = allowedForSessionBy(who, channel)
+	}
 	if err := g.s.closePrompt(ctx, req, outcome); err != nil {
 		return true, err
 	}
@@ -91,6 +105,9 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 	meta[MetaPermissionRequestID] = id
 	meta[MetaPermissionBehavior] = behavior
 	meta[MetaPermissionSession] = req.Session
+	if grant != nil {
+		meta[MetaPermissionGrant] = grant.ID
+	}
 	in.Meta = meta
 	if err := g.publish(ctx, req.Butler, in); err != nil {
 		return true, err
@@ -146,4 +163,25 @@ func (g *inbound) refuseVerdict(ctx context.Context, it *config.Integration, in 
 		why += "; your answer was not passed on."
 	}
 	return g.tell(ctx, it, in, "Permission request "+id, "Herald: "+why)
+}
+
+// grant records an approver's "Allow for this session" of req, for
+// approvals.grant_ttl, and tells the approver once, in their chat, what it
+// covers and how to end it. Granting the same session the same tool again
+// (a redelivered tap) writes the same grant.
+func (g *inbound) grant(ctx context.Context, it *config.Integration, in *envelope.Ingress, req *approval.Request) (*approval.Grant, error) {
+	now := time.Now().UTC()
+	gr := &approval.Grant{Butler: req.Butler, Session: req.Session, ToolName: req.ToolName, GrantedBy: in.RequestContext.SourceSenderIdentity,
+		Channel: it.Channel(), Prompt: req.ID, CreatedAt: now, ExpiresAt: now.Add(time.Duration(g.cfg.Approvals.GrantTTL))}
+	if err := g.approvals.AddGrant(ctx, gr); err != nil {
+		return nil, fmt.Errorf("%w: recording the grant of permission request %s: %w", envelope.ErrTargetUnavailable, req.ID, err)
+	}
+	g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: req.Butler, Channel: it.Channel(), RequestID: req.ID, Reason: ReasonSessionGranted, Grant: gr.ID})
+	g.log.InfoContext(ctx, "session granted a tool", "butler", req.Butler, "grant", gr.ID, "tool", req.ToolName, "by", gr.GrantedBy, "until", gr.ExpiresAt)
+	text := fmt.Sprintf("Herald: %s may now run %s without asking, in the session that asked, until %s UTC or until revoked (herald grants revoke %s).",
+		req.Butler, req.ToolName, gr.ExpiresAt.Format("2006-01-02 15:04"), gr.ID)
+	if err := g.tell(ctx, it, in, "Allowed for this session", text); err != nil {
+		return nil, err
+	}
+	return gr, nil
 }

@@ -1,0 +1,91 @@
+package herald
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/approval"
+)
+
+const grantsUsage = `herald grants ls [--config FILE]           the standing "Allow for this session" grants
+herald grants revoke [--config FILE] ID    end one at once: the session's next request goes to the approvers
+
+A grant lets a butler answer its MCP session's permission requests for one
+tool itself, because an approver tapped "Allow for this session"; it lasts
+approvals.grant_ttl (8h) at most.
+`
+
+// runGrants is `herald grants`.
+func runGrants(ctx context.Context, args []string, o IO) error {
+	if len(args) == 0 {
+		fmt.Fprint(o.Stderr, grantsUsage)
+		return flag.ErrHelp
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("herald grants "+sub, flag.ContinueOnError)
+	fs.SetOutput(o.Stderr)
+	fs.Usage = func() { fmt.Fprint(o.Stderr, grantsUsage) }
+	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for NATS")
+	pos, err := parseInterleaved(fs, args[1:])
+	if err != nil {
+		return err
+	}
+	switch {
+	case sub == "ls" && len(pos) == 0:
+	case sub == "revoke" && len(pos) == 1:
+	default:
+		fs.Usage()
+		return flag.ErrHelp
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	js, _, closeBus, err := connectCLI(ctx, *path, o)
+	if err != nil {
+		return err
+	}
+	defer closeBus()
+	store, err := approval.Open(ctx, js)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return fmt.Errorf("no approvals bucket yet; start Herald once first")
+	}
+	if err != nil {
+		return err
+	}
+	if sub == "revoke" {
+		g, err := store.Revoke(ctx, pos[0])
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Stdout, "Revoked %s: butler %s's session no longer runs %s without asking.\n", g.ID, g.Butler, g.ToolName)
+		return nil
+	}
+	grants, err := store.Grants(ctx)
+	if err != nil {
+		return err
+	}
+	if len(grants) == 0 {
+		fmt.Fprintln(o.Stdout, "No standing grants.")
+		return nil
+	}
+	w := tabwriter.NewWriter(o.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tBUTLER\tTOOL\tSESSION\tBY\tVIA\tUNTIL")
+	for _, g := range grants {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Butler, cell(g.ToolName), cell(shortSession(g.Session)), cell(g.GrantedBy), g.Channel, g.ExpiresAt.Local().Format(time.DateTime))
+	}
+	return w.Flush()
+}
+
+// shortSession is a session id as a table shows it: enough to tell two apart.
+func shortSession(s string) string {
+	if r := []rune(s); len(r) > 24 {
+		return string(r[:24]) + "…"
+	}
+	return s
+}
