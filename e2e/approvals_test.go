@@ -200,3 +200,90 @@ func (f *fleet) promptsFor(id string) []telegramtest.Call {
 	}
 	return out
 }
+
+// TestQuorumAndButlerApprovers: health's prompts for Bash need two
+// approvers; the first allow is counted and shown on every copy, which keep
+// their buttons; the same approver again counts once; the second closes it.
+// A deny ends such a prompt at once. Finance's approvers are narrowed to
+// alice: bob, an approver of the integration, is not asked and may not
+// answer.
+func TestQuorumAndButlerApprovers(t *testing.T) {
+	f := newFleet(t)
+	tg := f.cfg.Integration("tg_main")
+	tg.Inbound.Approvers = []string{chatID, "777", "888"}
+	health, finance := f.cfg.Butler("health"), f.cfg.Butler("finance")
+	health.Quorum = []config.Quorum{{Tools: "^Bash$", Count: 2}}
+	finance.Approvers = []string{"tg_main:" + chatID}
+	if err := f.cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	carol := telegramtest.User{ID: 888, FirstName: "Carol"}
+	f.start("switchboard", "messenger")
+	c := f.listen("health")
+
+	askPermission(t, c, "abcde", "Bash", "Delete build outputs")
+	copies := f.promptCopies("abcde", alice.ID, bob.ID, carol.ID)
+	for _, m := range f.promptsFor("abcde") {
+		if !strings.Contains(m.Params["text"], "Needs 2 approvers") || strings.Contains(fmt.Sprint(m.ReplyMarkup), "perm:session") {
+			t.Fatalf("a quorum prompt %q with buttons %+v: want it to say it needs 2, without Allow for this session", m.Params["text"], m.ReplyMarkup)
+		}
+	}
+	f.tg.PressButton(f.tg.Token(), alice.ID, copies[alice.ID], alice, "perm:allow:abcde")
+	for _, chat := range []int64{alice.ID, bob.ID, carol.ID} {
+		eventually(t, 10*time.Second, func() bool {
+			for _, m := range f.tg.Messages(chat) {
+				if m.MessageID == copies[chat] {
+					return strings.Contains(m.Text, "1 of 2 allowed") && m.ReplyMarkup != nil
+				}
+			}
+			return false
+		}, "the copy in chat "+telegramChat(chat)+" to show 1 of 2, its buttons kept")
+	}
+	f.tell(alice, "yes abcde") // the same approver again
+	eventually(t, 10*time.Second, func() bool {
+		for _, m := range f.tg.Messages(alice.ID) {
+			if strings.Contains(m.Text, "you have allowed permission request abcde already") {
+				return true
+			}
+		}
+		return false
+	}, "alice to be told another approver must allow it")
+	if n := len(c.Notifications(butler.MethodPermission)); n != 0 {
+		t.Fatalf("the session got %d verdicts after one of two allows", n)
+	}
+	f.tg.PressButton(f.tg.Token(), bob.ID, copies[bob.ID], bob, "perm:allow:abcde")
+	if got := c.Wait(butler.MethodPermission, 1); got[0]["request_id"] != "abcde" || got[0]["behavior"] != "allow" {
+		t.Fatalf("verdict %v, want allow once two allowed", got[0])
+	}
+	eventually(t, 10*time.Second, func() bool { return f.copyShows(carol.ID, copies[carol.ID], "allowed by 12345, 777") },
+		"carol's copy to say alice and bob allowed it, its buttons gone")
+
+	askPermission(t, c, "fghij", "Bash", "Delete build outputs")
+	copies = f.promptCopies("fghij", alice.ID, bob.ID, carol.ID)
+	f.tg.PressButton(f.tg.Token(), alice.ID, copies[alice.ID], alice, "perm:allow:fghij")
+	f.tg.PressButton(f.tg.Token(), carol.ID, copies[carol.ID], carol, "perm:deny:fghij")
+	if got := c.Wait(butler.MethodPermission, 2); got[1]["request_id"] != "fghij" || got[1]["behavior"] != "deny" {
+		t.Fatalf("verdict %v, want deny", got[1])
+	}
+
+	// Finance asks alice only; bob may not answer it.
+	fin := f.listen("finance")
+	askPermission(t, fin, "kmnop", "Write", "Write a file")
+	f.promptCopies("kmnop", alice.ID)
+	time.Sleep(500 * time.Millisecond)
+	if len(f.promptsFor("kmnop")) != 1 {
+		t.Fatalf("finance's prompt went to %d chats, want alice's only", len(f.promptsFor("kmnop")))
+	}
+	f.tell(bob, "yes kmnop")
+	eventually(t, 10*time.Second, func() bool {
+		for _, r := range f.audit(audit.Rejected) {
+			if r["reason"] == "verdict_unknown_id" || r["reason"] == "verdict_not_approver" {
+				return true
+			}
+		}
+		return false
+	}, "bob's answer to finance's prompt refused")
+	if n := len(fin.Notifications(butler.MethodPermission)); n != 0 {
+		t.Fatalf("bob's answer reached finance's session")
+	}
+}

@@ -18,12 +18,14 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/envelope"
 )
 
 // DefaultTTL is how long a prompt can be answered.
@@ -48,6 +50,11 @@ var (
 	ErrUsed = errors.New("permission request already answered")
 	// ErrExists: a prompt with that id is already open.
 	ErrExists = errors.New("permission request id already in use")
+	// ErrPending: an allow was counted, and the prompt waits for more
+	// approvers (its quorum).
+	ErrPending = errors.New("permission request waits for more approvers")
+	// ErrRepeated: this approver has allowed it already; another must.
+	ErrRepeated = errors.New("permission request already allowed by this approver")
 )
 
 // IDPattern is the shape of request ids clients generate: five letters, no "l".
@@ -60,6 +67,17 @@ var VerdictPattern = regexp.MustCompile(`^[ \t\r\n]*([yY]|[yY][eE][sS]|[nN]|[nN]
 // CallbackPattern matches the data of a verdict button, "perm:allow:abcde"
 // (allow, deny, or session for "Allow for this session").
 var CallbackPattern = regexp.MustCompile(`^perm:(allow|deny|session):([a-km-z]{5})$`)
+
+// Buttons are a prompt's buttons: Allow, Deny, and Allow for this session,
+// which a prompt that needs a quorum does not offer (a grant is one
+// approver's word).
+func Buttons(id string, quorum int) []envelope.Action {
+	b := []envelope.Action{{Label: "Allow", Data: "perm:allow:" + id}, {Label: "Deny", Data: "perm:deny:" + id}}
+	if quorum <= 1 {
+		b = append(b, envelope.Action{Label: "Allow for this session", Data: "perm:session:" + id})
+	}
+	return b
+}
 
 // Parse reads a verdict from a message's text or a button's callback data.
 func Parse(text, callbackData string) (id, behavior string, ok bool) {
@@ -96,7 +114,11 @@ type Request struct {
 	InputPreview string    `json:"input_preview,omitempty"`
 	CreatedAt    time.Time `json:"created_at"`
 	ExpiresAt    time.Time `json:"expires_at,omitzero"`
-	// Verdict is empty while open, then allow or deny.
+	// Quorum is how many distinct approvers must allow it (butlers[].quorum;
+	// 0 or 1: one); Allows are those who have, while it waits for more.
+	Quorum int      `json:"quorum,omitempty"`
+	Allows []string `json:"allows,omitempty"`
+	// Verdict is empty while open, then allow, deny or expired.
 	Verdict    string    `json:"verdict,omitempty"`
 	AnsweredBy string    `json:"answered_by,omitempty"`
 	AnsweredAt time.Time `json:"answered_at,omitzero"`
@@ -176,8 +198,15 @@ func (s *Store) SentTo(ctx context.Context, integration, chat, id string) (strin
 }
 
 // Answer closes butler's prompt id with behavior, once: a second answer, an
-// expired prompt or an unknown id changes nothing and says why.
+// expired prompt or an unknown id changes nothing and says why. A prompt
+// with a quorum counts each approver's allow (ErrPending until there are
+// enough, ErrRepeated for the same approver again) and closes on the last;
+// a deny closes it at once.
 func (s *Store) Answer(ctx context.Context, butler, id, behavior, by string) (*Request, error) {
+	return s.answer(ctx, butler, id, behavior, by, 1)
+}
+
+func (s *Store) answer(ctx context.Context, butler, id, behavior, by string, tries int) (*Request, error) {
 	e, err := s.kv.Get(ctx, Key(butler, id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, ErrUnknown
@@ -197,17 +226,38 @@ func (s *Store) Answer(ctx context.Context, butler, id, behavior, by string) (*R
 	case r.Expired(s.now()):
 		return &r, ErrExpired
 	}
-	r.Verdict, r.AnsweredBy, r.AnsweredAt = behavior, by, s.now().UTC()
+	var pending error
+	switch {
+	case behavior == Allow && r.Quorum > 1 && slices.Contains(r.Allows, by):
+		return &r, ErrRepeated
+	case behavior == Allow && r.Quorum > 1 && len(r.Allows)+1 < r.Quorum:
+		// Counted; the prompt stays open for the others.
+		r.Allows, pending = append(r.Allows, by), ErrPending
+	case behavior == Allow && r.Quorum > 1:
+		r.Allows = append(r.Allows, by)
+		r.Verdict, r.AnsweredBy, r.AnsweredAt = behavior, strings.Join(r.Allows, ", "), s.now().UTC()
+	default:
+		// A deny ends it, however many allowed before.
+		r.Verdict, r.AnsweredBy, r.AnsweredAt = behavior, by, s.now().UTC()
+	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return nil, err
 	}
-	// Compare-and-set: of two answers racing, only one wins.
+	// Compare-and-set: of two answers racing, only one wins; the other is
+	// tried again on what the winner left (an allow counted, or closed).
 	if _, err := s.kv.Update(ctx, Key(butler, id), b, e.Revision()); err != nil {
+		if r.Quorum > 1 && tries < maxTries {
+			return s.answer(ctx, butler, id, behavior, by, tries+1)
+		}
 		return &r, ErrUsed
 	}
-	return &r, nil
+	return &r, pending
 }
+
+// maxTries bounds how often an allow toward a quorum is tried again after
+// another answer changed the prompt under it.
+const maxTries = 5
 
 // Get returns butler's prompt id.
 func (s *Store) Get(ctx context.Context, butler, id string) (*Request, error) {

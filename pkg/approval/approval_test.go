@@ -167,3 +167,36 @@ func TestNeverExpires(t *testing.T) {
 		t.Errorf("answering the prompt that never expires: %+v %v", r, err)
 	}
 }
+
+// TestQuorum: a prompt with quorum 2 needs two different approvers' allows;
+// the same approver twice counts once; a deny ends it at once.
+func TestQuorum(t *testing.T) {
+	srv := bustest.RunServer(t)
+	_, js := srv.Connect()
+	s, err := approval.Open(t.Context(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	for _, id := range []string{"abcde", "fghij"} {
+		if err := s.Create(t.Context(), approval.Request{ID: id, Butler: "health", ToolName: "Bash", Quorum: 2, CreatedAt: now, ExpiresAt: now.Add(time.Minute)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r, err := s.Answer(t.Context(), "health", "abcde", approval.Allow, "alice"); !errors.Is(err, approval.ErrPending) || r.Verdict != "" || len(r.Allows) != 1 {
+		t.Fatalf("first allow: %+v %v, want counted and pending", r, err)
+	}
+	if _, err := s.Answer(t.Context(), "health", "abcde", approval.Allow, "alice"); !errors.Is(err, approval.ErrRepeated) {
+		t.Fatalf("alice again: %v, want ErrRepeated", err)
+	}
+	r, err := s.Answer(t.Context(), "health", "abcde", approval.Allow, "bob")
+	if err != nil || r.Verdict != approval.Allow || r.AnsweredBy != "alice, bob" {
+		t.Fatalf("second approver: %+v %v, want allowed by alice, bob", r, err)
+	}
+	if _, err := s.Answer(t.Context(), "health", "fghij", approval.Allow, "alice"); !errors.Is(err, approval.ErrPending) {
+		t.Fatal(err)
+	}
+	if r, err := s.Answer(t.Context(), "health", "fghij", approval.Deny, "bob"); err != nil || r.Verdict != approval.Deny {
+		t.Fatalf("a deny after one allow: %+v %v, want denied", r, err)
+	}
+}

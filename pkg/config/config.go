@@ -146,6 +146,14 @@ type Butler struct {
 	// one; a connected Claude Code keeps its GET stream open, so it is never
 	// idle.
 	SessionIdleTimeout Duration `yaml:"session_idle_timeout"`
+	// Approvers limit who may answer this butler's permission prompts, as
+	// "<integration>:<sender>" ("tg_main:12345"); each must be an approver
+	// of that integration (inbound.approvers). Unset: every approver of
+	// every integration granted to it (approvals.go).
+	Approvers []string `yaml:"approvers"`
+	// Quorum makes a prompt for a tool whose name matches need more than
+	// one approver's allow (approvals.go).
+	Quorum []Quorum `yaml:"quorum"`
 }
 
 // A butler's session bounds: max_sessions' and session_idle_timeout's
@@ -598,6 +606,7 @@ func (c *Config) checkButlers(add func(format string, a ...any)) {
 		if d := time.Duration(b.SessionIdleTimeout); d < 0 || (d > 0 && d < MinSessionIdleTimeout) {
 			add("%s.session_idle_timeout must be at least %s, not %s; leave it out for %s", at, MinSessionIdleTimeout, d, DefaultSessionIdleTimeout)
 		}
+		c.checkApprovers(at, &c.Butlers[i], add)
 	}
 }
 

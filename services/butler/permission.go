@@ -65,6 +65,9 @@ func (b *Butler) relayPermission(ctx context.Context, session server.ClientSessi
 	if ttl := b.config().Approvals.Expiry(); ttl > 0 {
 		req.ExpiresAt = now.Add(ttl)
 	}
+	if q := b.config().Butler(b.name).QuorumFor(req.ToolName); q > 1 {
+		req.Quorum = q
+	}
 	if err := b.channel.approvals.Create(ctx, req); err != nil {
 		b.log.WarnContext(ctx, "permission request not opened", "request_id", id, "err", err)
 		return
@@ -83,8 +86,7 @@ func (b *Butler) relayPermission(ctx context.Context, session server.ClientSessi
 		for _, t := range targets {
 			d := envelope.Delivery{
 				Channel: t.channel, Recipient: t.recipient, Message: prompt(b.name, req, config.MessageLimit(t.typ)), Urgency: "high", Topic: "safety",
-				Actions: []envelope.Action{{Label: "Allow", Data: "perm:allow:" + id}, {Label: "Deny", Data: "perm:deny:" + id},
-					{Label: "Allow for this session", Data: "perm:session:" + id}},
+				Actions: approval.Buttons(id, req.Quorum),
 			}
 			res := b.send(ctx, envelope.NewNotify(b.name, d, nil))
 			if res.IsError {
@@ -124,13 +126,18 @@ type approverTarget struct{ channel, typ, recipient string }
 // approvers are the direct chats to ask: every approver of every integration
 // granted to this butler that takes inbound messages.
 func (b *Butler) approvers() []approverTarget {
+	cfg := b.config()
+	bc := cfg.Butler(b.name)
 	var out []approverTarget
-	for _, in := range b.config().Integrations {
+	for _, in := range cfg.Integrations {
 		if in.Disabled || !in.Inbound.Enabled || !in.Grants.Allows(b.name) {
 			continue
 		}
 		for _, a := range in.Inbound.Approvers {
-			out = append(out, approverTarget{channel: in.Channel(), typ: in.Type, recipient: strings.TrimPrefix(a, "web:")})
+			// butlers[].approvers narrows them.
+			if bc.MayApprove(&in, a) {
+				out = append(out, approverTarget{channel: in.Channel(), typ: in.Type, recipient: strings.TrimPrefix(a, "web:")})
+			}
 		}
 	}
 	return out
@@ -187,6 +194,9 @@ func prompt(butler string, r approval.Request, lim markdown.Limit) string {
 		}
 		if p := preview.blocks(); p != "" {
 			s.WriteString("\n\n" + p)
+		}
+		if r.Quorum > 1 {
+			s.WriteString("\n\nNeeds " + strconv.Itoa(r.Quorum) + " approvers to allow it; one deny ends it.")
 		}
 		s.WriteString("\n\nReply \"yes " + r.ID + "\" or \"no " + r.ID + "\"")
 		if !r.ExpiresAt.IsZero() {

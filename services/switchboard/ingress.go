@@ -40,6 +40,7 @@ const (
 	ReasonVerdictUnknownID      = "verdict_unknown_id"       // no prompt with that id was sent to this chat
 	ReasonVerdictExpired        = "verdict_expired"          // the prompt expired
 	ReasonVerdictUsed           = "verdict_used"             // the prompt was answered already
+	ReasonVerdictRepeated       = "verdict_repeated"         // this approver allowed it already; its quorum needs another
 	ReasonInvalidIngress        = "invalid_ingress"          // undecodable; dead-lettered
 	ReasonInboundFailed         = "inbound_failed"           // kept failing; dead-lettered
 
@@ -49,6 +50,9 @@ const (
 	// ReasonSessionGranted: "Allow for this session" made a grant (its id
 	// follows the reason).
 	ReasonSessionGranted = "session_granted"
+	// ReasonVerdictCounted: an allow toward a prompt's quorum, which waits
+	// for more.
+	ReasonVerdictCounted = "verdict_counted"
 )
 
 // reasonClass is the error class each refusal is recorded with.

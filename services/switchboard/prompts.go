@@ -47,7 +47,7 @@ func (s *Switchboard) closePrompt(ctx context.Context, req *approval.Request, ou
 		return fmt.Errorf("%w: listing the copies of permission request %s: %w", envelope.ErrTargetUnavailable, req.ID, err)
 	}
 	for _, c := range copies {
-		if err := s.editCopy(ctx, c, outcome); err != nil {
+		if err := s.editCopy(ctx, c, outcome, nil, 0); err != nil {
 			return err
 		}
 	}
@@ -65,17 +65,22 @@ func (s *Switchboard) copySent(ctx context.Context, requestID string, messageIDs
 	if err != nil || outcome == "" {
 		return err
 	}
-	return s.editCopy(ctx, *c, outcome)
+	return s.editCopy(ctx, *c, outcome, nil, 0)
 }
 
-// editCopy has the messenger edit copy c into its headline and outcome.
-func (s *Switchboard) editCopy(ctx context.Context, c approval.Copy, outcome string) error {
+// editCopy has the messenger edit copy c into its headline and outcome,
+// with buttons (none: closed). step tells the edits of a prompt still open
+// apart (the allows counted so far); a closing edit is step 0.
+func (s *Switchboard) editCopy(ctx context.Context, c approval.Copy, outcome string, buttons []envelope.Action, step int) error {
 	n := envelope.NewNotify(config.HeraldOrigin, envelope.Delivery{
 		Channel: c.Channel, Recipient: c.Chat, Subject: "Permission request " + c.ID,
-		Message: c.Headline + "\n\n" + outcome,
+		Message: c.Headline + "\n\n" + outcome, Actions: buttons,
 	}, nil)
-	// One edit per copy, whoever closes it and how often.
+	// One edit per copy and step, whoever makes it and how often.
 	n.IdempotencyKey = "prompt-closed." + c.Butler + "." + c.ID + "." + c.RequestID
+	if step > 0 {
+		n.IdempotencyKey = fmt.Sprintf("prompt-step%d.%s.%s.%s", step, c.Butler, c.ID, c.RequestID)
+	}
 	r := envelope.NewRoute(n)
 	if err := envelope.Check(schemas.Route, r); err != nil {
 		return fmt.Errorf("%w: closing permission request %s: %w", envelope.ErrInternal, c.ID, err)

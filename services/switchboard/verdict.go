@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -51,6 +53,9 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 	case !it.Grants.Allows(butler):
 		// This integration's approvers answer for the butlers that use it.
 		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictNotApprover, nil)
+	case g.cfg.Butler(butler) == nil || !g.cfg.Butler(butler).MayApprove(it, in.RequestContext.SourceSenderIdentity, in.Meta["user_id"]):
+		// butlers[].approvers narrows who answers that butler.
+		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictNotApprover, nil)
 	}
 	sender := in.RequestContext.SourceSenderIdentity
 	// "Allow for this session" allows this request like Allow, and grants
@@ -64,9 +69,17 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 		// Counted once, when recorded: a redelivered answer is not another.
 		g.metrics.ApprovalAnswered(butler, behavior)
 	}
+	if req != nil && req.Quorum > 1 {
+		granted = false // a grant is one approver's word; a quorum's prompt offers none
+	}
 	switch {
 	case err == nil:
-	case errors.Is(err, approval.ErrUsed) && redelivered(m) && req != nil && req.AnsweredBy == sender && req.Verdict == behavior:
+	case errors.Is(err, approval.ErrPending), errors.Is(err, approval.ErrRepeated) && redelivered(m):
+		// Counted, and the prompt waits for another approver.
+		return true, g.counted(ctx, it, in, req)
+	case errors.Is(err, approval.ErrRepeated):
+		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictRepeated, req)
+	case errors.Is(err, approval.ErrUsed) && redelivered(m) && req != nil && (req.AnsweredBy == sender || slices.Contains(req.Allows, sender)) && req.Verdict == behavior:
 		// This message's own answer, from a try that stopped before passing
 		// it on: pass it on now (the inbox drops it if it got there).
 	case errors.Is(err, approval.ErrUnknown):
@@ -83,6 +96,9 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 	who := sender
 	if name := in.Meta["user"]; name != "" && name != sender {
 		who = name + " (" + sender + ")"
+	}
+	if req.Quorum > 1 && behavior == approval.Allow {
+		who = strings.Join(req.Allows, ", ") // every approver the quorum took
 	}
 	outcome := allowedBy(who, channel)
 	if behavior == approval.Deny {
@@ -151,6 +167,8 @@ func (g *inbound) refuseVerdict(ctx context.Context, it *config.Integration, in 
 		why = "no open permission request " + id + " was sent to you here; nothing was passed on."
 	case ReasonVerdictExpired:
 		why = "permission request " + id + " had expired; your answer was not passed on."
+	case ReasonVerdictRepeated:
+		why = fmt.Sprintf("you have allowed permission request %s already; it needs %d approvers, so another must allow it too.", id, req.Quorum)
 	case ReasonVerdictUsed:
 		why = "permission request " + id + " was already answered"
 		switch {
@@ -184,4 +202,22 @@ func (g *inbound) grant(ctx context.Context, it *config.Integration, in *envelop
 		return nil, err
 	}
 	return gr, nil
+}
+
+// counted tells every approver's copy of a prompt that waits for its quorum
+// how far it got, keeping its buttons, and audits the allow that counted.
+func (g *inbound) counted(ctx context.Context, it *config.Integration, in *envelope.Ingress, req *approval.Request) error {
+	g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: req.Butler, Channel: it.Channel(), RequestID: req.ID, Reason: ReasonVerdictCounted})
+	g.log.InfoContext(ctx, "permission allow counted; waiting for more approvers", "butler", req.Butler, "permission_request_id", req.ID, "allows", len(req.Allows), "quorum", req.Quorum)
+	progress := fmt.Sprintf("⏳ %d of %d allowed (%s); waiting for another approver", len(req.Allows), req.Quorum, strings.Join(req.Allows, ", "))
+	copies, err := g.approvals.Copies(ctx, req.Butler, req.ID)
+	if err != nil {
+		return fmt.Errorf("%w: listing the copies of permission request %s: %w", envelope.ErrTargetUnavailable, req.ID, err)
+	}
+	for _, c := range copies {
+		if err := g.s.editCopy(ctx, c, progress, approval.Buttons(req.ID, req.Quorum), len(req.Allows)); err != nil {
+			return err
+		}
+	}
+	return nil
 }

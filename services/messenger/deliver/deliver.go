@@ -47,8 +47,8 @@ type Delivery struct {
 
 	// Edit, if set, is the provider id of a message this integration sent
 	// to Recipient (as its Receipt named it) that is to be replaced rather
-	// than a new one sent: its text becomes Message and its buttons go (a
-	// closed permission prompt). Senders that are not an Editor get such a
+	// than a new one sent: its text becomes Message and its buttons Actions
+	// (none: a closed permission prompt). Senders that are not an Editor get such a
 	// delivery as a new message.
 	Edit string
 
@@ -67,7 +67,9 @@ type Delivery struct {
 
 // Editor is a Sender that can replace a message it sent (Delivery.Edit):
 // the text becomes the delivery's Message, in one message (what does not fit
-// is cut), and the buttons go. Its Receipt names the edited message.
+// is cut), and its buttons become the delivery's Actions: none takes them
+// away (a closed prompt), the same keeps them (a prompt still waiting for
+// its quorum). Its Receipt names the edited message.
 type Editor interface {
 	Edit(ctx context.Context, d Delivery) (Receipt, error)
 }

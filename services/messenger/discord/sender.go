@@ -392,7 +392,14 @@ func (s *sender) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt,
 	if len(parts) == 0 {
 		return deliver.Receipt{}, fmt.Errorf("%w: the edit's message has no visible text after formatting; write some text", envelope.ErrValidation)
 	}
-	body := editMessage{Content: parts[0], Components: []component{}, AllowedMentions: allowedMentions{Parse: []string{}}}
+	rows, err := buttons(d.Actions)
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	if rows == nil {
+		rows = []component{} // sent empty, so the old buttons go
+	}
+	body := editMessage{Content: parts[0], Components: rows, AllowedMentions: allowedMentions{Parse: []string{}}}
 	err = s.inChannel(ctx, &to, "edit message "+id, func(channel string) error {
 		return s.patch(ctx, d, channel, id, body)
 	})

@@ -250,8 +250,8 @@ func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, repl
 }
 
 // Edit replaces the text of a message the bot sent to d.Recipient (d.Edit,
-// its message id) with d.Message, cut to one message, and removes its
-// buttons: Telegram drops an inline keyboard an edit does not send again.
+// its message id) with d.Message, cut to one message, and its buttons with
+// d.Actions: Telegram drops an inline keyboard an edit does not send again.
 func (s *sender) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
 	if len(d.Done) > 0 {
 		return deliver.Receipt{MessageIDs: d.Done}, nil // an earlier attempt edited it
@@ -274,6 +274,14 @@ func (s *sender) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt,
 		Text:               chunks[0],
 		ParseMode:          models.ParseModeHTML,
 		LinkPreviewOptions: &models.LinkPreviewOptions{IsDisabled: bot.True()},
+	}
+	// Buttons not sent again are taken away.
+	buttons, err := keyboard(d.Actions)
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	if buttons != nil {
+		params.ReplyMarkup = buttons
 	}
 	if err := s.wait(ctx, chat); err != nil {
 		return deliver.Receipt{}, err
