@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -286,4 +287,38 @@ func TestQuorumAndButlerApprovers(t *testing.T) {
 	if n := len(fin.Notifications(butler.MethodPermission)); n != 0 {
 		t.Fatalf("bob's answer reached finance's session")
 	}
+}
+
+// TestPromptClosesWhenItsSessionEnds: the session that asked ends before
+// anyone answers; every copy says so, and a late answer is refused, telling
+// its sender why.
+func TestPromptClosesWhenItsSessionEnds(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	c, url := f.listenAt("health")
+	askPermission(t, c, "abcde", "Bash", "Delete build outputs")
+	copies := f.promptCopies("abcde", alice.ID)
+	// The client ends its session, as Claude Code does when it quits.
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Mcp-Session-Id", c.GetSessionId())
+	req.Header.Set("Authorization", "Bearer "+f.env["HERALD_E2E_MCP_TOKEN"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("ending the session: %v %v", err, resp)
+	}
+	resp.Body.Close()
+	eventually(t, 15*time.Second, func() bool { return f.copyShows(alice.ID, copies[alice.ID], "the session that asked has ended") },
+		"the copy to say the session that asked has ended, its buttons gone")
+	f.tell(alice, "yes abcde")
+	eventually(t, 10*time.Second, func() bool {
+		for _, m := range f.tg.Messages(alice.ID) {
+			if strings.Contains(m.Text, "Herald: the session that asked permission request abcde has ended") {
+				return true
+			}
+		}
+		return false
+	}, "alice to be told her answer came after the session ended")
 }

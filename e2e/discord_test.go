@@ -216,8 +216,8 @@ func TestDiscordApproverPressesAButton(t *testing.T) {
 			buttons = append(buttons, b.Label+"="+b.CustomID)
 		}
 	}
-	if !slices.Equal(buttons, []string{"Allow=perm:allow:dqxyz", "Deny=perm:deny:dqxyz"}) {
-		t.Fatalf("prompt buttons %v, want Allow and Deny", buttons)
+	if !slices.Equal(buttons, []string{"Allow=perm:allow:dqxyz", "Deny=perm:deny:dqxyz", "Allow for this session=perm:session:dqxyz"}) {
+		t.Fatalf("prompt buttons %v, want Allow, Deny and Allow for this session", buttons)
 	}
 
 	press := dc.Press(prompt.ChannelID, prompt.ID, "perm:deny:dqxyz", discordtest.HumanID)
@@ -226,6 +226,14 @@ func TestDiscordApproverPressesAButton(t *testing.T) {
 		t.Fatalf("verdict %v, want deny for dqxyz", got[0])
 	}
 	eventually(t, 10*time.Second, func() bool { return dc.Acknowledged(press) }, "the press acknowledged to Discord")
+	eventually(t, 10*time.Second, func() bool {
+		for _, msg := range dc.Messages(prompt.ChannelID) {
+			if msg.ID == prompt.ID {
+				return strings.Contains(msg.Content, "❌ denied by") && len(msg.Components) == 0
+			}
+		}
+		return false
+	}, "the prompt edited to say it was denied, its buttons gone")
 	for _, n := range c.Notifications(butler.MethodChannel) {
 		if strings.Contains(fmt.Sprint(n["content"]), "dqxyz") {
 			t.Fatalf("the verdict was forwarded as chat: %v", n)

@@ -471,13 +471,20 @@ func (f *fleet) statusDetail(id string) string {
 // notifications, with the butler's background work running.
 func (f *fleet) listen(name string) *butlertest.Client {
 	f.t.Helper()
+	c, _ := f.listenAt(name)
+	return c
+}
+
+// listenAt is listen, and the MCP endpoint's URL.
+func (f *fleet) listenAt(name string) (*butlertest.Client, string) {
+	f.t.Helper()
 	srv := httptest.NewServer(f.butler(name).Handler())
 	f.t.Cleanup(srv.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = f.butler(name).Run(ctx); close(done) }()
 	f.t.Cleanup(func() { cancel(); <-done })
-	return butlertest.Connect(f.t, srv.URL+butler.MCPPath, "2025-06-18", f.bearer())
+	return butlertest.Connect(f.t, srv.URL+butler.MCPPath, "2025-06-18", f.bearer()), srv.URL + butler.MCPPath
 }
 
 func meta(n map[string]any) map[string]any {

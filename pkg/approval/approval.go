@@ -50,6 +50,8 @@ var (
 	ErrUsed = errors.New("permission request already answered")
 	// ErrExists: a prompt with that id is already open.
 	ErrExists = errors.New("permission request id already in use")
+	// ErrEnded: the session that asked ended before anyone answered.
+	ErrEnded = errors.New("the session that asked has ended")
 	// ErrPending: an allow was counted, and the prompt waits for more
 	// approvers (its quorum).
 	ErrPending = errors.New("permission request waits for more approvers")
@@ -221,6 +223,8 @@ func (s *Store) answer(ctx context.Context, butler, id, behavior, by string, tri
 	switch {
 	case r.Verdict == Expired:
 		return &r, ErrExpired
+	case r.Verdict == Ended:
+		return &r, ErrEnded
 	case r.Verdict != "":
 		return &r, ErrUsed
 	case r.Expired(s.now()):

@@ -11,8 +11,12 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Expired is the Verdict of a prompt nobody answered in time.
-const Expired = "expired"
+// Verdicts of a prompt closed without an answer: nobody answered in time,
+// or the MCP session that asked ended first.
+const (
+	Expired = "expired"
+	Ended   = "ended"
+)
 
 // A prompt goes to every approver; each copy is a message Herald sent, which
 // it edits once the prompt is closed (answered, expired), so no approver is
@@ -180,15 +184,76 @@ func (s *Store) Expire(ctx context.Context, now time.Time) ([]Request, error) {
 		if err := json.Unmarshal(e.Value(), &r); err != nil || r.Verdict != "" || !r.Expired(now) {
 			continue
 		}
-		r.Verdict, r.AnsweredAt = Expired, now.UTC()
-		b, err := json.Marshal(r)
+		closed, err := s.close(ctx, k, Expired, now)
 		if err != nil {
 			return out, err
 		}
-		if _, err := s.kv.Update(ctx, k, b, e.Revision()); err != nil {
-			continue // answered or expired by another meanwhile
+		if closed != nil {
+			out = append(out, *closed)
 		}
-		out = append(out, r)
 	}
 	return out, nil
+}
+
+func endedKey(butler, id string) string { return butler + "." + id + ".ended" }
+
+// SessionEnded marks butler's prompt id as asked by a session that has
+// ended: the butler writes it (its own key), and the switchboard closes the
+// prompt (EndPrompts). Nobody can pass an answer on to a session that is gone.
+func (s *Store) SessionEnded(ctx context.Context, butler, id string) error {
+	_, err := s.kv.Put(ctx, endedKey(butler, id), []byte("ended"))
+	return err
+}
+
+// EndPrompts closes the open prompts whose session ended (SessionEnded),
+// once each, and returns those it closed.
+func (s *Store) EndPrompts(ctx context.Context, now time.Time) ([]Request, error) {
+	keys, err := s.keys(ctx, "*.*.ended")
+	if err != nil {
+		return nil, err
+	}
+	d, _ := s.kv.(interface {
+		Delete(ctx context.Context, key string, opts ...jetstream.KVDeleteOpt) error
+	})
+	var out []Request
+	for _, k := range keys {
+		butler, rest, _ := strings.Cut(k, ".")
+		id, _, _ := strings.Cut(rest, ".")
+		r, err := s.close(ctx, Key(butler, id), Ended, now)
+		if err != nil {
+			return out, err
+		}
+		if r != nil {
+			out = append(out, *r)
+		}
+		if d != nil {
+			_ = d.Delete(ctx, k)
+		}
+	}
+	return out, nil
+}
+
+// close sets the verdict of the open prompt at key, by compare-and-set, and
+// returns it; nil if it is gone or closed already.
+func (s *Store) close(ctx context.Context, key, verdict string, now time.Time) (*Request, error) {
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r Request
+	if err := json.Unmarshal(e.Value(), &r); err != nil || r.Verdict != "" {
+		return nil, nil
+	}
+	r.Verdict, r.AnsweredAt = verdict, now.UTC()
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.kv.Update(ctx, key, b, e.Revision()); err != nil {
+		return nil, nil // answered or closed by another meanwhile
+	}
+	return &r, nil
 }

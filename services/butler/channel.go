@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -52,6 +53,7 @@ type channelSide struct {
 	sessions  map[string]server.ClientSession // registered sessions
 	listening map[string]int                  // open GET streams by HTTP session id
 	spoke     map[string]*family              // the family of each session's latest permission request
+	asked     map[string][]string             // each session's open permission requests
 	wake      chan struct{}
 	pulling   sync.Mutex // one reader of the inbox at a time keeps the order
 }
@@ -87,7 +89,7 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 	status := bus.NewDirectKV(js, bus.BucketStatus)
 	approvals := approval.New(bus.NewDirectKV(js, bus.BucketApprovals))
 	return &channelSide{b: b, js: js, cons: cons, requests: requests, status: status, approvals: approvals,
-		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, wake: make(chan struct{}, 1)}, nil
+		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, asked: map[string][]string{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // hooks track which sessions can receive server-pushed notifications: stdio
@@ -104,7 +106,18 @@ func (c *channelSide) hooks() *server.Hooks {
 		c.mu.Lock()
 		delete(c.sessions, s.SessionID())
 		delete(c.spoke, s.SessionID())
+		open := c.asked[s.SessionID()]
+		delete(c.asked, s.SessionID())
 		c.mu.Unlock()
+		// Its open prompts can no longer be answered: the switchboard
+		// closes them on every approver's phone.
+		for _, id := range open {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := c.approvals.SessionEnded(ctx, c.b.name, id); err != nil {
+				c.b.log.Warn("a permission request of an ended session stays open until it expires", "request_id", id, "err", err)
+			}
+			cancel()
+		}
 	})
 	h.AddAfterInitialize(func(context.Context, any, *mcp.InitializeRequest, *mcp.InitializeResult) { c.poke() })
 	return h
@@ -322,8 +335,26 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 
 // verdict passes an approver's answer to the session that asked, in the
 // family it asked in.
+// opened records that session asked permission request id.
+func (c *channelSide) opened(session, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked[session] = append(c.asked[session], id)
+}
+
+// answered forgets session's permission request id.
+func (c *channelSide) answered(session, id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.asked[session] = slices.DeleteFunc(c.asked[session], func(x string) bool { return x == id })
+	if len(c.asked[session]) == 0 {
+		delete(c.asked, session)
+	}
+}
+
 func (c *channelSide) verdict(in *envelope.Ingress) {
 	id, behavior, session := in.Meta[metaPermissionID], in.Meta[metaPermissionVerdict], in.Meta[metaPermissionSession]
+	c.answered(session, id)
 	err := c.b.mcp.SendNotificationToSpecificClient(session, c.familyOf(session).answer, map[string]any{"request_id": id, "behavior": behavior})
 	if err != nil {
 		c.b.log.Warn("permission verdict not delivered: the asking session is gone", "request_id", id, "session", session, "err", err)

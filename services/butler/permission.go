@@ -72,6 +72,7 @@ func (b *Butler) relayPermission(ctx context.Context, session server.ClientSessi
 		b.log.WarnContext(ctx, "permission request not opened", "request_id", id, "err", err)
 		return
 	}
+	b.channel.opened(req.Session, id)
 	targets := b.approvers()
 	if len(targets) == 0 {
 		b.log.WarnContext(ctx, "permission request has nobody to ask: no integration granted to this butler lists approvers", "request_id", id)

@@ -41,6 +41,7 @@ const (
 	ReasonVerdictExpired        = "verdict_expired"          // the prompt expired
 	ReasonVerdictUsed           = "verdict_used"             // the prompt was answered already
 	ReasonVerdictRepeated       = "verdict_repeated"         // this approver allowed it already; its quorum needs another
+	ReasonVerdictSessionEnded   = "verdict_session_ended"    // the session that asked ended before the answer
 	ReasonInvalidIngress        = "invalid_ingress"          // undecodable; dead-lettered
 	ReasonInboundFailed         = "inbound_failed"           // kept failing; dead-lettered
 

@@ -28,7 +28,10 @@ func allowedForSessionBy(who, channel string) string {
 	return "✅ allowed for this session by " + who + " via " + channel
 }
 
-const expiredNote = "⌛ expired: nobody answered in time"
+const (
+	expiredNote = "⌛ expired: nobody answered in time"
+	endedNote   = "⏹ closed: the session that asked has ended"
+)
 
 // expireEvery is how often the switchboard looks for prompts whose time ran
 // out.
@@ -97,8 +100,9 @@ func (s *Switchboard) editCopy(ctx context.Context, c approval.Copy, outcome str
 	return nil
 }
 
-// expirePrompts closes the prompts whose time ran out, every expireEvery,
-// until ctx ends: each is audited (kind expired) and its copies edited.
+// expirePrompts closes the prompts whose time ran out or whose session
+// ended, every expireEvery, until ctx ends: each is audited (kind expired)
+// and its copies edited.
 func (s *Switchboard) expirePrompts(ctx context.Context) {
 	t := time.NewTicker(expireEvery)
 	defer t.Stop()
@@ -112,12 +116,25 @@ func (s *Switchboard) expirePrompts(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "looking for expired permission requests", "err", err)
 		}
-		for _, req := range expired {
-			s.audit.Write(ctx, audit.Record{Kind: audit.Expired, Butler: req.Butler, RequestID: req.ID, Reason: "permission request for " + req.ToolName + " expired unanswered"})
-			s.log.InfoContext(ctx, "permission request expired unanswered", "butler", req.Butler, "permission_request_id", req.ID, "tool", req.ToolName)
-			if err := s.closePrompt(ctx, &req, expiredNote); err != nil {
-				s.log.WarnContext(ctx, "the copies of an expired permission request were not edited", "permission_request_id", req.ID, "err", err)
-			}
+		ended, err := s.approvals.EndPrompts(ctx, time.Now())
+		if err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "looking for permission requests of ended sessions", "err", err)
 		}
+		for _, req := range expired {
+			s.closeUnanswered(ctx, &req, expiredNote, "expired unanswered")
+		}
+		for _, req := range ended {
+			s.closeUnanswered(ctx, &req, endedNote, "closed unanswered: the session that asked ended")
+		}
+	}
+}
+
+// closeUnanswered audits a prompt closed without an answer (kind expired,
+// the reason saying why) and edits its copies to say so.
+func (s *Switchboard) closeUnanswered(ctx context.Context, req *approval.Request, note, why string) {
+	s.audit.Write(ctx, audit.Record{Kind: audit.Expired, Butler: req.Butler, RequestID: req.ID, Reason: "permission request for " + req.ToolName + " " + why})
+	s.log.InfoContext(ctx, "permission request "+why, "butler", req.Butler, "permission_request_id", req.ID, "tool", req.ToolName)
+	if err := s.closePrompt(ctx, req, note); err != nil {
+		s.log.WarnContext(ctx, "the copies of a closed permission request were not edited", "permission_request_id", req.ID, "err", err)
 	}
 }

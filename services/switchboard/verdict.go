@@ -86,6 +86,8 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictUnknownID, nil)
 	case errors.Is(err, approval.ErrExpired):
 		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictExpired, req)
+	case errors.Is(err, approval.ErrEnded):
+		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictSessionEnded, req)
 	case errors.Is(err, approval.ErrUsed):
 		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictUsed, req)
 	default:
@@ -167,6 +169,8 @@ func (g *inbound) refuseVerdict(ctx context.Context, it *config.Integration, in 
 		why = "no open permission request " + id + " was sent to you here; nothing was passed on."
 	case ReasonVerdictExpired:
 		why = "permission request " + id + " had expired; your answer was not passed on."
+	case ReasonVerdictSessionEnded:
+		why = "the session that asked permission request " + id + " has ended; your answer was not passed on."
 	case ReasonVerdictRepeated:
 		why = fmt.Sprintf("you have allowed permission request %s already; it needs %d approvers, so another must allow it too.", id, req.Quorum)
 	case ReasonVerdictUsed:
