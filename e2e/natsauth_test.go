@@ -429,6 +429,23 @@ func TestButlerNamesReachOnlyTheirOwnKeys(t *testing.T) {
 	if !rRefused.of(get) {
 		t.Error("butler-routed read finance's grant")
 	}
+	// Its questions (ask): finance writes one and reads it back; routed
+	// cannot read it.
+	fq := approval.New(bus.NewDirectKV(fJS, bus.BucketApprovals))
+	question := approval.Question{ID: approval.NewQuestionID(), Butler: "finance", Question: "Deploy?", CreatedAt: time.Now()}
+	if err := fq.Ask(ctx, question); err != nil {
+		t.Fatalf("finance asking a question: %v", err)
+	}
+	if got, err := fq.Question(ctx, "finance", question.ID); err != nil || got.Question != "Deploy?" {
+		t.Fatalf("finance reading back its question: %+v %v", got, err)
+	}
+	qget := "$JS.API.DIRECT.GET.KV_" + bus.BucketApprovals + ".$KV." + bus.BucketApprovals + ".finance.q." + question.ID
+	c, cancel = short()
+	_, _ = rNC.RequestWithContext(c, qget, nil)
+	cancel()
+	if !rRefused.of(qget) {
+		t.Error("butler-routed read finance's question")
+	}
 	fNC2, _, fRefused := s.conn("butler-finance", natsauth.ConnButler("finance"))
 	forge := "$KV." + bus.BucketApprovals + "." + approval.GrantKey("finance", "sess-2", "Bash")
 	if err := fNC2.Publish(forge, []byte(`{"butler":"finance"}`)); err == nil {

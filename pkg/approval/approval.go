@@ -158,7 +158,13 @@ func Key(butler, id string) string { return butler + "." + id }
 // The chat is encoded, since chat ids (email addresses, negative numbers)
 // are not all key tokens.
 func sentKey(integration, chat, id string) string {
-	return "_sent." + integration + "." + base64.RawURLEncoding.EncodeToString([]byte(strings.ToLower(chat))) + "." + id
+	return "_sent." + integration + "." + encodeChat(chat) + "." + id
+}
+
+// encodeChat is a chat id as a key token: chat ids (email addresses,
+// negative numbers) are not all key tokens.
+func encodeChat(chat string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strings.ToLower(chat)))
 }
 
 // Create opens a prompt of r.Butler; its id must be new for that butler.

@@ -170,7 +170,8 @@ func (s *Store) Expire(ctx context.Context, now time.Time) ([]Request, error) {
 	}
 	var out []Request
 	for _, k := range keys {
-		if strings.HasPrefix(k, "_") {
+		// Prompts only: not the switchboard's records, not questions.
+		if _, id, _ := strings.Cut(k, "."); strings.HasPrefix(k, "_") || !IDPattern.MatchString(id) {
 			continue
 		}
 		e, err := s.kv.Get(ctx, k)

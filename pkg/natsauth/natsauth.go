@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/heraldhq/herald/pkg/approval"
 	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
@@ -251,7 +252,9 @@ func Butler(name string, integrations ...string) User {
 		rules("the inbound messages it was given, so reply and react answer only those",
 			"$KV."+bus.BucketRequests+"."+name+".>", own(bus.BucketRequests)),
 		statusOf(integrations),
-		rules("opens its own permission prompts (write only)", "$KV."+bus.BucketApprovals+"."+name+".>"),
+		rules("opens its own permission prompts and questions (write only), and reads back its questions (an ask call waiting for its answer)",
+			"$KV."+bus.BucketApprovals+"."+name+".>",
+			"$JS.API.DIRECT.GET.KV_"+bus.BucketApprovals+".$KV."+bus.BucketApprovals+"."+approval.QuestionKeys(name)),
 		rules("reads the grants of its own sessions (\"Allow for this session\"), and audits the requests it answers by one",
 			"$JS.API.DIRECT.GET.KV_"+bus.BucketApprovals+".$KV."+bus.BucketApprovals+"._grant."+name+".>",
 			bus.AuditSubject(audit.AutoAllowed, ">")),

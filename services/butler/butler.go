@@ -155,6 +155,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 	)
 	b.mcp.AddTool(notifyTool(o.Config, o.Name), b.counted(b.notify))
 	b.mcp.AddTool(sendMessageTool(o.Config, o.Name), b.counted(b.sendMessage))
+	b.mcp.AddTool(askTool(o.Config, o.Name), b.counted(b.ask))
 	b.addChannelTools()
 	for _, f := range families {
 		b.mcp.AddNotificationHandler(f.permissionRequest, b.permissionRequest(f))

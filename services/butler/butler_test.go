@@ -76,7 +76,7 @@ func TestStdio(t *testing.T) {
 		names = append(names, tool.Name)
 	}
 	slices.Sort(names)
-	if want := []string{"channel_list", "channel_status", "inbox", "notify", "react", "reply", "send_message"}; !slices.Equal(names, want) {
+	if want := []string{"ask", "channel_list", "channel_status", "inbox", "notify", "react", "reply", "send_message"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 	call := mcp.CallToolRequest{}

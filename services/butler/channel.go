@@ -54,6 +54,7 @@ type channelSide struct {
 	listening map[string]int                  // open GET streams by HTTP session id
 	spoke     map[string]*family              // the family of each session's latest permission request
 	asked     map[string][]string             // each session's open permission requests
+	awaited   map[string]bool                 // questions an ask call waits for (tool_ask.go)
 	wake      chan struct{}
 	pulling   sync.Mutex // one reader of the inbox at a time keeps the order
 }
@@ -89,7 +90,7 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 	status := bus.NewDirectKV(js, bus.BucketStatus)
 	approvals := approval.New(bus.NewDirectKV(js, bus.BucketApprovals))
 	return &channelSide{b: b, js: js, cons: cons, requests: requests, status: status, approvals: approvals,
-		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, asked: map[string][]string{}, wake: make(chan struct{}, 1)}, nil
+		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, asked: map[string][]string{}, awaited: map[string]bool{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // hooks track which sessions can receive server-pushed notifications: stdio
@@ -255,6 +256,9 @@ func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, er
 		c.verdict(in)
 		return nil, nil
 	}
+	if in.Meta[envelope.MetaKind] == MetaKindAnswer && c.awaits(in.Meta[MetaQuestionID]) {
+		return nil, nil // the ask call waiting for it returns it
+	}
 	if envelope.IsNotice(in) {
 		// Herald's word about a notify: nothing to reply to.
 		return view(in), nil
@@ -335,6 +339,23 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 
 // verdict passes an approver's answer to the session that asked, in the
 // family it asked in.
+// await marks question id as waited for by an ask call, or not.
+func (c *channelSide) await(id string, on bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if on {
+		c.awaited[id] = true
+	} else {
+		delete(c.awaited, id)
+	}
+}
+
+func (c *channelSide) awaits(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.awaited[id]
+}
+
 // opened records that session asked permission request id.
 func (c *channelSide) opened(session, id string) {
 	c.mu.Lock()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,12 +43,18 @@ const expireEvery = 2 * time.Second
 // (a redelivered verdict, a second switchboard) edits nothing twice. A copy
 // still on its way is edited when it is reported sent (copySent).
 func (s *Switchboard) closePrompt(ctx context.Context, req *approval.Request, outcome string) error {
-	if err := s.approvals.Close(ctx, req.Butler, req.ID, outcome); err != nil {
-		return fmt.Errorf("%w: closing permission request %s: %w", envelope.ErrTargetUnavailable, req.ID, err)
+	return s.closeCopies(ctx, req.Butler, req.ID, outcome)
+}
+
+// closeCopies edits every copy of butler's prompt or question id into its
+// headline and outcome, without buttons.
+func (s *Switchboard) closeCopies(ctx context.Context, butler, id, outcome string) error {
+	if err := s.approvals.Close(ctx, butler, id, outcome); err != nil {
+		return fmt.Errorf("%w: closing %s: %w", envelope.ErrTargetUnavailable, id, err)
 	}
-	copies, err := s.approvals.Copies(ctx, req.Butler, req.ID)
+	copies, err := s.approvals.Copies(ctx, butler, id)
 	if err != nil {
-		return fmt.Errorf("%w: listing the copies of permission request %s: %w", envelope.ErrTargetUnavailable, req.ID, err)
+		return fmt.Errorf("%w: listing the copies of %s: %w", envelope.ErrTargetUnavailable, id, err)
 	}
 	for _, c := range copies {
 		if err := s.editCopy(ctx, c, outcome, nil, 0); err != nil {
@@ -63,6 +70,13 @@ func (s *Switchboard) copySent(ctx context.Context, requestID string, messageIDs
 	c, err := s.approvals.Sent(ctx, requestID, messageIDs)
 	if err != nil || c == nil {
 		return err
+	}
+	if approval.QuestionIDPattern.MatchString(c.ID) {
+		// A reply to it answers the question.
+		_, integration, _ := strings.Cut(c.Channel, ":")
+		if err := s.approvals.Replied(ctx, integration, c.Chat, c.MessageID, c.Butler, c.ID); err != nil {
+			return err
+		}
 	}
 	outcome, err := s.approvals.Outcome(ctx, c.Butler, c.ID)
 	if err != nil || outcome == "" {
@@ -126,6 +140,7 @@ func (s *Switchboard) expirePrompts(ctx context.Context) {
 		for _, req := range ended {
 			s.closeUnanswered(ctx, &req, endedNote, "closed unanswered: the session that asked ended")
 		}
+		s.expireQuestions(ctx, time.Now())
 	}
 }
 

@@ -276,6 +276,9 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 // recorded, so that an approver's verdict there counts. A butler cannot put
 // buttons under a message that would answer another butler's prompt.
 func (s *Switchboard) prompts(ctx context.Context, butler, requestID string, in *config.Integration, n *envelope.Notify) (prompt bool, err error) {
+	if qid := approval.QuestionOf(n.IdempotencyKey); qid != "" || hasAnswerButtons(n) {
+		return s.question(ctx, butler, requestID, qid, in, n)
+	}
 	for _, a := range n.Delivery.Actions {
 		m := approval.CallbackPattern.FindStringSubmatch(a.Data)
 		if m == nil {

@@ -1,0 +1,120 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
+)
+
+var questionIDRE = regexp.MustCompile(`question_id (q[a-km-z]{9})`)
+
+// TestAsk: the ask tool puts a question with options to the human as
+// buttons; a tap within wait comes back as the call's answer (and not again
+// as a channel message); without options and with wait 0 the call returns
+// the question_id at once, and a reply to the question arrives later as a
+// channel notification with kind=answer. Every copy shows the answer; a
+// second answer is refused and its sender told; bad arguments are
+// validation errors naming the field.
+func TestAsk(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	c := f.listen("health")
+
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "ask"
+		req.Params.Arguments = map[string]any{"question": "Deploy **now**?", "options": []any{"Yes", "Not yet"}, "wait": 20, "channel": "telegram"}
+		res, err := c.CallTool(context.Background(), req)
+		if err != nil {
+			res = mcp.NewToolResultError(err.Error())
+		}
+		done <- res
+	}()
+	var asked telegramtest.Message
+	eventually(t, 15*time.Second, func() bool {
+		for _, m := range f.tg.Messages(alice.ID) {
+			if strings.Contains(m.Text, "Deploy now?") && m.ReplyMarkup != nil {
+				asked = m
+				return true
+			}
+		}
+		return false
+	}, "the question with its buttons in alice's chat")
+	data := fmt.Sprint(asked.ReplyMarkup)
+	qid := regexp.MustCompile(`ask:(q[a-km-z]{9}):1`).FindStringSubmatch(data)
+	if qid == nil || !strings.Contains(data, "Not yet") || !strings.Contains(asked.Text, "1. Yes") {
+		t.Fatalf("question %q with buttons %s: want Yes and Not yet, numbered too", asked.Text, data)
+	}
+	f.tg.PressButton(f.tg.Token(), alice.ID, asked.MessageID, alice, "ask:"+qid[1]+":1")
+	var res *mcp.CallToolResult
+	select {
+	case res = <-done:
+	case <-time.After(25 * time.Second):
+		t.Fatal("the ask call did not return")
+	}
+	if res.IsError || !strings.Contains(text(res), "Yes") || !strings.Contains(text(res), qid[1]) {
+		t.Fatalf("ask answered %q (isError %v), want Yes for %s", text(res), res.IsError, qid[1])
+	}
+	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, asked.MessageID, "✅ Yes") }, "the question to show its answer, buttons gone")
+	// Its buttons are gone; a reply to it comes too late.
+	f.tg.SendUserMessage(f.tg.Token(), telegramtest.Message{Chat: telegramtest.Chat{ID: alice.ID, Type: "private"}, From: &alice, Text: "2", ReplyToMessage: &asked})
+	eventually(t, 10*time.Second, func() bool {
+		for _, m := range f.tg.Messages(alice.ID) {
+			if strings.Contains(m.Text, "Herald: question "+qid[1]+" was answered already") {
+				return true
+			}
+		}
+		return false
+	}, "a second answer refused, its sender told")
+
+	// Free text, answered later: a channel message.
+	res = c.Call("ask", map[string]any{"question": "When shall I deploy?", "channel": "telegram"})
+	later := questionIDRE.FindStringSubmatch(text(res))
+	if res.IsError || later == nil {
+		t.Fatalf("ask with wait 0: %q", text(res))
+	}
+	var q2 telegramtest.Message
+	eventually(t, 15*time.Second, func() bool {
+		for _, m := range f.tg.Messages(alice.ID) {
+			if strings.Contains(m.Text, "When shall I deploy?") {
+				q2 = m
+				return true
+			}
+		}
+		return false
+	}, "the free-text question in alice's chat")
+	f.tg.SendUserMessage(f.tg.Token(), telegramtest.Message{Chat: telegramtest.Chat{ID: alice.ID, Type: "private"}, From: &alice, Text: "Tomorrow at 9", ReplyToMessage: &q2})
+	got := c.Wait(butler.MethodChannel, 1)
+	m := meta(got[0])
+	if got[0]["content"] != "Tomorrow at 9" || m["kind"] != "answer" || m["question_id"] != later[1] || m["answer"] != "Tomorrow at 9" || !strings.Contains(fmt.Sprint(m["answered_by"]), "12345") {
+		t.Fatalf("the later answer arrived as %v", got[0])
+	}
+	for _, n := range c.Notifications(butler.MethodChannel) {
+		if meta(n)["question_id"] == qid[1] {
+			t.Fatalf("the answer the ask call returned came again as a channel message: %v", n)
+		}
+	}
+
+	for _, tt := range []struct {
+		args  map[string]any
+		field string
+	}{
+		{map[string]any{"question": "?", "options": []any{"1", "2", "3", "4", "5", "6", "7", "8", "9"}}, "/options"},
+		{map[string]any{"question": "?", "wait": 60}, "/wait"},
+		{map[string]any{"question": " "}, "/question"},
+	} {
+		res := c.Call("ask", tt.args)
+		if !res.IsError || !strings.Contains(text(res), "validation_error") || !strings.Contains(text(res), tt.field) {
+			t.Errorf("ask %v: %q, want a validation_error naming %s", tt.args, text(res), tt.field)
+		}
+	}
+}

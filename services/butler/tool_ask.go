@@ -1,0 +1,198 @@
+package butler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/heraldhq/herald/pkg/approval"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+)
+
+// MaxAskWait is the longest the ask tool waits for an answer: well inside
+// the 60 s after which MCP clients give up on a tool call.
+const MaxAskWait = 50
+
+// Meta of an answer to the ask tool, as its channel notification carries it.
+const (
+	MetaKindAnswer   = "answer"
+	MetaQuestionID   = "question_id"
+	MetaAnswer       = "answer"
+	MetaAnsweredBy   = "answered_by"
+	askPollEvery     = 250 * time.Millisecond
+	maxQuestionBytes = 4096
+)
+
+var askArgs = []string{"question", "options", "wait", "channel", "recipient"}
+
+func askTool(cfg *config.Config, name string) mcp.Tool {
+	channels, _ := json.Marshal(channelDescription(cfg, name))
+	return mcp.NewToolWithRawSchema("ask",
+		"Ask your human a question and get the answer: with options they tap one (a numbered list where a channel has no buttons), without they reply in words. "+
+			"With wait (seconds, up to 50) the answer comes back here if it arrives in time; otherwise, or with wait 0, you get the question_id at once "+
+			"and the answer arrives later as a channel message with meta kind=answer, question_id, answer and answered_by (or through the inbox tool).",
+		json.RawMessage(`{
+  "type": "object",
+  "properties": {
+    "question": {"type": "string", "description": "The question, markdown allowed."},
+    "options": {"type": "array", "items": {"type": "string"}, "maxItems": 8, "description": "Up to 8 answers to offer, short labels; leave out for a free-text answer."},
+    "wait": {"type": "integer", "minimum": 0, "maximum": 50, "description": "Seconds to wait for the answer here (0, the default, returns at once)."},
+    "channel": {"type": "string", "description": `+string(channels)+`},
+    "recipient": {"type": "string", "description": "Who to ask on that channel (a chat id, an address); default the channel's."}
+  },
+  "required": ["question"],
+  "additionalProperties": false
+}`))
+}
+
+// ask is the ask tool's handler.
+func (b *Butler) ask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+	args := req.GetArguments()
+	var bad []envelope.FieldError
+	field := func(ptr, msg string) { bad = append(bad, envelope.FieldError{Pointer: ptr, Message: msg}) }
+	for k := range args {
+		if !slices.Contains(askArgs, k) {
+			field("/"+k, "is not an argument of ask, which takes question, options, wait, channel and recipient")
+		}
+	}
+	question, _ := args["question"].(string)
+	switch {
+	case strings.TrimSpace(question) == "":
+		field("/question", "Missing required 'question' parameter: what to ask")
+	case len(question) > maxQuestionBytes:
+		field("/question", fmt.Sprintf("is %d bytes; a question takes at most %d", len(question), maxQuestionBytes))
+	}
+	var options []string
+	if raw, ok := args["options"]; ok {
+		list, ok := raw.([]any)
+		switch {
+		case !ok:
+			field("/options", "must be a list of short labels")
+		case len(list) > approval.MaxOptions:
+			field("/options", fmt.Sprintf("has %d options; ask offers at most %d", len(list), approval.MaxOptions))
+		}
+		for i, o := range list {
+			s, _ := o.(string)
+			if s = strings.TrimSpace(s); s == "" || strings.ContainsAny(s, "\n\r") || len(s) > 64 {
+				field(fmt.Sprintf("/options/%d", i), "must be a label of one line, 1 to 64 bytes")
+				continue
+			}
+			options = append(options, s)
+		}
+	}
+	wait := 0
+	if raw, ok := args["wait"]; ok {
+		w, ok := raw.(float64)
+		if !ok || w != float64(int(w)) || w < 0 || w > MaxAskWait {
+			field("/wait", fmt.Sprintf("must be whole seconds from 0 to %d (MCP clients give up on a call after 60)", MaxAskWait))
+		}
+		wait = int(w)
+	}
+	if len(bad) > 0 {
+		slices.SortFunc(bad, func(a, b envelope.FieldError) int { return strings.Compare(a.Pointer, b.Pointer) })
+		return toolError(&envelope.ValidationError{Schema: "ask", Fields: bad}), nil
+	}
+
+	session := ""
+	if s := server.ClientSessionFromContext(ctx); s != nil {
+		session = s.SessionID()
+	}
+	now := time.Now().UTC()
+	q := approval.Question{ID: approval.NewQuestionID(), Butler: b.name, Session: session, Question: question, Options: options, CreatedAt: now}
+	if ttl := b.config().Approvals.Expiry(); ttl > 0 {
+		q.ExpiresAt = now.Add(ttl)
+	}
+	notify := map[string]any{"message": questionText(q)}
+	for _, k := range []string{"channel", "recipient"} {
+		if v, ok := args[k]; ok {
+			notify[k] = v
+		}
+	}
+	n, err := b.buildNotify(notify)
+	if err != nil {
+		return toolError(err), nil
+	}
+	for i, o := range options {
+		n.Delivery.Actions = append(n.Delivery.Actions, envelope.Action{Label: o, Data: approval.AnswerData(q.ID, i+1)})
+	}
+	// The switchboard knows a question by its key: it records where each
+	// copy went, so a tap or a reply there answers it.
+	n.IdempotencyKey = approval.QuestionKey(q.ID)
+	if err := b.channel.approvals.Ask(ctx, q); err != nil {
+		return toolError(fmt.Errorf("%w: recording the question: %w", envelope.ErrTargetUnavailable, err)), nil
+	}
+	if wait > 0 {
+		// From now until the wait ends, an answer is this call's to return,
+		// not a channel message.
+		b.channel.await(q.ID, true)
+	}
+	res := b.send(ctx, n)
+	if res.IsError {
+		b.channel.await(q.ID, false)
+		return res, nil
+	}
+	if wait > 0 {
+		if a := b.awaitAnswer(ctx, q.ID, time.Duration(wait)*time.Second); a != nil {
+			return mcp.NewToolResultStructured(map[string]any{"question_id": q.ID, "answer": a.Answer, "answered_by": a.AnsweredBy, "via": a.Via},
+				fmt.Sprintf("Answered by %s via %s (question_id %s): %s", a.AnsweredBy, a.Via, q.ID, a.Answer)), nil
+		}
+	}
+	return mcp.NewToolResultStructured(map[string]any{"question_id": q.ID, "status": "asked"},
+		fmt.Sprintf("Asked (question_id %s). The answer will arrive as a channel message with meta kind=answer and question_id %s, or through the inbox tool.", q.ID, q.ID)), nil
+}
+
+// questionText is the question as the human sees it: with its options
+// numbered (where a channel shows no buttons, the number is the answer),
+// and how to answer.
+func questionText(q approval.Question) string {
+	var s strings.Builder
+	s.WriteString("❓ " + q.Question)
+	for i, o := range q.Options {
+		s.WriteString("\n" + strconv.Itoa(i+1) + ". " + o)
+	}
+	if len(q.Options) > 0 {
+		s.WriteString("\n\nTap an answer, or reply to this message with its number.")
+	} else {
+		s.WriteString("\n\nReply to this message with your answer.")
+	}
+	return s.String()
+}
+
+// awaitAnswer waits up to wait for question id's answer; nil if none came.
+// The answer's inbox message, which may come first, is dropped while it
+// waits (channelSide.take); after the wait it looks once more, so an answer
+// dropped at the last moment is returned, and a later one is pushed.
+func (b *Butler) awaitAnswer(ctx context.Context, id string, wait time.Duration) *approval.Question {
+	answered := func(ctx context.Context) *approval.Question {
+		if q, err := b.channel.approvals.Question(ctx, b.name, id); err == nil && q.Answer != "" {
+			return q
+		}
+		return nil
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	t := time.NewTicker(askPollEvery)
+	defer t.Stop()
+	for {
+		if q := answered(waitCtx); q != nil {
+			b.channel.await(id, false)
+			return q
+		}
+		select {
+		case <-waitCtx.Done():
+			b.channel.await(id, false)
+			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			defer cancel()
+			return answered(last)
+		case <-t.C:
+		}
+	}
+}

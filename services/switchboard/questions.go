@@ -1,0 +1,196 @@
+package switchboard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/approval"
+	"github.com/heraldhq/herald/pkg/audit"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/obs"
+)
+
+// The ask tool's questions (pkg/approval/questions.go) pass the switchboard
+// twice: going out, each copy is recorded where it went (question), as a
+// prompt's is; coming back, a tap on one of its buttons or a reply to a copy
+// answers it, once, from the chat it went to (answer). The answer goes to
+// the asking butler as a channel message with meta kind=answer, and every
+// copy is edited to show it.
+
+// ReasonQuestionAnswered is the routed record of an answer.
+const ReasonQuestionAnswered = "question_answered"
+
+// Meta keys of an answer, as the butler reads them.
+const (
+	MetaQuestionID = "question_id"
+	MetaAnswer     = "answer"
+	MetaAnsweredBy = "answered_by"
+	kindAnswer     = "answer"
+)
+
+// hasAnswerButtons reports whether n carries a question's buttons.
+func hasAnswerButtons(n *envelope.Notify) bool {
+	for _, a := range n.Delivery.Actions {
+		if strings.HasPrefix(a.Data, "ask:") {
+			return true
+		}
+	}
+	return false
+}
+
+// question checks a notify that asks question qid (its idempotency_key) or
+// carries answer buttons: both must be the butler's own open question, and
+// the chat it goes to is recorded, so an answer there counts.
+func (s *Switchboard) question(ctx context.Context, butler, requestID, qid string, in *config.Integration, n *envelope.Notify) (bool, error) {
+	for _, a := range n.Delivery.Actions {
+		m := approval.AnswerPattern.FindStringSubmatch(a.Data)
+		switch {
+		case m == nil && strings.HasPrefix(a.Data, "ask:"):
+			return false, fmt.Errorf("%w: button data %q looks like an answer but is not one", envelope.ErrForbidden, a.Data)
+		case m == nil:
+		case qid == "":
+			qid = m[1]
+		case m[1] != qid:
+			return false, fmt.Errorf("%w: a question's buttons answer that question only", envelope.ErrForbidden)
+		}
+	}
+	q, err := s.approvals.Question(ctx, butler, qid)
+	switch {
+	case errors.Is(err, approval.ErrUnknown):
+		return false, fmt.Errorf("%w: %s has no question %s: ask it with the ask tool", envelope.ErrForbidden, butler, qid)
+	case err != nil:
+		return false, fmt.Errorf("%w: reading question %s: %w", envelope.ErrTargetUnavailable, qid, err)
+	case q.Answer != "" || q.Closed != "":
+		return false, fmt.Errorf("%w: question %s is answered or expired", envelope.ErrForbidden, qid)
+	}
+	chat := n.Delivery.Recipient
+	if chat == "" {
+		chat = in.DefaultRecipient()
+	}
+	if err := s.approvals.MarkSent(ctx, butler, qid, in.ID, strings.TrimPrefix(chat, "web:")); err != nil {
+		return false, fmt.Errorf("%w: recording question %s: %w", envelope.ErrTargetUnavailable, qid, err)
+	}
+	headline, _, _ := strings.Cut(n.Delivery.Message, "\n")
+	c := approval.Copy{Butler: butler, ID: qid, Channel: in.Channel(), Chat: chat, Headline: headline, RequestID: requestID}
+	if err := s.approvals.Offer(ctx, c); err != nil {
+		return false, fmt.Errorf("%w: recording question %s: %w", envelope.ErrTargetUnavailable, qid, err)
+	}
+	return true, nil
+}
+
+// answer handles in if it answers a question: a tap on an option's button,
+// or a reply to a copy of the question. It reports done; the message is
+// never forwarded as plain chat.
+func (g *inbound) answer(ctx context.Context, it *config.Integration, in *envelope.Ingress) (bool, error) {
+	chat := recipientOf(it, in)
+	var butler, qid, text string
+	if m := approval.AnswerPattern.FindStringSubmatch(in.Meta["callback_data"]); m != nil {
+		qid, text = m[1], m[2]
+		var err error
+		butler, err = g.approvals.SentTo(ctx, it.ID, chat, qid)
+		if user := in.Meta["user_id"]; errors.Is(err, approval.ErrUnknown) && user != "" && user != chat {
+			butler, err = g.approvals.SentTo(ctx, it.ID, user, qid)
+		}
+		switch {
+		case errors.Is(err, approval.ErrUnknown):
+			return true, g.refuseAnswer(ctx, it, in, qid, "no open question "+qid+" was sent to you here; nothing was passed on.")
+		case err != nil:
+			return true, fmt.Errorf("%w: reading question %s: %w", envelope.ErrTargetUnavailable, qid, err)
+		}
+	} else if replyTo := in.Meta["reply_to_message_id"]; replyTo != "" {
+		var err error
+		butler, qid, err = g.approvals.RepliedTo(ctx, it.ID, chat, replyTo)
+		switch {
+		case errors.Is(err, approval.ErrUnknown):
+			return false, nil // a reply to something else
+		case err != nil:
+			return true, fmt.Errorf("%w: reading question of message %s: %w", envelope.ErrTargetUnavailable, replyTo, err)
+		}
+		text = in.Content.Text
+	} else {
+		return false, nil
+	}
+	q, err := g.approvals.Question(ctx, butler, qid)
+	if err != nil {
+		if errors.Is(err, approval.ErrUnknown) {
+			return true, g.refuseAnswer(ctx, it, in, qid, "no open question "+qid+" was sent to you here; nothing was passed on.")
+		}
+		return true, fmt.Errorf("%w: reading question %s: %w", envelope.ErrTargetUnavailable, qid, err)
+	}
+	answer, err := q.Pick(text)
+	if err != nil {
+		return true, g.refuseAnswer(ctx, it, in, qid, "answer with one of the options, or its number: "+strings.Join(numbered(q.Options), ", ")+".")
+	}
+	who := in.RequestContext.SourceSenderIdentity
+	if name := in.Meta["user"]; name != "" && name != who {
+		who = name + " (" + who + ")"
+	}
+	q, err = g.approvals.AnswerQuestion(ctx, butler, qid, answer, who, it.Channel())
+	switch {
+	case err == nil:
+	case errors.Is(err, approval.ErrUsed):
+		return true, g.refuseAnswer(ctx, it, in, qid, "question "+qid+" was answered already ("+q.Answer+", by "+q.AnsweredBy+"); yours was not passed on.")
+	case errors.Is(err, approval.ErrExpired):
+		return true, g.refuseAnswer(ctx, it, in, qid, "question "+qid+" had expired; your answer was not passed on.")
+	default:
+		return true, fmt.Errorf("%w: answering question %s: %w", envelope.ErrTargetUnavailable, qid, err)
+	}
+	if err := g.s.closeCopies(ctx, butler, qid, "✅ "+answer+" (answered by "+who+" via "+it.Channel()+")"); err != nil {
+		return true, err
+	}
+	meta := maps.Clone(in.Meta)
+	if meta == nil {
+		meta = map[string]string{}
+	}
+	delete(meta, "callback_data")
+	meta[envelope.MetaKind], meta[MetaQuestionID], meta[MetaAnswer], meta[MetaAnsweredBy] = kindAnswer, qid, answer, who
+	in.Meta = meta
+	in.Content.Text = answer
+	if err := RecordRouted(ctx, g.requests, butler, in); err != nil {
+		return true, err
+	}
+	if err := g.publish(ctx, butler, in); err != nil {
+		return true, err
+	}
+	g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: it.Channel(), RequestID: in.RequestContext.RequestID, Reason: ReasonQuestionAnswered})
+	g.metrics.Inbound(it.Channel(), obs.InboundAccepted, "")
+	g.log.InfoContext(ctx, "question answered", "butler", butler, "question_id", qid, "request_id", in.RequestContext.RequestID)
+	return true, nil
+}
+
+// numbered lists options as "1. Yes".
+func numbered(options []string) []string {
+	out := make([]string, len(options))
+	for i, o := range options {
+		out[i] = strconv.Itoa(i+1) + ". " + o
+	}
+	return out
+}
+
+// refuseAnswer audits an answer that counts for nothing and tells its
+// sender why, in their chat.
+func (g *inbound) refuseAnswer(ctx context.Context, it *config.Integration, in *envelope.Ingress, qid, why string) error {
+	g.refuse(ctx, in, it.Channel(), audit.Rejected, ReasonAnswerRefused)
+	return g.tell(ctx, it, in, "Question "+qid, "Herald: "+why)
+}
+
+// expireQuestions closes the questions whose time ran out: audited (kind
+// expired) and every copy edited.
+func (s *Switchboard) expireQuestions(ctx context.Context, now time.Time) {
+	qs, err := s.approvals.ExpireQuestions(ctx, now)
+	if err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "looking for expired questions", "err", err)
+	}
+	for _, q := range qs {
+		s.audit.Write(ctx, audit.Record{Kind: audit.Expired, Butler: q.Butler, RequestID: q.ID, Reason: "question expired unanswered"})
+		if err := s.closeCopies(ctx, q.Butler, q.ID, expiredNote); err != nil {
+			s.log.WarnContext(ctx, "the copies of an expired question were not edited", "question_id", q.ID, "err", err)
+		}
+	}
+}
