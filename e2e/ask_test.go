@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/smtp"
 	"regexp"
 	"strings"
 	"testing"
@@ -116,5 +117,33 @@ func TestAsk(t *testing.T) {
 		if !res.IsError || !strings.Contains(text(res), "validation_error") || !strings.Contains(text(res), tt.field) {
 			t.Errorf("ask %v: %q, want a validation_error naming %s", tt.args, text(res), tt.field)
 		}
+	}
+}
+
+// TestAskByEmail: a question mailed to its human is answered by a reply
+// mail with the option's number; the answer arrives on the model's session
+// after the call's wait ran out.
+func TestAskByEmail(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	c := f.listen("finance")
+	res := c.Call("ask", map[string]any{"question": "Pay invoice 42?", "options": []any{"Pay", "Hold"}, "wait": 1, "channel": "email", "recipient": "alice@example.com"})
+	qid := questionIDRE.FindStringSubmatch(text(res))
+	if res.IsError || qid == nil || !strings.Contains(text(res), "Asked") {
+		t.Fatalf("ask with nobody answering within its wait: %q", text(res))
+	}
+	out := f.smtp.WaitMessages(t, 1, 10*time.Second)[0]
+	if body := string(out.Data); !strings.Contains(body, "1. Pay") || !strings.Contains(body, "2. Hold") {
+		t.Fatalf("the question mail lists no numbered options:\n%s", body)
+	}
+	addr := regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+`).FindString(f.statusDetail("mail"))
+	reply := "Authentication-Results: mx.example.com; dmarc=pass header.from=example.com\r\nFrom: Alice <alice@example.com>\r\nTo: herald@example.com\r\n" +
+		"Subject: Re: " + out.Subject() + "\r\nMessage-ID: <a1@mail.example.com>\r\nIn-Reply-To: " + out.Header.Get("Message-ID") + "\r\nDate: Thu, 26 Nov 2026 10:00:00 +0000\r\n\r\n2\r\n\r\n> Pay invoice 42?\r\n"
+	if err := smtp.SendMail(addr, nil, "alice@example.com", []string{"herald@example.com"}, []byte(reply)); err != nil {
+		t.Fatal(err)
+	}
+	n := c.Wait(butler.MethodChannel, 1)[0]
+	if m := meta(n); m["kind"] != "answer" || m["question_id"] != qid[1] || m["answer"] != "Hold" {
+		t.Fatalf("the mailed answer arrived as %v", n)
 	}
 }

@@ -130,12 +130,17 @@ func (q *Question) Pick(text string) (string, error) {
 		}
 		return text, nil
 	}
-	if n, err := strconv.Atoi(text); err == nil && n >= 1 && n <= len(q.Options) {
-		return q.Options[n-1], nil
-	}
-	for _, o := range q.Options {
-		if strings.EqualFold(o, text) {
-			return o, nil
+	// A mail's reply quotes the question under the answer: its first line
+	// is the answer.
+	first, _, _ := strings.Cut(text, "\n")
+	for _, t := range []string{text, strings.TrimSpace(first)} {
+		if n, err := strconv.Atoi(strings.TrimSuffix(t, ".")); err == nil && n >= 1 && n <= len(q.Options) {
+			return q.Options[n-1], nil
+		}
+		for _, o := range q.Options {
+			if strings.EqualFold(o, t) {
+				return o, nil
+			}
 		}
 	}
 	return "", ErrNotAnOption

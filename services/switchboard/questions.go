@@ -103,7 +103,7 @@ func (g *inbound) answer(ctx context.Context, it *config.Integration, in *envelo
 		case err != nil:
 			return true, fmt.Errorf("%w: reading question %s: %w", envelope.ErrTargetUnavailable, qid, err)
 		}
-	} else if replyTo := in.Meta["reply_to_message_id"]; replyTo != "" {
+	} else if replyTo := repliedTo(in); replyTo != "" {
 		var err error
 		butler, qid, err = g.approvals.RepliedTo(ctx, it.ID, chat, replyTo)
 		switch {
@@ -162,6 +162,15 @@ func (g *inbound) answer(ctx context.Context, it *config.Integration, in *envelo
 	g.metrics.Inbound(it.Channel(), obs.InboundAccepted, "")
 	g.log.InfoContext(ctx, "question answered", "butler", butler, "question_id", qid, "request_id", in.RequestContext.RequestID)
 	return true, nil
+}
+
+// repliedTo is the id of the message in answers: a chat's reply
+// (reply_to_message_id), or a mail's In-Reply-To.
+func repliedTo(in *envelope.Ingress) string {
+	if id := in.Meta["reply_to_message_id"]; id != "" {
+		return id
+	}
+	return in.Meta["in_reply_to"]
 }
 
 // numbered lists options as "1. Yes".
