@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
 )
 
 // Verdicts of a prompt closed without an answer: nobody answered in time,
@@ -137,13 +139,19 @@ func (s *Store) keys(ctx context.Context, filter string) ([]string, error) {
 	return out, nil
 }
 
-// Copies are the sent copies of butler's prompt id.
+// Copies are the sent copies of butler's prompt or question id.
 func (s *Store) Copies(ctx context.Context, butler, id string) ([]Copy, error) {
-	keys, err := s.keys(ctx, copyKey(butler, id, "*"))
+	return listJSON[Copy](ctx, s, copyKey(butler, id, "*"))
+}
+
+// listJSON reads the records whose keys match filter; keys deleted while
+// listed are left out.
+func listJSON[T any](ctx context.Context, s *Store, filter string) ([]T, error) {
+	keys, err := s.keys(ctx, filter)
 	if err != nil {
 		return nil, err
 	}
-	var out []Copy
+	var out []T
 	for _, k := range keys {
 		e, err := s.kv.Get(ctx, k)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -152,11 +160,11 @@ func (s *Store) Copies(ctx context.Context, butler, id string) ([]Copy, error) {
 		if err != nil {
 			return nil, err
 		}
-		var c Copy
-		if err := json.Unmarshal(e.Value(), &c); err != nil {
-			return nil, fmt.Errorf("prompt copy %s: %w", k, err)
+		var v T
+		if err := json.Unmarshal(e.Value(), &v); err != nil {
+			return nil, fmt.Errorf("%s %s: %w", bus.BucketApprovals, k, err)
 		}
-		out = append(out, c)
+		out = append(out, v)
 	}
 	return out, nil
 }

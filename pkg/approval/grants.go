@@ -87,24 +87,15 @@ func (s *Store) GrantFor(ctx context.Context, butler, session, tool string) (*Gr
 
 // Grants are the grants not yet expired, oldest first.
 func (s *Store) Grants(ctx context.Context) ([]Grant, error) {
-	keys, err := s.keys(ctx, "_grant.>")
+	all, err := listJSON[Grant](ctx, s, "_grant.>")
 	if err != nil {
 		return nil, err
 	}
 	var out []Grant
-	for _, k := range keys {
-		e, err := s.kv.Get(ctx, k)
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			continue
+	for _, g := range all {
+		if s.now().Before(g.ExpiresAt) {
+			out = append(out, g)
 		}
-		if err != nil {
-			return nil, err
-		}
-		var g Grant
-		if json.Unmarshal(e.Value(), &g) != nil || !s.now().Before(g.ExpiresAt) {
-			continue
-		}
-		out = append(out, g)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].CreatedAt.Before(out[j].CreatedAt) })
 	return out, nil

@@ -102,18 +102,24 @@ func (s *Store) Ask(ctx context.Context, q Question) error {
 
 // Question is butler's question id.
 func (s *Store) Question(ctx context.Context, butler, id string) (*Question, error) {
+	q, _, err := s.question(ctx, butler, id)
+	return q, err
+}
+
+// question is butler's question id and its revision.
+func (s *Store) question(ctx context.Context, butler, id string) (*Question, uint64, error) {
 	e, err := s.kv.Get(ctx, questionKey(butler, id))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, ErrUnknown
+		return nil, 0, ErrUnknown
 	}
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	var q Question
 	if err := json.Unmarshal(e.Value(), &q); err != nil {
-		return nil, fmt.Errorf("question %s: %w", id, err)
+		return nil, 0, fmt.Errorf("question %s: %w", id, err)
 	}
-	return &q, nil
+	return &q, e.Revision(), nil
 }
 
 // ErrNotAnOption: a typed answer to a question with options is none of them.
@@ -150,32 +156,25 @@ func (q *Question) Pick(text string) (string, error) {
 // answer, an expired question or an unknown id changes nothing and says why
 // (ErrUsed, ErrExpired, ErrUnknown), with the question as it stands.
 func (s *Store) AnswerQuestion(ctx context.Context, butler, id, answer, by, via string) (*Question, error) {
-	e, err := s.kv.Get(ctx, questionKey(butler, id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, ErrUnknown
-	}
+	q, rev, err := s.question(ctx, butler, id)
 	if err != nil {
 		return nil, err
 	}
-	var q Question
-	if err := json.Unmarshal(e.Value(), &q); err != nil {
-		return nil, fmt.Errorf("question %s: %w", id, err)
-	}
 	switch {
 	case q.Answer != "":
-		return &q, ErrUsed
+		return q, ErrUsed
 	case q.Closed != "", !q.ExpiresAt.IsZero() && s.now().After(q.ExpiresAt):
-		return &q, ErrExpired
+		return q, ErrExpired
 	}
 	q.Answer, q.AnsweredBy, q.Via, q.AnsweredAt = answer, by, via, s.now().UTC()
 	b, err := json.Marshal(q)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := s.kv.Update(ctx, questionKey(butler, id), b, e.Revision()); err != nil {
-		return &q, ErrUsed
+	if _, err := s.kv.Update(ctx, questionKey(butler, id), b, rev); err != nil {
+		return q, ErrUsed
 	}
-	return &q, nil
+	return q, nil
 }
 
 // ExpireQuestions closes the open questions whose time is over at now,

@@ -33,29 +33,9 @@ func sendMessage(s *Server, req *request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	text := p["text"]
-	if !utf8.ValidString(text) {
-		return nil, badRequest("strings must be encoded in UTF-8")
-	}
-	visible := text
-	var entities []Entity
-	switch strings.ToLower(p["parse_mode"]) {
-	case "":
-	case "html":
-		visible, entities, err = ParseHTML(text)
-		if err != nil {
-			return nil, badRequest("can't parse entities: %v", err)
-		}
-	case "markdown", "markdownv2":
-		// Accepted but not checked: the fake only validates HTML.
-	default:
-		return nil, badRequest("unsupported parse_mode")
-	}
-	if strings.TrimSpace(visible) == "" {
-		return nil, badRequest("message text is empty")
-	}
-	if UTF16Len(visible) > MaxTextLength {
-		return nil, badRequest("message is too long")
+	visible, entities, err := messageText(p)
+	if err != nil {
+		return nil, err
 	}
 	if raw, ok := p["link_preview_options"]; ok {
 		var lp LinkPreviewOptions
@@ -110,6 +90,37 @@ func sendMessage(s *Server, req *request) (any, error) {
 	return m, nil
 }
 
+// messageText is what a message's text and parse_mode show, checked as
+// Telegram checks them: UTF-8, HTML that parses, not empty, not too long.
+func messageText(p map[string]string) (string, []Entity, error) {
+	text := p["text"]
+	if !utf8.ValidString(text) {
+		return "", nil, badRequest("strings must be encoded in UTF-8")
+	}
+	visible := text
+	var entities []Entity
+	switch strings.ToLower(p["parse_mode"]) {
+	case "":
+	case "html":
+		var err error
+		visible, entities, err = ParseHTML(text)
+		if err != nil {
+			return "", nil, badRequest("can't parse entities: %v", err)
+		}
+	case "markdown", "markdownv2":
+		// Accepted but not checked: the fake only validates HTML.
+	default:
+		return "", nil, badRequest("unsupported parse_mode")
+	}
+	if strings.TrimSpace(visible) == "" {
+		return "", nil, badRequest("message text is empty")
+	}
+	if UTF16Len(visible) > MaxTextLength {
+		return "", nil, badRequest("message is too long")
+	}
+	return visible, entities, nil
+}
+
 // editMessageText replaces the text of a message the bot sent in a chat, as
 // Telegram does: parse_mode as in sendMessage; the inline keyboard is the
 // reply_markup given, so one left out is removed; a message not found, or
@@ -132,28 +143,9 @@ func editMessageText(s *Server, req *request) (any, error) {
 	if m == nil || m.From == nil || m.From.ID != req.bot.user.ID {
 		return nil, badRequest("message to edit not found")
 	}
-	text := p["text"]
-	if !utf8.ValidString(text) {
-		return nil, badRequest("strings must be encoded in UTF-8")
-	}
-	visible := text
-	var entities []Entity
-	switch strings.ToLower(p["parse_mode"]) {
-	case "":
-	case "html":
-		visible, entities, err = ParseHTML(text)
-		if err != nil {
-			return nil, badRequest("can't parse entities: %v", err)
-		}
-	case "markdown", "markdownv2":
-	default:
-		return nil, badRequest("unsupported parse_mode")
-	}
-	if strings.TrimSpace(visible) == "" {
-		return nil, badRequest("message text is empty")
-	}
-	if UTF16Len(visible) > MaxTextLength {
-		return nil, badRequest("message is too long")
+	visible, entities, err := messageText(p)
+	if err != nil {
+		return nil, err
 	}
 	markup, err := inlineKeyboard(p)
 	if err != nil {
