@@ -95,17 +95,25 @@ func anyOf(list, ids []string) bool {
 	return false
 }
 
-// approversOf are the people who may answer b's prompts, as
-// "<integration>:<sender>".
-func (c *Config) approversOf(b *Butler) []string {
-	var out []string
-	for _, in := range c.Integrations {
+// Approver is one person who may answer a butler's prompts: an approver
+// (Who) of an integration that receives and is granted to it.
+type Approver struct {
+	Integration *Integration
+	Who         string
+}
+
+// ApproversOf are the people who may answer b's prompts, where each is
+// asked.
+func (c *Config) ApproversOf(b *Butler) []Approver {
+	var out []Approver
+	for i := range c.Integrations {
+		in := &c.Integrations[i]
 		if in.Disabled || !in.Inbound.Enabled || !in.Grants.Allows(b.Name) {
 			continue
 		}
 		for _, a := range in.Inbound.Approvers {
-			if b.MayApprove(&in, a) {
-				out = append(out, in.ID+":"+a)
+			if b.MayApprove(in, a) {
+				out = append(out, Approver{Integration: in, Who: a})
 			}
 		}
 	}
@@ -128,7 +136,7 @@ func (c *Config) checkApprovers(at string, b *Butler, add func(format string, a 
 			add("%s.approvers[%d]: %s is not an approver of integration %s; add it to that integration's inbound.approvers first", at, j, sender, id)
 		}
 	}
-	people := len(c.approversOf(b))
+	people := len(c.ApproversOf(b))
 	for j, q := range b.Quorum {
 		if _, err := regexp.Compile(q.Tools); err != nil || q.Tools == "" {
 			add("%s.quorum[%d].tools %q must be a regular expression on the tool's name, like ^(Bash|Write)$", at, j, q.Tools)

@@ -125,21 +125,13 @@ func (b *Butler) autoAllowed(ctx context.Context, session server.ClientSession, 
 type approverTarget struct{ channel, typ, recipient string }
 
 // approvers are the direct chats to ask: every approver of every integration
-// granted to this butler that takes inbound messages.
+// granted to this butler that takes inbound messages, as the butler's own
+// approvers narrow them (config.ApproversOf).
 func (b *Butler) approvers() []approverTarget {
 	cfg := b.config()
-	bc := cfg.Butler(b.name)
 	var out []approverTarget
-	for _, in := range cfg.Integrations {
-		if in.Disabled || !in.Inbound.Enabled || !in.Grants.Allows(b.name) {
-			continue
-		}
-		for _, a := range in.Inbound.Approvers {
-			// butlers[].approvers narrows them.
-			if bc.MayApprove(&in, a) {
-				out = append(out, approverTarget{channel: in.Channel(), typ: in.Type, recipient: strings.TrimPrefix(a, "web:")})
-			}
-		}
+	for _, a := range cfg.ApproversOf(cfg.Butler(b.name)) {
+		out = append(out, approverTarget{channel: a.Integration.Channel(), typ: a.Integration.Type, recipient: strings.TrimPrefix(a.Who, "web:")})
 	}
 	return out
 }
