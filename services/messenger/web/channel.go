@@ -65,6 +65,9 @@ const (
 	kindVisitor  = "visitor"
 	kindButler   = "butler"
 	kindReaction = "reaction"
+	// kindEdit replaces the text and buttons of a butler message (Target)
+	// on the page: the message itself is never rewritten in the stream.
+	kindEdit = "edit"
 )
 
 var (
@@ -72,12 +75,16 @@ var (
 	// as a NATS subject token.
 	visitorPattern     = regexp.MustCompile(`^[0-9a-f]{24}$`)
 	integrationPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
+	// butlerIDPattern is the id of a butler message (entryID "b"): the only
+	// entries an edit may replace.
+	butlerIDPattern = regexp.MustCompile(`^b[0-9a-f]{24}$`)
 )
 
 // The messenger uses one object both ways when a sender is also a receiver.
 var (
 	_ deliver.Sender   = (*Channel)(nil)
 	_ deliver.Receiver = (*Channel)(nil)
+	_ deliver.Editor   = (*Channel)(nil)
 )
 
 // Channel is one web integration: the sender that puts butler messages into
@@ -182,6 +189,55 @@ func (c *Channel) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Rece
 		}
 	}
 	return deliver.Receipt{MessageIDs: []string{e.ID}}, nil
+}
+
+// Edit replaces the text and buttons of a butler message (d.Edit, the id
+// Deliver's receipt named) in the conversation of d.Recipient, resolved as a
+// send's: a visitor, or with none every visitor, as the message was sent.
+// The conversation keeps the message as it was and adds an edit entry after
+// it, which the page applies, live and on replay alike: its text becomes
+// d.Message (whole: a web message has no length limit to cut it to), its
+// buttons d.Actions (none takes them away).
+//
+// The stream cannot tell cheaply whether it holds a message (it is found by
+// subject, not by id), so an edit of a message never sent to that recipient
+// is stored all the same, and the page ignores an edit of a message it does
+// not show.
+func (c *Channel) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
+	if len(d.Done) > 0 {
+		return deliver.Receipt{MessageIDs: d.Done}, nil // an earlier attempt stored the edit
+	}
+	if err := ctx.Err(); err != nil {
+		return deliver.Receipt{}, fmt.Errorf("%w: %w", envelope.ErrTimeout, err)
+	}
+	if !butlerIDPattern.MatchString(d.Edit) {
+		return deliver.Receipt{}, fmt.Errorf("%w: %q is not a web butler message to edit: pass the message id the send's receipt named (\"b\" and 24 hex digits), with the send's recipient", envelope.ErrValidation, d.Edit)
+	}
+	if strings.TrimSpace(d.Message) == "" {
+		return deliver.Receipt{}, fmt.Errorf("%w: the edit's message is empty; an edit needs the text to show instead", envelope.ErrValidation)
+	}
+	visitor, err := c.recipient(ctx, d)
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	// Derived from the idempotency key like a message's id, so a retried
+	// edit is stored once.
+	e := entry{
+		ID: entryID("e", d.Key), Kind: kindEdit, Butler: d.Butler, Target: d.Edit,
+		Text: d.Message, Actions: d.Actions, TS: time.Now().UTC().Format(time.RFC3339),
+	}
+	if err := d.Calling(); err != nil {
+		return deliver.Receipt{}, err
+	}
+	if err := c.store.put(ctx, Subject(c.id, visitor), "out:"+e.ID, e); err != nil {
+		return deliver.Receipt{}, err
+	}
+	if d.Sent != nil {
+		if err := d.Sent(d.Edit); err != nil {
+			return deliver.Receipt{MessageIDs: []string{d.Edit}}, fmt.Errorf("recording the edit of message %s: %w", d.Edit, err)
+		}
+	}
+	return deliver.Receipt{MessageIDs: []string{d.Edit}}, nil
 }
 
 func (c *Channel) recipient(ctx context.Context, d deliver.Delivery) (string, error) {

@@ -25,10 +25,10 @@ type frame struct {
 }
 
 // render turns a stored entry into the event a page gets: butler markdown
-// becomes safe HTML here, never in the browser.
+// (a message's, an edit's) becomes safe HTML here, never in the browser.
 func render(s stored) (frame, error) {
 	ev := event{entry: s.entry, Seq: s.seq}
-	if ev.Kind == kindButler {
+	if ev.Kind == kindButler || ev.Kind == kindEdit {
 		ev.HTML, ev.Text = markdown.HTML(ev.Text), ""
 	}
 	data, err := json.Marshal(ev)

@@ -39,7 +39,8 @@ const (
 
 // entry is one thing in a conversation, as stored: what the visitor wrote, a
 // butler's message (markdown, rendered only when sent to the page, so a
-// renderer fix applies to history too), or a butler's reaction.
+// renderer fix applies to history too), a butler's reaction, or an edit of a
+// butler's message (its new text, markdown too, and buttons).
 type entry struct {
 	ID      string            `json:"id"`
 	Kind    string            `json:"kind"`
@@ -51,7 +52,7 @@ type entry struct {
 	Actions []envelope.Action `json:"actions,omitempty"`
 	// ReplyTo is the visitor message a butler message answers.
 	ReplyTo string `json:"reply_to,omitempty"`
-	// Target is the message a reaction is on.
+	// Target is the message a reaction is on, or an edit replaces.
 	Target string `json:"target,omitempty"`
 	Emoji  string `json:"emoji,omitempty"`
 	TS     string `json:"ts"`

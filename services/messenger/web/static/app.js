@@ -88,6 +88,38 @@
     setState(node, state);
   };
 
+  // butlerBody is a butler message's text, as the server rendered it
+  // (markdown.HTML): only formatting tags, every character of the butler's
+  // text escaped.
+  const butlerBody = (html) => {
+    const body = make('div', 'body');
+    body.innerHTML = html || '';
+    for (const a of body.querySelectorAll('a')) {
+      a.target = '_blank';
+      a.rel = 'noopener noreferrer';
+    }
+    return body;
+  };
+
+  // actionRow is the buttons under butler message id, or null for none; a
+  // press answers that message.
+  const actionRow = (id, actions) => {
+    if (!actions || !actions.length) return null;
+    const row = make('div', 'actions');
+    row.dataset.actions = JSON.stringify(actions);
+    for (const action of actions) {
+      const button = make('button', 'action', action.label);
+      button.type = 'button';
+      button.addEventListener('click', () => {
+        for (const b of row.querySelectorAll('button')) b.disabled = true;
+        button.classList.add('chosen');
+        send(action.label, { callback_data: action.data, reply_to: id });
+      });
+      row.append(button);
+    }
+    return row;
+  };
+
   const showButler = (m) => {
     if (nodes.has(m.id)) return;
     const node = make('article', m.urgency === 'high' ? 'msg butler urgent' : 'msg butler');
@@ -96,34 +128,35 @@
     const original = m.reply_to && nodes.get(m.reply_to);
     if (original) node.append(make('div', 'quote', original.querySelector('.body').textContent));
     if (m.subject) node.append(make('div', 'subject', m.subject));
-    const body = make('div', 'body');
-    // Rendered by the server (markdown.HTML): only formatting tags, every
-    // character of the butler's text escaped.
-    body.innerHTML = m.html || '';
-    for (const a of body.querySelectorAll('a')) {
-      a.target = '_blank';
-      a.rel = 'noopener noreferrer';
-    }
-    node.append(body);
-    if (m.actions && m.actions.length) {
-      const row = make('div', 'actions');
-      for (const action of m.actions) {
-        const button = make('button', 'action', action.label);
-        button.type = 'button';
-        button.addEventListener('click', () => {
-          for (const b of row.querySelectorAll('button')) b.disabled = true;
-          button.classList.add('chosen');
-          send(action.label, { callback_data: action.data, reply_to: m.id });
-        });
-        row.append(button);
-      }
-      node.append(row);
-    }
+    node.append(butlerBody(m.html));
+    const row = actionRow(m.id, m.actions);
+    if (row) node.append(row);
     const meta = make('div', 'meta');
     meta.append(make('time', '', clock(m.ts)));
     node.append(meta);
     nodes.set(m.id, node);
     place(node);
+  };
+
+  // edit replaces the text and buttons of a butler message on the page (a
+  // permission prompt once answered): no buttons take them away, the same
+  // ones stay as they are (a press already made still shows). An edit of a
+  // message the page does not show is ignored; edits come in order, after
+  // their message, live and on replay alike.
+  const edit = (m) => {
+    const node = nodes.get(m.target);
+    if (!node || !node.classList.contains('butler')) return;
+    node.querySelector('.body').replaceWith(butlerBody(m.html));
+    const old = node.querySelector('.actions');
+    const actions = m.actions && m.actions.length ? JSON.stringify(m.actions) : '';
+    if (!old || old.dataset.actions !== actions) {
+      const row = actionRow(m.target, m.actions);
+      if (old && row) old.replaceWith(row);
+      else if (old) old.remove();
+      else if (row) node.querySelector('.meta').before(row);
+    }
+    const meta = node.querySelector('.meta');
+    if (!meta.querySelector('.edited')) meta.prepend(make('span', 'edited', 'edited'));
   };
 
   const react = (m) => {
@@ -143,6 +176,7 @@
     if (m.kind === 'visitor') showVisitor(m, 'sent');
     else if (m.kind === 'butler') showButler(m);
     else if (m.kind === 'reaction') react(m);
+    else if (m.kind === 'edit') edit(m);
   };
 
   // Outbox: a post stays here until the server accepted it, so a reload or a
