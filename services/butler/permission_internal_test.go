@@ -138,11 +138,24 @@ func sentOnSlack(t *testing.T, md string) []string {
 	unescape := strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&", "\u200b", "")
 	var out []string
 	for _, c := range srv.Calls("chat.postMessage") {
-		for _, a := range c.Attachments {
-			if n := utf16Len(a.Text); n > slack.ChunkLimit {
+		// A message with buttons shows its text in a section block.
+		m, _ := srv.Message(c.Channel, c.TS)
+		var texts []string
+		for _, b := range m.DecodedBlocks() {
+			if b.Type == "section" && b.Text != nil {
+				texts = append(texts, b.Text.Text)
+			}
+		}
+		for _, a := range m.Attachments {
+			if a.Text != "" {
+				texts = append(texts, a.Text)
+			}
+		}
+		for _, text := range texts {
+			if n := utf16Len(text); n > slack.ChunkLimit {
 				t.Errorf("a message of %d UTF-16 units, over the Slack sender's %d", n, slack.ChunkLimit)
 			}
-			out = append(out, unescape.Replace(a.Text))
+			out = append(out, unescape.Replace(text))
 		}
 	}
 	return out

@@ -122,7 +122,9 @@ func (g *inbound) claimed(ctx context.Context, it *config.Integration, in *envel
 		if err != nil {
 			return true, err
 		}
-		if !found || c.Integration != it.ID || c.Chat != chat {
+		// A claim offered to a person (Slack's U…) is pressed in their
+		// direct chat with the bot (D…).
+		if !found || c.Integration != it.ID || (c.Chat != chat && c.Chat != in.Meta["user_id"]) {
 			g.refuse(ctx, in, it.Channel(), audit.Rejected, ReasonVerdictUnknownID)
 			return true, nil
 		}

@@ -69,8 +69,11 @@ func buttons(actions []envelope.Action) ([]component, error) {
 		style := styleSecondary
 		if _, behavior, ok := approval.Parse("", a.Data); ok {
 			style = styleDanger
-			if behavior == approval.Allow {
+			switch behavior {
+			case approval.Allow:
 				style = styleSuccess
+			case approval.Session:
+				style = stylePrimary // allows too, for longer: not the plain Allow's green
 			}
 		} else if i == 0 {
 			style = stylePrimary

@@ -12,7 +12,7 @@ import (
 func init() {
 	deliver.Register(deliver.Channel{
 		Type:        "slack",
-		Config:      config.Channel{Settings: func() config.ChannelSettings { return &Config{} }, Limit: &markdown.SlackLimit},
+		Config:      config.Channel{Settings: func() config.ChannelSettings { return &Config{} }, Buttons: true, Limit: &markdown.SlackLimit},
 		New:         New,
 		NewReceiver: NewReceiver,
 	})
@@ -27,7 +27,8 @@ type Config struct {
 	// DefaultAPIURL).
 	APIURL string `yaml:"api_url"`
 	// SigningSecretEnv names the variable holding the app's signing
-	// secret, which every inbound event must be signed with.
+	// secret, which every inbound event and button click must be signed
+	// with.
 	SigningSecretEnv string `yaml:"signing_secret_env"`
 	// DefaultChannelID is the channel a send naming no recipient goes to.
 	DefaultChannelID string `yaml:"default_channel_id"`

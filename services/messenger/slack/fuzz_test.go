@@ -84,3 +84,40 @@ func FuzzEvent(f *testing.F) {
 		}
 	})
 }
+
+// FuzzInteraction checks that any interactivity payload either yields
+// nothing or ingress.v1s the bus takes, each a click with callback_data.
+func FuzzInteraction(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"block_actions","user":{"id":"U1","username":"ann","team_id":"T1"},"team":{"id":"T1"},"channel":{"id":"D0A","name":"directmessage"},"container":{"type":"message","message_ts":"1700000000.000100","channel_id":"D0A"},"actions":[{"type":"button","action_id":"herald_1","value":"perm:allow:abcde","action_ts":"1700000001.000200"}]}`,
+		`{"type":"block_actions","user":{"id":"U1"},"container":{"type":"message","message_ts":"1.2","channel_id":"C0A","thread_ts":"1.1"},"message":{"ts":"1.2","thread_ts":"1.1"},"trigger_id":"1.2.abc","actions":[{"type":"button","value":"ask:q1:1"},{"type":"button","value":"x","action_ts":"1.3"}]}`,
+		`{"type":"block_actions","user":{"id":"U1"},"container":{"type":"view","view_id":"V1"},"actions":[{"type":"button","value":"x","action_ts":"1.3"}]}`,
+		`{"type":"view_submission"}`, `{"type":"block_actions","team":null,"channel":null,"message":null,"actions":null}`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var p interaction
+		if json.Unmarshal(body, &p) != nil {
+			return
+		}
+		ins, why := clicks("slack_main", &p)
+		if len(ins) == 0 {
+			if why == "" {
+				t.Fatal("nothing, and no reason")
+			}
+			return
+		}
+		for _, in := range ins {
+			if err := envelope.Check(schemas.Ingress, in); err != nil {
+				t.Fatalf("ingress from %s is invalid: %v", body, err)
+			}
+			if _, err := parseThread(in.RequestContext.SourceThreadIdentity); err != nil {
+				t.Fatalf("its thread identity does not parse back: %v", err)
+			}
+			if in.Meta["callback_data"] == "" || in.Meta["callback_query_id"] == "" {
+				t.Fatalf("a click without callback_data or callback_query_id: %v", in.Meta)
+			}
+		}
+	})
+}

@@ -243,3 +243,163 @@ func clip(text string, n int) string {
 	}
 	return text[:cut]
 }
+
+// interaction is the payload of an interactivity request. Herald reads
+// block_actions, a click on a button of a message
+// (https://api.slack.com/reference/interaction-payloads/block-actions).
+type interaction struct {
+	Type string `json:"type"`
+	User struct {
+		ID       string `json:"id"`
+		Username string `json:"username"`
+		Name     string `json:"name"`
+		TeamID   string `json:"team_id"`
+	} `json:"user"`
+	Team *struct {
+		ID string `json:"id"`
+	} `json:"team"`
+	APIAppID  string `json:"api_app_id"`
+	TriggerID string `json:"trigger_id"`
+	Channel   *struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"channel"`
+	// Container is where the button is: a message ("message", or
+	// "message_attachment" for one inside an attachment) or a view.
+	Container struct {
+		Type      string `json:"type"`
+		MessageTS string `json:"message_ts"`
+		ChannelID string `json:"channel_id"`
+		ThreadTS  string `json:"thread_ts"`
+	} `json:"container"`
+	Message *struct {
+		TS       string `json:"ts"`
+		ThreadTS string `json:"thread_ts"`
+	} `json:"message"`
+	Actions []struct {
+		Type     string `json:"type"`
+		ActionID string `json:"action_id"`
+		BlockID  string `json:"block_id"`
+		Value    string `json:"value"`
+		ActionTS string `json:"action_ts"`
+	} `json:"actions"`
+}
+
+// clicks turns a block_actions payload into one ingress.v1 per button
+// clicked (Slack sends one), or none and why not: another kind of
+// interaction, a button outside a message (a modal's), no person.
+//
+// A click is a message from the person who clicked, in the conversation of
+// the message clicked, as that message's events would be: its text and
+// meta callback_data are the button's value (the action's data), its
+// callback_query_id the click's action_ts; message_id is the ts of the
+// message clicked, ts the click's. chat_type is private in a direct message
+// (D…), so that a verdict clicked there counts as given in a direct chat.
+//
+// The native id is "click:<team>:<channel>:<message ts>:<action ts>": a
+// request sent twice is one click, two clicks are two.
+func clicks(integration string, p *interaction) ([]*envelope.Ingress, string) {
+	if p.Type != "block_actions" {
+		return nil, "interaction " + p.Type + " is not a click"
+	}
+	channel := p.Container.ChannelID
+	if p.Channel != nil && p.Channel.ID != "" {
+		channel = p.Channel.ID
+	}
+	ts, threadTS := p.Container.MessageTS, p.Container.ThreadTS
+	if m := p.Message; m != nil {
+		if ts == "" {
+			ts = m.TS
+		}
+		if m.ThreadTS != "" {
+			threadTS = m.ThreadTS
+		}
+	}
+	switch {
+	case !idPattern.MatchString(channel) || !tsPattern.MatchString(ts):
+		return nil, "not on a message"
+	case !idPattern.MatchString(p.User.ID):
+		return nil, "no user"
+	}
+	if !tsPattern.MatchString(threadTS) {
+		threadTS = ""
+	}
+	team := p.User.TeamID
+	if p.Team != nil && p.Team.ID != "" {
+		team = p.Team.ID
+	}
+	endpoint := team
+	if endpoint == "" {
+		endpoint = p.APIAppID
+	}
+	if endpoint == "" {
+		endpoint = integration
+	}
+	user := p.User.ID
+	for _, n := range []string{p.User.Username, p.User.Name} {
+		if n = strings.TrimSpace(n); n != "" {
+			user = n
+			break
+		}
+	}
+	inThread := threadTS != "" && threadTS != ts
+	root := ts
+	if threadTS != "" {
+		root = threadTS
+	}
+	thread := channel + ":" + ts
+	if inThread {
+		thread = channel + ":" + threadTS + ":" + ts
+	}
+	var out []*envelope.Ingress
+	why := "no button with a value"
+	for _, a := range p.Actions {
+		if a.Type != "button" || a.Value == "" {
+			continue
+		}
+		click := a.ActionTS
+		if click == "" {
+			click = p.TriggerID
+		}
+		if click == "" {
+			why = "a click with neither action_ts nor trigger_id"
+			continue
+		}
+		meta := map[string]string{
+			"chat_id":           channel,
+			"channel_id":        channel,
+			"channel_type":      "channel",
+			"chat_type":         "group",
+			"user_id":           p.User.ID,
+			"user":              user,
+			"message_id":        ts,
+			"ts":                click,
+			"event_type":        p.Type,
+			"callback_data":     a.Value,
+			"callback_query_id": click,
+		}
+		if isDM(channel) {
+			meta["channel_type"], meta["chat_type"] = "im", "private"
+		}
+		if team != "" {
+			meta["team_id"] = team
+		}
+		if inThread || !isDM(channel) {
+			meta["thread_ts"] = root
+			meta["thread_id"] = root
+		}
+		for k, v := range meta {
+			meta[k] = clip(v, maxMeta)
+		}
+		native := channel + ":" + ts + ":" + click
+		if team != "" {
+			native = team + ":" + native
+		}
+		out = append(out, envelope.NewIngress(integration, "slack", clip(endpoint, 512), clip(p.User.ID, 512), thread,
+			clip(a.Value, maxText), clip("click:"+native, 998), meta))
+	}
+	if len(out) == 0 {
+		return nil, why
+	}
+	return out, ""
+}

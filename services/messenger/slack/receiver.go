@@ -11,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,14 +44,15 @@ const (
 	ReasonStaleTimestamp = "stale_timestamp"
 )
 
-// receiver is the Events API endpoint of one Slack app.
+// receiver is the Events API and interactivity endpoints of one Slack app.
 type receiver struct {
-	id      string
-	secret  []byte
-	path    string
-	mounted bool
-	log     *slog.Logger
-	now     func() time.Time
+	id          string
+	secret      []byte
+	path        string // the Events API's
+	interactive string // interactivity's: button clicks
+	mounted     bool
+	log         *slog.Logger
+	now         func() time.Time
 
 	mu   sync.Mutex
 	sink deliver.Sink
@@ -60,19 +62,32 @@ type receiver struct {
 
 // NewReceiver is the deliver.ReceiverFactory of Slack integrations: it
 // returns nil, nil unless the integration takes inbound messages. It mounts
-// the Events API endpoint, POST /slack/<integration id>/events, on env.HTTP
-// (nothing when env.HTTP is nil); the app's Event Subscriptions Request URL
-// is that path on the http_listen address (behind a TLS proxy).
+// two endpoints on env.HTTP (nothing when env.HTTP is nil): the Events API
+// endpoint, POST /slack/<integration id>/events, and the interactivity
+// endpoint, POST /slack/<integration id>/interactive. The app's Event
+// Subscriptions Request URL is the first path on the http_listen address
+// (behind a TLS proxy), its Interactivity & Shortcuts Request URL the
+// second; without the second, buttons show but a click only tells the
+// person that the app did not answer.
 //
 // Every request must carry Slack's signature (X-Slack-Signature, an
 // HMAC-SHA256 under the app's signing secret of "v0:<timestamp>:<body>")
 // and a timestamp within MaxClockSkew; others are answered 401 and audited
-// as dropped (bad_signature, stale_timestamp). The url_verification
-// handshake is answered with its challenge. A person's message (a message
-// event or an app_mention) is answered 200 only once the sink has stored
-// it, else 503, so that Slack retries it; until Receive runs, 503 too.
-// Events that carry nothing for a butler (edits, bots, the app's own
-// messages) are answered 200 and dropped silently.
+// as dropped (bad_signature, stale_timestamp). A body that is not what the
+// endpoint takes is answered 400. The url_verification handshake is
+// answered with its challenge. A person's message (a message event or an
+// app_mention) is answered 200 only once the sink has stored it, else 503,
+// so that Slack retries it; until Receive runs, 503 too. Events that carry
+// nothing for a butler (edits, bots, the app's own messages) are answered
+// 200 and dropped silently.
+//
+// A click on a button (a block_actions payload, form-encoded in the
+// field payload) becomes a message of the person who clicked, with meta
+// callback_data (see clicks), answered 200 with an empty body once
+// stored, which leaves the message as it is: Herald edits it itself when
+// the click has an outcome. A click not stored is answered 503, and Slack
+// shows the person an error (it does not retry a click); other
+// interactions are answered 200 and dropped.
 func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, error) {
 	if !in.Inbound.Enabled || in.Disabled {
 		return nil, nil
@@ -91,15 +106,17 @@ func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, erro
 	}
 	log := env.Log()
 	r := &receiver{
-		id:     in.ID,
-		secret: []byte(secret),
-		path:   "/slack/" + in.ID + "/events",
-		log:    log.With("channel", "slack:"+in.ID),
-		now:    time.Now,
-		stored: map[string]time.Time{},
+		id:          in.ID,
+		secret:      []byte(secret),
+		path:        "/slack/" + in.ID + "/events",
+		interactive: "/slack/" + in.ID + "/interactive",
+		log:         log.With("channel", "slack:"+in.ID),
+		now:         time.Now,
+		stored:      map[string]time.Time{},
 	}
 	if env.HTTP != nil {
 		env.HTTP.Handle("POST "+r.path, r)
+		env.HTTP.Handle("POST "+r.interactive, http.HandlerFunc(r.serveInteraction))
 		r.mounted = true
 	}
 	return r, nil
@@ -118,9 +135,9 @@ func (r *receiver) Receive(ctx context.Context, sink deliver.Sink) error {
 		r.mu.Unlock()
 	}()
 	st := deliver.Status{Integration: r.id, Channel: "slack", State: deliver.StateRunning,
-		Detail: "Events API at POST " + r.path + " on http_listen", UpdatedAt: time.Now().UTC()}
+		Detail: "Events API at POST " + r.path + " and interactivity at POST " + r.interactive + " on http_listen", UpdatedAt: time.Now().UTC()}
 	if !r.mounted {
-		st.State, st.Detail = deliver.StateError, "no HTTP listener to serve the Events API on"
+		st.State, st.Detail = deliver.StateError, "no HTTP listener to serve the Events API and interactivity on"
 	}
 	sink.Status(st)
 	<-ctx.Done()
@@ -135,29 +152,9 @@ func (r *receiver) currentSink() deliver.Sink {
 
 // ServeHTTP answers one Events API request.
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxEventBody))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
-			return
-		}
-		http.Error(w, "cannot read the request body", http.StatusBadRequest)
-		return
-	}
 	sink := r.currentSink()
-	if reason := r.verify(req.Header, body); reason != "" {
-		r.log.Warn("slack event refused", "reason", reason, "remote", req.RemoteAddr)
-		if sink != nil {
-			// Nothing in the body can be trusted: the record says only
-			// that a request was refused, and why.
-			sink.Dropped(req.Context(), &envelope.Ingress{
-				SchemaVersion:  envelope.IngressV1,
-				RequestContext: envelope.RequestContext{RequestID: envelope.NewRequestID(), SourceChannel: "slack", ReceivedAt: envelope.Now()},
-				IntegrationID:  r.id,
-			}, reason)
-		}
-		http.Error(w, "request not signed by Slack with this app's signing secret ("+reason+")", http.StatusUnauthorized)
+	body, ok := r.authentic(w, req, sink, "event")
+	if !ok {
 		return
 	}
 	var cb callback
@@ -187,26 +184,102 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.log.Debug("slack event skipped", "event_id", cb.EventID, "why", why)
 		return
 	}
-	if r.seen(in.NativeID) {
-		r.log.Debug("slack event already stored", "event_id", cb.EventID, "retry", req.Header.Get("X-Slack-Retry-Num"))
+	r.store(w, req, sink, in, "event", "Slack will retry it", "event_id", cb.EventID)
+}
+
+// serveInteraction answers one interactivity request: a click on a button.
+func (r *receiver) serveInteraction(w http.ResponseWriter, req *http.Request) {
+	sink := r.currentSink()
+	body, ok := r.authentic(w, req, sink, "interaction")
+	if !ok {
 		return
 	}
-	// Finish storing even if Slack hangs up after its 3 s: its retry is
-	// then answered from memory.
+	// Slack posts a form whose one field, payload, is the JSON; the
+	// signature is over the form as sent.
+	form, err := url.ParseQuery(string(body))
+	var p interaction
+	if err != nil || form.Get("payload") == "" || json.Unmarshal([]byte(form.Get("payload")), &p) != nil {
+		r.log.Warn("slack interaction refused: no JSON in a payload form field", "content_type", req.Header.Get("Content-Type"))
+		http.Error(w, "not an interactivity request: want a form whose payload field is JSON", http.StatusBadRequest)
+		return
+	}
+	if p.Type != "block_actions" {
+		r.log.Debug("slack interaction skipped", "type", p.Type)
+		return
+	}
+	if sink == nil {
+		http.Error(w, "not receiving yet; retry", http.StatusServiceUnavailable)
+		return
+	}
+	ins, why := clicks(r.id, &p)
+	if len(ins) == 0 {
+		r.log.Debug("slack click skipped", "trigger_id", p.TriggerID, "why", why)
+		return
+	}
+	for _, in := range ins {
+		if !r.store(w, req, sink, in, "click", "Slack shows the person an error; a click again is a new one", "callback_query_id", in.Meta["callback_query_id"]) {
+			return
+		}
+	}
+}
+
+// authentic reads a request's body and checks that Slack signed it. A
+// request it refuses it has answered (413, 400, or 401 audited through
+// sink as dropped), and it reports false.
+func (r *receiver) authentic(w http.ResponseWriter, req *http.Request, sink deliver.Sink, kind string) ([]byte, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, maxEventBody))
+	if err != nil {
+		if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+			http.Error(w, "request body too large", http.StatusRequestEntityTooLarge)
+			return nil, false
+		}
+		http.Error(w, "cannot read the request body", http.StatusBadRequest)
+		return nil, false
+	}
+	reason := r.verify(req.Header, body)
+	if reason == "" {
+		return body, true
+	}
+	r.log.Warn("slack "+kind+" refused", "reason", reason, "remote", req.RemoteAddr)
+	if sink != nil {
+		// Nothing in the body can be trusted: the record says only that a
+		// request was refused, and why.
+		sink.Dropped(req.Context(), &envelope.Ingress{
+			SchemaVersion:  envelope.IngressV1,
+			RequestContext: envelope.RequestContext{RequestID: envelope.NewRequestID(), SourceChannel: "slack", ReceivedAt: envelope.Now()},
+			IntegrationID:  r.id,
+		}, reason)
+	}
+	http.Error(w, "request not signed by Slack with this app's signing secret ("+reason+")", http.StatusUnauthorized)
+	return nil, false
+}
+
+// store hands in to sink unless it was stored lately, and reports whether
+// the request may go on being answered 200: false when it was not stored
+// and answered 503, so that it comes again (lost says how). kind and attrs
+// name it in logs.
+func (r *receiver) store(w http.ResponseWriter, req *http.Request, sink deliver.Sink, in *envelope.Ingress, kind, lost string, attrs ...any) bool {
+	if r.seen(in.NativeID) {
+		r.log.Debug("slack "+kind+" already stored", append(attrs, "retry", req.Header.Get("X-Slack-Retry-Num"))...)
+		return true
+	}
+	// Finish storing even if Slack hangs up after its 3 s: a retry is then
+	// answered from memory.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), ingressTimeout)
 	defer cancel()
 	if err := sink.Ingress(ctx, in); err != nil {
 		if errors.Is(err, envelope.ErrValidation) {
 			// It can never be stored; a retry would fail the same way.
-			r.log.Error("slack event refused as invalid; skipped", "event_id", cb.EventID, "err", err)
+			r.log.Error("slack "+kind+" refused as invalid; skipped", append(attrs, "err", err)...)
 			sink.Dropped(ctx, in, "invalid")
-			return
+			return true
 		}
-		r.log.Warn("slack event not stored; Slack will retry it", "event_id", cb.EventID, "err", err)
-		http.Error(w, "cannot store the event now; retry", http.StatusServiceUnavailable)
-		return
+		r.log.Warn("slack "+kind+" not stored; "+lost, append(attrs, "err", err)...)
+		http.Error(w, "cannot store the "+kind+" now; retry", http.StatusServiceUnavailable)
+		return false
 	}
 	r.remember(in.NativeID)
+	return true
 }
 
 // verify checks Slack's signature and the request's age; it returns the

@@ -67,11 +67,12 @@ func (s *sink) got() ([]*envelope.Ingress, []string) {
 	return append([]*envelope.Ingress(nil), s.ingress...), append([]string(nil), s.dropped...)
 }
 
-// endpoint is a Slack receiver served over HTTP as the messenger serves it.
+// endpoint is a Slack receiver served over HTTP as the messenger serves it:
+// url is its Events API endpoint, clicks its interactivity endpoint.
 type endpoint struct {
-	url  string
-	r    deliver.Receiver
-	sink *sink
+	url, clicks string
+	r           deliver.Receiver
+	sink        *sink
 }
 
 // newEndpoint builds the receiver of integration slack_main and serves its
@@ -95,7 +96,7 @@ func newEndpoint(t *testing.T) *endpoint {
 	}
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &endpoint{url: srv.URL + "/slack/slack_main/events", r: r, sink: &sink{}}
+	return &endpoint{url: srv.URL + "/slack/slack_main/events", clicks: srv.URL + "/slack/slack_main/interactive", r: r, sink: &sink{}}
 }
 
 // receive runs the receiver until the test ends (or stop is called).
@@ -419,8 +420,8 @@ func TestUnavailableUntilReceiving(t *testing.T) {
 	e.sink.mu.Lock()
 	st := e.sink.statuses
 	e.sink.mu.Unlock()
-	if len(st) != 1 || st[0].State != deliver.StateRunning || !strings.Contains(st[0].Detail, "/slack/slack_main/events") {
-		t.Errorf("statuses = %+v, want running at the endpoint", st)
+	if len(st) != 1 || st[0].State != deliver.StateRunning || !strings.Contains(st[0].Detail, "/slack/slack_main/events") || !strings.Contains(st[0].Detail, "/slack/slack_main/interactive") {
+		t.Errorf("statuses = %+v, want running at both endpoints", st)
 	}
 }
 

@@ -2,7 +2,8 @@
 // replies and reactions through the Web API (chat.postMessage,
 // reactions.add) with a bot token, replaces a message it sent (Edit, through
 // chat.update), and receives what people write to the app through the
-// Events API (NewReceiver).
+// Events API and the clicks on its buttons through interactivity
+// (NewReceiver).
 //
 // Markdown becomes Slack mrkdwn (Mrkdwn) and is split into messages of at
 // most ChunkLimit characters, each well formed on its own. Every message is
@@ -11,6 +12,21 @@
 // notifications show, is the plain text. The notify's subject is the first
 // message's title and the butler (and topic) its last message's footer, so
 // that people in a channel several butlers share can tell who wrote.
+//
+// A notify's actions (a permission prompt's Allow / Deny / Allow for this
+// session, a question's options, a claim offer) are buttons under its last
+// message: a Block Kit actions block, one button per action, whose value is
+// the action's data (at most MaxButtonValue characters, MaxButtons
+// buttons; more is an envelope.ErrValidation naming the action). Allow is
+// styled primary and Deny danger, as Discord colours them. Slack shows a
+// message's blocks above its attachments and instead of its text, so that
+// message is laid out in blocks, its text shown once: the subject (bold)
+// and the mrkdwn as section blocks, then the buttons, and below them an
+// attachment holding only the colour and the footer; the message's text is
+// the plain fallback, for notifications. An edit lays the message out
+// afresh with the edit's actions: none removes the buttons (a closed
+// prompt), the same keep them. A click comes back through the interactive
+// endpoint (NewReceiver) as a message with meta callback_data.
 //
 // A message's identity, in receipts and in source_thread_identity, is
 // "<channel id>:<ts>"; a message inside a thread is "<channel id>:<thread
@@ -203,15 +219,17 @@ type attachment struct {
 	Color    string   `json:"color"`
 	Fallback string   `json:"fallback"`
 	Title    string   `json:"title,omitempty"`
-	Text     string   `json:"text"`
+	Text     string   `json:"text,omitempty"`
 	Footer   string   `json:"footer,omitempty"`
-	MrkdwnIn []string `json:"mrkdwn_in"`
+	MrkdwnIn []string `json:"mrkdwn_in,omitempty"`
 }
 
 // postMessage is chat.postMessage's body.
 type postMessage struct {
 	Channel     string       `json:"channel"`
-	Attachments []attachment `json:"attachments"`
+	Text        string       `json:"text,omitempty"`
+	Attachments []attachment `json:"attachments,omitempty"`
+	Blocks      []block      `json:"blocks,omitempty"`
 	ThreadTS    string       `json:"thread_ts,omitempty"`
 	UnfurlLinks bool         `json:"unfurl_links"`
 	UnfurlMedia bool         `json:"unfurl_media"`
@@ -227,10 +245,19 @@ func (s *sender) post(ctx context.Context, d deliver.Delivery, channel, threadTS
 	if len(parts) == 0 {
 		return deliver.Receipt{}, fmt.Errorf("%w: the message has no visible text after formatting; write some text", envelope.ErrValidation)
 	}
+	buttons, err := actionsBlock(d.Actions)
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
 	ids := append([]string(nil), d.Done...)
 	for i := len(d.Done); i < len(parts); i++ {
-		a := layout(d, parts[i], i == 0, i == len(parts)-1)
-		msg := postMessage{Channel: channel, Attachments: []attachment{a}, ThreadTS: threadTS}
+		last := i == len(parts)-1
+		var b *block
+		if last {
+			b = buttons // under the whole message
+		}
+		m := layout(d, parts[i], i == 0, last, b)
+		msg := postMessage{Channel: channel, Text: m.text, Attachments: m.attachments, Blocks: m.blocks, ThreadTS: threadTS}
 		if err := s.wait(ctx, channel); err != nil {
 			return deliver.Receipt{MessageIDs: ids}, err
 		}
@@ -258,9 +285,23 @@ func (s *sender) post(ctx context.Context, d deliver.Delivery, channel, threadTS
 	return deliver.Receipt{MessageIDs: ids}, nil
 }
 
-// layout is the attachment of one chunk: the urgency's colour, the subject
-// as the first chunk's title and who wrote as the last one's footer.
-func layout(d deliver.Delivery, c chunk, first, last bool) attachment {
+// message is one chunk as Slack is given it: the text, attachments and
+// blocks of chat.postMessage and chat.update.
+type message struct {
+	text        string
+	attachments []attachment
+	blocks      []block
+}
+
+// layout is the message of one chunk. Without buttons it is one
+// attachment: the urgency's colour, the subject as the first chunk's
+// title, the chunk's mrkdwn, who wrote as the last chunk's footer, and the
+// plain fallback. With buttons the text moves into blocks, which Slack
+// shows above attachments and instead of the message's text: the title
+// (bold) and the mrkdwn as sections, then the actions block; below them an
+// attachment of the colour and footer alone, and the message's text is the
+// fallback, which only notifications show. Either way the text shows once.
+func layout(d deliver.Delivery, c chunk, first, last bool, buttons *block) message {
 	a := attachment{Color: colorOf(d.Urgency), Text: c.text, Fallback: c.fallback, MrkdwnIn: []string{"text"}}
 	if d.Urgency == "high" {
 		a.Fallback = urgentPrefix + a.Fallback
@@ -271,27 +312,41 @@ func layout(d deliver.Delivery, c chunk, first, last bool) attachment {
 	if last {
 		a.Footer = footer(d)
 	}
-	return a
+	if buttons == nil {
+		return message{attachments: []attachment{a}}
+	}
+	m := message{text: a.Fallback}
+	if a.Title != "" {
+		m.blocks = append(m.blocks, section("*"+a.Title+"*"))
+	}
+	m.blocks = append(m.blocks, section(a.Text), *buttons)
+	if a.Footer != "" {
+		m.attachments = []attachment{{Color: a.Color, Fallback: a.Footer, Footer: a.Footer}}
+	}
+	return m
 }
 
-// chatUpdate is chat.update's body. The attachments given replace the
-// message's; blocks, which chat.update keeps when none are given, are
-// emptied, so that buttons go. Parse is set because chat.update's default
-// ("client") is not chat.postMessage's ("none").
+// chatUpdate is chat.update's body. Text, attachments and blocks are
+// always given, empty or not, since chat.update keeps those left out: the
+// edited message is laid out afresh, and its buttons go unless given
+// again. Parse is set because chat.update's default ("client") is not
+// chat.postMessage's ("none").
 type chatUpdate struct {
 	Channel     string       `json:"channel"`
 	TS          string       `json:"ts"`
+	Text        string       `json:"text"`
 	Attachments []attachment `json:"attachments"`
-	Blocks      []any        `json:"blocks"`
+	Blocks      []block      `json:"blocks"`
 	Parse       string       `json:"parse"`
 }
 
 // Edit replaces a message the app sent (d.Edit, its id as the receipt
 // named it) with d.Message, laid out as a message of one chunk (colour,
-// subject, footer) and cut to that chunk, and removes its blocks, buttons
-// among them. The channel is the one the id names, where Slack put the
-// message (a person's direct message as its D… id), so Recipient is not
-// read.
+// subject, footer) and cut to that chunk, with d.Actions as its buttons:
+// none removes the buttons it had (a closed prompt), the same keep them (a
+// prompt waiting for its quorum). The channel is the one the id names,
+// where Slack put the message (a person's direct message as its D… id), so
+// Recipient is not read.
 func (s *sender) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
 	if len(d.Done) > 0 {
 		return deliver.Receipt{MessageIDs: d.Done}, nil // an earlier attempt edited it
@@ -309,7 +364,18 @@ func (s *sender) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt,
 	if len(parts) == 0 {
 		return deliver.Receipt{}, fmt.Errorf("%w: the edit's message has no visible text after formatting; write some text", envelope.ErrValidation)
 	}
-	msg := chatUpdate{Channel: th.channel, TS: th.ts, Attachments: []attachment{layout(d, parts[0], true, true)}, Blocks: []any{}, Parse: "none"}
+	buttons, err := actionsBlock(d.Actions)
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	m := layout(d, parts[0], true, true, buttons)
+	msg := chatUpdate{Channel: th.channel, TS: th.ts, Text: m.text, Attachments: m.attachments, Blocks: m.blocks, Parse: "none"}
+	if msg.Attachments == nil {
+		msg.Attachments = []attachment{}
+	}
+	if msg.Blocks == nil {
+		msg.Blocks = []block{}
+	}
 	// chat.update is limited per app, not per channel.
 	if err := s.wait(ctx, ""); err != nil {
 		return deliver.Receipt{}, err

@@ -246,6 +246,11 @@ func SendEvent(ctx context.Context, url, secret string, payload any, opts ...Eve
 			return Answer{}, err
 		}
 	}
+	return send(ctx, url, secret, "application/json", body, opts)
+}
+
+// send posts body to url as Slack posts to an app, signed with secret.
+func send(ctx context.Context, url, secret, contentType string, body []byte, opts []EventOption) (Answer, error) {
 	r := eventRequest{at: time.Now()}
 	for _, o := range opts {
 		o(&r)
@@ -254,7 +259,7 @@ func SendEvent(ctx context.Context, url, secret string, payload any, opts ...Eve
 	if err != nil {
 		return Answer{}, err
 	}
-	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("User-Agent", "Slackbot 1.0 (+https://api.slack.com/robots)")
 	req.Header.Set("X-Slack-Request-Timestamp", strconv.FormatInt(r.at.Unix(), 10))
 	sig := Sign(secret, r.at, body)

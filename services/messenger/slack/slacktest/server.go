@@ -10,9 +10,13 @@
 // checks: the token (Authorization: Bearer, or a token form field; none is
 // not_authed, a wrong one invalid_auth), the channel (an id, a user id whose
 // direct message it opens, or a #name it knows), text or attachments
-// present and within 40,000 characters, blocks a JSON array, reactions on
-// messages it holds with emoji names it knows (already_reacted the second
-// time), and edits of the app's own messages only (message_not_found for a
+// present and within 40,000 characters, blocks a JSON array of Block Kit
+// blocks within Slack's limits (sections of at most 3,000 characters,
+// actions blocks of at most 25 elements, buttons with a plain_text label of
+// at most 75 characters, a value of at most 2,000, style primary or danger,
+// block_id and action_id unique in the message; else invalid_blocks),
+// reactions on messages it holds with emoji names it knows
+// (already_reacted the second time), and edits of the app's own messages only (message_not_found for a
 // ts the channel does not hold, cant_update_message for another's). An edit
 // changes the message it holds as Slack does: the text, attachments and
 // blocks given replace the message's, attachments and blocks not given are
@@ -28,7 +32,10 @@
 // Inbound, UserMessage makes the event_callback Slack would send for a
 // person's message (kept, so that a reply or reaction finds it), and
 // SendEvent posts a payload to an Events API endpoint signed as Slack signs
-// it.
+// it. Click makes the block_actions interaction Slack sends when a person
+// clicks a button of a message the fake holds, and SendInteraction posts it
+// to an Interactivity Request URL as Slack does: a form whose field payload
+// is the JSON, signed like events.
 package slacktest
 
 import (
@@ -155,6 +162,7 @@ type Server struct {
 	hangUps  map[string]int // by method: calls left to hang up on
 	channels map[string]*channel
 	names    map[string]string // channel name -> id
+	users    map[string]string // user id -> name, for clicks
 	emoji    map[string]bool   // custom emoji
 	lastTS   time.Time
 	events   int
@@ -748,8 +756,8 @@ func checkContent(req *request) ([]json.RawMessage, error) {
 	if err := json.Unmarshal([]byte(raw), &blocks); err != nil {
 		return nil, refuse("invalid_blocks_format")
 	}
-	if len(blocks) > 50 {
-		return nil, refuse("invalid_blocks")
+	if err := checkBlocks(blocks); err != nil {
+		return nil, err
 	}
 	return blocks, nil
 }
