@@ -189,10 +189,14 @@ func (g *inbound) refuseVerdict(ctx context.Context, it *config.Integration, in 
 
 // grant records an approver's "Allow for this session" of req, for
 // approvals.grant_ttl, and tells the approver once, in their chat, what it
-// covers and how to end it. Granting the same session the same tool again
-// (a redelivered tap) writes the same grant.
+// covers and how to end it.
 func (g *inbound) grant(ctx context.Context, it *config.Integration, in *envelope.Ingress, req *approval.Request) (*approval.Grant, error) {
-	now := time.Now().UTC()
+	// From the recorded answer, so a redelivered tap writes the same grant
+	// and the same notice (whose key is made of its text).
+	now := req.AnsweredAt
+	if now.IsZero() {
+		now = time.Now().UTC()
+	}
 	gr := &approval.Grant{Butler: req.Butler, Session: req.Session, ToolName: req.ToolName, GrantedBy: in.RequestContext.SourceSenderIdentity,
 		Channel: it.Channel(), Prompt: req.ID, CreatedAt: now, ExpiresAt: now.Add(time.Duration(g.cfg.Approvals.GrantTTL))}
 	if err := g.approvals.AddGrant(ctx, gr); err != nil {
