@@ -66,3 +66,35 @@ func TestSlackApproverClicksAllow(t *testing.T) {
 		t.Errorf("%d verdicts reached the session, want 1", n)
 	}
 }
+
+// TestSlackAskAnsweredInThread: a question without options asked of a
+// Slack person is answered by a reply in its thread, in their direct
+// message with the app; the answer reaches the session as kind=answer.
+func TestSlackAskAnsweredInThread(t *testing.T) {
+	f, sl, addr := slackFleet(t, config.Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{"U0HUMAN01"}})
+	f.start("switchboard", "messenger")
+	c := f.listen("health")
+	res := c.Call("ask", map[string]any{"question": "Which branch?", "channel": "slack", "recipient": "U0HUMAN01"})
+	qid := questionIDRE.FindStringSubmatch(text(res))
+	if res.IsError || qid == nil {
+		t.Fatalf("ask: %q", text(res))
+	}
+	var channel, ts string
+	eventually(t, 15*time.Second, func() bool {
+		for _, call := range sl.Calls("chat.postMessage") {
+			if call.OK() && call.Params["channel"] == "U0HUMAN01" {
+				channel, ts = call.Channel, call.TS
+				return true
+			}
+		}
+		return false
+	}, "the question in the person's direct message")
+	reply := sl.UserMessage(slacktest.MessageEvent{Channel: channel, ChannelType: "im", User: "U0HUMAN01", Text: "main", ThreadTS: ts})
+	if a, err := slacktest.SendEvent(t.Context(), "http://"+addr+"/slack/sl/events", f.env["SLACK_SIGNING_SECRET"], reply); err != nil || a.Status != http.StatusOK {
+		t.Fatalf("the reply in the question's thread: %v %+v", err, a)
+	}
+	n := c.Wait(butler.MethodChannel, 1)[0]
+	if m := meta(n); m["kind"] != "answer" || m["question_id"] != qid[1] || m["answer"] != "main" {
+		t.Fatalf("the thread reply arrived as %v", n)
+	}
+}

@@ -106,6 +106,11 @@ func (g *inbound) answer(ctx context.Context, it *config.Integration, in *envelo
 	} else if replyTo := repliedTo(in); replyTo != "" {
 		var err error
 		butler, qid, err = g.approvals.RepliedTo(ctx, it.ID, chat, replyTo)
+		if user := in.Meta["user_id"]; errors.Is(err, approval.ErrUnknown) && user != "" && user != chat {
+			// A question sent to a person (Slack's U…) is answered in
+			// their direct chat with the bot (D…).
+			butler, qid, err = g.approvals.RepliedTo(ctx, it.ID, user, replyTo)
+		}
 		switch {
 		case errors.Is(err, approval.ErrUnknown):
 			return false, nil // a reply to something else

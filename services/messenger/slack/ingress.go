@@ -169,7 +169,8 @@ func toIngress(integration string, cb *callback) (*envelope.Ingress, string) {
 	}
 	thread := ev.Channel + ":" + ev.TS
 	if inThread {
-		meta["reply_to_message_id"] = ev.ThreadTS
+		// The message answered, named as receipts name Slack messages.
+		meta["reply_to_message_id"] = ev.Channel + ":" + ev.ThreadTS
 		thread = ev.Channel + ":" + ev.ThreadTS + ":" + ev.TS
 	}
 	native := ev.Channel + ":" + ev.TS

@@ -204,9 +204,9 @@ func TestReceiveThreadsAndDirectMessages(t *testing.T) {
 		thread, chatType  string
 		threadTS, replyTo string
 	}{
-		{"thread reply", got[0], "C0GENERAL:" + root.Event.TS + ":" + reply.Event.TS, "group", root.Event.TS, root.Event.TS},
+		{"thread reply", got[0], "C0GENERAL:" + root.Event.TS + ":" + reply.Event.TS, "group", root.Event.TS, "C0GENERAL:" + root.Event.TS},
 		{"direct message", got[1], "D0HUMAN01:" + dm.Event.TS, "private", "", ""},
-		{"thread in a direct message", got[2], "D0HUMAN01:" + dm.Event.TS + ":" + dmThread.Event.TS, "private", dm.Event.TS, dm.Event.TS},
+		{"thread in a direct message", got[2], "D0HUMAN01:" + dm.Event.TS + ":" + dmThread.Event.TS, "private", dm.Event.TS, "D0HUMAN01:" + dm.Event.TS},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
