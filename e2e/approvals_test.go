@@ -68,6 +68,9 @@ func TestPromptClosesEverywhere(t *testing.T) {
 	})
 	askPermission(t, c, "abcde", "Bash", "Delete build outputs")
 	copies := f.promptCopies("abcde", alice.ID, bob.ID)
+	// Slack has the copy (its answer held) before Bob answers: a copy not
+	// yet routed when the prompt closes is never sent at all.
+	eventually(t, 15*time.Second, func() bool { return len(sl.Calls("chat.postMessage")) > 0 }, "the Slack approver's copy to be posted")
 	f.tg.PressButton(f.tg.Token(), bob.ID, copies[bob.ID], bob, "perm:allow:abcde")
 	if got := c.Wait(butler.MethodPermission, 1); got[0]["request_id"] != "abcde" || got[0]["behavior"] != "allow" {
 		t.Fatalf("verdict %v", got[0])
@@ -76,7 +79,6 @@ func TestPromptClosesEverywhere(t *testing.T) {
 		eventually(t, 10*time.Second, func() bool { return f.copyShows(chat, copies[chat], "allowed by Bob (777) via telegram:tg_main") },
 			"the copy in chat "+telegramChat(chat)+" to say Bob allowed it, without buttons")
 	}
-	eventually(t, 10*time.Second, func() bool { return len(sl.Calls("chat.postMessage")) > 0 }, "the Slack approver's copy to be posted")
 	close(hold)
 	slackShows := func(want string) bool {
 		for _, c := range sl.Calls("chat.update") {

@@ -145,14 +145,15 @@ func TestAChangedFileIsApplied(t *testing.T) {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(5 * time.Second)
-	for a.count() == 0 {
+	// Applied, then audited: wait for the audit record, which comes last.
+	for audited := func() int { a.mu.Lock(); defer a.mu.Unlock(); return len(a.audited) }; audited() == 0; {
 		if time.Now().After(deadline) {
-			t.Fatal("the changed file was not applied within 5 s")
+			t.Fatalf("the changed file was not applied and audited within 5 s (applied %d)", a.count())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 	a.mu.Lock()
-	if !slices.Equal(a.changes[0], []string{"butler garden added"}) || len(a.audited) != 1 {
+	if len(a.changes) != 1 || !slices.Equal(a.changes[0], []string{"butler garden added"}) || len(a.audited) != 1 {
 		t.Errorf("applied %q, audited %q", a.changes, a.audited)
 	}
 	a.mu.Unlock()
