@@ -352,3 +352,63 @@ func (f *fleet) receiverStatus(id, state string) deliver.Status {
 	}, "the receiver of "+id+" in state "+state)
 	return st
 }
+
+// TestDiscordAsk: a question asked on Discord comes to its person as
+// buttons, one per option; a press within wait is the ask call's answer,
+// and the question is edited to show it, its buttons gone.
+func TestDiscordAsk(t *testing.T) {
+	f, dc := discordFleet(t)
+	f.start("switchboard", "messenger")
+	c := f.listen("health")
+	dc.WaitLive(t, 15*time.Second)
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "ask"
+		req.Params.Arguments = map[string]any{"question": "Ship it?", "options": []any{"Ship", "Wait"}, "wait": 20, "channel": "discord", "recipient": discordtest.HumanID}
+		res, err := c.CallTool(context.Background(), req)
+		if err != nil {
+			res = mcp.NewToolResultError(err.Error())
+		}
+		done <- res
+	}()
+	var asked discordtest.Message
+	eventually(t, 15*time.Second, func() bool {
+		for _, msg := range dc.Messages(dc.DMChannel(discordtest.HumanID)) {
+			if strings.Contains(msg.Content, "Ship it?") && len(msg.Components) > 0 {
+				asked = msg
+				return true
+			}
+		}
+		return false
+	}, "the question with its buttons in ada's direct messages")
+	var buttons []string
+	for _, row := range asked.Components {
+		for _, b := range row.Components {
+			buttons = append(buttons, b.Label+"="+b.CustomID)
+		}
+	}
+	qid := regexp.MustCompile(`ask:(q[a-km-z]{9}):2`).FindStringSubmatch(strings.Join(buttons, " "))
+	if qid == nil || len(buttons) != 2 || !strings.HasPrefix(buttons[0], "Ship=ask:") {
+		t.Fatalf("question buttons %v, want Ship and Wait", buttons)
+	}
+	press := dc.Press(asked.ChannelID, asked.ID, "ask:"+qid[1]+":2", discordtest.HumanID)
+	var res *mcp.CallToolResult
+	select {
+	case res = <-done:
+	case <-time.After(25 * time.Second):
+		t.Fatal("the ask call did not return")
+	}
+	if res.IsError || !strings.Contains(text(res), "Wait") || !strings.Contains(text(res), qid[1]) {
+		t.Fatalf("ask answered %q (isError %v), want Wait for %s", text(res), res.IsError, qid[1])
+	}
+	eventually(t, 10*time.Second, func() bool { return dc.Acknowledged(press) }, "the press acknowledged to Discord")
+	eventually(t, 10*time.Second, func() bool {
+		for _, msg := range dc.Messages(asked.ChannelID) {
+			if msg.ID == asked.ID {
+				return strings.Contains(msg.Content, "✅ Wait") && len(msg.Components) == 0
+			}
+		}
+		return false
+	}, "the question edited to show its answer, its buttons gone")
+}
