@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -301,17 +300,7 @@ func TestPromptClosesWhenItsSessionEnds(t *testing.T) {
 	askPermission(t, c, "abcde", "Bash", "Delete build outputs")
 	copies := f.promptCopies("abcde", alice.ID)
 	// The client ends its session, as Claude Code does when it quits.
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodDelete, url, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Mcp-Session-Id", c.GetSessionId())
-	req.Header.Set("Authorization", "Bearer "+f.env["HERALD_E2E_MCP_TOKEN"])
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("ending the session: %v %v", err, resp)
-	}
-	resp.Body.Close()
+	f.endSession(url, c.GetSessionId())
 	eventually(t, 15*time.Second, func() bool { return f.copyShows(alice.ID, copies[alice.ID], "the session that asked has ended") },
 		"the copy to say the session that asked has ended, its buttons gone")
 	f.tell(alice, "yes abcde")

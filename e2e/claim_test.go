@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/butler/butlertest"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
@@ -96,5 +98,71 @@ func TestClaimThreadByReply(t *testing.T) {
 	f.tell(alice, "and the next one")
 	if got := finance.Wait(butler.MethodChannel, 2); got[1]["content"] != "and the next one" {
 		t.Fatalf("finance got %v", got)
+	}
+}
+
+// TestClaimThreadPerSession: two MCP sessions of one butler each claim a
+// conversation (alice's chat, bob's chat); each session gets only its own
+// conversation's messages, and once a session ends its conversation goes to
+// the butler's other sessions.
+func TestClaimThreadPerSession(t *testing.T) {
+	f := newFleet(t)
+	for i := range f.cfg.Integrations {
+		if in := &f.cfg.Integrations[i]; in.ID == "tg_main" {
+			in.Inbound.AllowFrom = append(in.Inbound.AllowFrom, fmt.Sprint(bob.ID))
+		}
+	}
+	f.start("switchboard", "messenger")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(f.logs.String())
+		}
+	})
+	one, url := f.listenAt("finance")
+	two := butlertest.Connect(t, url, "2025-06-18", f.bearer())
+
+	claimFor := func(c *butlertest.Client, who telegramtest.User, msg string) {
+		t.Helper()
+		if res := c.Call("notify", map[string]any{"channel": "telegram", "recipient": fmt.Sprint(who.ID), "message": msg, "claim_thread": true, "claim_thread_label": "Finance"}); res.IsError {
+			t.Fatalf("claim notify: %s", text(res))
+		}
+		var offer telegramtest.Call
+		for _, c := range f.tg.Calls("sendMessage") {
+			if c.OK() && strings.Contains(c.Params["text"], msg) {
+				offer = c
+			}
+		}
+		_, _ = f.tg.SendUserMessage(f.tg.Token(), telegramtest.Message{Chat: telegramtest.Chat{ID: who.ID, Type: "private"}, From: &who, Text: "re: " + msg, ReplyToMessage: offer.Message})
+	}
+	claimFor(one, alice, "Invoice 1 is due.")
+	claimFor(two, bob, "Invoice 2 is due.")
+	if got := one.Wait(butler.MethodChannel, 1); got[0]["content"] != "re: Invoice 1 is due." {
+		t.Fatalf("session one got %v", got)
+	}
+	if got := two.Wait(butler.MethodChannel, 1); got[0]["content"] != "re: Invoice 2 is due." {
+		t.Fatalf("session two got %v", got)
+	}
+	f.tell(alice, "alice again")
+	f.tell(bob, "bob again")
+	one.Wait(butler.MethodChannel, 2)
+	two.Wait(butler.MethodChannel, 2)
+	for name, c := range map[string]*butlertest.Client{"one": one, "two": two} {
+		want := map[string]string{"one": "alice", "two": "bob"}[name]
+		for _, n := range c.Notifications(butler.MethodChannel) {
+			if !strings.Contains(fmt.Sprint(n["content"]), want) && !strings.Contains(fmt.Sprint(n["content"]), map[string]string{"one": "Invoice 1", "two": "Invoice 2"}[name]) {
+				t.Errorf("session %s got another session's message: %v", name, n)
+			}
+			if _, ok := meta(n)["claim_session"]; ok {
+				t.Errorf("the session tag reached the model: %v", meta(n))
+			}
+		}
+	}
+
+	// Session one ends: alice's conversation goes to session two.
+	f.endSession(url, one.GetSessionId())
+	f.tell(alice, "alice after one left")
+	if got := two.Wait(butler.MethodChannel, 3); got[2]["content"] != "alice after one left" {
+		t.Log(f.logs.String())
+		t.Fatalf("session two got %v", got)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -485,6 +486,23 @@ func (f *fleet) listenAt(name string) (*butlertest.Client, string) {
 	go func() { _ = f.butler(name).Run(ctx); close(done) }()
 	f.t.Cleanup(func() { cancel(); <-done })
 	return butlertest.Connect(f.t, srv.URL+butler.MCPPath, "2025-06-18", f.bearer()), srv.URL + butler.MCPPath
+}
+
+// endSession ends MCP session id at url with a DELETE, as a client does
+// when it quits (mcp-go's client sends its DELETE without the bearer token).
+func (f *fleet) endSession(url, id string) {
+	f.t.Helper()
+	req, err := http.NewRequestWithContext(f.t.Context(), http.MethodDelete, url, nil)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	req.Header.Set("Mcp-Session-Id", id)
+	req.Header.Set("Authorization", "Bearer "+f.env["HERALD_E2E_MCP_TOKEN"])
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		f.t.Fatalf("ending the session: %v %v", err, resp)
+	}
+	resp.Body.Close()
 }
 
 func meta(n map[string]any) map[string]any {

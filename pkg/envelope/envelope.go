@@ -69,6 +69,8 @@ type Delivery struct {
 	Level            string   `json:"level,omitempty"`
 	ClaimThread      bool     `json:"claim_thread,omitempty"`
 	ClaimThreadLabel string   `json:"claim_thread_label,omitempty"`
+	ClaimSession     string   `json:"claim_session,omitempty"`
+	AckWithin        string   `json:"ack_within,omitempty"`
 	Actions          []Action `json:"actions,omitempty"`
 }
 

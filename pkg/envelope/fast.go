@@ -71,6 +71,7 @@ var shapeKeys = [...]struct {
 		{"intent", shLeaf}, {"channel", shLeaf}, {"message", shLeaf}, {"recipient", shLeaf},
 		{"subject", shLeaf}, {"emoji", shLeaf}, {"urgency", shLeaf}, {"topic", shLeaf}, {"level", shLeaf},
 		{"claim_thread", shLeaf}, {"claim_thread_label", shLeaf}, {"actions", shActions},
+		{"claim_session", shLeaf}, {"ack_within", shLeaf},
 	}, 0},
 	shAction: {[]shapeKey{{"label", shLeaf}, {"data", shLeaf}}, 0b11},
 	shTrace:  {[]shapeKey{{"traceparent", shLeaf}}, 0},
@@ -338,6 +339,10 @@ func setString(obj any, name, v string) bool {
 			f = &o.Level
 		case "claim_thread_label":
 			f = &o.ClaimThreadLabel
+		case "claim_session":
+			f = &o.ClaimSession
+		case "ack_within":
+			f = &o.AckWithin
 		}
 	case *Action:
 		switch name {
@@ -436,7 +441,9 @@ func notifyOK(n *Notify) bool {
 		len(d.Message) > MaxMessageBytes || // bytes bound runes: maxLength 65536 holds too
 		!runes(d.Recipient, 0, 512) || !runes(d.Subject, 0, 998) || !runes(d.Emoji, 0, 32) ||
 		d.Topic != "" && !isName(d.Topic) ||
-		!runes(d.ClaimThreadLabel, 0, 128) {
+		!runes(d.ClaimThreadLabel, 0, 128) ||
+		d.ClaimSession != "" && !isSessionTag(d.ClaimSession) ||
+		d.AckWithin != "" && !isAckWithin(d.AckWithin) {
 		return false
 	}
 	if d.Actions != nil && (len(d.Actions) < 1 || len(d.Actions) > 8) {
@@ -553,6 +560,40 @@ func isActionData(s string) bool {
 		}
 	}
 	return true
+}
+
+// isSessionTag is claim_session's pattern, ^[0-9a-f]{16}$.
+func isSessionTag(s string) bool {
+	if len(s) != 16 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// isAckWithin is ack_within's pattern, ^([0-9]{1,6}[smhd]){1,4}$.
+func isAckWithin(s string) bool {
+	parts, digits := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			if digits++; digits > 6 {
+				return false
+			}
+		case (c == 's' || c == 'm' || c == 'h' || c == 'd') && digits > 0:
+			digits = 0
+			if parts++; parts > 4 {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return parts > 0 && digits == 0
 }
 
 func isAlnum(c byte) bool {

@@ -35,7 +35,7 @@ func wrapNotify(notify []byte) []byte {
 // notifyWithActions uses every delivery field a send may carry.
 const notifyWithActions = `{"schema_version":"notify.v1","origin_butler":"health","delivery":{"intent":"send","channel":"telegram:tg_main",
 "message":"Refill the pills? Answer yes or no.","recipient":"12345","subject":"Pills","urgency":"high","topic":"meds","level":"warn",
-"claim_thread":true,"claim_thread_label":"Refill","actions":[{"label":"Yes ✅","data":"refill:yes"},{"label":"No","data":"refill:no"}]}}`
+"claim_thread":true,"claim_thread_label":"Refill","claim_session":"0123456789abcdef","ack_within":"10m","actions":[{"label":"Yes ✅","data":"refill:yes"},{"label":"No","data":"refill:no"}]}}`
 
 // builtNotifies are notifies as the butler builds them in Go.
 func builtNotifies() map[string]*Notify {
@@ -295,6 +295,8 @@ var fieldValues = map[string][]any{
 	"level":              {"info", "warn", "error", "debug"},
 	"claim_thread":       {true, false},
 	"claim_thread_label": {"Refill", strings.Repeat("é", 128), strings.Repeat("é", 129)},
+	"claim_session":      {"0123456789abcdef", "0123456789ABCDEF", "0123456789abcde", "0123456789abcdef0", ""},
+	"ack_within":         {"30s", "1h30m", "7d", "1d2h3m4s", "1d2h3m4s5s", "1234567s", "m", "10", "10x", "", "1h "},
 	"actions":            {nActions(1), nActions(8), nActions(9)},
 	"label":              {"Yes", strings.Repeat("é", 64), strings.Repeat("👍", 65)},
 	"data":               {"yes", "ok:1.2-x_Y", strings.Repeat("a", 64), strings.Repeat("a", 65), "a b", "yes!"},
@@ -632,7 +634,7 @@ func TestTraceIDMatchesPattern(t *testing.T) {
 // fast.go reads from the schemas themselves), check fast.go against it, then
 // update the sum here.
 func TestFastSchemasUnchanged(t *testing.T) {
-	const want = "02224d02ae92c7945ba59b1858fe49e0eac7b02beb4ac1263111bc53d066c2d5"
+	const want = "4be7f133089043c3a0fe49746e4ca78b00e2f342f19f4a950c326b19081432e1"
 	h := sha256.New()
 	for _, name := range []string{schemas.Route, schemas.Notify, schemas.RequestContext} {
 		b, err := schemas.FS.ReadFile(name)
@@ -819,7 +821,7 @@ func TestFastDecodesEveryKey(t *testing.T) {
 		`"target":{"butler":"health","tool":"route.execute"},"input":{"prompt":"Say it","context":{"notify_request":` +
 		`{"schema_version":"notify.v1","origin_butler":"health","delivery":{"intent":"reply","channel":"telegram:tg_main",` +
 		`"message":"Refill the pills?","recipient":"12345","subject":"Pills","emoji":"👍","urgency":"high","topic":"meds",` +
-		`"level":"warn","claim_thread":true,"claim_thread_label":"Refill","actions":[{"label":"Yes","data":"refill:yes"},` +
+		`"level":"warn","claim_thread":true,"claim_thread_label":"Refill","claim_session":"0123456789abcdef","ack_within":"10m","actions":[{"label":"Yes","data":"refill:yes"},` +
 		`{"label":"No \u2014 not yet","data":"refill:no"}]},"request_context":` + rc + `,"idempotency_key":"refill-2026.11:a_1"}}},` +
 		`"trace_context":{"traceparent":"` + testTP + `"}}`)
 	var tree any

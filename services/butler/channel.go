@@ -35,6 +35,7 @@ const (
 	metaPermissionID      = "permission_request_id"
 	metaPermissionVerdict = "permission_behavior"
 	metaPermissionSession = "permission_session"
+	metaClaimSession      = "claim_session"
 )
 
 // channelSide is the butler as a channel: it takes the messages the
@@ -55,6 +56,7 @@ type channelSide struct {
 	spoke     map[string]*family              // the family of each session's latest permission request
 	asked     map[string][]string             // each session's open permission requests
 	awaited   map[string]bool                 // questions an ask call waits for (tool_ask.go)
+	takes     map[string]bool                 // sessions that have taken messages: streamed or used inbox
 	wake      chan struct{}
 	pulling   sync.Mutex // one reader of the inbox at a time keeps the order
 }
@@ -90,7 +92,7 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 	status := bus.NewDirectKV(js, bus.BucketStatus)
 	approvals := approval.New(bus.NewDirectKV(js, bus.BucketApprovals))
 	return &channelSide{b: b, js: js, cons: cons, requests: requests, status: status, approvals: approvals,
-		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, asked: map[string][]string{}, awaited: map[string]bool{}, wake: make(chan struct{}, 1)}, nil
+		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, asked: map[string][]string{}, awaited: map[string]bool{}, takes: map[string]bool{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // hooks track which sessions can receive server-pushed notifications: stdio
@@ -100,6 +102,9 @@ func (c *channelSide) hooks() *server.Hooks {
 	h.AddOnRegisterSession(func(_ context.Context, s server.ClientSession) {
 		c.mu.Lock()
 		c.sessions[s.SessionID()] = s
+		if _, overHTTP := s.(server.SessionWithStreamableHTTPConfig); !overHTTP {
+			c.takes[s.SessionID()] = true // stdio: every message is pushed
+		}
 		c.mu.Unlock()
 		c.poke()
 	})
@@ -107,6 +112,7 @@ func (c *channelSide) hooks() *server.Hooks {
 		c.mu.Lock()
 		delete(c.sessions, s.SessionID())
 		delete(c.spoke, s.SessionID())
+		delete(c.takes, s.SessionID())
 		open := c.asked[s.SessionID()]
 		delete(c.asked, s.SessionID())
 		c.mu.Unlock()
@@ -194,6 +200,9 @@ func (c *channelSide) trackStreams(h http.Handler) http.Handler {
 		}
 		c.mu.Lock()
 		c.listening[id]++
+		if _, ok := c.sessions[id]; ok {
+			c.takes[id] = true
+		}
 		c.mu.Unlock()
 		c.poke()
 		defer func() {
@@ -242,6 +251,9 @@ func idle(err error) bool {
 type inbound struct {
 	Content string            `json:"content"`
 	Meta    map[string]string `json:"meta"`
+	// claim tags the session that claimed the conversation (claim_thread),
+	// if one did; it is not shown to the model.
+	claim string
 }
 
 // take decodes an inbox message, remembers it so reply and react can answer
@@ -278,7 +290,7 @@ func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, er
 func view(in *envelope.Ingress) *inbound {
 	meta := map[string]string{}
 	for k, v := range in.Meta {
-		if !strings.HasPrefix(k, "permission_") {
+		if !strings.HasPrefix(k, "permission_") && k != metaClaimSession {
 			meta[k] = v
 		}
 	}
@@ -294,7 +306,64 @@ func view(in *envelope.Ingress) *inbound {
 			meta["ts"] = fmt.Sprint(t.Unix())
 		}
 	}
-	return &inbound{Content: in.Content.Text, Meta: meta}
+	return &inbound{Content: in.Content.Text, Meta: meta, claim: in.Meta[metaClaimSession]}
+}
+
+// claimHold is how long a message of a claimed conversation waits for the
+// claiming session while that session is open but cannot take it (an HTTP
+// client with no stream open and no inbox call); then the butler's other
+// sessions get it. A session that has ended hands its messages on at once.
+const claimHold = 2 * time.Minute
+
+// claimants narrows receivers rs to the session that claimed a message's
+// conversation. held reports that the message should wait for that session
+// instead: it is open but cannot take it now, and the message is younger
+// than claimHold. With no such session, rs is returned whole.
+func (c *channelSide) claimants(rs []receiver, v *inbound, age time.Duration) (out []receiver, held bool) {
+	if v.claim == "" {
+		return rs, false
+	}
+	for _, r := range rs {
+		if sessionTag(c.b.name, r.id) == v.claim {
+			return []receiver{r}, false
+		}
+	}
+	if c.open(v.claim) && age < claimHold {
+		return nil, true
+	}
+	return rs, false
+}
+
+// open reports whether the session tagged tag is registered and takes
+// messages: it has had a stream open, or used the inbox tool. A session
+// that only calls tools takes none, so its claims pass to the others.
+func (c *channelSide) open(tag string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.sessions {
+		if c.takes[id] && sessionTag(c.b.name, id) == tag {
+			return true
+		}
+	}
+	return false
+}
+
+// taking records that session takes messages (open reads it).
+func (c *channelSide) taking(session string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.sessions[session]; ok {
+		c.takes[session] = true
+	}
+}
+
+// ageOf is how long msg has been in the inbox.
+func ageOf(msg jetstream.Msg) time.Duration {
+	md, err := msg.Metadata()
+	if err != nil {
+		return 0
+	}
+	return time.Since(md.Timestamp)
 }
 
 // push sends one inbox message to every session that can receive it; acked
@@ -314,8 +383,15 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Ack()
 		return
 	}
+	rs, held := c.claimants(c.receivers(), v, ageOf(msg))
+	if held {
+		// The session that claimed the conversation is open: it takes it
+		// when its stream is back or with the inbox tool.
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
 	sent := 0
-	for _, r := range c.receivers() {
+	for _, r := range rs {
 		took := false
 		for _, f := range r.families {
 			params := map[string]any{"content": v.Content, "meta": f.meta(v.Meta)}
@@ -332,6 +408,9 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 	if sent == 0 {
 		_ = msg.Nak()
 		return
+	}
+	if v.claim != "" && len(rs) > 1 {
+		c.b.log.InfoContext(ctx, "the session that claimed this conversation is gone or silent; the butler's other sessions got its message", "request_id", v.Meta["request_id"])
 	}
 	c.b.log.InfoContext(ctx, "inbound message delivered to the model", "request_id", v.Meta["request_id"], "source", v.Meta["source"], "sessions", sent)
 	_ = msg.Ack()
@@ -384,8 +463,11 @@ func (c *channelSide) verdict(in *envelope.Ingress) {
 	c.b.log.Info("permission verdict delivered", "request_id", id, "behavior", behavior, "session", session)
 }
 
-// pending takes up to max waiting messages at once, for the inbox tool.
-func (c *channelSide) pending(ctx context.Context, max int) ([]*inbound, error) {
+// pending takes up to max waiting messages at once, for the inbox tool of
+// session; a message of a conversation another open session claimed is left
+// for that one (claimants).
+func (c *channelSide) pending(ctx context.Context, session string, max int) ([]*inbound, error) {
+	c.taking(session)
 	c.pulling.Lock()
 	defer c.pulling.Unlock()
 	var out []*inbound
@@ -401,6 +483,8 @@ func (c *channelSide) pending(ctx context.Context, max int) ([]*inbound, error) 
 		case err != nil:
 			_ = msg.Nak()
 			return out, err
+		case v != nil && v.claim != "" && v.claim != sessionTag(c.b.name, session) && c.open(v.claim):
+			_ = msg.NakWithDelay(time.Second)
 		default:
 			_ = msg.Ack()
 			if v != nil {

@@ -95,7 +95,7 @@ func (b *Butler) inbox(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	if max < 1 || max > 200 {
 		return toolError(fmt.Errorf("%w: max must be 1 to 200", envelope.ErrValidation)), nil
 	}
-	msgs, err := b.channel.pending(ctx, max)
+	msgs, err := b.channel.pending(ctx, sessionIDOf(ctx), max)
 	if err != nil && len(msgs) == 0 {
 		return toolError(err), nil
 	}

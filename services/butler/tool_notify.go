@@ -2,6 +2,8 @@ package butler
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
@@ -19,7 +22,7 @@ import (
 
 // deliveryArgs are the notify tool's arguments that go into notify.v1's
 // delivery object; request_context is the only other one.
-var deliveryArgs = []string{"intent", "channel", "message", "recipient", "subject", "emoji", "urgency", "topic", "claim_thread", "claim_thread_label"}
+var deliveryArgs = []string{"intent", "channel", "message", "recipient", "subject", "emoji", "urgency", "topic", "claim_thread", "claim_thread_label", "ack_within"}
 
 // notifyTool is the notify tool as butler name sees it: its description
 // lists the integrations granted to it, not every type Herald knows.
@@ -41,8 +44,9 @@ func notifyTool(cfg *config.Config, name string) mcp.Tool {
     "topic": {"type": "string", "description": "Optional category, e.g. analysis, workflow, safety."},
     "level": {"type": "string", "description": "info, warn or error (anything else is info); sets urgency (warn and error are high) unless urgency is given, and the log keeps it."},
     "context": {"type": "string", "description": "A category, like topic (topic wins if both are given)."},
-    "claim_thread": {"type": "boolean", "description": "Claim the conversation thread for this butler."},
+    "claim_thread": {"type": "boolean", "description": "Claim the conversation thread for this MCP session: replies in it come to you while you are connected."},
     "claim_thread_label": {"type": "string", "description": "Label of the claimed thread (Telegram)."},
+    "ack_within": {"type": "string", "description": "For a note that must be seen: unacknowledged within this long (30s to 7d, e.g. 10m, 1h30m, 2d), it is sent again through the next channel of the escalation chain. You get a channel message with kind acknowledged or unacknowledged."},
     "request_context": {"type": ["object", "string"], "description": "The request_context of the inbound message you answer, as given to you (an object, or its JSON string). Required for reply and react."},
     "idempotency_key": {"type": "string", "description": "Your own name for this message (1-128 of A-Z a-z 0-9 . _ : -), e.g. report-2026-11-26. Give one whenever you might call notify again for the same message (after an error, a timeout, a lost connection): the same key within 24 h is answered with the first call's delivery and never sent twice. A new message needs a new key; the same key with other arguments is refused."}
   },
@@ -78,6 +82,12 @@ func (b *Butler) notify(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	n, err := b.buildNotify(req.GetArguments())
 	if err != nil {
 		return toolError(err), nil
+	}
+	if n.Delivery.ClaimThread {
+		// The claim is the calling session's: its replies come to it.
+		if id := sessionIDOf(ctx); id != "" {
+			n.Delivery.ClaimSession = sessionTag(b.name, id)
+		}
 	}
 	return b.send(ctx, n), nil
 }
@@ -197,7 +207,16 @@ func (b *Butler) buildNotify(args map[string]any) (*envelope.Notify, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", envelope.ErrValidation, err)
 	}
-	return envelope.DecodeNotify(data)
+	n, err := envelope.DecodeNotify(data)
+	if err != nil {
+		return nil, err
+	}
+	if a := n.Delivery.AckWithin; a != "" {
+		if d, err := envelope.ParseAckWithin(a); err != nil || d < envelope.MinAckWithin || d > envelope.MaxAckWithin {
+			return nil, &envelope.ValidationError{Schema: schemas.Notify, Fields: []envelope.FieldError{{Pointer: "/ack_within", Message: fmt.Sprintf("%q is not between 30s and 7d (write it like 90s, 10m, 1h30m or 2d)", a)}}}
+		}
+	}
+	return n, nil
 }
 
 // defaultContext is seed 002's context when a notify gives none: its log
@@ -307,4 +326,20 @@ func topicOf(v any) string {
 		t = strings.TrimRight(t[:63], "-_")
 	}
 	return t
+}
+
+// sessionTag names MCP session id of butler name where a record outlives
+// the call (a claimed thread): a hash, so the session id itself, which a
+// client presents to use the session, is never stored or sent.
+func sessionTag(name, id string) string {
+	h := sha256.Sum256([]byte(name + "\x00" + id))
+	return hex.EncodeToString(h[:8])
+}
+
+// sessionIDOf is the id of the MCP session of a tool call ("" outside one).
+func sessionIDOf(ctx context.Context) string {
+	if s := server.ClientSessionFromContext(ctx); s != nil {
+		return s.SessionID()
+	}
+	return ""
 }

@@ -46,6 +46,9 @@ type claim struct {
 	Label       string `json:"label,omitempty"`
 	Integration string `json:"integration"`
 	Chat        string `json:"chat"`
+	// Session tags the MCP session that claimed (the butler's hash of its
+	// id): replies go to it while it is connected.
+	Session string `json:"session,omitempty"`
 }
 
 func claimReqKey(requestID string) string { return "claimreq." + requestID }
@@ -77,7 +80,7 @@ func (s *Switchboard) offerClaim(ctx context.Context, butler string, in *config.
 	if label == "" {
 		label = butler
 	}
-	c := claim{Butler: butler, Label: label, Integration: in.ID, Chat: chat}
+	c := claim{Butler: butler, Label: label, Integration: in.ID, Chat: chat, Session: n.Delivery.ClaimSession}
 	if err := s.putJSON(ctx, claimReqKey(id), c); err != nil {
 		return false, err
 	}
@@ -147,7 +150,7 @@ func (g *inbound) claimed(ctx context.Context, it *config.Integration, in *envel
 		var cur claim
 		if ok, err := g.s.getJSON(ctx, claimKey(it.ID, thread), &cur); err != nil {
 			return false, err
-		} else if ok && cur.Butler == c.Butler {
+		} else if ok && cur.Butler == c.Butler && cur.Session == c.Session {
 			return false, nil // already there
 		}
 		if err := g.s.putJSON(ctx, claimKey(it.ID, thread), c); err != nil {
@@ -159,14 +162,11 @@ func (g *inbound) claimed(ctx context.Context, it *config.Integration, in *envel
 	return false, nil
 }
 
-// claimedBy is the butler a conversation was claimed by, if any.
-func (g *inbound) claimedBy(ctx context.Context, integration, thread string) (string, error) {
+// claimedBy is the claim of a conversation, if any (the zero claim if not).
+func (g *inbound) claimedBy(ctx context.Context, integration, thread string) (claim, error) {
 	var c claim
-	found, err := g.s.getJSON(ctx, claimKey(integration, thread), &c)
-	if err != nil || !found {
-		return "", err
-	}
-	return c.Butler, nil
+	_, err := g.s.getJSON(ctx, claimKey(integration, thread), &c)
+	return c, err
 }
 
 // switchedNotice tells the human that their reply moved the conversation.

@@ -81,6 +81,9 @@ const (
 	MetaPermissionRequestID = "permission_request_id"
 	MetaPermissionBehavior  = "permission_behavior"
 	MetaPermissionSession   = "permission_session"
+	// MetaClaimSession tags the MCP session that claimed the conversation
+	// (claim_thread); the butler takes it off before the model sees meta.
+	MetaClaimSession = "claim_session"
 	// MetaPermissionGrant names the grant an "Allow for this session" made.
 	MetaPermissionGrant = "permission_grant"
 )
@@ -213,10 +216,17 @@ func (g *inbound) forward(ctx context.Context, it *config.Integration, in *envel
 	butler := butlerFor(g.cfg, it.ID, meta["chat_id"])
 	thread := threadOf(meta)
 	// A conversation a butler claimed (claim_thread) goes to it.
-	if claimer, err := g.claimedBy(ctx, it.ID, thread); err != nil {
+	delete(meta, MetaClaimSession) // only a claim sets it
+	c, err := g.claimedBy(ctx, it.ID, thread)
+	if err != nil {
 		return err
-	} else if claimer != "" && g.cfg.Butler(claimer) != nil {
-		butler = claimer
+	}
+	if c.Butler != "" && g.cfg.Butler(c.Butler) != nil {
+		butler = c.Butler
+		if c.Session != "" {
+			// To the session that claimed it, while it is connected.
+			meta[MetaClaimSession] = c.Session
+		}
 	}
 	if !g.channels.allow(butler, it, g.cfg.ChannelRateLimitOf(it), time.Now()) {
 		g.channelDropped(ctx, butler, it, in)
