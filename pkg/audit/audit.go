@@ -38,6 +38,11 @@ const (
 	// ConfigReloaded: a process took a changed herald.yaml without a
 	// restart (Process, Changes).
 	ConfigReloaded = "config_reloaded"
+	// Held: a note held for its integration's quiet hours (Reason says
+	// until when); Released: it went out in their digest (DeliveryID is
+	// the digest's, Reason names its request_id).
+	Held     = "held"
+	Released = "released"
 )
 
 // Record is one audit entry.

@@ -40,7 +40,8 @@ const (
 	BucketSessions = "herald_sessions"
 	// BucketLeases: who holds a singleton job, such as polling one bot token.
 	BucketLeases = "herald_leases"
-	// BucketChannelState: a channel's own durable state (Telegram offsets).
+	// BucketChannelState: a channel's own durable state (Telegram offsets,
+	// butlers' forum topics: pkg/forum).
 	BucketChannelState = "herald_channel_state"
 	// BucketPairing: pending pairing codes and the senders they let in.
 	BucketPairing = "herald_pairing"
@@ -64,6 +65,10 @@ const (
 	// (obs.StoreWatch): whether NATS can store at all. Its keys are
 	// ServiceProbeKey and ButlerProbeKey.
 	BucketProbe = "herald_probe"
+	// BucketHeld: notes held for an integration's quiet hours, until
+	// their digest goes out (services/switchboard/quiet.go), and the
+	// digests being sent.
+	BucketHeld = "herald_held"
 
 	ConsumerSwitchboard = "switchboard"
 	ConsumerResults     = "switchboard_results"
@@ -216,6 +221,11 @@ type Topology struct {
 // yet short of the week after which Telegram may number updates afresh.
 const SeenTTL = 48 * time.Hour
 
+// HeldTTL bounds how long a note held for quiet hours is kept: as long as
+// the queues keep a message. Quiet hours are shorter than a day, so only a
+// switchboard stopped for a week leaves one to expire.
+const HeldTTL = 7 * 24 * time.Hour
+
 // ProbeTTL is how long a probe record is kept: a process writes its own
 // every few seconds, so only a stopped process's record ever expires.
 const ProbeTTL = 10 * time.Minute
@@ -244,7 +254,7 @@ type Uses struct {
 var (
 	SwitchboardUses = Uses{
 		Streams: []string{StreamRoute, StreamDeliver, StreamResult, StreamIngress, StreamInbox, StreamAudit, StreamDeadLetter},
-		Buckets: []string{BucketDeliveries, BucketSessions, BucketPairing, BucketApprovals, BucketRequests},
+		Buckets: []string{BucketDeliveries, BucketSessions, BucketPairing, BucketApprovals, BucketRequests, BucketHeld},
 	}
 	MessengerUses = Uses{
 		Streams: []string{StreamDeliver, StreamResult, StreamIngress, StreamAudit, StreamDeadLetter, StreamWeb},
@@ -420,6 +430,7 @@ func (t Topology) buckets() []jetstream.KeyValueConfig {
 		kv(BucketTokens, "MCP bearer tokens minted for butlers (hashes only)", 0),
 		kv(BucketSeen, "provider ids of inbound messages stored lately, against replays", SeenTTL),
 		kv(BucketProbe, "each process's probe write: can NATS store?", ProbeTTL),
+		kv(BucketHeld, "notes held for quiet hours, until their digest", HeldTTL),
 	}
 }
 

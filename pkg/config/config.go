@@ -180,10 +180,18 @@ type Integration struct {
 	// RateLimitOut are the provider's sending limits, kept before the
 	// provider has to refuse (Telegram's by default).
 	RateLimitOut OutLimits `yaml:"rate_limit_out"`
+	// Topics (Telegram): per_butler puts each butler's messages to a forum
+	// group in a topic of its own (topics.go).
+	Topics Topics `yaml:"topics"`
 	// AllowTo lists where a butler may send through this integration: chat
 	// ids, email addresses, @domains, webhook names; "any" lifts the limit.
 	// Empty: the integration's default recipient and its inbound allow_from.
 	AllowTo []string `yaml:"allow_to"`
+
+	// QuietHours, if set, holds the notes below its pass urgency during
+	// those hours, and sends them as one digest when they end (quiet.go).
+	QuietHours *QuietHours `yaml:"quiet_hours"`
+	quietLines map[string]int
 
 	Inbound Inbound `yaml:"inbound"`
 
@@ -199,6 +207,7 @@ func (in *Integration) UnmarshalYAML(n *yaml.Node) error {
 	if err := n.Decode((*plain)(in)); err != nil {
 		return err
 	}
+	in.quietLines = quietLines(n)
 	s := newSettings(in.Type)
 	if s == nil {
 		return nil // an unknown or unbuilt type: Validate says which
@@ -507,8 +516,10 @@ func (c *Config) Validate() error {
 		add("delivery.retry_for must be between 1s and %s (how long queues keep messages), not %s", MaxRetryFor, rf)
 	}
 	c.checkIntegrations(add)
+	c.checkQuietHours(add)
 	c.checkChannels(add)
 	c.checkButlers(add)
+	c.checkTopics(add)
 	if c.Butler(c.DefaultButler) == nil {
 		add("default_butler %q is not a configured butler", c.DefaultButler)
 	}

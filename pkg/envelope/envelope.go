@@ -29,6 +29,9 @@ const (
 	StatusOK       = "ok"
 	StatusError    = "error"
 	StatusAccepted = "accepted"
+	// StatusHeld: notify_response.v1 of a note held for its integration's
+	// quiet hours (Held says until when); its route_response is accepted.
+	StatusHeld = "held"
 )
 
 // ToolRouteExecute is route.v1's target.tool.
@@ -177,6 +180,7 @@ type NotifyResponse struct {
 	RequestContext RequestRef      `json:"request_context"`
 	Status         string          `json:"status"`
 	Delivery       *DeliveryResult `json:"delivery,omitempty"`
+	Held           *HeldResult     `json:"held,omitempty"`
 	Error          *ErrorBody      `json:"error,omitempty"`
 }
 

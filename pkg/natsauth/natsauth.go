@@ -26,6 +26,7 @@ import (
 	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/forum"
 	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/pkg/reload"
 )
@@ -149,6 +150,9 @@ func Users(cfg *config.Config) []User {
 		bucket(bus.BucketPairing, "pairing codes and paired senders"),
 		bucket(bus.BucketApprovals, "permission prompts: where each was sent, and the one answer"),
 		bucket(bus.BucketRequests, "records the inbound messages it routes, so replies name only those"),
+		rules("whose Telegram forum topic a message was written in (topics: per_butler), read only, key by key",
+			"$JS.API.DIRECT.GET.KV_"+bus.BucketChannelState+".$KV."+bus.BucketChannelState+"."+forum.ThreadKeys),
+		bucket(bus.BucketHeld, "notes held for quiet hours, and their digests"),
 		probe(bus.ServiceProbeKey(ConnSwitchboard)),
 	)
 	sb.Subscribe = concat(rules("", "_INBOX."+ConnSwitchboard+".>"), Discovery(obs.ServiceSwitchboard), reloads)
@@ -166,7 +170,7 @@ func Users(cfg *config.Config) []User {
 		durable(bus.StreamDeliver, bus.ConsumerMessenger),
 		bucket(bus.BucketDeliveries, "owns the delivery ledger"),
 		bucket(bus.BucketLeases, "one Telegram poller per bot across replicas"),
-		bucket(bus.BucketChannelState, "Telegram offsets"),
+		bucket(bus.BucketChannelState, "Telegram offsets and butlers' forum topics"),
 		bucket(bus.BucketStatus, "receivers' health, for channel_status"),
 		bucket(bus.BucketLimits, "providers' rate limits and 429 pauses, shared by replicas"),
 		bucket(bus.BucketSeen, "inbound messages stored lately, so a replayed one is a duplicate"),

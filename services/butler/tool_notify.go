@@ -118,6 +118,9 @@ func (b *Butler) send(ctx context.Context, n *envelope.Notify) *mcp.CallToolResu
 		b.lastErr.Record(err)
 		return toolError(err)
 	}
+	if res := heldAnswer(resp); res != nil {
+		return res // held for quiet hours: not sent, and not to be sent again (quiet.go)
+	}
 	if resp.Status != envelope.StatusOK || resp.Result == nil || resp.Result.NotifyResponse == nil || resp.Result.NotifyResponse.Delivery == nil {
 		body := resp.Error
 		if body == nil {

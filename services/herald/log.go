@@ -28,8 +28,9 @@ const logUsage = `Usage:
              [--since D] [--limit N] [--json] [--follow]
 
 The audit log (HERALD_AUDIT, kept 30 days): every notify routed, rejected,
-delivered, failed or uncertain, every inbound message routed or turned away, and
-every configuration reload a process applied.
+delivered, failed or uncertain, held for quiet hours or released in their digest,
+every inbound message routed or turned away, and every configuration reload a
+process applied.
 Without filters it prints every record kept, oldest first, and ends; filters
 combine.
 
@@ -37,7 +38,8 @@ combine.
   --channel C       a channel type (telegram) or one integration (telegram:tg_main)
   --kind K          routed, rejected, delivered, failed, dropped, uncertain, expired
                     (a permission prompt nobody answered), auto_allowed (answered by
-                    a session grant), config_reloaded; several separated by commas
+                    a session grant), config_reloaded, held (kept for quiet hours),
+                    released (sent in their digest); several separated by commas
   --request-id ID   one request's whole trail
   --since D         a duration back from now (10m, 24h, 7d) or a time (RFC 3339
                     2026-01-02T15:04:05Z, or a date 2026-01-02 meaning local midnight)
@@ -48,7 +50,7 @@ combine.
 `
 
 // logKinds are the kinds of audit records, as pkg/audit writes them.
-var logKinds = []string{audit.Routed, audit.Rejected, audit.Delivered, audit.Failed, audit.Dropped, audit.Uncertain, audit.Expired, audit.AutoAllowed, audit.ConfigReloaded}
+var logKinds = []string{audit.Routed, audit.Rejected, audit.Delivered, audit.Failed, audit.Dropped, audit.Uncertain, audit.Expired, audit.AutoAllowed, audit.ConfigReloaded, audit.Held, audit.Released}
 
 // logIdle is how long a read that has not yet caught up waits for a record
 // before it asks the server whether any are left (they may have expired).

@@ -214,6 +214,11 @@ func (g *inbound) forward(ctx context.Context, it *config.Integration, in *envel
 		meta[MetaTruncated] = strconv.Itoa(cut)
 	}
 	butler := butlerFor(g.cfg, it.ID, meta["chat_id"])
+	// A butler's forum topic goes to that butler (topics.go).
+	butler, err := g.topicButler(ctx, it, meta, butler)
+	if err != nil {
+		return err
+	}
 	thread := threadOf(meta)
 	// A conversation a butler claimed (claim_thread) goes to it.
 	delete(meta, MetaClaimSession) // only a claim sets it

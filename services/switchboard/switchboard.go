@@ -152,6 +152,7 @@ func run(ctx context.Context, o Options, log *slog.Logger, state *obs.State) err
 		})
 	}
 	s.later.Go(func() { s.expirePrompts(s.laterCtx) })
+	s.later.Go(func() { s.flushHeld(s.laterCtx) })
 	state.Set(nil)
 	if o.Running != nil {
 		o.Running()
@@ -241,6 +242,9 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 	claimed, err := s.offerClaim(ctx, butler, in, r)
 	if err != nil {
 		return err
+	}
+	if held, err := s.holdQuiet(ctx, butler, r, in, key, prompt || claimed); held || err != nil {
+		return err // held for quiet hours (quiet.go), and the butler told so
 	}
 	data, err := json.Marshal(r)
 	if err != nil {

@@ -55,6 +55,15 @@ func (s *sender) classify(ctx context.Context, method, chat string, err error) e
 
 	case errors.Is(err, bot.ErrorBadRequest):
 		switch {
+		case strings.Contains(lower, "chat is not a forum"):
+			// topics: per_butler, to a group without topics.
+			return fmt.Errorf("%w: Telegram chat %s is not a forum (%s), and integration %q has topics: per_butler, which puts each butler's messages in a forum topic of its own: turn Topics on in the group's settings and make the bot an admin that may manage topics, or send to another chat, or set topics: off",
+				envelope.ErrValidation, chat, telegramSays(desc), s.id)
+		case strings.Contains(lower, "not enough rights") && strings.Contains(lower, "topic"):
+			return fmt.Errorf("%w: Telegram refused %s in chat %s (%s): integration %q has topics: per_butler; make the bot an admin of the group that may manage topics, or set topics: off",
+				envelope.ErrForbidden, method, chat, telegramSays(desc), s.id)
+		case strings.Contains(lower, "message thread not found"):
+			return fmt.Errorf("%w: %w: Telegram has no such topic in chat %s (%s)", envelope.ErrNotFound, errThreadGone, chat, telegramSays(desc))
 		case strings.Contains(lower, "chat not found"):
 			return fmt.Errorf("%w: Telegram chat %s not found: the bot can write only to chats where someone has started it or that it is a member of; check recipient or default_chat of integration %q",
 				envelope.ErrNotFound, chat, s.id)

@@ -8,6 +8,7 @@ import (
 	"github.com/go-telegram/bot/models"
 
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/forum"
 )
 
 // allowedUpdates are the update types the receiver asks for: messages to the
@@ -59,6 +60,7 @@ func fromMessage(integration, nativeID string, m *models.Message) *envelope.Ingr
 		return nil
 	}
 	meta := chatMeta(m.Chat, m.ID, m.MessageThreadID)
+	topicMeta(meta, m)
 	meta["ts"] = strconv.Itoa(m.Date)
 	if m.ReplyToMessage != nil && m.ReplyToMessage.ID != 0 {
 		meta["reply_to_message_id"] = strconv.Itoa(m.ReplyToMessage.ID)
@@ -86,6 +88,7 @@ func fromCallback(integration, nativeID string, q *models.CallbackQuery, now tim
 	case q.Message.Message != nil:
 		m := q.Message.Message
 		meta = chatMeta(m.Chat, m.ID, m.MessageThreadID)
+		topicMeta(meta, m)
 		threadID = threadIdentity(m.Chat.ID, m.ID)
 	case q.Message.InaccessibleMessage != nil && q.Message.InaccessibleMessage.Chat.ID != 0:
 		// The message with the button is older than Telegram shows bots.
@@ -115,6 +118,15 @@ func chatMeta(c models.Chat, messageID, threadID int) map[string]string {
 		meta["thread_id"] = strconv.Itoa(threadID)
 	}
 	return meta
+}
+
+// topicMeta names the forum topic m was written in (forum.MetaTopic), by
+// which the switchboard finds the butler whose topic it is. A reply in a
+// group that is not a forum has a message_thread_id too, but no topic.
+func topicMeta(meta map[string]string, m *models.Message) {
+	if m.IsTopicMessage && m.MessageThreadID != 0 {
+		meta[forum.MetaTopic] = strconv.Itoa(m.MessageThreadID)
+	}
 }
 
 func userMeta(meta map[string]string, u *models.User) {

@@ -25,6 +25,7 @@ func FuzzToIngress(f *testing.F) {
 		`{"update_id":6,"callback_query":{"id":"97","from":{"id":42,"first_name":"Ada"},"inline_message_id":"abc","data":"x"}}`,
 		`{"update_id":7,"message":{"message_id":9,"date":5,"chat":{"id":42,"type":"private"},"sticker":{"file_id":"s","emoji":"👍","is_animated":true}}}`,
 		`{"update_id":8,"message":{"message_id":10,"date":6,"chat":{"id":42,"type":"private"},"new_chat_members":[{"id":1}]}}`,
+		`{"update_id":10,"message":{"message_id":11,"message_thread_id":4,"is_topic_message":true,"date":7,"chat":{"id":-1001234567890,"type":"supergroup","is_forum":true},"from":{"id":7,"first_name":"G"},"text":"in a topic"}}`,
 		`{"update_id":9,"edited_message":{"message_id":10,"date":6,"chat":{"id":42,"type":"private"},"text":"x"}}`,
 	} {
 		f.Add([]byte(s))

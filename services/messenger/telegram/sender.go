@@ -11,8 +11,9 @@
 // 30-second request timeout, a connection reset) may have been taken: it is
 // an envelope.ErrTimeout, which the messenger treats as uncertain
 // (deliver.OutcomeUnknown). A delivery's actions become inline buttons
-// under its last chunk. The bot token never appears in an error or a log
-// line.
+// under its last chunk. With topics: per_butler a butler's messages to a
+// group go into a forum topic of its own (topics.go). The bot token never
+// appears in an error or a log line.
 package telegram
 
 import (
@@ -64,6 +65,9 @@ type sender struct {
 	// limit keeps Telegram's sending limits across messenger replicas and
 	// spreads a 429's retry_after to every message to the bot; nil: none.
 	limit *ratelimit.Limiter
+	// topics puts butlers' messages to groups in their forum topics
+	// (topics: per_butler, topics.go); nil: off.
+	topics *topics
 }
 
 // New is the deliver.Factory of Telegram integrations. It resolves the token
@@ -101,6 +105,9 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 		apiURL:      apiURL,
 		defaultChat: strings.TrimSpace(c.DefaultChat),
 		log:         log.With("channel", "telegram:"+in.ID),
+	}
+	if s.topics, err = newTopics(in, env); err != nil {
+		return nil, err
 	}
 	botID, _, _ := strings.Cut(token, ":")
 	if s.limit, err = ratelimit.ForIntegration(env.JS, "telegram."+botID, ratelimit.TelegramDefaults(), in.RateLimitOut); err != nil {
@@ -189,7 +196,8 @@ func validChat(chat string) bool {
 }
 
 // send delivers the message as chunks, skipping those an earlier attempt
-// sent; only the first chunk carries reply.
+// sent; only the first chunk carries reply. Every chunk goes into the
+// butler's forum topic when it has one there (topics.go).
 func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, reply *models.ReplyParameters) (deliver.Receipt, error) {
 	md := d.Message
 	if strings.TrimSpace(md) == "" {
@@ -206,6 +214,10 @@ func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, repl
 	if err != nil {
 		return deliver.Receipt{}, err
 	}
+	thread, err := s.topic(ctx, d, chat)
+	if err != nil {
+		return deliver.Receipt{MessageIDs: d.Done}, err
+	}
 	ids := append([]string(nil), d.Done...)
 	for i := len(d.Done); i < len(chunks); i++ {
 		params := &bot.SendMessageParams{
@@ -214,6 +226,7 @@ func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, repl
 			ParseMode:           models.ParseModeHTML,
 			LinkPreviewOptions:  &models.LinkPreviewOptions{IsDisabled: bot.True()},
 			DisableNotification: d.Urgency == "low",
+			MessageThreadID:     thread,
 		}
 		if i == 0 {
 			params.ReplyParameters = reply
@@ -232,6 +245,9 @@ func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, repl
 			msg, err = s.bot.SendMessage(ctx, params)
 			return err
 		})
+		if thread != 0 && errors.Is(err, errThreadGone) {
+			err = s.threadGone(ctx, chat, d.Butler, thread, err)
+		}
 		if err != nil {
 			if len(chunks) > 1 {
 				err = fmt.Errorf("chunk %d of %d: %w", i+1, len(chunks), err)

@@ -50,7 +50,7 @@ func sendMessage(s *Server, req *request) (any, error) {
 	}
 	req.call.ReplyMarkup = markup
 
-	var replyTo *Message
+	var replyTo, replyInChat *Message
 	rp, err := replyParameters(p)
 	if err != nil {
 		return nil, err
@@ -67,22 +67,36 @@ func sendMessage(s *Server, req *request) (any, error) {
 			c := *m
 			c.ReplyToMessage = nil
 			replyTo = &c
+			if target == chat {
+				replyInChat = m
+			}
 		} else if !rp.AllowSendingWithoutReply {
 			return nil, badRequest("message to be replied not found")
 		}
+	}
+	var thread int64
+	if raw, ok := p["message_thread_id"]; ok && raw != "" && raw != "0" {
+		if thread, err = strconv.ParseInt(raw, 10, 64); err != nil {
+			return nil, badRequest("message thread not found")
+		}
+	}
+	if thread, err = chat.threadOf(thread, replyInChat); err != nil {
+		return nil, err
 	}
 
 	chat.lastID++
 	bot := req.bot.user
 	m := &Message{
-		MessageID:      chat.lastID,
-		From:           &bot,
-		Date:           time.Now().Unix(),
-		Chat:           chat.chat,
-		Text:           visible,
-		Entities:       entities,
-		ReplyToMessage: replyTo,
-		ReplyMarkup:    markup,
+		MessageID:       chat.lastID,
+		MessageThreadID: thread,
+		IsTopicMessage:  chat.chat.IsForum && thread != 0,
+		From:            &bot,
+		Date:            time.Now().Unix(),
+		Chat:            chat.chat,
+		Text:            visible,
+		Entities:        entities,
+		ReplyToMessage:  replyTo,
+		ReplyMarkup:     markup,
 	}
 	chat.messages[m.MessageID] = m
 	c := *m

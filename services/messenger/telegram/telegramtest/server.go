@@ -17,6 +17,9 @@
 // and HangUpNext loses the answer of a call that was carried out (the
 // connection is reset instead).
 //
+// A supergroup made a forum with MakeForum has topics (createForumTopic,
+// message_thread_id; forum.go).
+//
 // Inbound traffic is queued for getUpdates with SendUserMessage (a person
 // writes to the bot), PressButton (a person taps an inline button) or
 // QueueUpdate (any update).
@@ -124,12 +127,18 @@ type Chat struct {
 	ID       int64  `json:"id"`
 	Type     string `json:"type"`
 	Username string `json:"username,omitempty"`
+	// IsForum: a supergroup with topics turned on (MakeForum).
+	IsForum bool `json:"is_forum,omitempty"`
 }
 
 // Message is a message the fake holds, in the Bot API's shape.
 type Message struct {
-	MessageID       int64                 `json:"message_id"`
+	MessageID int64 `json:"message_id"`
+	// MessageThreadID is the forum topic a message is in (or, in a group
+	// that is not a forum, the message its reply thread started from);
+	// IsTopicMessage says it is a topic's.
 	MessageThreadID int64                 `json:"message_thread_id,omitempty"`
+	IsTopicMessage  bool                  `json:"is_topic_message,omitempty"`
 	From            *User                 `json:"from,omitempty"`
 	Date            int64                 `json:"date"`
 	Chat            Chat                  `json:"chat"`
@@ -138,6 +147,23 @@ type Message struct {
 	Caption         string                `json:"caption,omitempty"`
 	ReplyToMessage  *Message              `json:"reply_to_message,omitempty"`
 	ReplyMarkup     *InlineKeyboardMarkup `json:"reply_markup,omitempty"`
+	// ForumTopicCreated marks the service message that opens a topic.
+	ForumTopicCreated *ForumTopicCreated `json:"forum_topic_created,omitempty"`
+}
+
+// ForumTopic is a topic of a forum, as createForumTopic answers it.
+type ForumTopic struct {
+	MessageThreadID   int64  `json:"message_thread_id"`
+	Name              string `json:"name"`
+	IconColor         int    `json:"icon_color"`
+	IconCustomEmojiID string `json:"icon_custom_emoji_id,omitempty"`
+}
+
+// ForumTopicCreated is the content of a topic's first, service message.
+type ForumTopicCreated struct {
+	Name              string `json:"name"`
+	IconColor         int    `json:"icon_color"`
+	IconCustomEmojiID string `json:"icon_custom_emoji_id,omitempty"`
 }
 
 // InlineKeyboardMarkup is the decoded reply_markup of a message with inline
@@ -199,6 +225,7 @@ type chatState struct {
 	chat     Chat
 	lastID   int64
 	messages map[int64]*Message
+	topics   map[int64]*ForumTopic // by thread id, in a forum
 }
 
 type failure struct {
@@ -504,13 +531,20 @@ func (s *Server) SendUserMessage(token string, m Message) (updateID int64, msg M
 	if m.From == nil {
 		m.From = &User{ID: m.Chat.ID, FirstName: "Test User"}
 	}
+	var replyTo *Message
 	if m.ReplyToMessage != nil {
 		if orig := chat.messages[m.ReplyToMessage.MessageID]; orig != nil {
 			c := *orig
 			c.ReplyToMessage = nil
 			m.ReplyToMessage = &c
+			replyTo = orig
 		}
 	}
+	thread, err := chat.threadOf(m.MessageThreadID, replyTo)
+	if err != nil {
+		s.t.Fatalf("telegramtest: SendUserMessage: chat %d: %v", m.Chat.ID, err)
+	}
+	m.MessageThreadID, m.IsTopicMessage = thread, chat.chat.IsForum && thread != 0
 	stored := m
 	chat.messages[m.MessageID] = &stored
 	raw, _ := json.Marshal(m)

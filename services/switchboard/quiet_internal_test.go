@@ -1,0 +1,458 @@
+package switchboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/audit"
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/bus/bustest"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/ledger"
+	"github.com/heraldhq/herald/pkg/markdown"
+	_ "github.com/heraldhq/herald/services/messenger/channels" // telegram, and its message limit
+)
+
+const quietYAML = `
+butlers:
+  - { name: health, default_channel: telegram }
+  - { name: finance, default_channel: telegram }
+integrations:
+  - id: tg_main
+    type: telegram
+    token_env: UNUSED_TOKEN
+    default_chat: "42"
+    grants: all
+    quiet_hours: { from: "22:00", to: "07:00", tz: Europe/Berlin }
+`
+
+// quietAt moves the clock of quiet hours to the wall clock s in Berlin
+// for the rest of the test.
+func quietAt(t *testing.T, s string) time.Time {
+	t.Helper()
+	loc, err := time.LoadLocation("Europe/Berlin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	at, err := time.ParseInLocation("2006-01-02 15:04:05", s, loc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	quietShift.Store(int64(time.Until(at)))
+	t.Cleanup(func() { quietShift.Store(0) })
+	return at
+}
+
+type quietFleet struct {
+	nc  *nats.Conn
+	js  jetstream.JetStream
+	cfg *config.Config
+}
+
+func newQuietFleet(t *testing.T) *quietFleet {
+	t.Helper()
+	nc, js := bustest.RunServer(t).Connect()
+	cfg, err := config.Parse([]byte(quietYAML))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &quietFleet{nc: nc, js: js, cfg: cfg}
+}
+
+// run runs a switchboard until the test ends.
+func (f *quietFleet) run(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+	go func() { done <- Run(ctx, Options{Config: f.cfg, NC: f.nc, Log: log}) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("switchboard: %v", err)
+		}
+	})
+	waitFor(t, func() bool {
+		_, err := f.js.Consumer(t.Context(), bus.StreamRoute, bus.ConsumerSwitchboard)
+		return err == nil
+	}, "the switchboard's consumer")
+}
+
+// notify publishes butler's notify as its route client does and, if wait,
+// returns the answer on its reply subject.
+func (f *quietFleet) notify(t *testing.T, butler string, d envelope.Delivery, wait bool) (*envelope.Route, *envelope.RouteResponse) {
+	t.Helper()
+	r := envelope.NewRoute(envelope.NewNotify(butler, d, nil))
+	return r, f.publish(t, r, r.IdempotencyKey(), wait)
+}
+
+func (f *quietFleet) publish(t *testing.T, r *envelope.Route, msgID string, wait bool) *envelope.RouteResponse {
+	t.Helper()
+	sub, err := f.nc.SubscribeSync(bus.ReplySubject(r.Target.Butler, r.RequestContext.RequestID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.Publish(t.Context(), f.js, bus.RouteSubject(r.Target.Butler), b, msgID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !wait {
+		return nil
+	}
+	m, err := sub.NextMsg(10 * time.Second)
+	if err != nil {
+		t.Fatalf("no answer to %s: %v", r.RequestContext.RequestID, err)
+	}
+	_ = m.Respond(nil)
+	resp, err := envelope.DecodeTrustedResponse(m.Data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+// delivered is what the switchboard handed to the messenger so far.
+func (f *quietFleet) delivered(t *testing.T) []*envelope.Route {
+	t.Helper()
+	s, err := f.js.Stream(t.Context(), bus.StreamDeliver)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*envelope.Route
+	for seq := info.State.FirstSeq; info.State.Msgs > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(t.Context(), seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := envelope.DecodeTrustedRoute(m.Data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// audited are the audit records of kind.
+func (f *quietFleet) audited(t *testing.T, kind string) []audit.Record {
+	t.Helper()
+	cons, err := f.js.OrderedConsumer(t.Context(), bus.StreamAudit, jetstream.OrderedConsumerConfig{FilterSubjects: []string{bus.AuditSubject(kind, ">")}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []audit.Record
+	for range info.NumPending {
+		m, err := cons.Next(jetstream.FetchMaxWait(5 * time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, err := audit.Decode(m.Data())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, recs...)
+	}
+	return out
+}
+
+func (f *quietFleet) heldKeys(t *testing.T) []string {
+	t.Helper()
+	kv, err := f.js.KeyValue(t.Context(), bus.BucketHeld)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := heldKeys(t.Context(), kv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+// TestQuietHoursHoldAndDigest: at 23:00 in Berlin a low and a normal note
+// are held (answered held until 07:00, nothing handed on) while a high one
+// passes; the same note again is held once; at 07:00 one digest carries
+// both, grouped by butler, and each note is released in the audit and the
+// ledger.
+func TestQuietHoursHoldAndDigest(t *testing.T) {
+	f := newQuietFleet(t)
+	quietAt(t, "2026-11-26 23:00:00")
+	f.run(t)
+
+	low, resp := f.notify(t, "health", envelope.Delivery{Channel: "telegram", Message: "Garden report\nThe tomatoes need water.", Urgency: "low"}, true)
+	nr := resp.Result.NotifyResponse
+	if resp.Status != envelope.StatusAccepted || nr.Status != envelope.StatusHeld || nr.Delivery != nil || nr.Held == nil {
+		t.Fatalf("a low note at 23:00 answered %+v / %+v, want accepted and held", resp, nr)
+	}
+	if h := *nr.Held; h.Until != "2026-11-27T07:00:00+01:00" || h.TZ != "Europe/Berlin" || h.Channel != "telegram:tg_main" || h.Pass != "high" {
+		t.Errorf("held %+v, want until 07:00 Berlin time through telegram:tg_main", h)
+	}
+	normal, resp := f.notify(t, "finance", envelope.Delivery{Message: "Card payment of 12.40 EUR", Urgency: "normal"}, true)
+	if nr := resp.Result.NotifyResponse; nr.Status != envelope.StatusHeld {
+		t.Fatalf("a normal note with pass high answered %+v", nr)
+	}
+	f.notify(t, "health", envelope.Delivery{Message: "Smoke alarm in the kitchen", Urgency: "high"}, false)
+	waitFor(t, func() bool { return len(f.delivered(t)) == 1 }, "the high note to be handed to the messenger")
+	if got := f.delivered(t)[0].Notify().Delivery.Message; got != "Smoke alarm in the kitchen" {
+		t.Fatalf("handed on %q, want only the high note", got)
+	}
+
+	// The same note again, past JetStream's duplicate window: held, once.
+	if resp := f.publish(t, low, "again", true); resp.Result.NotifyResponse.Status != envelope.StatusHeld {
+		t.Fatalf("the same note again answered %+v", resp.Result.NotifyResponse)
+	}
+	if keys := f.heldKeys(t); len(keys) != 2 {
+		t.Fatalf("held %v, want the two notes once each", keys)
+	}
+	if got := f.audited(t, audit.Held); len(got) != 2 || !strings.Contains(got[0].Reason, "until 07:00 Europe/Berlin") {
+		t.Fatalf("held records %+v, want two, saying until when", got)
+	}
+
+	quietAt(t, "2026-11-27 07:00:01")
+	waitFor(t, func() bool { return len(f.delivered(t)) == 2 && len(f.heldKeys(t)) == 0 }, "the digest, and the notes released")
+	digest := f.delivered(t)[1].Notify()
+	d := digest.Delivery
+	for _, want := range []string{"Held during quiet hours", "22:00–07:00 Europe/Berlin", "2 notes", "**health**", "23:00 · Garden report\nThe tomatoes need water.",
+		"**finance**", "23:00 · Card payment of 12.40 EUR", low.RequestContext.RequestID, normal.RequestContext.RequestID} {
+		if !strings.Contains(d.Message, want) {
+			t.Errorf("the digest lacks %q:\n%s", want, d.Message)
+		}
+	}
+	if digest.OriginButler != config.HeraldOrigin || d.Channel != "telegram:tg_main" || d.Recipient != "42" || d.Urgency != "normal" {
+		t.Errorf("digest %+v from %s, want Herald's, to chat 42 of tg_main, urgency normal (a normal note is in it)", d, digest.OriginButler)
+	}
+	if strings.Index(d.Message, "**health**") > strings.Index(d.Message, "**finance**") {
+		t.Error("health's note was held first, so its group comes first")
+	}
+
+	led := ledger.New(mustKV(t, f.js, bus.BucketDeliveries))
+	var released []audit.Record
+	waitFor(t, func() bool { released = f.audited(t, audit.Released); return len(released) == 2 }, "two released records")
+	for _, r := range []*envelope.Route{low, normal} {
+		rec, err := led.Get(t.Context(), r.Target.Butler, r.IdempotencyKey())
+		if err != nil || rec == nil || rec.Status != ledger.Sent || !strings.Contains(rec.Note, "digest") {
+			t.Errorf("ledger record of %s: %+v, %v; want sent in the digest", r.RequestContext.RequestID, rec, err)
+		}
+	}
+	for _, rel := range released {
+		if rel.DeliveryID != envelope.DeliveryID(f.delivered(t)[1].IdempotencyKey()) || !strings.Contains(rel.Reason, f.delivered(t)[1].RequestContext.RequestID) {
+			t.Errorf("released %+v: want the digest's delivery_id and request_id", rel)
+		}
+	}
+
+	// The scans go on; the digest is not sent again.
+	time.Sleep(3 * flushEvery)
+	if got := len(f.delivered(t)); got != 2 {
+		t.Fatalf("%d messages handed on, want the high note and one digest", got)
+	}
+}
+
+func mustKV(t *testing.T, js jetstream.JetStream, bucket string) jetstream.KeyValue {
+	t.Helper()
+	kv, err := js.KeyValue(t.Context(), bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kv
+}
+
+// TestQuietDigestResumes: a switchboard that stopped after handing on the
+// first part of a digest sends the rest, and the first part is not sent
+// twice; every part fits one Telegram message.
+func TestQuietDigestResumes(t *testing.T) {
+	f := newQuietFleet(t)
+	ctx := t.Context()
+	js, err := bus.Open(ctx, f.nc, bus.Topology{Replicas: 1, Uses: &bus.SwitchboardUses}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led, err := ledger.Open(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Switchboard{cfg: f.cfg, nc: f.nc, js: js, log: slog.New(slog.DiscardHandler), audit: &audit.Writer{JS: js}, ledger: led}
+	kv := mustKV(t, js, bus.BucketHeld)
+
+	until := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	var keys []string
+	for i := range 3 {
+		n := heldNote{Butler: "health", Channel: "telegram:tg_main", To: "42", RequestID: envelope.NewRequestID(), Key: fmt.Sprintf("k%d", i),
+			Message: fmt.Sprintf("Note %d\n%s", i, strings.Repeat("word ", 500)), Urgency: "low",
+			HeldAt: until.Add(-time.Duration(3-i) * time.Hour), Until: until, Window: "22:00–07:00 Europe/Berlin", TZ: "Europe/Berlin"}
+		b, _ := json.Marshal(n)
+		if _, err := kv.Create(ctx, noteKey(n), b); err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, noteKey(n))
+	}
+	d, err := startDigest(ctx, kv, digestGroup(until, "tg_main", "42"), keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, _, notes, err := s.loadDigest(ctx, kv, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Parts) != 3 {
+		t.Fatalf("%d parts, want 3: two notes of 2,500 characters do not fit one Telegram message", len(rec.Parts))
+	}
+	if err := s.publishDigest(ctx, *rec, 0, notes); err != nil {
+		t.Fatal(err)
+	}
+	// Stopped here. The next switchboard's scan:
+	if err := s.flushDue(ctx, kv, until.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got := f.delivered(t)
+	if len(got) != 3 {
+		t.Fatalf("%d parts handed on, want 3, the first once", len(got))
+	}
+	for i, r := range got {
+		msg := r.Notify().Delivery.Message
+		if !markdown.TelegramLimit.Fits(msg) {
+			t.Errorf("part %d is %d long, over Telegram's limit", i+1, markdown.TelegramLimit.Size(msg))
+		}
+		if want := fmt.Sprintf("part %d of 3", i+1); !strings.Contains(msg, want) || !strings.Contains(msg, fmt.Sprintf("Note %d", i)) {
+			t.Errorf("part %d does not say %q or lacks note %d:\n%s", i+1, want, i, msg)
+		}
+	}
+	if left, err := heldKeys(ctx, kv); err != nil || len(left) != 0 {
+		t.Fatalf("left in %s: %v %v", bus.BucketHeld, left, err)
+	}
+}
+
+// TestSplitDigest: the notes go in order, each once, in parts that each
+// fit the channel's message; a note too long for one message alone is cut
+// to fit, and says so.
+func TestSplitDigest(t *testing.T) {
+	for _, lim := range []markdown.Limit{markdown.TelegramLimit, markdown.SlackLimit, markdown.WholeLimit} {
+		notes := map[string]heldNote{}
+		var order []string
+		for i := range 60 {
+			butler := []string{"health", "finance", "garden"}[i/20]
+			msg := fmt.Sprintf("**Note %02d** of %s\n%s", i, butler, strings.Repeat("ü & <b> ", i*7))
+			if i == 33 {
+				msg = "A very long one\n" + strings.Repeat("x", 70000)
+			}
+			k := fmt.Sprintf("n%02d", i)
+			notes[k] = heldNote{Butler: butler, RequestID: envelope.NewRequestID(), Key: k, Message: msg, TZ: "UTC", Window: "22:00–07:00 UTC",
+				HeldAt: time.Date(2026, 1, 1, 22, i, 0, 0, time.UTC)}
+			order = append(order, k)
+		}
+		parts := splitDigest(notes, order, lim)
+		var seen []string
+		for i, p := range parts {
+			var ns []heldNote
+			for _, k := range p {
+				ns = append(ns, notes[k])
+				seen = append(seen, k)
+			}
+			md := digestText(ns, i, len(parts), len(order), lim)
+			if !lim.Fits(md) {
+				t.Errorf("limit %d: part %d of %d is %d long", lim.Max, i+1, len(parts), lim.Size(md))
+			}
+			if strings.Contains(md, "A very long one") && lim.Size(ns[0].Message) > lim.Max && !strings.Contains(md, cutMark) {
+				t.Errorf("limit %d: the long note was not marked as cut", lim.Max)
+			}
+		}
+		if strings.Join(seen, ",") != strings.Join(order, ",") {
+			t.Errorf("limit %d: the parts hold %v, want every note once, in order", lim.Max, seen)
+		}
+		if lim.Max < 10000 && len(parts) < 5 {
+			t.Errorf("limit %d: %d parts for 60 notes and one of 70,000 characters", lim.Max, len(parts))
+		}
+	}
+}
+
+// TestHoldable: only new messages that ask for nothing now wait.
+func TestHoldable(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		d    envelope.Delivery
+		want bool
+	}{
+		{"a send", envelope.Delivery{Intent: "send", Message: "m"}, true},
+		{"a reply", envelope.Delivery{Intent: "reply", Message: "m"}, false},
+		{"a reaction", envelope.Delivery{Intent: "react", Emoji: "👍"}, false},
+		{"buttons", envelope.Delivery{Intent: "send", Message: "m", Actions: []envelope.Action{{Label: "OK", Data: "ok"}}}, false},
+		{"a claim", envelope.Delivery{Intent: "send", Message: "m", ClaimThread: true}, false},
+		{"an acknowledgement", envelope.Delivery{Intent: "send", Message: "m", AckWithin: "10m"}, false},
+	} {
+		if got := holdable(&envelope.Notify{Delivery: tt.d}); got != tt.want {
+			t.Errorf("%s: holdable = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestQuietDigestLeavesOutSent: a held note whose notify went out on its
+// own before the digest (called again with an urgency that passes, under
+// the same idempotency_key) is not in the digest: it is not sent twice.
+func TestQuietDigestLeavesOutSent(t *testing.T) {
+	f := newQuietFleet(t)
+	ctx := t.Context()
+	js, err := bus.Open(ctx, f.nc, bus.Topology{Replicas: 1, Uses: &bus.SwitchboardUses}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led, err := ledger.Open(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Switchboard{cfg: f.cfg, nc: f.nc, js: js, log: slog.New(slog.DiscardHandler), audit: &audit.Writer{JS: js}, ledger: led}
+	kv := mustKV(t, js, bus.BucketHeld)
+	until := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
+	for i, msg := range []string{"Went out on its own", "Still waiting"} {
+		n := heldNote{Butler: "health", Channel: "telegram:tg_main", To: "42", RequestID: envelope.NewRequestID(), Key: fmt.Sprintf("k%d", i),
+			Message: msg, Urgency: "low", HeldAt: until.Add(-time.Hour), Until: until, Window: "22:00–07:00 Europe/Berlin", TZ: "Europe/Berlin"}
+		b, _ := json.Marshal(n)
+		if _, err := kv.Create(ctx, noteKey(n), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := led.Save(ctx, &ledger.Record{Key: "k0", Butler: "health", Channel: "telegram:tg_main", DeliveryID: "dlv_k0", Status: ledger.Sent}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.flushDue(ctx, kv, until); err != nil {
+		t.Fatal(err)
+	}
+	got := f.delivered(t)
+	if len(got) != 1 {
+		t.Fatalf("%d digests, want one", len(got))
+	}
+	if msg := got[0].Notify().Delivery.Message; strings.Contains(msg, "Went out on its own") || !strings.Contains(msg, "Still waiting") || !strings.Contains(msg, "1 note") {
+		t.Fatalf("the digest holds:\n%s\nwant only the note still waiting", msg)
+	}
+}
