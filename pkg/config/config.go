@@ -184,6 +184,9 @@ type Integration struct {
 	// ids, email addresses, @domains, webhook names; "any" lifts the limit.
 	// Empty: the integration's default recipient and its inbound allow_from.
 	AllowTo []string `yaml:"allow_to"`
+	// EscalateTo are the integrations a note with ack_within goes to next,
+	// in order, when nobody acknowledged it in time (attention.go).
+	EscalateTo []string `yaml:"escalate_to"`
 
 	Inbound Inbound `yaml:"inbound"`
 
@@ -575,6 +578,7 @@ func (c *Config) checkIntegrations(add func(format string, a ...any)) {
 			}
 		}
 	}
+	c.checkEscalations(add)
 }
 
 // checkButlers is Validate's step for the butlers.

@@ -178,6 +178,9 @@ func (g *inbound) handle(ctx context.Context, m jetstream.Msg) error {
 	if done, err := g.verdict(ctx, m, it, in); done || err != nil {
 		return err
 	}
+	if done, err := g.acknowledged(ctx, it, in); done || err != nil {
+		return err
+	}
 	if done, err := g.answer(ctx, it, in); done || err != nil {
 		return err
 	}
