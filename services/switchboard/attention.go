@@ -69,11 +69,11 @@ type ackNote struct {
 	Deadline time.Time     `json:"deadline"`
 	// First is the first copy's integration and when it was sent; Chain
 	// the integrations it goes to next, Step how many of them it went to.
-	First   string    `json:"first"`
-	SentAt  time.Time `json:"sent_at"`
-	Chain   []string  `json:"chain,omitempty"`
-	Step    int       `json:"step"`
-	Copies  []ackCopy `json:"copies,omitempty"`
+	First  string    `json:"first"`
+	SentAt time.Time `json:"sent_at"`
+	Chain  []string  `json:"chain,omitempty"`
+	Step   int       `json:"step"`
+	Copies []ackCopy `json:"copies,omitempty"`
 	// Sent is how many escalations were handed to the messenger.
 	Sent    int    `json:"sent,omitempty"`
 	AckedBy string `json:"acked_by,omitempty"`
