@@ -2,15 +2,18 @@ package e2e
 
 import (
 	"fmt"
+	"net/http"
 	"net/smtp"
 	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/messenger/email"
 	"github.com/heraldhq/herald/services/messenger/email/smtptest"
+	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
@@ -138,6 +141,49 @@ func TestAttention(t *testing.T) {
 		res := c.Call("notify", map[string]any{"channel": "telegram", "message": "x", "ack_within": tt.within})
 		if !res.IsError || !strings.Contains(text(res), "validation_error") || !strings.Contains(text(res), tt.want) {
 			t.Errorf("ack_within %q: %q, want a validation_error naming %s", tt.within, text(res), tt.want)
+		}
+	}
+}
+
+// TestAttentionBySlackReaction: a note that must be seen on Slack has a
+// Got it button; a person's reaction on it acknowledges it (the model is
+// told, the message edited, its button gone), and a reaction on any other
+// message goes nowhere.
+func TestAttentionBySlackReaction(t *testing.T) {
+	f, sl, addr := slackFleet(t, config.Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{"U0HUMAN01"}})
+	f.start("switchboard", "messenger")
+	c := f.listen("health")
+	sl.AddUser("U0HUMAN01", "ann")
+	res := c.Call("notify", map[string]any{"channel": "slack", "message": "Deploy finished with warnings.", "ack_within": "1h"})
+	if res.IsError {
+		t.Fatalf("notify with ack_within: %s", text(res))
+	}
+	id := fmt.Sprint(res.StructuredContent.(map[string]any)["request_context"].(map[string]any)["request_id"])
+	var channel, ts string
+	eventually(t, 15*time.Second, func() bool {
+		for _, call := range sl.Calls("chat.postMessage") {
+			if call.OK() && strings.Contains(call.Params["blocks"], "ack:"+id) {
+				channel, ts = call.Channel, call.TS
+				return true
+			}
+		}
+		return false
+	}, "the note with its Got it button in #ops")
+	events := "http://" + addr + "/slack/sl/events"
+	other := sl.UserMessage(slacktest.MessageEvent{Channel: channel, Text: "unrelated"})
+	for _, cb := range []any{sl.Reaction(channel, other.Event.TS, "U0HUMAN01", "+1"), sl.Reaction(channel, ts, "U0HUMAN01", "eyes")} {
+		if a, err := slacktest.SendEvent(t.Context(), events, f.env["SLACK_SIGNING_SECRET"], cb); err != nil || a.Status != http.StatusOK {
+			t.Fatalf("the reaction event: %v %v", a, err)
+		}
+	}
+	eventually(t, 15*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", id) != nil }, "the model told the note was seen")
+	eventually(t, 10*time.Second, func() bool {
+		m, _ := sl.Message(channel, ts)
+		return m.Edited != nil && len(m.Buttons()) == 0 && strings.Contains(m.Text+fmt.Sprint(m.Attachments), "seen by U0HUMAN01 via slack:sl")
+	}, "the note edited to say U0HUMAN01 saw it, its button gone")
+	for _, n := range c.Notifications(butler.MethodChannel) {
+		if strings.Contains(fmt.Sprint(n["content"]), "+1") {
+			t.Fatalf("a reaction on another message reached the model: %v", n)
 		}
 	}
 }

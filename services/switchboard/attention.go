@@ -258,6 +258,9 @@ func (g *inbound) acknowledged(ctx context.Context, it *config.Integration, in *
 		}
 		return true, g.acknowledge(ctx, it, in, id)
 	}
+	// A reaction acknowledges a note and goes no further; a reply
+	// acknowledges it and goes on to the butler as the message it is.
+	reaction := in.Meta["event_type"] == "reaction"
 	replyTo := repliedTo(in)
 	if replyTo == "" {
 		return false, nil
@@ -267,10 +270,16 @@ func (g *inbound) acknowledged(ctx context.Context, it *config.Integration, in *
 	if err == nil && !found && in.Meta["user_id"] != "" {
 		found, err = g.s.getJSON(ctx, ackMsgKey(it.ID, in.Meta["user_id"], replyTo), &id)
 	}
-	if err != nil || !found {
-		return false, err
+	switch {
+	case err != nil:
+		return true, err
+	case !found && reaction:
+		g.refuse(ctx, in, it.Channel(), audit.Dropped, ReasonReactionIgnored)
+		return true, nil
+	case !found:
+		return false, nil
 	}
-	return false, g.acknowledge(ctx, it, in, id)
+	return reaction, g.acknowledge(ctx, it, in, id)
 }
 
 // acknowledge records that the sender of in saw note id: once. Every copy
