@@ -40,6 +40,9 @@ type Copy struct {
 	// channel gave the message with the buttons ("" until sent).
 	RequestID string `json:"request_id"`
 	MessageID string `json:"message_id,omitempty"`
+	// Subject is an edit's subject where an edit is a new mail ("" for a
+	// prompt's: "Permission request <id>").
+	Subject string `json:"subject,omitempty"`
 }
 
 func offerKey(requestID string) string { return "_offer." + requestID }

@@ -187,6 +187,9 @@ type Integration struct {
 	// ids, email addresses, @domains, webhook names; "any" lifts the limit.
 	// Empty: the integration's default recipient and its inbound allow_from.
 	AllowTo []string `yaml:"allow_to"`
+	// EscalateTo are the integrations a note with ack_within goes to next,
+	// in order, when nobody acknowledged it in time (attention.go).
+	EscalateTo []string `yaml:"escalate_to"`
 
 	// QuietHours, if set, holds the notes below its pass urgency during
 	// those hours, and sends them as one digest when they end (quiet.go).
@@ -586,6 +589,7 @@ func (c *Config) checkIntegrations(add func(format string, a ...any)) {
 			}
 		}
 	}
+	c.checkEscalations(add)
 }
 
 // checkButlers is Validate's step for the butlers.

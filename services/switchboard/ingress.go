@@ -43,6 +43,7 @@ const (
 	ReasonVerdictRepeated       = "verdict_repeated"         // this approver allowed it already; its quorum needs another
 	ReasonVerdictSessionEnded   = "verdict_session_ended"    // the session that asked ended before the answer
 	ReasonAnswerRefused         = "answer_refused"           // an answer to a question that is closed, answered, not sent there, or not one of its options
+	ReasonReactionIgnored       = "reaction_ignored"         // a reaction on a message that is no note waiting to be seen (kind dropped)
 	ReasonInvalidIngress        = "invalid_ingress"          // undecodable; dead-lettered
 	ReasonInboundFailed         = "inbound_failed"           // kept failing; dead-lettered
 
@@ -176,6 +177,9 @@ func (g *inbound) handle(ctx context.Context, m jetstream.Msg) error {
 		return nil
 	}
 	if done, err := g.verdict(ctx, m, it, in); done || err != nil {
+		return err
+	}
+	if done, err := g.acknowledged(ctx, it, in); done || err != nil {
 		return err
 	}
 	if done, err := g.answer(ctx, it, in); done || err != nil {

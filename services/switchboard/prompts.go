@@ -89,8 +89,12 @@ func (s *Switchboard) copySent(ctx context.Context, requestID string, messageIDs
 // with buttons (none: closed). step tells the edits of a prompt still open
 // apart (the allows counted so far); a closing edit is step 0.
 func (s *Switchboard) editCopy(ctx context.Context, c approval.Copy, outcome string, buttons []envelope.Action, step int) error {
+	subject := c.Subject
+	if subject == "" {
+		subject = "Permission request " + c.ID
+	}
 	n := envelope.NewNotify(config.HeraldOrigin, envelope.Delivery{
-		Channel: c.Channel, Recipient: c.Chat, Subject: "Permission request " + c.ID,
+		Channel: c.Channel, Recipient: c.Chat, Subject: subject,
 		Message: c.Headline + "\n\n" + outcome, Actions: buttons,
 	}, nil)
 	// One edit per copy and step, whoever makes it and how often.
@@ -141,6 +145,7 @@ func (s *Switchboard) expirePrompts(ctx context.Context) {
 			s.closeUnanswered(ctx, &req, endedNote, "closed unanswered: the session that asked ended")
 		}
 		s.expireQuestions(ctx, time.Now())
+		s.escalate(ctx, time.Now())
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -243,21 +244,30 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return err
 	}
-	if held, err := s.holdQuiet(ctx, butler, r, in, key, prompt || claimed); held || err != nil {
+	mustSee, err := s.offerAck(ctx, butler, in, r)
+	if err != nil {
+		return err
+	}
+	if held, err := s.holdQuiet(ctx, butler, r, in, key, prompt || claimed || mustSee); held || err != nil {
 		return err // held for quiet hours (quiet.go), and the butler told so
 	}
 	data, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
+	// What relay has to do with its outcome: record its sent message ids
+	// for a claim (claimSent), a prompt's copy (approvals.Sent), a note
+	// that must be seen (ackSent).
+	var relays []string
+	for kind, on := range map[string]bool{relayClaim: claimed, relayPrompt: prompt, relayAck: mustSee} {
+		if on {
+			relays = append(relays, kind)
+		}
+	}
 	h := nats.Header{}
-	switch {
-	case claimed:
-		// Its sent message ids are recorded by relay (claimSent).
-		h.Set(bus.HeaderRelay, "claim")
-	case prompt:
-		// Its sent message id is recorded by relay (approvals.Sent).
-		h.Set(bus.HeaderRelay, "prompt")
+	if len(relays) > 0 {
+		slices.Sort(relays)
+		h.Set(bus.HeaderRelay, strings.Join(relays, ","))
 	}
 	ack, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, h)
 	if err != nil {
@@ -432,16 +442,37 @@ func (s *Switchboard) relay(ctx context.Context, m jetstream.Msg) error {
 		return nil
 	}
 	if resp.Result != nil {
-		if err := s.claimSent(ctx, id, resp.Result.NotifyResponse); err != nil {
-			return err
+		nr := resp.Result.NotifyResponse
+		if relaying(m, relayClaim) {
+			if err := s.claimSent(ctx, id, nr); err != nil {
+				return err
+			}
 		}
-		if nr := resp.Result.NotifyResponse; m.Headers().Get(bus.HeaderRelay) == "prompt" && nr != nil && nr.Status == envelope.StatusOK && nr.Delivery != nil {
+		if relaying(m, relayPrompt) && nr != nil && nr.Status == envelope.StatusOK && nr.Delivery != nil {
 			if err := s.copySent(ctx, id, nr.Delivery.MessageIDs); err != nil {
 				return fmt.Errorf("%w: recording a permission prompt's copy: %w", envelope.ErrTargetUnavailable, err)
 			}
 		}
+		if relaying(m, relayAck) {
+			if err := s.ackSent(ctx, id, nr); err != nil {
+				return err
+			}
+		}
 	}
 	return s.settle(ctx, butler, id, m.Headers().Get(bus.HeaderChannel), resp)
+}
+
+// What relay does with a delivery's outcome (bus.HeaderRelay, a comma
+// separated list of these).
+const (
+	relayClaim  = "claim"
+	relayPrompt = "prompt"
+	relayAck    = "ack"
+)
+
+// relaying reports whether the outcome m relays asks for kind.
+func relaying(m jetstream.Msg, kind string) bool {
+	return slices.Contains(strings.Split(m.Headers().Get(bus.HeaderRelay), ","), kind)
 }
 
 // settle gives the waiting butler its answer. When nobody waits any more (the

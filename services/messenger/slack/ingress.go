@@ -56,7 +56,16 @@ type event struct {
 		DisplayName string `json:"display_name"`
 		RealName    string `json:"real_name"`
 	} `json:"user_profile"`
-	Files []struct {
+	// Reaction and Item are a reaction_added event's: the emoji's name,
+	// and the message it is on.
+	Reaction string `json:"reaction"`
+	Item     struct {
+		Type    string `json:"type"`
+		Channel string `json:"channel"`
+		TS      string `json:"ts"`
+	} `json:"item"`
+	EventTS string `json:"event_ts"`
+	Files   []struct {
 		ID       string `json:"id"`
 		Name     string `json:"name"`
 		Mimetype string `json:"mimetype"`
@@ -91,6 +100,9 @@ func toIngress(integration string, cb *callback) (*envelope.Ingress, string) {
 	var ev event
 	if err := json.Unmarshal(cb.Event, &ev); err != nil {
 		return nil, "unreadable event"
+	}
+	if ev.Type == "reaction_added" {
+		return reactionIngress(integration, cb, &ev)
 	}
 	switch {
 	case ev.Type != "message" && ev.Type != "app_mention":
@@ -403,4 +415,48 @@ func clicks(integration string, p *interaction) ([]*envelope.Ingress, string) {
 		return nil, why
 	}
 	return out, ""
+}
+
+// reactionIngress turns a reaction_added event on a message into an
+// ingress.v1: its text the emoji (":name:" as Slack names it), meta
+// event_type "reaction", reaction the name, and reply_to_message_id the
+// message reacted to, named as receipts name it. A reaction acknowledges a
+// note that must be seen (the switchboard's attention); no other reaction
+// goes further. Its native id is the reaction's own: the same person's
+// same emoji on the same message is one.
+func reactionIngress(integration string, cb *callback, ev *event) (*envelope.Ingress, string) {
+	switch {
+	case ev.Item.Type != "message" || !idPattern.MatchString(ev.Item.Channel) || !tsPattern.MatchString(ev.Item.TS):
+		return nil, "a reaction on something other than a message"
+	case ev.User == "" || ev.Reaction == "" || len(ev.Reaction) > 100:
+		return nil, "a reaction with no user or emoji"
+	}
+	for _, a := range cb.Authorizations {
+		if a.UserID == ev.User && a.IsBot {
+			return nil, "the app's own reaction"
+		}
+	}
+	team := cb.TeamID
+	endpoint := team
+	if endpoint == "" {
+		endpoint = integration
+	}
+	chatType := "group"
+	if isDM(ev.Item.Channel) {
+		chatType = "private"
+	}
+	meta := map[string]string{
+		"chat_id": ev.Item.Channel, "channel_id": ev.Item.Channel, "chat_type": chatType,
+		"user_id": ev.User, "event_type": "reaction", "reaction": ev.Reaction,
+		"reply_to_message_id": ev.Item.Channel + ":" + ev.Item.TS,
+	}
+	if team != "" {
+		meta["team_id"] = team
+	}
+	native := "reaction:" + ev.Item.Channel + ":" + ev.Item.TS + ":" + ev.User + ":" + ev.Reaction
+	if team != "" {
+		native = team + ":" + native
+	}
+	thread := ev.Item.Channel + ":" + ev.Item.TS
+	return envelope.NewIngress(integration, "slack", clip(endpoint, 512), clip(ev.User, 512), thread, ":"+ev.Reaction+":", clip(native, 998), meta), ""
 }

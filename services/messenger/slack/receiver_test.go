@@ -320,11 +320,15 @@ func TestEventsWithoutAMessageAreSkipped(t *testing.T) {
 	join := srv.UserMessage(slacktest.MessageEvent{Channel: "C0GENERAL", Subtype: "channel_join", Text: "<@U0X> has joined the channel"})
 	empty := srv.UserMessage(slacktest.MessageEvent{Channel: "C0GENERAL", Text: " "})
 	asApp := srv.UserMessage(slacktest.MessageEvent{Channel: "C0GENERAL", User: srv.BotUserID(), Text: "as the bot user"})
+	// A reaction on a file, and the app's own reaction, are no one's word.
 	reaction := map[string]any{"type": "event_callback", "team_id": srv.TeamID(), "event_id": "Ev1",
-		"event": map[string]any{"type": "reaction_added", "user": "U0ALICE", "reaction": "+1", "item": map[string]any{"type": "message", "channel": "C0GENERAL", "ts": ts}}}
+		"event": map[string]any{"type": "reaction_added", "user": "U0ALICE", "reaction": "+1", "item": map[string]any{"type": "file", "file": "F0X"}}}
+	ownReaction := map[string]any{"type": "event_callback", "team_id": srv.TeamID(), "event_id": "Ev2",
+		"event": map[string]any{"type": "reaction_added", "user": srv.BotUserID(), "reaction": "+1", "item": map[string]any{"type": "message", "channel": "C0GENERAL", "ts": ts}},
+		"authorizations": []map[string]any{{"user_id": srv.BotUserID(), "is_bot": true}}}
 	rateLimited := map[string]any{"type": "app_rate_limited", "team_id": srv.TeamID(), "minute_rate_limited": 1518467820}
 
-	for i, p := range []any{own, otherBot, legacyBot, edit, join, empty, asApp, reaction, rateLimited} {
+	for i, p := range []any{own, otherBot, legacyBot, edit, join, empty, asApp, reaction, ownReaction, rateLimited} {
 		if a := e.send(t, p); a.Status != http.StatusOK {
 			t.Errorf("payload %d: answer %d %s, want 200 (so Slack does not retry)", i, a.Status, a.Body)
 		}
@@ -534,5 +538,34 @@ func TestConversation(t *testing.T) {
 	m2, _ := srv.Message("C0GENERAL", second.Event.TS)
 	if len(m1.Reactions) != 1 || m1.Reactions[0].Name != "eyes" || len(m2.Reactions) != 1 || m2.Reactions[0].Name != "+1" {
 		t.Errorf("reactions: first %+v, second %+v; want eyes on the first, +1 on the second", m1.Reactions, m2.Reactions)
+	}
+}
+
+// TestReactionOnAMessage: a person's reaction on a message comes in as an
+// ingress naming the message it is on (reply_to_message_id as receipts
+// name it), the emoji as its text, event_type reaction; the same reaction
+// delivered twice by Slack is one.
+func TestReactionOnAMessage(t *testing.T) {
+	srv := slacktest.NewServer(t)
+	e := newEndpoint(t)
+	e.receive(t)
+	reaction := map[string]any{"type": "event_callback", "team_id": srv.TeamID(), "event_id": "Ev9",
+		"event": map[string]any{"type": "reaction_added", "user": "U0ALICE", "reaction": "eyes", "item": map[string]any{"type": "message", "channel": "D0ALICE", "ts": "1700000000.000100"}}}
+	for range 2 {
+		if a := e.send(t, reaction); a.Status != http.StatusOK {
+			t.Fatalf("answer %d %s, want 200", a.Status, a.Body)
+		}
+	}
+	got, _ := e.sink.got()
+	if len(got) == 0 {
+		t.Fatal("the reaction did not come in")
+	}
+	in := got[0]
+	if in.Content.Text != ":eyes:" || in.Meta["event_type"] != "reaction" || in.Meta["reply_to_message_id"] != "D0ALICE:1700000000.000100" ||
+		in.Meta["chat_type"] != "private" || in.RequestContext.SourceSenderIdentity != "U0ALICE" {
+		t.Fatalf("reaction as %q %v from %s", in.Content.Text, in.Meta, in.RequestContext.SourceSenderIdentity)
+	}
+	if len(got) == 2 && got[1].NativeID != in.NativeID {
+		t.Fatalf("the same reaction twice has native ids %s and %s", in.NativeID, got[1].NativeID)
 	}
 }

@@ -284,3 +284,43 @@ func send(ctx context.Context, url, secret, contentType string, body []byte, opt
 	}
 	return Answer{Status: resp.StatusCode, Header: resp.Header, Body: string(b)}, nil
 }
+
+// ReactionEvent is a reaction_added event.
+type ReactionEvent struct {
+	Type     string       `json:"type"` // reaction_added
+	User     string       `json:"user"`
+	Reaction string       `json:"reaction"` // the emoji's name, "eyes"
+	ItemUser string       `json:"item_user,omitempty"`
+	Item     ReactionItem `json:"item"`
+	EventTS  string       `json:"event_ts"`
+}
+
+// ReactionItem is what a reaction is on: here always a message.
+type ReactionItem struct {
+	Type    string `json:"type"`
+	Channel string `json:"channel"`
+	TS      string `json:"ts"`
+}
+
+// ReactionCallback is the event_callback of a reaction_added event.
+type ReactionCallback struct {
+	Callback
+	Event ReactionEvent `json:"event"`
+}
+
+// Reaction is the event_callback Slack sends the app when user reacts with
+// emoji name (as Slack names it: "eyes", "+1") on message ts of channel,
+// which the fake must hold.
+func (s *Server) Reaction(channel, ts, user, name string) ReactionCallback {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m := s.messageLocked(channel, ts)
+	if m == nil {
+		s.t.Fatalf("slacktest: Reaction: no message %s in channel %s", ts, channel)
+	}
+	cb := s.callbackLocked(MessageEvent{})
+	ev := ReactionEvent{Type: "reaction_added", User: user, Reaction: name, ItemUser: m.User,
+		Item: ReactionItem{Type: "message", Channel: channel, TS: ts}, EventTS: s.nextTSLocked()}
+	return ReactionCallback{Callback: cb, Event: ev}
+}

@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"fmt"
+	"net/http"
+	"net/smtp"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/messenger/email"
+	"github.com/heraldhq/herald/services/messenger/email/smtptest"
+	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
+	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
+)
+
+var ackDataRE = regexp.MustCompile(`ack:([0-9a-f-]{36})`)
+
+// noticeOf is the channel notification of kind about note id, if c has it.
+func noticeOf(ns []map[string]any, kind, id string) map[string]any {
+	for _, n := range ns {
+		if m := meta(n); m["kind"] == kind && m["note_request_id"] == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// TestAttention: a notify with ack_within carries "Got it"; a tap
+// acknowledges it at once (the model is told, the copy edited). One nobody
+// acknowledges goes on, after its time, through the next integration of
+// its chain (Telegram to email), marked as an escalation with the first
+// time, across a switchboard restart; a reply to the escalation mail
+// acknowledges it, edits the Telegram copy and tells the model. A note at
+// the end of its chain tells the model nobody saw it.
+func TestAttention(t *testing.T) {
+	f := newFleet(t)
+	f.cfg.Integration("tg_main").EscalateTo = []string{"mail"}
+	f.cfg.Integration("mail").Settings.(*email.Config).DefaultTo = "alice@example.com"
+	if err := f.cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	f.start("switchboard", "messenger")
+	c := f.listen("health")
+
+	gotIt := func(msg string) (telegramtest.Message, string) {
+		t.Helper()
+		if res := c.Call("notify", map[string]any{"channel": "telegram", "message": msg, "ack_within": "30s"}); res.IsError {
+			t.Fatalf("notify with ack_within: %s", text(res))
+		}
+		var m telegramtest.Message
+		eventually(t, 10*time.Second, func() bool {
+			for _, x := range f.tg.Messages(alice.ID) {
+				if strings.Contains(x.Text, msg) {
+					m = x
+					return true
+				}
+			}
+			return false
+		}, "the note in alice's chat")
+		id := ackDataRE.FindStringSubmatch(fmt.Sprint(m.ReplyMarkup))
+		if id == nil || !strings.Contains(fmt.Sprint(m.ReplyMarkup), "Got it") {
+			t.Fatalf("note %q has buttons %v, want Got it", m.Text, m.ReplyMarkup)
+		}
+		return m, id[1]
+	}
+
+	// Acknowledged at once by a tap.
+	seen, seenID := gotIt("Disk at 80%.")
+	f.tg.PressButton(f.tg.Token(), alice.ID, seen.MessageID, alice, "ack:"+seenID)
+	eventually(t, 10*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", seenID) != nil }, "the model told the note was seen")
+	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, seen.MessageID, "✅ seen by") }, "the note edited to say it was seen, its button gone")
+
+	// Nobody taps this one.
+	down, downID := gotIt("The server is down.")
+	// Nor answers this mail, whose chain ends with it.
+	res := c.Call("notify", map[string]any{"channel": "email", "recipient": "alice@example.com", "message": "Backup failed.", "ack_within": "30s"})
+	if res.IsError {
+		t.Fatalf("mail with ack_within: %s", text(res))
+	}
+	backupID := fmt.Sprint(res.StructuredContent.(map[string]any)["request_context"].(map[string]any)["request_id"])
+	var first smtptest.Message
+	eventually(t, 10*time.Second, func() bool {
+		for _, m := range f.smtp.Messages() {
+			if strings.Contains(string(m.Data), "Backup failed.") {
+				first = m
+				return true
+			}
+		}
+		return false
+	}, "the mail")
+	if !strings.Contains(string(first.Data), "Reply to this message to acknowledge it.") {
+		t.Fatalf("the mail does not say how to acknowledge it:\n%s", first.Data)
+	}
+
+	// Deadlines are kept across a restart.
+	f.stop("switchboard")
+	f.start("switchboard")
+
+	var esc smtptest.Message
+	eventually(t, 60*time.Second, func() bool {
+		for _, m := range f.smtp.Messages() {
+			if strings.Contains(m.Subject(), "Escalation") && strings.Contains(string(m.Data), "The server is down.") {
+				esc = m
+				return true
+			}
+		}
+		return false
+	}, "the unacknowledged note escalated to email")
+	plain, _ := esc.Part("text/plain")
+	if body := string(plain.Body); !strings.Contains(body, "first sent "+time.Now().UTC().Format("2006-01-02")) || !strings.Contains(body, "via telegram:tg_main") {
+		t.Fatalf("the escalation does not say when and where it was first sent:\n%s", body)
+	}
+	if n := noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", downID); n != nil {
+		t.Fatalf("the model was told of an acknowledgement nobody gave: %v", n)
+	}
+	eventually(t, 30*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "unacknowledged", backupID) != nil },
+		"the model told nobody saw the mail")
+
+	addr := regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+`).FindString(f.statusDetail("mail"))
+	reply := "Authentication-Results: mx.example.com; dmarc=pass header.from=example.com\r\nFrom: Alice <alice@example.com>\r\nTo: herald@example.com\r\n" +
+		"Subject: Re: " + esc.Subject() + "\r\nMessage-ID: <ack1@mail.example.com>\r\nIn-Reply-To: " + esc.Header.Get("Message-ID") + "\r\nDate: Thu, 26 Nov 2026 10:00:00 +0000\r\n\r\nOn it.\r\n"
+	if err := smtp.SendMail(addr, nil, "alice@example.com", []string{"herald@example.com"}, []byte(reply)); err != nil {
+		t.Fatal(err)
+	}
+	var ack map[string]any
+	eventually(t, 15*time.Second, func() bool {
+		ack = noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", downID)
+		return ack != nil
+	}, "the model told the escalated note was seen")
+	if m := meta(ack); !strings.Contains(fmt.Sprint(m["acknowledged_by"]), "alice@example.com") || m["channel"] != "email:mail" {
+		t.Fatalf("acknowledged %v, want by alice@example.com via email:mail", m)
+	}
+	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, down.MessageID, "✅ seen by") },
+		"the Telegram copy edited to say it was seen by mail, its button gone")
+
+	for _, tt := range []struct{ within, want string }{{"10s", "ack_within"}, {"8d", "ack_within"}, {"soon", "ack_within"}} {
+		res := c.Call("notify", map[string]any{"channel": "telegram", "message": "x", "ack_within": tt.within})
+		if !res.IsError || !strings.Contains(text(res), "validation_error") || !strings.Contains(text(res), tt.want) {
+			t.Errorf("ack_within %q: %q, want a validation_error naming %s", tt.within, text(res), tt.want)
+		}
+	}
+}
+
+// TestAttentionBySlackReaction: a note that must be seen on Slack has a
+// Got it button; a person's reaction on it acknowledges it (the model is
+// told, the message edited, its button gone), and a reaction on any other
+// message goes nowhere.
+func TestAttentionBySlackReaction(t *testing.T) {
+	f, sl, addr := slackFleet(t, config.Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{"U0HUMAN01"}})
+	f.start("switchboard", "messenger")
+	c := f.listen("health")
+	sl.AddUser("U0HUMAN01", "ann")
+	res := c.Call("notify", map[string]any{"channel": "slack", "message": "Deploy finished with warnings.", "ack_within": "1h"})
+	if res.IsError {
+		t.Fatalf("notify with ack_within: %s", text(res))
+	}
+	id := fmt.Sprint(res.StructuredContent.(map[string]any)["request_context"].(map[string]any)["request_id"])
+	var channel, ts string
+	eventually(t, 15*time.Second, func() bool {
+		for _, call := range sl.Calls("chat.postMessage") {
+			if call.OK() && strings.Contains(call.Params["blocks"], "ack:"+id) {
+				channel, ts = call.Channel, call.TS
+				return true
+			}
+		}
+		return false
+	}, "the note with its Got it button in #ops")
+	events := "http://" + addr + "/slack/sl/events"
+	other := sl.UserMessage(slacktest.MessageEvent{Channel: channel, Text: "unrelated"})
+	for _, cb := range []any{sl.Reaction(channel, other.Event.TS, "U0HUMAN01", "+1"), sl.Reaction(channel, ts, "U0HUMAN01", "eyes")} {
+		if a, err := slacktest.SendEvent(t.Context(), events, f.env["SLACK_SIGNING_SECRET"], cb); err != nil || a.Status != http.StatusOK {
+			t.Fatalf("the reaction event: %v %v", a, err)
+		}
+	}
+	eventually(t, 15*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", id) != nil }, "the model told the note was seen")
+	eventually(t, 10*time.Second, func() bool {
+		m, _ := sl.Message(channel, ts)
+		return m.Edited != nil && len(m.Buttons()) == 0 && strings.Contains(m.Text+fmt.Sprint(m.Attachments), "seen by U0HUMAN01 via slack:sl")
+	}, "the note edited to say U0HUMAN01 saw it, its button gone")
+	for _, n := range c.Notifications(butler.MethodChannel) {
+		if strings.Contains(fmt.Sprint(n["content"]), "+1") {
+			t.Fatalf("a reaction on another message reached the model: %v", n)
+		}
+	}
+}

@@ -1,0 +1,48 @@
+package config_test
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/heraldhq/herald/pkg/config"
+)
+
+func escalationYAML(tg, mail, hook string) string {
+	return `butlers:
+  - { name: health }
+integrations:
+  - { id: tg, type: webhook, target: x, grants: all` + tg + ` }
+  - { id: mail, type: webhook, target: x, grants: all` + mail + ` }
+  - { id: hook, type: webhook, target: x, grants: all` + hook + ` }
+`
+}
+
+// TestEscalationChain: a note goes down its integration's escalate_to in
+// order, each followed by its own chain, every integration once.
+func TestEscalationChain(t *testing.T) {
+	cfg, err := config.Parse([]byte(escalationYAML(", escalate_to: [mail]", ", escalate_to: [hook]", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, want := range map[string][]string{"tg": {"mail", "hook"}, "mail": {"hook"}, "hook": nil} {
+		if got := cfg.EscalationChain(id); !slices.Equal(got, want) {
+			t.Errorf("chain of %s: %v, want %v", id, got, want)
+		}
+	}
+}
+
+// TestEscalationMistakes: an unknown integration and a loop are errors
+// naming the key.
+func TestEscalationMistakes(t *testing.T) {
+	for _, tt := range []struct{ tg, mail, hook, want string }{
+		{", escalate_to: [mial]", "", "", `integrations[0].escalate_to names integration "mial", which is not configured`},
+		{", escalate_to: [mail]", ", escalate_to: [hook]", ", escalate_to: [tg]", "integrations[0].escalate_to loops: tg → mail → hook → tg"},
+		{", escalate_to: [tg]", "", "", "integrations[0].escalate_to loops: tg → tg"},
+	} {
+		_, err := config.Parse([]byte(escalationYAML(tt.tg, tt.mail, tt.hook)))
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("escalate_to %q %q %q: %v, want %q", tt.tg, tt.mail, tt.hook, err, tt.want)
+		}
+	}
+}

@@ -1,0 +1,477 @@
+package switchboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/approval"
+	"github.com/heraldhq/herald/pkg/audit"
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/schemas"
+)
+
+// Attention (design §11): a notify with ack_within must be seen. Its copy
+// carries a "Got it" button (a line asking for a reply where the channel has
+// no buttons); a tap there, or a reply to any copy, acknowledges it. Not
+// acknowledged by its deadline, it is sent again through the next
+// integration of its integration's escalate_to chain, marked as an
+// escalation with the original time, until someone acknowledges it or the
+// chain ends. The butler's model is told either way (a channel message with
+// meta kind acknowledged or unacknowledged). Everything is kept in
+// herald_sessions, and every switchboard looks for deadlines every
+// expireEvery, changing a note by compare-and-set only: a restart, or a
+// second switchboard, escalates nothing twice.
+//
+//	ack.<request_id>                            a note's state (ackNote)
+//	ackreq.<request_id>                         a copy on its way: its note and chat
+//	ackmsg.<integration>.<chat>.<message_id>    a sent copy: its note
+const (
+	ackData   = "ack:"
+	ackButton = "👀 Got it"
+	// ackKeep is how long a note's record stays after it was acknowledged
+	// or its chain ended, so a late tap is answered with what happened.
+	ackKeep = 7 * 24 * time.Hour
+)
+
+// Reasons of the audit records of attention.
+const (
+	ReasonAcknowledged   = "acknowledged"
+	ReasonEscalated      = "escalated"
+	ReasonUnacknowledged = "unacknowledged"
+)
+
+// Meta of the butler's notices about a note.
+const (
+	MetaNoteRequestID  = "note_request_id"
+	MetaAcknowledgedBy = "acknowledged_by"
+	MetaEscalations    = "escalations"
+)
+
+// ackNote is a note that must be seen, and how far it got.
+type ackNote struct {
+	Butler    string `json:"butler"`
+	RequestID string `json:"request_id"`
+	Message   string `json:"message"`
+	Subject   string `json:"subject,omitempty"`
+	Urgency   string `json:"urgency,omitempty"`
+	// Within is ack_within; Deadline when the current copy's time is up.
+	Within   time.Duration `json:"within"`
+	Deadline time.Time     `json:"deadline"`
+	// First is the first copy's integration and when it was sent; Chain
+	// the integrations it goes to next, Step how many of them it went to.
+	First  string    `json:"first"`
+	SentAt time.Time `json:"sent_at"`
+	Chain  []string  `json:"chain,omitempty"`
+	Step   int       `json:"step"`
+	Copies []ackCopy `json:"copies,omitempty"`
+	// Sent is how many escalations were handed to the messenger.
+	Sent    int    `json:"sent,omitempty"`
+	AckedBy string `json:"acked_by,omitempty"`
+	Via     string `json:"via,omitempty"`
+	// Done is when it was acknowledged or its chain ended; Told that its
+	// butler was told so (and, acknowledged, its copies edited).
+	Done  time.Time `json:"done,omitzero"`
+	Ended bool      `json:"ended,omitempty"`
+	Told  bool      `json:"told,omitempty"`
+}
+
+// ackCopy is one copy of a note: where it went, and as which message.
+type ackCopy struct {
+	Channel   string `json:"channel"` // type:integration
+	Chat      string `json:"chat"`
+	RequestID string `json:"request_id"`
+	MessageID string `json:"message_id,omitempty"`
+}
+
+func ackKey(requestID string) string    { return "ack." + requestID }
+func ackReqKey(requestID string) string { return "ackreq." + requestID }
+func ackMsgKey(integration, chat, msg string) string {
+	return "ackmsg." + integration + "." + kvToken(chat) + "." + kvToken(msg)
+}
+
+// offerAck makes a notify with ack_within one that must be seen: its
+// record, its "Got it" button (or the line asking for a reply), and the
+// check that every integration it may escalate to is the butler's. It
+// reports whether it did: its outcome must come back (ackSent).
+func (s *Switchboard) offerAck(ctx context.Context, butler string, in *config.Integration, r *envelope.Route) (bool, error) {
+	n := r.Notify()
+	for _, a := range n.Delivery.Actions {
+		if strings.HasPrefix(a.Data, ackData) {
+			return false, fmt.Errorf("%w: button data %q is Herald's own (acknowledging a note); a butler cannot send it", envelope.ErrForbidden, a.Data)
+		}
+	}
+	if n.Delivery.AckWithin == "" {
+		return false, nil
+	}
+	within, err := envelope.ParseAckWithin(n.Delivery.AckWithin)
+	switch {
+	case err != nil || within < envelope.MinAckWithin || within > envelope.MaxAckWithin:
+		return false, fmt.Errorf("%w: ack_within %q must be between 30s and 7d", envelope.ErrValidation, n.Delivery.AckWithin)
+	case n.Delivery.Intent == envelope.IntentReact:
+		return false, fmt.Errorf("%w: ack_within is for a message (send or reply), not a reaction", envelope.ErrValidation)
+	}
+	chain := s.cfg.EscalationChain(in.ID)
+	for _, id := range chain {
+		if !s.cfg.Integration(id).Grants.Allows(butler) {
+			return false, fmt.Errorf("%w: ack_within would escalate through %s (escalate_to of %s), which is not granted to %s; grant it or drop ack_within", envelope.ErrForbidden, id, in.ID, butler)
+		}
+	}
+	id := r.RequestContext.RequestID
+	now := time.Now().UTC()
+	note := ackNote{Butler: butler, RequestID: id, Message: n.Delivery.Message, Subject: n.Delivery.Subject, Urgency: n.Delivery.Urgency,
+		Within: within, Deadline: now.Add(within), First: in.Channel(), SentAt: now, Chain: chain}
+	b, err := json.Marshal(note)
+	if err != nil {
+		return false, fmt.Errorf("%w: %w", envelope.ErrInternal, err)
+	}
+	// A route redelivered keeps the record its first delivery made.
+	if _, err := s.sessionsKV.Create(ctx, ackKey(id), b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
+		return false, fmt.Errorf("%w: recording note %s: %w", envelope.ErrTargetUnavailable, id, err)
+	}
+	if err := s.putJSON(ctx, ackReqKey(id), ackCopy{Channel: in.Channel(), Chat: chatOf(in, n), RequestID: id}); err != nil {
+		return false, err
+	}
+	askForAck(in, &n.Delivery, id)
+	return true, nil
+}
+
+// askForAck puts the way to acknowledge note id under a copy: the "Got it"
+// button, or where the channel has none, a line asking for a reply.
+func askForAck(in *config.Integration, d *envelope.Delivery, id string) {
+	if ch, _ := config.ChannelOf(in.Type); ch.Buttons {
+		d.Actions = append(d.Actions, envelope.Action{Label: ackButton, Data: ackData + id})
+		return
+	}
+	d.Message += "\n\nReply to this message to acknowledge it."
+}
+
+// chatOf is where notify n goes through in.
+func chatOf(in *config.Integration, n *envelope.Notify) string {
+	chat := n.Delivery.Recipient
+	if chat == "" && n.RequestContext != nil {
+		chat, _, _ = strings.Cut(n.RequestContext.SourceThreadIdentity, ":")
+	}
+	if chat == "" {
+		chat = in.DefaultRecipient()
+	}
+	return chat
+}
+
+// ackSent records a copy of a note as sent (so a reply to it acknowledges
+// the note), and edits it at once if the note was acknowledged meanwhile.
+func (s *Switchboard) ackSent(ctx context.Context, requestID string, nr *envelope.NotifyResponse) error {
+	if nr == nil || nr.Status != envelope.StatusOK || nr.Delivery == nil {
+		return nil
+	}
+	var c ackCopy
+	found, err := s.getJSON(ctx, ackReqKey(requestID), &c)
+	if err != nil || !found {
+		return err
+	}
+	for i := len(nr.Delivery.MessageIDs) - 1; i >= 0 && c.MessageID == ""; i-- {
+		c.MessageID = nr.Delivery.MessageIDs[i]
+	}
+	if c.MessageID == "" {
+		return nil
+	}
+	note := c.RequestID
+	if note == "" {
+		return nil
+	}
+	_, integration, _ := strings.Cut(c.Channel, ":")
+	if err := s.putJSON(ctx, ackMsgKey(integration, c.Chat, c.MessageID), note); err != nil {
+		return err
+	}
+	c.RequestID = requestID
+	n, err := s.changeNote(ctx, note, func(n *ackNote) bool {
+		if slices.ContainsFunc(n.Copies, func(x ackCopy) bool { return x.RequestID == requestID }) {
+			return false
+		}
+		n.Copies = append(n.Copies, c)
+		return true
+	})
+	if err != nil || n == nil || n.AckedBy == "" {
+		return err
+	}
+	return s.editNoteCopy(ctx, n, c)
+}
+
+// changeNote applies change to note id by compare-and-set, retrying on a
+// race, and returns the note as it stands (nil if there is none). change
+// reports whether it changed anything.
+func (s *Switchboard) changeNote(ctx context.Context, id string, change func(*ackNote) bool) (*ackNote, error) {
+	for range 10 {
+		e, err := s.sessionsKV.Get(ctx, ackKey(id))
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: reading note %s: %w", envelope.ErrTargetUnavailable, id, err)
+		}
+		var n ackNote
+		if err := json.Unmarshal(e.Value(), &n); err != nil {
+			return nil, fmt.Errorf("%w: note %s: %w", envelope.ErrInternal, id, err)
+		}
+		if !change(&n) {
+			return &n, nil
+		}
+		b, err := json.Marshal(n)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", envelope.ErrInternal, err)
+		}
+		if _, err := s.sessionsKV.Update(ctx, ackKey(id), b, e.Revision()); err == nil {
+			return &n, nil
+		} else if !errors.Is(err, jetstream.ErrKeyExists) {
+			return nil, fmt.Errorf("%w: writing note %s: %w", envelope.ErrTargetUnavailable, id, err)
+		}
+	}
+	return nil, fmt.Errorf("%w: note %s: too many changes at once", envelope.ErrTargetUnavailable, id)
+}
+
+// acknowledged handles in if it acknowledges a note: a tap on "Got it"
+// (done: never chat), or a reply to a copy (acknowledges, and goes on to
+// the butler as the message it also is).
+func (g *inbound) acknowledged(ctx context.Context, it *config.Integration, in *envelope.Ingress) (bool, error) {
+	chat := recipientOf(it, in)
+	if id, ok := strings.CutPrefix(in.Meta["callback_data"], ackData); ok {
+		var n ackNote
+		found, err := g.s.getJSON(ctx, ackKey(id), &n)
+		if err != nil {
+			return true, err
+		}
+		user := in.Meta["user_id"]
+		if !found || !slices.ContainsFunc(n.Copies, func(c ackCopy) bool {
+			return c.Channel == it.Channel() && (c.Chat == chat || user != "" && c.Chat == user)
+		}) {
+			g.refuse(ctx, in, it.Channel(), audit.Rejected, ReasonVerdictUnknownID)
+			return true, g.tell(ctx, it, in, "Note", "Herald: no note that needs acknowledging was sent to you here; nothing was passed on.")
+		}
+		return true, g.acknowledge(ctx, it, in, id)
+	}
+	// A reaction acknowledges a note and goes no further; a reply
+	// acknowledges it and goes on to the butler as the message it is.
+	reaction := in.Meta["event_type"] == "reaction"
+	replyTo := repliedTo(in)
+	if replyTo == "" {
+		return false, nil
+	}
+	var id string
+	found, err := g.s.getJSON(ctx, ackMsgKey(it.ID, chat, replyTo), &id)
+	if err == nil && !found && in.Meta["user_id"] != "" {
+		found, err = g.s.getJSON(ctx, ackMsgKey(it.ID, in.Meta["user_id"], replyTo), &id)
+	}
+	switch {
+	case err != nil:
+		return true, err
+	case !found && reaction:
+		g.refuse(ctx, in, it.Channel(), audit.Dropped, ReasonReactionIgnored)
+		return true, nil
+	case !found:
+		return false, nil
+	}
+	return reaction, g.acknowledge(ctx, it, in, id)
+}
+
+// acknowledge records that the sender of in saw note id: once. Every copy
+// is edited to say who saw it and where, and the butler is told (finish).
+// A later tap is told who was first.
+func (g *inbound) acknowledge(ctx context.Context, it *config.Integration, in *envelope.Ingress, id string) error {
+	who := in.RequestContext.SourceSenderIdentity
+	if name := in.Meta["user"]; name != "" && name != who {
+		who = name + " (" + who + ")"
+	}
+	n, err := g.s.changeNote(ctx, id, func(n *ackNote) bool {
+		if n.AckedBy != "" {
+			return false
+		}
+		n.AckedBy, n.Via, n.Done = who, it.Channel(), time.Now().UTC()
+		return true
+	})
+	if err != nil || n == nil {
+		return err
+	}
+	if n.AckedBy != who || n.Via != it.Channel() || n.Told {
+		if in.Meta["callback_data"] != "" {
+			return g.tell(ctx, it, in, "Note", "Herald: this note was acknowledged already, by "+n.AckedBy+" via "+n.Via+".")
+		}
+		return nil
+	}
+	return g.s.finish(ctx, n)
+}
+
+// finish tells a note's butler how it ended, once, and edits its copies if
+// it was acknowledged. Every step is keyed, so running it again (a
+// redelivered tap, the next look for deadlines after a crash) repeats none.
+func (s *Switchboard) finish(ctx context.Context, n *ackNote) error {
+	if n.AckedBy != "" {
+		for _, c := range n.Copies {
+			if err := s.editNoteCopy(ctx, n, c); err != nil {
+				return err
+			}
+		}
+		if err := s.tellButler(ctx, n, envelope.KindAcknowledged, n.Via,
+			fmt.Sprintf("%s acknowledged your note (request_id %s) via %s.", n.AckedBy, n.RequestID, n.Via), map[string]string{MetaAcknowledgedBy: n.AckedBy}); err != nil {
+			return err
+		}
+		s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: n.Butler, Channel: n.Via, RequestID: n.RequestID, Reason: ReasonAcknowledged})
+		s.log.InfoContext(ctx, "note acknowledged", "butler", n.Butler, "note_request_id", n.RequestID, "by", n.AckedBy, "via", n.Via)
+	} else {
+		text := fmt.Sprintf("Nobody acknowledged your note (request_id %s), sent %s via %s", n.RequestID, n.SentAt.Format(time.RFC3339), n.First)
+		if n.Step > 0 {
+			text += " and escalated through " + strings.Join(n.Chain[:n.Step], ", ")
+		}
+		if err := s.tellButler(ctx, n, envelope.KindUnacknowledged, n.First, text+".", map[string]string{MetaEscalations: fmt.Sprint(n.Step)}); err != nil {
+			return err
+		}
+		s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: n.Butler, RequestID: n.RequestID, Reason: ReasonUnacknowledged})
+		s.log.InfoContext(ctx, "nobody acknowledged a note; its escalation chain ended", "butler", n.Butler, "note_request_id", n.RequestID, "escalations", n.Step)
+	}
+	_, err := s.changeNote(ctx, n.RequestID, func(n *ackNote) bool {
+		was := n.Told
+		n.Told = true
+		return !was
+	})
+	return err
+}
+
+// editNoteCopy edits copy c of an acknowledged note to say who saw it, its
+// button gone.
+func (s *Switchboard) editNoteCopy(ctx context.Context, n *ackNote, c ackCopy) error {
+	if c.MessageID == "" {
+		return nil // edited when it is reported sent (ackSent)
+	}
+	body := n.Message
+	if len(body) > 3000 {
+		body, _, _ = strings.Cut(body, "\n")
+	}
+	subject := n.Subject
+	if subject == "" {
+		subject, _, _ = strings.Cut(n.Message, "\n")
+	}
+	return s.editCopy(ctx, approval.Copy{Butler: n.Butler, ID: n.RequestID, Channel: c.Channel, Chat: c.Chat, Headline: body,
+		RequestID: c.RequestID, MessageID: c.MessageID, Subject: "Re: " + subject}, "✅ seen by "+n.AckedBy+" via "+n.Via, nil, 0)
+}
+
+// tellButler puts a notice about note n on its butler's inbox: a channel
+// message its model sees, once.
+func (s *Switchboard) tellButler(ctx context.Context, n *ackNote, kind, channel, text string, meta map[string]string) error {
+	notice := envelope.NewAttentionNotice(n.RequestID, kind, channel, text, meta)
+	notice.Meta[MetaNoteRequestID] = n.RequestID
+	ir := envelope.NewInboundRoute(n.Butler, notice)
+	b, err := json.Marshal(ir)
+	if err != nil {
+		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
+	}
+	if _, err := bus.Publish(ctx, s.js, bus.InboxSubject(n.Butler), b, kind+":"+n.RequestID, nil); err != nil {
+		return fmt.Errorf("%w: telling butler %s about note %s: %w", envelope.ErrTargetUnavailable, n.Butler, n.RequestID, err)
+	}
+	return nil
+}
+
+// escalate looks for notes whose time is up: each goes to the next
+// integration of its chain, or, at the chain's end, its butler is told
+// nobody acknowledged it. What a crash left half done (an escalation not
+// handed on, a butler not told) is done now; finished notes are forgotten
+// after ackKeep.
+func (s *Switchboard) escalate(ctx context.Context, now time.Time) {
+	keys, err := s.sessionsKV.ListKeysFiltered(ctx, "ack.*")
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, jetstream.ErrNoKeysFound) {
+			s.log.WarnContext(ctx, "looking for notes to escalate", "err", err)
+		}
+		return
+	}
+	for k := range keys.Keys() {
+		id := strings.TrimPrefix(k, "ack.")
+		n, err := s.changeNote(ctx, id, func(n *ackNote) bool {
+			switch {
+			case !n.Done.IsZero() || now.Before(n.Deadline):
+				return false
+			case n.Step < len(n.Chain):
+				n.Step++
+				n.Deadline = now.Add(n.Within)
+			default:
+				n.Ended, n.Done = true, now
+			}
+			return true
+		})
+		if err == nil && n != nil && n.AckedBy == "" && n.Sent < n.Step {
+			if err = s.sendEscalation(ctx, n, n.Step); err == nil {
+				step := n.Step
+				_, err = s.changeNote(ctx, id, func(n *ackNote) bool {
+					if n.Sent >= step {
+						return false
+					}
+					n.Sent = step
+					return true
+				})
+			}
+		}
+		if err == nil && n != nil && !n.Done.IsZero() && !n.Told {
+			err = s.finish(ctx, n)
+		}
+		switch {
+		case err != nil:
+			s.log.WarnContext(ctx, "a note's deadline passed and what follows is not done yet; tried again shortly", "note_request_id", id, "err", err)
+		case n != nil && n.Told && now.Sub(n.Done) > ackKeep:
+			for _, c := range n.Copies {
+				_, integration, _ := strings.Cut(c.Channel, ":")
+				_ = s.sessionsKV.Delete(ctx, ackMsgKey(integration, c.Chat, c.MessageID))
+				_ = s.sessionsKV.Delete(ctx, ackReqKey(c.RequestID))
+			}
+			_ = s.sessionsKV.Delete(ctx, k)
+		}
+	}
+}
+
+// sendEscalation sends note n through the step-th integration of its
+// chain, marked as an escalation with the first copy's time. Its key makes
+// it one delivery however often this runs.
+func (s *Switchboard) sendEscalation(ctx context.Context, n *ackNote, step int) error {
+	in := s.cfg.Integration(n.Chain[step-1])
+	if in == nil || in.Disabled {
+		return fmt.Errorf("integration %s is gone from the configuration", n.Chain[step-1])
+	}
+	subject := n.Subject
+	if subject == "" {
+		subject, _, _ = strings.Cut(n.Message, "\n")
+	}
+	d := envelope.Delivery{
+		Intent: envelope.IntentSend, Channel: in.Channel(), Recipient: in.DefaultRecipient(), Urgency: "high", Subject: "Escalation: " + subject,
+		Message: fmt.Sprintf("⏰ Escalation: nobody has acknowledged this note from %s, first sent %s via %s.\n\n%s",
+			n.Butler, n.SentAt.Format("2006-01-02 15:04 MST"), n.First, n.Message),
+	}
+	askForAck(in, &d, n.RequestID)
+	note := envelope.NewNotify(n.Butler, d, nil)
+	note.IdempotencyKey = fmt.Sprintf("escalation.%s.%d", n.RequestID, step)
+	r := envelope.NewRoute(note)
+	if err := envelope.Check(schemas.Route, r); err != nil {
+		return fmt.Errorf("%w: escalating note %s: %w", envelope.ErrInternal, n.RequestID, err)
+	}
+	copyID := r.RequestContext.RequestID
+	if err := s.putJSON(ctx, ackReqKey(copyID), ackCopy{Channel: in.Channel(), Chat: d.Recipient, RequestID: n.RequestID}); err != nil {
+		return err
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
+	}
+	h := nats.Header{}
+	h.Set(bus.HeaderRelay, relayAck)
+	if _, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), b, r.IdempotencyKey(), h); err != nil {
+		return fmt.Errorf("%w: escalating note %s: %w", envelope.ErrTargetUnavailable, n.RequestID, err)
+	}
+	s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: n.Butler, Channel: in.Channel(), Intent: envelope.IntentSend, Recipient: d.Recipient, RequestID: copyID, Reason: ReasonEscalated})
+	s.log.InfoContext(ctx, "note escalated: nobody acknowledged it in time", "butler", n.Butler, "note_request_id", n.RequestID, "to", in.Channel(), "step", step)
+	return nil
+}
