@@ -36,8 +36,8 @@ func TestEscalationChain(t *testing.T) {
 // naming the key.
 func TestEscalationMistakes(t *testing.T) {
 	for _, tt := range []struct{ tg, mail, hook, want string }{
-		{", escalate_to: [mial]", "", "", `integrations[0].escalate_to names integration "mial", which is not configured`},
-		{", escalate_to: [mail]", ", escalate_to: [hook]", ", escalate_to: [tg]", "integrations[0].escalate_to loops: tg → mail → hook → tg"},
+		{", escalate_to: [mial]", "", "", `line 4: integrations[0].escalate_to names integration "mial", which is not configured`},
+		{", escalate_to: [mail]", ", escalate_to: [hook]", ", escalate_to: [tg]", "line 4: integrations[0].escalate_to loops: tg → mail → hook → tg"},
 		{", escalate_to: [tg]", "", "", "integrations[0].escalate_to loops: tg → tg"},
 	} {
 		_, err := config.Parse([]byte(escalationYAML(tt.tg, tt.mail, tt.hook)))

@@ -189,7 +189,8 @@ type Integration struct {
 	AllowTo []string `yaml:"allow_to"`
 	// EscalateTo are the integrations a note with ack_within goes to next,
 	// in order, when nobody acknowledged it in time (attention.go).
-	EscalateTo []string `yaml:"escalate_to"`
+	EscalateTo   []string `yaml:"escalate_to"`
+	escalateLine int
 
 	// QuietHours, if set, holds the notes below its pass urgency during
 	// those hours, and sends them as one digest when they end (quiet.go).
@@ -211,6 +212,7 @@ func (in *Integration) UnmarshalYAML(n *yaml.Node) error {
 		return err
 	}
 	in.quietLines = quietLines(n)
+	in.escalateLine = keyLine(n, "escalate_to")
 	s := newSettings(in.Type)
 	if s == nil {
 		return nil // an unknown or unbuilt type: Validate says which
