@@ -30,7 +30,8 @@ func noticeOf(ns []map[string]any, kind, id string) map[string]any {
 }
 
 // TestAttention: a notify with ack_within carries "Got it"; a tap
-// acknowledges it at once (the model is told, the copy edited). One nobody
+// acknowledges it at once (the model is told, the copy edited), and so does
+// a reaction on it, while a reaction on another message goes nowhere. One nobody
 // acknowledges goes on, after its time, through the next integration of
 // its chain (Telegram to email), marked as an escalation with the first
 // time, across a switchboard restart; a reply to the escalation mail
@@ -73,6 +74,21 @@ func TestAttention(t *testing.T) {
 	f.tg.PressButton(f.tg.Token(), alice.ID, seen.MessageID, alice, "ack:"+seenID)
 	eventually(t, 10*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", seenID) != nil }, "the model told the note was seen")
 	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, seen.MessageID, "✅ seen by") }, "the note edited to say it was seen, its button gone")
+
+	// A reaction acknowledges one too; a reaction on anything else goes
+	// nowhere.
+	hello := f.tell(alice, "hello")
+	c.Wait(butler.MethodChannel, 2)
+	f.tg.React(f.tg.Token(), alice.ID, hello.MessageID, alice, "👍")
+	reacted, reactedID := gotIt("Certificate renewed.")
+	f.tg.React(f.tg.Token(), alice.ID, reacted.MessageID, alice, "👀")
+	eventually(t, 10*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", reactedID) != nil }, "the model told a reaction saw the note")
+	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, reacted.MessageID, "✅ seen by") }, "the note a reaction saw edited")
+	for _, n := range c.Notifications(butler.MethodChannel) {
+		if strings.Contains(fmt.Sprint(n["content"]), "👍") {
+			t.Fatalf("a reaction on another message reached the model: %v", n)
+		}
+	}
 
 	// Nobody taps this one.
 	down, downID := gotIt("The server is down.")

@@ -324,7 +324,7 @@ func TestEventsWithoutAMessageAreSkipped(t *testing.T) {
 	reaction := map[string]any{"type": "event_callback", "team_id": srv.TeamID(), "event_id": "Ev1",
 		"event": map[string]any{"type": "reaction_added", "user": "U0ALICE", "reaction": "+1", "item": map[string]any{"type": "file", "file": "F0X"}}}
 	ownReaction := map[string]any{"type": "event_callback", "team_id": srv.TeamID(), "event_id": "Ev2",
-		"event": map[string]any{"type": "reaction_added", "user": srv.BotUserID(), "reaction": "+1", "item": map[string]any{"type": "message", "channel": "C0GENERAL", "ts": ts}},
+		"event":          map[string]any{"type": "reaction_added", "user": srv.BotUserID(), "reaction": "+1", "item": map[string]any{"type": "message", "channel": "C0GENERAL", "ts": ts}},
 		"authorizations": []map[string]any{{"user_id": srv.BotUserID(), "is_bot": true}}}
 	rateLimited := map[string]any{"type": "app_rate_limited", "team_id": srv.TeamID(), "minute_rate_limited": 1518467820}
 

@@ -14,7 +14,7 @@ import (
 // allowedUpdates are the update types the receiver asks for: messages to the
 // bot and taps on its buttons. Edits are left out: an edited message would
 // reach the butler as a second message with no link to the first.
-var allowedUpdates = []string{"message", "callback_query"}
+var allowedUpdates = []string{"message", "callback_query", "message_reaction"}
 
 // Limits of ingress.v1 on what comes from Telegram. Telegram's own limits are
 // far lower (4096 characters of text, 64 bytes of callback data), so these
@@ -43,8 +43,36 @@ func toIngress(integration, botID string, u *models.Update, now time.Time) (in *
 		return fromMessage(integration, nativeID, u.Message), ""
 	case u.CallbackQuery != nil:
 		return fromCallback(integration, nativeID, u.CallbackQuery, now), u.CallbackQuery.ID
+	case u.MessageReaction != nil:
+		return fromReaction(integration, nativeID, u.MessageReaction), ""
 	}
 	return nil, ""
+}
+
+// fromReaction is a person's reaction set on a message: its text the emoji,
+// meta event_type "reaction", reaction the emoji and reply_to_message_id the
+// message it is on. It acknowledges a note that must be seen (the
+// switchboard's attention); no other reaction goes further. A reaction
+// taken off (none new), a custom or paid one, and an anonymous admin's (no
+// user) are nil.
+func fromReaction(integration, nativeID string, r *models.MessageReactionUpdated) *envelope.Ingress {
+	emoji := ""
+	for _, t := range r.NewReaction {
+		if t.ReactionTypeEmoji != nil && t.ReactionTypeEmoji.Emoji != "" {
+			emoji = t.ReactionTypeEmoji.Emoji
+		}
+	}
+	if emoji == "" || r.User == nil || r.MessageID == 0 {
+		return nil
+	}
+	meta := chatMeta(r.Chat, 0, 0)
+	meta["event_type"] = "reaction"
+	meta["reaction"] = emoji
+	meta["reply_to_message_id"] = strconv.Itoa(r.MessageID)
+	meta["ts"] = strconv.Itoa(r.Date)
+	userMeta(meta, r.User)
+	sender := strconv.FormatInt(r.User.ID, 10)
+	return envelope.NewIngress(integration, "telegram", integration, sender, threadIdentity(r.Chat.ID, r.MessageID), clip(emoji, maxText), nativeID, clipAll(meta))
 }
 
 func fromMessage(integration, nativeID string, m *models.Message) *envelope.Ingress {

@@ -375,7 +375,9 @@ func getUpdates(s *Server, req *request) (any, error) {
 		pending = pending[:min(limit, len(pending))]
 		result := make([]json.RawMessage, 0, len(pending))
 		for _, u := range pending {
-			result = append(result, u.raw)
+			if allowed(p["allowed_updates"], u.kind) {
+				result = append(result, u.raw)
+			}
 		}
 		wake := bot.wake
 		s.mu.Unlock()

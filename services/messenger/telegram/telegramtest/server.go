@@ -35,6 +35,7 @@ import (
 	"mime"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -217,8 +218,26 @@ type botState struct {
 }
 
 type queuedUpdate struct {
-	id  int64
-	raw json.RawMessage
+	id   int64
+	raw  json.RawMessage
+	kind string // its field: message, callback_query, message_reaction
+}
+
+// defaultUpdates are the kinds getUpdates delivers without allowed_updates:
+// all but chat_member, message_reaction and message_reaction_count.
+var defaultUpdates = []string{"message", "edited_message", "channel_post", "edited_channel_post", "callback_query", "my_chat_member"}
+
+// allowed reports whether getUpdates with allowed_updates param (a JSON
+// array, or "" for the default) delivers updates of kind.
+func allowed(param, kind string) bool {
+	kinds := defaultUpdates
+	if param != "" {
+		var list []string
+		if json.Unmarshal([]byte(param), &list) == nil && len(list) > 0 {
+			kinds = list
+		}
+	}
+	return slices.Contains(kinds, kind)
 }
 
 type chatState struct {
@@ -499,9 +518,13 @@ func (s *Server) botLocked(token, caller string) *botState {
 func (s *Server) queueLocked(bot *botState, fields map[string]json.RawMessage) int64 {
 	id := bot.nextUpdateID
 	bot.nextUpdateID++
+	kind := ""
+	for k := range fields {
+		kind = k
+	}
 	fields["update_id"] = json.RawMessage(strconv.FormatInt(id, 10))
 	raw, _ := json.Marshal(fields)
-	bot.updates = append(bot.updates, queuedUpdate{id: id, raw: raw})
+	bot.updates = append(bot.updates, queuedUpdate{id: id, raw: raw, kind: kind})
 	close(bot.wake)
 	bot.wake = make(chan struct{})
 	return id
@@ -588,6 +611,26 @@ func (s *Server) PressButton(token string, chatID, messageID int64, from User, d
 	}
 	raw, _ := json.Marshal(q)
 	return s.queueLocked(bot, map[string]json.RawMessage{"callback_query": raw}), queryID
+}
+
+// React queues a reaction from a person: from sets emoji on message
+// messageID of chat chatID, which the fake must hold, as Telegram delivers
+// it (a message_reaction update) to a bot that asked for it in
+// allowed_updates; getUpdates leaves it out otherwise, as Telegram does.
+func (s *Server) React(token string, chatID, messageID int64, from User, emoji string) (updateID int64) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	bot := s.botLocked(token, "React")
+	c := s.chats[chatID]
+	if c == nil || c.messages[messageID] == nil {
+		s.t.Fatalf("telegramtest: React: no message %d in chat %d", messageID, chatID)
+	}
+	raw, _ := json.Marshal(map[string]any{
+		"chat": c.chat, "message_id": messageID, "user": from, "date": time.Now().Unix(),
+		"old_reaction": []any{}, "new_reaction": []any{map[string]string{"type": "emoji", "emoji": emoji}},
+	})
+	return s.queueLocked(bot, map[string]json.RawMessage{"message_reaction": raw})
 }
 
 // apiError is an error answer of the Bot API.
