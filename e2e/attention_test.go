@@ -2,15 +2,21 @@ package e2e
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"net/smtp"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/butler/butlertest"
+	"github.com/heraldhq/herald/services/herald"
 	"github.com/heraldhq/herald/services/messenger/email"
 	"github.com/heraldhq/herald/services/messenger/email/smtptest"
 	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
@@ -34,9 +40,10 @@ func noticeOf(ns []map[string]any, kind, id string) map[string]any {
 // a reaction on it, while a reaction on another message goes nowhere. One nobody
 // acknowledges goes on, after its time, through the next integration of
 // its chain (Telegram to email), marked as an escalation with the first
-// time, across a switchboard restart; a reply to the escalation mail
-// acknowledges it, edits the Telegram copy and tells the model. A note at
-// the end of its chain tells the model nobody saw it.
+// time; a reply to the escalation mail acknowledges it, edits the Telegram
+// copy and tells the model. A note at the end of its chain tells the model
+// nobody saw it. (TestEscalationAcrossASwitchboardKill kills the
+// switchboard while a note waits.)
 func TestAttention(t *testing.T) {
 	f := newFleet(t)
 	f.cfg.Integration("tg_main").EscalateTo = []string{"mail"}
@@ -111,10 +118,6 @@ func TestAttention(t *testing.T) {
 	if !strings.Contains(string(first.Data), "Reply to this message to acknowledge it.") {
 		t.Fatalf("the mail does not say how to acknowledge it:\n%s", first.Data)
 	}
-
-	// Deadlines are kept across a restart.
-	f.stop("switchboard")
-	f.start("switchboard")
 
 	var esc smtptest.Message
 	eventually(t, 60*time.Second, func() bool {
@@ -201,5 +204,108 @@ func TestAttentionBySlackReaction(t *testing.T) {
 		if strings.Contains(fmt.Sprint(n["content"]), "+1") {
 			t.Fatalf("a reaction on another message reached the model: %v", n)
 		}
+	}
+}
+
+// TestEscalationAcrossASwitchboardKill: the switchboard, the messenger and a
+// butler run as processes of their own. A note that must be seen goes to
+// Telegram; the switchboard is killed with SIGKILL while it waits and
+// started again; the note escalates to email once, on time, and a reply to
+// that mail acknowledges it: the Telegram copy is edited and the model told.
+func TestEscalationAcrossASwitchboardKill(t *testing.T) {
+	if _, err := serviceBins(); err != nil {
+		t.Fatal(err)
+	}
+	f := newFleet(t)
+	file := filepath.Join(t.TempDir(), "herald.yaml")
+	mcpAddr := freeAddr(t)
+	yaml := fmt.Sprintf(`default_butler: health
+butlers:
+  - { name: health, default_channel: telegram, mcp_http: %q, mcp_token_env: MCP_TOKEN }
+integrations:
+  - id: tg_main
+    type: telegram
+    token_env: TG_TOKEN
+    default_chat: %q
+    grants: all
+    rate_limit_out: { disabled: true }
+    escalate_to: [mail]
+  - id: mail
+    type: email
+    smtp_url_env: SMTP_URL
+    from: herald@example.com
+    default_to: alice@example.com
+    ca_file: %q
+    grants: all
+    inbound: { listen: 127.0.0.1:0, domains: [example.com], allow_from: [alice@example.com], trusted_relays: [mx.example.com] }
+`, mcpAddr, chatID, f.smtp.WriteCertFile(t))
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"NATS_URL=" + f.bus.URL(), "HERALD_CONFIG=" + file, "MCP_TOKEN=" + f.env["HERALD_E2E_MCP_TOKEN"],
+		"TG_TOKEN=" + f.tg.Token(), "TELEGRAM_API_URL=" + f.tg.URL(), "SMTP_URL=" + f.smtp.URL()}
+	getenv := func(k string) string {
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, k+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	var errs strings.Builder
+	if code := herald.Main(t.Context(), []string{"setup"}, herald.IO{Getenv: getenv, Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &errs}); code != 0 {
+		t.Fatalf("herald setup: exit %d: %s", code, errs.String())
+	}
+	sb := startService(t, "switchboard", "switchboard", env)
+	startService(t, "messenger", "messenger", env)
+	startService(t, "butler", "butler health", env, "--name", "health")
+	c := butlertest.Connect(t, "http://"+mcpAddr+"/mcp", "2025-06-18", f.bearer())
+
+	if res := c.Call("notify", map[string]any{"message": "The server is down.", "ack_within": "30s"}); res.IsError {
+		t.Fatalf("notify with ack_within: %s", text(res))
+	}
+	var note telegramtest.Message
+	eventually(t, 15*time.Second, func() bool {
+		for _, m := range f.tg.Messages(alice.ID) {
+			if strings.Contains(m.Text, "The server is down.") && m.ReplyMarkup != nil {
+				note = m
+				return true
+			}
+		}
+		return false
+	}, "the note with Got it in alice's chat")
+	id := ackDataRE.FindStringSubmatch(fmt.Sprint(note.ReplyMarkup))
+	if id == nil {
+		t.Fatalf("the note's buttons %v carry no ack", note.ReplyMarkup)
+	}
+
+	if err := sb.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = sb.cmd.Wait()
+	startService(t, "switchboard", "switchboard again", env)
+
+	escalations := func() []smtptest.Message {
+		var out []smtptest.Message
+		for _, m := range f.smtp.Messages() {
+			if strings.Contains(m.Subject(), "Escalation") && strings.Contains(string(m.Data), "The server is down.") {
+				out = append(out, m)
+			}
+		}
+		return out
+	}
+	eventually(t, 60*time.Second, func() bool { return len(escalations()) > 0 }, "the note escalated to email after the switchboard's kill")
+	esc := escalations()[0]
+	addr := regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+`).FindString(f.statusDetail("mail"))
+	reply := "Authentication-Results: mx.example.com; dmarc=pass header.from=example.com\r\nFrom: Alice <alice@example.com>\r\nTo: herald@example.com\r\n" +
+		"Subject: Re: " + esc.Subject() + "\r\nMessage-ID: <ack2@mail.example.com>\r\nIn-Reply-To: " + esc.Header.Get("Message-ID") + "\r\nDate: Thu, 26 Nov 2026 10:00:00 +0000\r\n\r\nOn it.\r\n"
+	if err := smtp.SendMail(addr, nil, "alice@example.com", []string{"herald@example.com"}, []byte(reply)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", id[1]) != nil },
+		"the model told the escalated note was seen")
+	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, note.MessageID, "✅ seen by") }, "the Telegram copy edited, its button gone")
+	if n := len(escalations()); n != 1 {
+		t.Fatalf("%d escalation mails, want one", n)
 	}
 }
