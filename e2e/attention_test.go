@@ -23,7 +23,10 @@ import (
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
-var ackDataRE = regexp.MustCompile(`ack:([0-9a-f-]{36})`)
+var (
+	ackDataRE = regexp.MustCompile(`ack:([0-9a-f-]{36})`)
+	ackLinkRE = regexp.MustCompile(`http://[0-9.:]+/ack/mail/[a-z2-7]{26}`)
+)
 
 // noticeOf is the channel notification of kind about note id, if c has it.
 func noticeOf(ns []map[string]any, kind, id string) map[string]any {
@@ -48,6 +51,8 @@ func TestAttention(t *testing.T) {
 	f := newFleet(t)
 	f.cfg.Integration("tg_main").EscalateTo = []string{"mail"}
 	f.cfg.Integration("mail").Settings.(*email.Config).DefaultTo = "alice@example.com"
+	f.cfg.HTTPListen = freeAddr(t)
+	f.cfg.PublicURL = "http://" + f.cfg.HTTPListen
 	if err := f.cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -115,8 +120,9 @@ func TestAttention(t *testing.T) {
 		}
 		return false
 	}, "the mail")
-	if !strings.Contains(string(first.Data), "Reply to this message to acknowledge it.") {
-		t.Fatalf("the mail does not say how to acknowledge it:\n%s", first.Data)
+	plain, _ := first.Part("text/plain")
+	if link := ackLinkRE.FindString(string(plain.Body)); link == "" || !strings.Contains(string(plain.Body), "or reply to this message") {
+		t.Fatalf("the mail does not say how to acknowledge it:\n%s", plain.Body)
 	}
 
 	var esc smtptest.Message
@@ -129,7 +135,7 @@ func TestAttention(t *testing.T) {
 		}
 		return false
 	}, "the unacknowledged note escalated to email")
-	plain, _ := esc.Part("text/plain")
+	plain, _ = esc.Part("text/plain")
 	if body := string(plain.Body); !strings.Contains(body, "first sent "+time.Now().UTC().Format("2006-01-02")) || !strings.Contains(body, "via telegram:tg_main") {
 		t.Fatalf("the escalation does not say when and where it was first sent:\n%s", body)
 	}
@@ -155,6 +161,48 @@ func TestAttention(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, down.MessageID, "✅ seen by") },
 		"the Telegram copy edited to say it was seen by mail, its button gone")
+
+	// A mailed note's link: its page asks, its button acknowledges.
+	res = c.Call("notify", map[string]any{"channel": "email", "recipient": "alice@example.com", "message": "Payroll exported.", "ack_within": "1h"})
+	if res.IsError {
+		t.Fatalf("mail with ack_within: %s", text(res))
+	}
+	payrollID := fmt.Sprint(res.StructuredContent.(map[string]any)["request_context"].(map[string]any)["request_id"])
+	var link string
+	eventually(t, 10*time.Second, func() bool {
+		for _, m := range f.smtp.Messages() {
+			if p, _ := m.Part("text/plain"); strings.Contains(string(p.Body), "Payroll exported.") {
+				link = ackLinkRE.FindString(string(p.Body))
+				return true
+			}
+		}
+		return false
+	}, "the payroll mail")
+	page := httpDo(t, http.MethodGet, link)
+	if !strings.Contains(page, `<form method="post">`) || noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", payrollID) != nil {
+		t.Fatalf("the link's page acknowledged the note or offers no button:\n%s", page)
+	}
+	if done := httpDo(t, http.MethodPost, link); !strings.Contains(done, "Thank you") {
+		t.Fatalf("the button answered:\n%s", done)
+	}
+	var byLink map[string]any
+	eventually(t, 15*time.Second, func() bool {
+		byLink = noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", payrollID)
+		return byLink != nil
+	}, "the model told the link acknowledged the mail")
+	if m := meta(byLink); m["acknowledged_by"] != "alice@example.com" || m["channel"] != "email:mail" {
+		t.Fatalf("acknowledged %v, want by alice@example.com via email:mail", m)
+	}
+	forged := link[:len(link)-26] + strings.Repeat("a", 26)
+	httpDo(t, http.MethodPost, forged)
+	eventually(t, 10*time.Second, func() bool {
+		for _, r := range f.audit("rejected") {
+			if r["reason"] == "ack_link_unknown" {
+				return true
+			}
+		}
+		return false
+	}, "a made-up link refused and audited")
 
 	for _, tt := range []struct{ within, want string }{{"10s", "ack_within"}, {"8d", "ack_within"}, {"soon", "ack_within"}} {
 		res := c.Call("notify", map[string]any{"channel": "telegram", "message": "x", "ack_within": tt.within})
@@ -308,4 +356,23 @@ integrations:
 	if n := len(escalations()); n != 1 {
 		t.Fatalf("%d escalation mails, want one", n)
 	}
+}
+
+// httpDo is the body of a request to url, which must answer 200.
+func httpDo(t *testing.T, method, url string) string {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s %s: %d %s", method, url, resp.StatusCode, b)
+	}
+	return string(b)
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -40,9 +41,24 @@ func (c *Config) EscalationChain(id string) []string {
 	return out
 }
 
+// AckLinks reports whether a note that must be seen, sent through in,
+// carries a link to acknowledge it: in shows no buttons, public_url is
+// set, and in receives (the messenger serves the link for receiving
+// integrations).
+func (c *Config) AckLinks(in *Integration) bool {
+	ch, _ := ChannelOf(in.Type)
+	return c.PublicURL != "" && !ch.Buttons && in.Inbound.Enabled
+}
+
 // checkEscalations is Validate's step for escalate_to: every id names an
-// integration, and no chain comes back to where it started.
+// integration, and no chain comes back to where it started; and for
+// public_url, an http(s) URL with no query.
 func (c *Config) checkEscalations(add func(format string, a ...any)) {
+	if c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+			add("public_url %q is not a URL like https://herald.example.com", c.PublicURL)
+		}
+	}
 	for i, in := range c.Integrations {
 		at := fmt.Sprintf("integrations[%d].escalate_to", i)
 		if in.escalateLine > 0 {

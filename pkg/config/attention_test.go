@@ -46,3 +46,21 @@ func TestEscalationMistakes(t *testing.T) {
 		}
 	}
 }
+
+// TestPublicURL: public_url must be an http(s) URL; with it, a receiving
+// integration without buttons (email) gets acknowledge links, one with
+// buttons or one that does not receive does not.
+func TestPublicURL(t *testing.T) {
+	for _, bad := range []string{"herald.example.com", "ftp://herald.example.com", "https://herald.example.com/?x=1"} {
+		if _, err := config.Parse([]byte("public_url: " + bad + "\n" + escalationYAML("", "", ""))); err == nil || !strings.Contains(err.Error(), "public_url") {
+			t.Errorf("public_url %s: %v, want an error naming public_url", bad, err)
+		}
+	}
+	cfg, err := config.Parse([]byte("public_url: https://herald.example.com\n" + escalationYAML(", inbound: { enabled: true }", "", "")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.AckLinks(cfg.Integration("tg")) || cfg.AckLinks(cfg.Integration("mail")) {
+		t.Errorf("acknowledge links: tg (receives) %v, mail (does not) %v; want true, false", cfg.AckLinks(cfg.Integration("tg")), cfg.AckLinks(cfg.Integration("mail")))
+	}
+}

@@ -69,6 +69,10 @@ type Config struct {
 	// Events API (POST /hooks/<id>, /slack/<id>/events), default
 	// 127.0.0.1:8790 (HERALD_HTTP_LISTEN overrides it).
 	HTTPListen string `yaml:"http_listen"`
+	// PublicURL is where people reach http_listen from outside, such as
+	// https://herald.example.com: a note that must be seen, mailed, then
+	// carries a link to acknowledge it (attention.go). Unset: no links.
+	PublicURL string `yaml:"public_url"`
 	// WatchConfig: the process reloads this file whenever it changes (it
 	// always does on SIGHUP and `herald reload`). Unset is on in herald dev
 	// and off in a fleet's services (WatchesConfig).

@@ -2,9 +2,25 @@ package envelope
 
 import (
 	"fmt"
+	"regexp"
 	"strconv"
 	"time"
 )
+
+// Inbound events that are not messages, by their meta event_type: a
+// person's reaction on a message (its emoji in meta reaction, the message
+// in reply_to_message_id), and a click on a link that acknowledges a note
+// (public_url; the link's token in ack_token).
+const (
+	MetaEventType = "event_type"
+	EventReaction = "reaction"
+	EventAckLink  = "ack_link"
+	MetaAckToken  = "ack_token"
+)
+
+// AckTokenPattern is the shape of an acknowledge link's token: 26 of
+// base32's letters (128 random bits).
+var AckTokenPattern = regexp.MustCompile(`^[a-z2-7]{26}$`)
 
 // The bounds of notify's ack_within (design §11, issue 24).
 const (

@@ -122,6 +122,9 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("opening %s (run herald setup after upgrading): %w", bus.BucketSeen, err)
 	}
 	env := deliver.Env{Getenv: getenv, Logger: log, JS: js, Instance: m.instance, HTTP: deliver.NewHTTP()}
+	if o.Config.PublicURL != "" {
+		m.mountAckLinks(env.HTTP)
+	}
 	receivers := map[string]deliver.Receiver{}
 	for _, in := range o.Config.Integrations {
 		if in.Disabled {

@@ -2,6 +2,8 @@ package switchboard
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,6 +37,7 @@ import (
 //	ack.<request_id>                            a note's state (ackNote)
 //	ackreq.<request_id>                         a copy on its way: its note and chat
 //	ackmsg.<integration>.<chat>.<message_id>    a sent copy: its note
+//	acklink.<token>                             a mailed copy's acknowledge link
 const (
 	ackData   = "ack:"
 	ackButton = "👀 Got it"
@@ -91,6 +94,8 @@ type ackCopy struct {
 	Chat      string `json:"chat"`
 	RequestID string `json:"request_id"`
 	MessageID string `json:"message_id,omitempty"`
+	// Token is its acknowledge link's, if it has one (public_url).
+	Token string `json:"token,omitempty"`
 }
 
 func ackKey(requestID string) string    { return "ack." + requestID }
@@ -138,21 +143,79 @@ func (s *Switchboard) offerAck(ctx context.Context, butler string, in *config.In
 	if _, err := s.sessionsKV.Create(ctx, ackKey(id), b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return false, fmt.Errorf("%w: recording note %s: %w", envelope.ErrTargetUnavailable, id, err)
 	}
-	if err := s.putJSON(ctx, ackReqKey(id), ackCopy{Channel: in.Channel(), Chat: chatOf(in, n), RequestID: id}); err != nil {
+	c := ackCopy{Channel: in.Channel(), Chat: chatOf(in, n), RequestID: id}
+	if err := s.askForAck(ctx, in, &n.Delivery, &c); err != nil {
 		return false, err
 	}
-	askForAck(in, &n.Delivery, id)
+	if err := s.putJSON(ctx, ackReqKey(id), c); err != nil {
+		return false, err
+	}
 	return true, nil
 }
 
-// askForAck puts the way to acknowledge note id under a copy: the "Got it"
-// button, or where the channel has none, a line asking for a reply.
-func askForAck(in *config.Integration, d *envelope.Delivery, id string) {
+// askForAck puts the way to acknowledge a note under its copy c: the "Got
+// it" button; where the channel has none, a line asking for a reply, and
+// with public_url a link to acknowledge it (ackLink).
+func (s *Switchboard) askForAck(ctx context.Context, in *config.Integration, d *envelope.Delivery, c *ackCopy) error {
 	if ch, _ := config.ChannelOf(in.Type); ch.Buttons {
-		d.Actions = append(d.Actions, envelope.Action{Label: ackButton, Data: ackData + id})
-		return
+		d.Actions = append(d.Actions, envelope.Action{Label: ackButton, Data: ackData + c.RequestID})
+		return nil
 	}
-	d.Message += "\n\nReply to this message to acknowledge it."
+	if !s.cfg.AckLinks(in) {
+		d.Message += "\n\nReply to this message to acknowledge it."
+		return nil
+	}
+	token := newAckToken()
+	if err := s.putJSON(ctx, ackLinkKey(token), c); err != nil {
+		return err
+	}
+	c.Token = token
+	d.Message += "\n\nSeen it? Acknowledge it: " + AckLinkURL(s.cfg.PublicURL, in.ID, token) + " (or reply to this message)."
+	return nil
+}
+
+// Acknowledge links (public_url): the messenger serves GET and POST
+// /ack/<integration>/<token>; a POST comes in as an ingress with meta
+// event_type ack_link and ack_token, and acknowledges the note the token
+// was made for (ackLinked). The token, 128 random bits, is the credential:
+// whoever holds the mail may acknowledge it.
+// ReasonAckLinkUnknown: a link whose token names no note.
+const ReasonAckLinkUnknown = "ack_link_unknown"
+
+func ackLinkKey(token string) string { return "acklink." + token }
+
+func newAckToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
+}
+
+// AckLinkURL is the link that acknowledges a note by token, mailed through
+// integration.
+func AckLinkURL(publicURL, integration, token string) string {
+	return strings.TrimSuffix(publicURL, "/") + "/ack/" + integration + "/" + token
+}
+
+// ackLinked handles a click on an acknowledge link: the note its token
+// names is acknowledged in the name of the copy's recipient. An unknown
+// token does nothing but the audit.
+func (g *inbound) ackLinked(ctx context.Context, it *config.Integration, in *envelope.Ingress) error {
+	token := in.Meta[envelope.MetaAckToken]
+	var c ackCopy
+	found := false
+	if envelope.AckTokenPattern.MatchString(token) {
+		var err error
+		if found, err = g.s.getJSON(ctx, ackLinkKey(token), &c); err != nil {
+			return err
+		}
+	}
+	if !found || c.Channel != it.Channel() {
+		g.refuse(ctx, in, it.Channel(), audit.Rejected, ReasonAckLinkUnknown)
+		return nil
+	}
+	in.RequestContext.SourceSenderIdentity = c.Chat
+	delete(in.Meta, "user")
+	return g.acknowledge(ctx, it, in, c.RequestID)
 }
 
 // chatOf is where notify n goes through in.
@@ -260,7 +323,7 @@ func (g *inbound) acknowledged(ctx context.Context, it *config.Integration, in *
 	}
 	// A reaction acknowledges a note and goes no further; a reply
 	// acknowledges it and goes on to the butler as the message it is.
-	reaction := in.Meta["event_type"] == "reaction"
+	reaction := in.Meta[envelope.MetaEventType] == envelope.EventReaction
 	replyTo := repliedTo(in)
 	if replyTo == "" {
 		return false, nil
@@ -428,6 +491,9 @@ func (s *Switchboard) escalate(ctx context.Context, now time.Time) {
 				_, integration, _ := strings.Cut(c.Channel, ":")
 				_ = s.sessionsKV.Delete(ctx, ackMsgKey(integration, c.Chat, c.MessageID))
 				_ = s.sessionsKV.Delete(ctx, ackReqKey(c.RequestID))
+				if c.Token != "" {
+					_ = s.sessionsKV.Delete(ctx, ackLinkKey(c.Token))
+				}
 			}
 			_ = s.sessionsKV.Delete(ctx, k)
 		}
@@ -451,7 +517,10 @@ func (s *Switchboard) sendEscalation(ctx context.Context, n *ackNote, step int) 
 		Message: fmt.Sprintf("⏰ Escalation: nobody has acknowledged this note from %s, first sent %s via %s.\n\n%s",
 			n.Butler, n.SentAt.Format("2006-01-02 15:04 MST"), n.First, n.Message),
 	}
-	askForAck(in, &d, n.RequestID)
+	c := ackCopy{Channel: in.Channel(), Chat: d.Recipient, RequestID: n.RequestID}
+	if err := s.askForAck(ctx, in, &d, &c); err != nil {
+		return err
+	}
 	note := envelope.NewNotify(n.Butler, d, nil)
 	note.IdempotencyKey = fmt.Sprintf("escalation.%s.%d", n.RequestID, step)
 	r := envelope.NewRoute(note)
@@ -459,7 +528,7 @@ func (s *Switchboard) sendEscalation(ctx context.Context, n *ackNote, step int) 
 		return fmt.Errorf("%w: escalating note %s: %w", envelope.ErrInternal, n.RequestID, err)
 	}
 	copyID := r.RequestContext.RequestID
-	if err := s.putJSON(ctx, ackReqKey(copyID), ackCopy{Channel: in.Channel(), Chat: d.Recipient, RequestID: n.RequestID}); err != nil {
+	if err := s.putJSON(ctx, ackReqKey(copyID), c); err != nil {
 		return err
 	}
 	b, err := json.Marshal(r)

@@ -159,6 +159,16 @@ func (g *inbound) handle(ctx context.Context, m jetstream.Msg) error {
 		g.refuse(ctx, in, channel, audit.Rejected, reason)
 		return nil
 	}
+	if in.Meta[envelope.MetaEventType] == envelope.EventAckLink {
+		// A click on an acknowledge link: its token, not its sender, is
+		// the credential (attention.go); only the integration's ceiling
+		// applies.
+		if !g.limits.integration(it, time.Now()) {
+			g.refuse(ctx, in, channel, audit.Dropped, ReasonRateLimited)
+			return nil
+		}
+		return g.ackLinked(ctx, it, in)
+	}
 	limited := !approverVerdict(it, in)
 	if limited && !g.limits.sender(it, in.RequestContext.SourceSenderIdentity, time.Now()) {
 		g.refuse(ctx, in, channel, audit.Dropped, ReasonRateLimited)

@@ -447,7 +447,7 @@ func reactionIngress(integration string, cb *callback, ev *event) (*envelope.Ing
 	}
 	meta := map[string]string{
 		"chat_id": ev.Item.Channel, "channel_id": ev.Item.Channel, "chat_type": chatType,
-		"user_id": ev.User, "event_type": "reaction", "reaction": ev.Reaction,
+		"user_id": ev.User, envelope.MetaEventType: envelope.EventReaction, "reaction": ev.Reaction,
 		"reply_to_message_id": ev.Item.Channel + ":" + ev.Item.TS,
 	}
 	if team != "" {

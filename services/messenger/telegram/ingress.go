@@ -66,7 +66,7 @@ func fromReaction(integration, nativeID string, r *models.MessageReactionUpdated
 		return nil
 	}
 	meta := chatMeta(r.Chat, 0, 0)
-	meta["event_type"] = "reaction"
+	meta[envelope.MetaEventType] = envelope.EventReaction
 	meta["reaction"] = emoji
 	meta["reply_to_message_id"] = strconv.Itoa(r.MessageID)
 	meta["ts"] = strconv.Itoa(r.Date)
