@@ -16,7 +16,6 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/butler/butlertest"
-	"github.com/heraldhq/herald/services/herald"
 	"github.com/heraldhq/herald/services/messenger/email"
 	"github.com/heraldhq/herald/services/messenger/email/smtptest"
 	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
@@ -292,17 +291,8 @@ integrations:
 	}
 	env := []string{"NATS_URL=" + f.bus.URL(), "HERALD_CONFIG=" + file, "MCP_TOKEN=" + f.env["HERALD_E2E_MCP_TOKEN"],
 		"TG_TOKEN=" + f.tg.Token(), "TELEGRAM_API_URL=" + f.tg.URL(), "SMTP_URL=" + f.smtp.URL()}
-	getenv := func(k string) string {
-		for _, kv := range env {
-			if v, ok := strings.CutPrefix(kv, k+"="); ok {
-				return v
-			}
-		}
-		return ""
-	}
-	var errs strings.Builder
-	if code := herald.Main(t.Context(), []string{"setup"}, herald.IO{Getenv: getenv, Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: &errs}); code != 0 {
-		t.Fatalf("herald setup: exit %d: %s", code, errs.String())
+	if _, err := heraldCLI(t, env, "setup"); err != nil {
+		t.Fatal(err)
 	}
 	sb := startService(t, "switchboard", "switchboard", env)
 	startService(t, "messenger", "messenger", env)

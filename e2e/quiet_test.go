@@ -13,7 +13,6 @@ import (
 	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
-	"github.com/heraldhq/herald/services/herald"
 )
 
 // quietZone is a time zone whose clock reads 23:xx at now: a fixed-offset
@@ -81,19 +80,11 @@ integrations:
 		"TG_TOKEN=" + f.tg.Token(), "TELEGRAM_API_URL=" + f.tg.URL()}
 	cli := func(args ...string) string {
 		t.Helper()
-		var out, errs strings.Builder
-		getenv := func(k string) string {
-			for _, kv := range env {
-				if v, ok := strings.CutPrefix(kv, k+"="); ok {
-					return v
-				}
-			}
-			return ""
+		out, err := heraldCLI(t, env, args...)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if code := herald.Main(t.Context(), args, herald.IO{Getenv: getenv, Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errs}); code != 0 {
-			t.Fatalf("herald %s: exit %d: %s", strings.Join(args, " "), code, errs.String())
-		}
-		return out.String()
+		return out
 	}
 	cli("setup")
 	sb := startService(t, "switchboard", "switchboard", env)

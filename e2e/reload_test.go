@@ -43,6 +43,24 @@ type serviceProc struct {
 	http   string // its /readyz listener
 }
 
+// heraldCLI runs the herald command with args in this process, with env
+// (NAME=value) as its whole environment, and returns what it printed.
+func heraldCLI(t *testing.T, env []string, args ...string) (string, error) {
+	var out, errs strings.Builder
+	getenv := func(k string) string {
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, k+"="); ok {
+				return v
+			}
+		}
+		return ""
+	}
+	if code := herald.Main(t.Context(), args, herald.IO{Getenv: getenv, Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errs}); code != 0 {
+		return out.String(), fmt.Errorf("herald %s: exit %d: %s", strings.Join(args, " "), code, errs.String())
+	}
+	return out.String(), nil
+}
+
 // startService runs the binary of service with args, env added to a clean
 // environment, and waits until its /readyz answers 200.
 func startService(t *testing.T, service, name string, env []string, args ...string) *serviceProc {
@@ -135,21 +153,7 @@ func TestReloadUnderARunningFleet(t *testing.T) {
 	write(reloadYAML("[alpha, beta]", " []"))
 	secret := webhooktest.NewSecret()
 	env := []string{"NATS_URL=" + f.bus.URL(), "HERALD_CONFIG=" + file, "MCP_TOKEN=" + f.env["HERALD_E2E_MCP_TOKEN"], "WH_SECRET=" + secret}
-	cli := func(args ...string) (string, error) {
-		var out, errs strings.Builder
-		getenv := func(k string) string {
-			for _, kv := range env {
-				if v, ok := strings.CutPrefix(kv, k+"="); ok {
-					return v
-				}
-			}
-			return ""
-		}
-		if code := herald.Main(t.Context(), args, herald.IO{Getenv: getenv, Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errs}); code != 0 {
-			return out.String(), fmt.Errorf("exit %d: %s", code, errs.String())
-		}
-		return out.String(), nil
-	}
+	cli := func(args ...string) (string, error) { return heraldCLI(t, env, args...) }
 	if out, err := cli("setup"); err != nil {
 		t.Fatalf("herald setup: %v\n%s", err, out)
 	}

@@ -37,6 +37,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/ratelimit"
 )
 
 // MetaTopic is the ingress meta key of a message written in a forum topic:
@@ -254,7 +256,7 @@ func (r *Registry) topic(ctx context.Context, key, integration, chat, butler, na
 		if time.Now().After(deadline) {
 			return 0, fmt.Errorf("%w (%s, since %s)", ErrBusy, rec.Creating, rec.Since.Format(time.RFC3339))
 		}
-		if err := sleep(ctx, r.Poll); err != nil {
+		if err := ratelimit.Sleep(ctx, r.Poll); err != nil {
 			return 0, err
 		}
 	}
@@ -398,15 +400,4 @@ func owned(ctx context.Context, kv Getter, key string) (string, error) {
 		return "", fmt.Errorf("reading %s: %w", key, err)
 	}
 	return o.Butler, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -164,7 +164,7 @@ func New(kv jetstream.KeyValue, scope string, l Limits) *Limiter {
 
 		heardChats: map[string]time.Time{},
 		now:        time.Now,
-		sleep:      sleep,
+		sleep:      Sleep,
 		timeout:    bucketTimeout,
 		offline:    offlineFor,
 	}
@@ -376,7 +376,8 @@ func conflict(err error) bool {
 			apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx ends (its error then).
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

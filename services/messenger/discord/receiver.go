@@ -20,6 +20,7 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/lease"
+	"github.com/heraldhq/herald/pkg/ratelimit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
@@ -182,7 +183,7 @@ func (r *receiver) bucket(ctx context.Context, st *status, name string) (jetstre
 			return nil, false
 		}
 		st.problem(deliver.StateError, fmt.Sprintf("cannot open the NATS bucket %s (%v); retrying", name, err))
-		if sleep(ctx, b.next()) != nil {
+		if ratelimit.Sleep(ctx, b.next()) != nil {
 			return nil, false
 		}
 	}
@@ -232,7 +233,7 @@ func (r *receiver) run(ctx context.Context, sink deliver.Sink, st *status, store
 			if !out.established {
 				pause = max(pause, b.next())
 			}
-			if sleep(ctx, pause) != nil {
+			if ratelimit.Sleep(ctx, pause) != nil {
 				return
 			}
 		case out.asked && out.established:
@@ -244,7 +245,7 @@ func (r *receiver) run(ctx context.Context, sink deliver.Sink, st *status, store
 			} else {
 				r.log.Info("discord gateway connection ended; resuming", "reason", out.why)
 			}
-			if sleep(ctx, b.next()) != nil {
+			if ratelimit.Sleep(ctx, b.next()) != nil {
 				return
 			}
 		}
@@ -457,7 +458,7 @@ type gatewayBot struct {
 func (r *receiver) identifyURL(ctx context.Context, g *gatewayState, st *status, resuming bool) (string, *outcome) {
 	if !resuming {
 		if wait := r.timing.identifyGap - time.Since(g.lastIdentify); wait > 0 {
-			if sleep(ctx, wait) != nil {
+			if ratelimit.Sleep(ctx, wait) != nil {
 				return "", &outcome{stopped: true}
 			}
 		}
@@ -492,7 +493,7 @@ func (r *receiver) identifyURL(ctx context.Context, g *gatewayState, st *status,
 	if l := gb.SessionStartLimit; !resuming && l.Total > 0 && l.Remaining <= 0 {
 		wait := time.Duration(max(l.ResetAfter, 100)) * time.Millisecond
 		st.problem(deliver.StateError, fmt.Sprintf("Discord allows no more new gateway sessions for this bot today (session_start_limit: 0 of %d left); waiting %s until it resets", l.Total, wait.Round(time.Second)))
-		if sleep(ctx, wait) != nil {
+		if ratelimit.Sleep(ctx, wait) != nil {
 			return "", &outcome{stopped: true}
 		}
 	}
@@ -618,7 +619,7 @@ func (r *receiver) store(ctx context.Context, sink deliver.Sink, in *envelope.In
 		}
 		failed = true
 		st.problem(deliver.StateError, fmt.Sprintf("cannot store received messages on the bus (%v); holding them and retrying", err))
-		if sleep(ctx, b.next()) != nil {
+		if ratelimit.Sleep(ctx, b.next()) != nil {
 			return false, false
 		}
 	}
@@ -778,14 +779,3 @@ func (b *backoff) next() time.Duration {
 }
 
 func (b *backoff) reset() { b.cur = 0 }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

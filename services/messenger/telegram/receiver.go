@@ -22,6 +22,7 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/lease"
+	"github.com/heraldhq/herald/pkg/ratelimit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
@@ -147,7 +148,7 @@ func (r *receiver) bucket(ctx context.Context, st *status, name string) (jetstre
 			return nil, false
 		}
 		st.problem(deliver.StateError, fmt.Sprintf("cannot open the NATS bucket %s (%v); retrying", name, err))
-		if sleep(ctx, b.next()) != nil {
+		if ratelimit.Sleep(ctx, b.next()) != nil {
 			return nil, false
 		}
 	}
@@ -173,7 +174,7 @@ func (r *receiver) poll(ctx context.Context, sink deliver.Sink, kv jetstream.Key
 			if ctx.Err() != nil {
 				return
 			}
-			_ = sleep(ctx, r.pollFailed(err, st, &retry, &refused))
+			_ = ratelimit.Sleep(ctx, r.pollFailed(err, st, &retry, &refused))
 			continue
 		}
 		retry.reset()
@@ -188,7 +189,7 @@ func (r *receiver) poll(ctx context.Context, sink deliver.Sink, kv jetstream.Key
 				// Not stored: ask for the same update again after a pause;
 				// Telegram keeps it meanwhile.
 				st.problem(deliver.StateError, fmt.Sprintf("cannot store received messages on the bus (%v); Telegram keeps them, retrying", err))
-				_ = sleep(ctx, retry.next())
+				_ = ratelimit.Sleep(ctx, retry.next())
 				break
 			}
 			if next > offset {
@@ -222,7 +223,7 @@ func (r *receiver) loadOffset(ctx context.Context, kv jetstream.KeyValue, st *st
 			return 0, false
 		}
 		st.problem(deliver.StateError, fmt.Sprintf("cannot read the poll offset from NATS (%v); retrying", err))
-		if sleep(ctx, b.next()) != nil {
+		if ratelimit.Sleep(ctx, b.next()) != nil {
 			return 0, false
 		}
 	}

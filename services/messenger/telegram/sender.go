@@ -443,14 +443,3 @@ func (s *sender) limits(chat string) deliver.RateLimits {
 // isGroup reports whether chat is a group, supergroup or channel: negative
 // ids and @channel names.
 func isGroup(chat string) bool { return strings.HasPrefix(chat, "-") || strings.HasPrefix(chat, "@") }
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
