@@ -412,3 +412,41 @@ func TestDiscordAsk(t *testing.T) {
 		return false
 	}, "the question edited to show its answer, its buttons gone")
 }
+
+// TestDiscordReactionAcknowledges: a note that must be seen, on Discord,
+// has a Got it button; a person's reaction on it acknowledges it (the model
+// is told, the message edited, its button gone).
+func TestDiscordReactionAcknowledges(t *testing.T) {
+	f, dc := discordFleet(t)
+	f.start("switchboard", "messenger")
+	c := f.listen("health")
+	dc.WaitLive(t, 15*time.Second)
+	res := c.Call("notify", map[string]any{"channel": "discord", "message": "Nightly build failed.", "ack_within": "1h"})
+	if res.IsError {
+		t.Fatalf("notify with ack_within: %s", text(res))
+	}
+	id := fmt.Sprint(res.StructuredContent.(map[string]any)["request_context"].(map[string]any)["request_id"])
+	var note discordtest.Message
+	eventually(t, 15*time.Second, func() bool {
+		for _, msg := range dc.Messages(discordtest.ChannelDefault) {
+			if strings.Contains(msg.Content, "Nightly build failed.") {
+				note = msg
+				return true
+			}
+		}
+		return false
+	}, "the note in the default channel")
+	if fmt.Sprint(note.Components) == "[]" || !strings.Contains(fmt.Sprintf("%+v", note.Components), "ack:"+id) {
+		t.Fatalf("the note's components %+v carry no Got it for %s", note.Components, id)
+	}
+	dc.React(note.ChannelID, note.ID, discordtest.HumanID, "👀")
+	eventually(t, 15*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", id) != nil }, "the model told the note was seen")
+	eventually(t, 10*time.Second, func() bool {
+		for _, msg := range dc.Messages(note.ChannelID) {
+			if msg.ID == note.ID {
+				return strings.Contains(msg.Content, "✅ seen by") && len(msg.Components) == 0
+			}
+		}
+		return false
+	}, "the note edited to say it was seen, its button gone")
+}

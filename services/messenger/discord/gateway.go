@@ -35,14 +35,17 @@ const (
 // Intents Herald identifies with: servers' channels and threads (GUILDS),
 // messages in servers and in direct messages, and their text
 // (MESSAGE_CONTENT, a privileged intent to switch on in the Developer
-// Portal).
+// Portal), and reactions in both (which acknowledge a note that must be
+// seen).
 const (
-	intentGuilds         = 1 << 0
-	intentGuildMessages  = 1 << 9
-	intentDirectMessages = 1 << 12
-	intentMessageContent = 1 << 15
+	intentGuilds                 = 1 << 0
+	intentGuildMessages          = 1 << 9
+	intentGuildMessageReactions  = 1 << 10
+	intentDirectMessages         = 1 << 12
+	intentDirectMessageReactions = 1 << 13
+	intentMessageContent         = 1 << 15
 
-	Intents = intentGuilds | intentGuildMessages | intentDirectMessages | intentMessageContent
+	Intents = intentGuilds | intentGuildMessages | intentGuildMessageReactions | intentDirectMessages | intentDirectMessageReactions | intentMessageContent
 )
 
 // closeStop is the close code Herald ends a connection with when it stops

@@ -306,3 +306,56 @@ func clipAll(meta map[string]string) map[string]string {
 	}
 	return meta
 }
+
+// reactionEvent is MESSAGE_REACTION_ADD's data.
+type reactionEvent struct {
+	UserID    string `json:"user_id"`
+	ChannelID string `json:"channel_id"`
+	MessageID string `json:"message_id"`
+	GuildID   string `json:"guild_id"`
+	Member    *struct {
+		User user   `json:"user"`
+		Nick string `json:"nick"`
+	} `json:"member"`
+	Emoji struct {
+		ID   *string `json:"id"`
+		Name string  `json:"name"`
+	} `json:"emoji"`
+}
+
+// fromReaction turns a person's reaction on a message into an ingress.v1,
+// or nil and why not: its text the emoji (a custom emoji's name), meta
+// event_type reaction, reaction the emoji and reply_to_message_id the
+// message it is on. It acknowledges a note that must be seen (the
+// switchboard's attention); no other reaction goes further. The native id
+// is the reaction's: the same person's same emoji on a message is one.
+func fromReaction(integration, botUser string, ev *reactionEvent) (*envelope.Ingress, string) {
+	switch {
+	case ev.UserID == "" || (botUser != "" && ev.UserID == botUser) || (ev.Member != nil && ev.Member.User.Bot):
+		return nil, "the bot's own or no one's reaction"
+	case !snowflakePattern.MatchString(ev.ChannelID) || !snowflakePattern.MatchString(ev.MessageID):
+		return nil, "no channel or message id"
+	case ev.Emoji.Name == "" || len(ev.Emoji.Name) > 100:
+		return nil, "no emoji"
+	}
+	meta := map[string]string{
+		"chat_id": ev.ChannelID, "channel_id": ev.ChannelID, "chat_type": "private", "user_id": ev.UserID,
+		envelope.MetaEventType: envelope.EventReaction, "reaction": ev.Emoji.Name, "reply_to_message_id": ev.MessageID,
+	}
+	if ev.GuildID != "" {
+		meta["chat_type"] = "group"
+		meta["guild_id"] = ev.GuildID
+		if ev.Member != nil {
+			meta["user"] = ev.Member.User.name()
+			if n := strings.TrimSpace(ev.Member.Nick); n != "" {
+				meta["user"] = n
+			}
+		}
+	}
+	endpoint := botUser
+	if endpoint == "" {
+		endpoint = integration
+	}
+	native := "reaction:" + ev.ChannelID + ":" + ev.MessageID + ":" + ev.UserID + ":" + ev.Emoji.Name
+	return envelope.NewIngress(integration, "discord", endpoint, ev.UserID, ev.ChannelID+":"+ev.MessageID, ev.Emoji.Name, clip(native, 998), clipAll(meta)), ""
+}

@@ -532,6 +532,19 @@ func (r *receiver) dispatch(ctx context.Context, g *gatewayState, p *payload, si
 		return r.message(ctx, g, p.D, sink, st)
 	case "INTERACTION_CREATE":
 		return r.interaction(ctx, g, p.D, sink, st)
+	case "MESSAGE_REACTION_ADD":
+		var ev reactionEvent
+		if err := json.Unmarshal(p.D, &ev); err != nil {
+			r.log.Warn("discord MESSAGE_REACTION_ADD unreadable; skipped", "err", err)
+			return true
+		}
+		in, why := fromReaction(r.id, r.botUserID(g), &ev)
+		if in == nil {
+			r.log.Debug("discord reaction skipped", "message_id", ev.MessageID, "why", why)
+			return true
+		}
+		_, done := r.store(ctx, sink, in, st)
+		return done
 	}
 	return true
 }

@@ -195,6 +195,37 @@ func (s *Server) Press(channel, message, customID, user string) string {
 	return id
 }
 
+// React makes user react with emoji (a Unicode emoji) on message of
+// channel, and dispatches MESSAGE_REACTION_ADD as Discord does: only to a
+// session that identified with the reaction intent of that kind of
+// channel (GUILD_MESSAGE_REACTIONS, DIRECT_MESSAGE_REACTIONS).
+func (s *Server) React(channel, message, user, emoji string) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.channels[channel]
+	u := s.users[user]
+	var m *Message
+	if c != nil {
+		m = s.messageLocked(channel, message)
+	}
+	if m == nil || u == nil {
+		s.t.Errorf("discordtest: React on unknown message %s of channel %s, or by unknown user %s", message, channel, user)
+		return
+	}
+	ev := map[string]any{
+		"user_id": u.ID, "channel_id": c.ID, "message_id": m.ID, "message_author_id": m.Author.ID,
+		"emoji": map[string]any{"id": nil, "name": emoji}, "burst": false, "burst_colors": []string{}, "type": 0,
+	}
+	need := intentDirectMessageReactions
+	if c.GuildID != "" {
+		need = intentGuildMessageReactions
+		ev["guild_id"] = c.GuildID
+		ev["member"] = map[string]any{"user": u, "nick": nil, "roles": []string{}, "joined_at": now()}
+	}
+	s.gw.dispatchLocked(s, "MESSAGE_REACTION_ADD", ev, need)
+}
+
 // NewThread makes a person open a thread in channel without a starter
 // message (Discord's Create Thread from the channel's thread list), and
 // dispatches THREAD_CREATE; it returns the thread's id.

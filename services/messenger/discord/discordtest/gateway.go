@@ -30,10 +30,12 @@ const (
 
 // Intents the fake filters events by.
 const (
-	intentGuilds         = 1 << 0
-	intentGuildMessages  = 1 << 9
-	intentDirectMessages = 1 << 12
-	intentMessageContent = 1 << 15
+	intentGuilds                 = 1 << 0
+	intentGuildMessages          = 1 << 9
+	intentGuildMessageReactions  = 1 << 10
+	intentDirectMessages         = 1 << 12
+	intentDirectMessageReactions = 1 << 13
+	intentMessageContent         = 1 << 15
 	// allIntents are the intents Discord defines (bits 0 to 25).
 	allIntents = 1<<26 - 1
 )
