@@ -17,7 +17,7 @@ import (
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
-var sentRE = regexp.MustCompile(`^Notification sent via (\S+) \(delivery_id (dlv_[0-9a-f]+)\)$`)
+var sentRE = regexp.MustCompile(`^Notification sent via (\S+) \(delivery_id (dlv_[0-9a-f]+), request_id ([0-9a-f-]{36})\)$`)
 
 func TestNotifyTelegram(t *testing.T) {
 	f := newFleet(t)

@@ -632,7 +632,7 @@ func (r *rig) notifyThrough(t *testing.T, server string) {
 	}
 	// Claude Code gives the model the structured content, not the text: the
 	// sentence must be in it too (its "summary").
-	if !strings.Contains(result, "Notification sent via log:log (delivery_id "+id+")") {
-		t.Errorf("the model was not told %q: %s", "Notification sent via log:log (delivery_id "+id+")", result)
+	if !strings.Contains(result, "Notification sent via log:log (delivery_id "+id+", request_id ") {
+		t.Errorf("the model was not told %q: %s", "Notification sent via log:log (delivery_id "+id+", request_id …)", result)
 	}
 }

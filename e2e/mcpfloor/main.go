@@ -39,7 +39,7 @@ func main() {
 			id := envelope.NewRequestID()
 			d := &envelope.DeliveryResult{Channel: channel, DeliveryID: "dlv_" + strconv.FormatInt(n.Add(1), 36), MessageIDs: []string{id}}
 			nr := &envelope.NotifyResponse{SchemaVersion: envelope.NotifyResponseV1, RequestContext: envelope.RequestRef{RequestID: id}, Status: envelope.StatusOK, Delivery: d}
-			return mcp.NewToolResultStructured(nr, fmt.Sprintf("Notification sent via %s (delivery_id %s)", d.Channel, d.DeliveryID)), nil
+			return mcp.NewToolResultStructured(nr, fmt.Sprintf("Notification sent via %s (delivery_id %s, request_id %s)", d.Channel, d.DeliveryID, nr.RequestContext.RequestID)), nil
 		})
 	h := server.NewStreamableHTTPServer(s, server.WithEndpointPath("/mcp"), server.WithHeartbeatInterval(25*time.Second),
 		server.WithDisableLocalhostProtection(true))

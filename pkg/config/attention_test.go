@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
 )
@@ -62,5 +63,24 @@ func TestPublicURL(t *testing.T) {
 	}
 	if !cfg.AckLinks(cfg.Integration("tg")) || cfg.AckLinks(cfg.Integration("mail")) {
 		t.Errorf("acknowledge links: tg (receives) %v, mail (does not) %v; want true, false", cfg.AckLinks(cfg.Integration("tg")), cfg.AckLinks(cfg.Integration("mail")))
+	}
+}
+
+// TestParseDuration: durations take whole days too, everywhere (the
+// configuration, the commands' flags).
+func TestParseDuration(t *testing.T) {
+	for in, want := range map[string]time.Duration{"90s": 90 * time.Second, "1h30m": 90 * time.Minute, "7d": 7 * 24 * time.Hour, "1d12h": 36 * time.Hour, "30d": 30 * 24 * time.Hour} {
+		if got, err := config.ParseDuration(in); err != nil || got != want {
+			t.Errorf("ParseDuration(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "7", "d", "1d-1h", "soon", "1w"} {
+		if _, err := config.ParseDuration(bad); err == nil || !strings.Contains(err.Error(), "like 30s, 2m, 8h or 7d") {
+			t.Errorf("ParseDuration(%q): %v, want an error showing the forms", bad, err)
+		}
+	}
+	cfg, err := config.Parse([]byte("approvals: { grant_ttl: 2d }\n" + escalationYAML("", "", "")))
+	if err != nil || time.Duration(cfg.Approvals.GrantTTL) != 48*time.Hour {
+		t.Fatalf("grant_ttl 2d: %v, %v", err, cfg.Approvals.GrantTTL)
 	}
 }

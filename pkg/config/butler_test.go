@@ -46,7 +46,7 @@ func TestButlerSessionBounds(t *testing.T) {
 		{"a timeout no client keeps", "butlers: [{name: health, session_idle_timeout: 10ms}]",
 			"butlers[0].session_idle_timeout must be at least 1s, not 10ms"},
 		{"not a duration", "butlers: [{name: health, session_idle_timeout: 1 hour}]",
-			`"1 hour" is not a duration like 30s or 2m`},
+			`"1 hour" is not a duration like 30s, 2m, 8h or 7d`},
 		{"misspelt", "butlers:\n- name: health\n  max_session: 5",
 			"line 3: butlers[0].max_session is not a setting; did you mean max_sessions?"},
 		{"misspelt timeout", "butlers:\n- name: health\n  session_idle_timout: 5m",

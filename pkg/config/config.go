@@ -354,13 +354,59 @@ func (g Grants) Allows(butler string) bool {
 // Duration is a time.Duration written as "30s" in YAML.
 type Duration time.Duration
 
-// UnmarshalYAML parses a Go duration string.
+// UnmarshalYAML parses a duration (ParseDuration).
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
+	v, err := ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration like 30s or 2m", n.Line, n.Value)
+		return fmt.Errorf("line %d: %q is not a duration like 30s, 2m, 8h or 7d", n.Line, n.Value)
 	}
 	*d = Duration(v)
+	return nil
+}
+
+var leadingDays = regexp.MustCompile(`^([0-9]{1,5})d(.*)$`)
+
+// ParseDuration reads a duration as Herald takes it everywhere (the
+// configuration, every command's flags): a Go duration (90s, 1h30m),
+// optionally led by whole days (7d, 1d12h).
+func ParseDuration(s string) (time.Duration, error) {
+	if m := leadingDays.FindStringSubmatch(s); m != nil {
+		days, _ := strconv.Atoi(m[1])
+		d := time.Duration(days) * 24 * time.Hour
+		if m[2] == "" {
+			return d, nil
+		}
+		rest, err := time.ParseDuration(m[2])
+		if err != nil || rest < 0 {
+			return 0, fmt.Errorf("%q is not a duration like 30s, 2m, 8h or 7d", s)
+		}
+		return d + rest, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration like 30s, 2m, 8h or 7d", s)
+	}
+	return d, nil
+}
+
+// DurationFlag is a command-line flag holding a duration (ParseDuration).
+type DurationFlag struct{ D *time.Duration }
+
+// String is the flag's value, as flag's defaults print it.
+func (f DurationFlag) String() string {
+	if f.D == nil {
+		return "0s"
+	}
+	return f.D.String()
+}
+
+// Set parses a value given on the command line.
+func (f DurationFlag) Set(s string) error {
+	d, err := ParseDuration(s)
+	if err != nil {
+		return errors.New("not a duration like 30s, 2m, 8h or 7d")
+	}
+	*f.D = d
 	return nil
 }
 

@@ -129,7 +129,7 @@ func (b *Butler) send(ctx context.Context, n *envelope.Notify) *mcp.CallToolResu
 		return toolError(body)
 	}
 	nr := resp.Result.NotifyResponse
-	text := sentText(nr.Delivery)
+	text := sentText(nr.RequestContext.RequestID, nr.Delivery)
 	return mcp.NewToolResultStructured(sentAnswer{nr, text}, text)
 }
 
@@ -150,14 +150,15 @@ type (
 
 // sentText is the answer to a delivered notify; an uncertain outcome says
 // what is uncertain, so the model never believes more than Herald knows.
-func sentText(d *envelope.DeliveryResult) string {
+// Both ids are named: herald log finds the trail by either.
+func sentText(requestID string, d *envelope.DeliveryResult) string {
 	if d.Outcome != ledger.OutcomeUncertain {
-		return fmt.Sprintf("Notification sent via %s (delivery_id %s)", d.Channel, d.DeliveryID)
+		return fmt.Sprintf("Notification sent via %s (delivery_id %s, request_id %s)", d.Channel, d.DeliveryID, requestID)
 	}
 	if slices.Contains(d.MessageIDs, "") {
-		return fmt.Sprintf("Notification may not have been delivered via %s (delivery_id %s): %s. Ask the human, or send it again if it matters.", d.Channel, d.DeliveryID, d.Note)
+		return fmt.Sprintf("Notification may not have been delivered via %s (delivery_id %s, request_id %s): %s. Ask the human, or send it again if it matters.", d.Channel, d.DeliveryID, requestID, d.Note)
 	}
-	return fmt.Sprintf("Notification sent via %s (delivery_id %s), possibly twice: %s.", d.Channel, d.DeliveryID, d.Note)
+	return fmt.Sprintf("Notification sent via %s (delivery_id %s, request_id %s), possibly twice: %s.", d.Channel, d.DeliveryID, requestID, d.Note)
 }
 
 // buildNotify turns tool arguments into a validated notify.v1. It builds the

@@ -44,7 +44,7 @@ Usage:
   herald reload [--config FILE]        every running process applies the changed herald.yaml, without a restart
   herald grants [ls|revoke ID]         the sessions approvers allowed a tool ("Allow for this session")
   herald healthcheck [URL]             exit 0 if URL (default this host's /readyz) answers 2xx, for images with no shell
-  herald version
+  herald version                       the version (also --version; switchboard, messenger and butler take --version too)
 
 Every command takes --help. Configuration: --config FILE, or HERALD_CONFIG; else the
 commands use the one the herald dev started in this directory runs with (it records it
@@ -83,7 +83,7 @@ func Main(ctx context.Context, args []string, o IO) int {
 		run = runReload
 	case "grants":
 		run = runGrants
-	case "version":
+	case "version", "--version", "-version":
 		fmt.Fprintln(o.Stdout, "herald", butler.Version)
 		return 0
 	case "help", "-h", "-help", "--help":
@@ -251,7 +251,7 @@ func runNotify(ctx context.Context, args []string, o IO) error {
 	fs.StringVar(&a.Subject, "subject", "", "subject (email)")
 	fs.StringVar(&a.Urgency, "urgency", "", "low, normal or high")
 	fs.StringVar(&a.Recipient, "recipient", "", "the channel's address (chat id, email)")
-	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for the butler")
+	timeout := durationFlag(fs, "timeout", 2*time.Minute, "how long to wait for the butler")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -285,6 +285,10 @@ func runNotify(ctx context.Context, args []string, o IO) error {
 // RunService runs one service of a compose fleet (switchboard, messenger,
 // butler) as its own process, logging JSON to stderr.
 func RunService(ctx context.Context, service string, args []string, o IO) int {
+	if len(args) == 1 && (args[0] == "--version" || args[0] == "-version" || args[0] == "version") {
+		fmt.Fprintln(o.Stdout, service, butler.Version)
+		return 0
+	}
 	if err := answerHelp(args, o, func(o IO) error { return runService(ctx, service, args, o) }); err != nil {
 		if isUsageError(err) {
 			return 2 // the flag package or the command printed the usage
@@ -403,4 +407,12 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 		return p.run(ctx, serve)
 	}
 	return fmt.Errorf("unknown service %q", service)
+}
+
+// durationFlag defines a duration flag that takes what the configuration
+// takes (config.ParseDuration: 30s, 2m, 8h, 7d).
+func durationFlag(fs *flag.FlagSet, name string, def time.Duration, usage string) *time.Duration {
+	d := def
+	fs.Var(config.DurationFlag{D: &d}, name, usage)
+	return &d
 }

@@ -34,7 +34,7 @@ func runDead(ctx context.Context, args []string, o IO) error {
 	fs.Usage = func() { fmt.Fprint(o.Stderr, deadUsage) }
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
 	all := fs.Bool("all", false, "replay every dead letter")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for NATS")
+	timeout := durationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err

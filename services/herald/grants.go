@@ -32,7 +32,7 @@ func runGrants(ctx context.Context, args []string, o IO) error {
 	fs.SetOutput(o.Stderr)
 	fs.Usage = func() { fmt.Fprint(o.Stderr, grantsUsage) }
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for NATS")
+	timeout := durationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err

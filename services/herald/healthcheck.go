@@ -33,7 +33,7 @@ func runHealthcheck(ctx context.Context, args []string, o IO) error {
 	fs := flag.NewFlagSet("herald healthcheck", flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
 	fs.Usage = func() { fmt.Fprint(o.Stderr, healthcheckUsage) }
-	timeout := fs.Duration("timeout", 2500*time.Millisecond, "how long to wait for the answer (keep it under the prober's own timeout)")
+	timeout := durationFlag(fs, "timeout", 2500*time.Millisecond, "how long to wait for the answer (keep it under the prober's own timeout)")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err

@@ -21,11 +21,13 @@ import (
 
 	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/envelope"
 )
 
 const logUsage = `Usage:
   herald log [--config FILE] [--butler B] [--channel C] [--kind K] [--request-id ID]
-             [--since D] [--limit N] [--json] [--follow]
+             [--delivery-id ID] [--since D] [--limit N] [--json] [--follow]
 
 The audit log (HERALD_AUDIT, kept 30 days): every notify routed, rejected,
 delivered, failed or uncertain, held for quiet hours or released in their digest,
@@ -41,6 +43,8 @@ combine.
                     a session grant), config_reloaded, held (kept for quiet hours),
                     released (sent in their digest); several separated by commas
   --request-id ID   one request's whole trail
+  --delivery-id ID  one delivery's whole trail (dlv_…, as notify answers it): every
+                    request with its idempotency key, a retry's too
   --since D         a duration back from now (10m, 24h, 7d) or a time (RFC 3339
                     2026-01-02T15:04:05Z, or a date 2026-01-02 meaning local midnight)
   --limit N         only the last N matching records (0: all)
@@ -72,11 +76,12 @@ func runLog(ctx context.Context, args []string, o IO) error {
 	channel := fs.String("channel", "", "a channel type or type:integration_id")
 	kind := fs.String("kind", "", "record kinds, separated by commas")
 	fs.StringVar(&q.requestID, "request-id", "", "one request's trail")
+	fs.StringVar(&q.deliveryID, "delivery-id", "", "one delivery's trail")
 	since := fs.String("since", "", "a duration back from now, or a time")
 	limit := fs.Int("limit", 0, "only the last N matching records")
 	asJSON := fs.Bool("json", false, "one JSON record per line")
 	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for NATS")
+	timeout := durationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -261,7 +266,10 @@ type logQuery struct {
 	chanType  string // the subject token: a channel type
 	chanFull  string // "type:id", matched whole
 	requestID string
-	since     time.Time
+	// deliveryID matches the records that name it, and those whose
+	// idempotency key it is derived from (envelope.DeliveryID).
+	deliveryID string
+	since      time.Time
 }
 
 func (q *logQuery) setKinds(s string) error {
@@ -322,7 +330,8 @@ func (q *logQuery) subjects() []string {
 func (q *logQuery) match(r audit.Record) bool {
 	return (q.butler == "" || r.Butler == q.butler) &&
 		(q.chanFull == "" || r.Channel == q.chanFull) &&
-		(q.requestID == "" || r.RequestID == q.requestID)
+		(q.requestID == "" || r.RequestID == q.requestID) &&
+		(q.deliveryID == "" || r.DeliveryID == q.deliveryID || r.Key != "" && envelope.DeliveryID(r.Key) == q.deliveryID)
 }
 
 var daysBack = regexp.MustCompile(`^([0-9]+)d$`)
@@ -333,10 +342,10 @@ var daysBack = regexp.MustCompile(`^([0-9]+)d$`)
 func parseSince(s string, now time.Time) (time.Time, error) {
 	if m := daysBack.FindStringSubmatch(s); m != nil {
 		if n, err := strconv.Atoi(m[1]); err == nil && n <= 100*365 {
-			return now.AddDate(0, 0, -n), nil
+			return now.AddDate(0, 0, -n), nil // calendar days, across a clock change too
 		}
 	}
-	if d, err := time.ParseDuration(s); err == nil {
+	if d, err := config.ParseDuration(s); err == nil {
 		if d < 0 {
 			return time.Time{}, fmt.Errorf("--since %q: give how far back, without a minus sign", s)
 		}

@@ -142,6 +142,8 @@ func TestLogFilters(t *testing.T) {
 		{"butler, channel and kind", []string{"--butler", "health", "--channel", "telegram", "--kind", "routed"}, []string{"routed/a", "routed/d"}},
 		{"a request's whole trail", []string{"--request-id", "a"}, []string{"routed/a", "uncertain/a", "delivered/a"}},
 		{"a request and a kind", []string{"--request-id", "a", "--kind", "delivered"}, []string{"delivered/a"}},
+		{"a delivery's whole trail, by the id notify answers", []string{"--delivery-id", "dlv_ka"}, []string{"routed/a", "uncertain/a", "delivered/a"}},
+		{"no such delivery", []string{"--delivery-id", "dlv_zzz"}, nil},
 		{"limit: the last N", []string{"--limit", "2"}, []string{"routed/d", "rejected/e"}},
 		{"limit after filters", []string{"--channel", "telegram", "--limit", "2"}, []string{"dropped/c", "routed/d"}},
 		{"limit above the matches", []string{"--request-id", "b", "--limit", "10"}, []string{"routed/b", "failed/b"}},

@@ -38,7 +38,7 @@ func runPair(ctx context.Context, args []string, o IO) error {
 	fs.Usage = func() { fmt.Fprint(o.Stderr, pairUsage) }
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
 	integration := fs.String("integration", "", "the integration id (revoke)")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for NATS")
+	timeout := durationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err

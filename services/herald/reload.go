@@ -190,7 +190,7 @@ func runReload(ctx context.Context, args []string, o IO) error {
 	fs.SetOutput(o.Stderr)
 	fs.Usage = func() { fmt.Fprint(o.Stderr, reloadUsage) }
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
-	wait := fs.Duration("wait", 3*time.Second, "how long the processes have to answer the check")
+	wait := durationFlag(fs, "wait", 3*time.Second, "how long the processes have to answer the check")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -19,7 +19,7 @@ func runSetup(ctx context.Context, args []string, o IO) error {
 	fs := flag.NewFlagSet("herald setup", flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), for nats.url and nats.replicas")
-	timeout := fs.Duration("timeout", 2*time.Minute, "how long to wait for NATS and JetStream")
+	timeout := durationFlag(fs, "timeout", 2*time.Minute, "how long to wait for NATS and JetStream")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}

@@ -40,8 +40,8 @@ func runToken(ctx context.Context, args []string, o IO) error {
 	fs.Usage = func() { fmt.Fprint(o.Stderr, tokenUsage) }
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS and the butlers")
 	name := fs.String("butler", "", "the butler the token is for (mint), or whose tokens to list (ls)")
-	ttl := fs.Duration("ttl", 0, "how long the token works, e.g. 720h (default: until revoked)")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long to wait for NATS")
+	ttl := durationFlag(fs, "ttl", 0, "how long the token works, e.g. 30d or 12h (default: until revoked)")
+	timeout := durationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
 	pos, err := parseInterleaved(fs, args[1:])
 	if err != nil {
 		return err
