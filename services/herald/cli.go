@@ -35,7 +35,7 @@ Usage:
   herald dev [--config FILE]           run NATS, switchboard, messenger and every butler in one process
   herald notify [flags] MESSAGE        send a notification through a butler's notify tool
   herald pair [list|approve|revoke]    let in people who were sent a pairing code
-  herald dead [ls|replay ID|--all]     messages Herald gave up on, and replaying them
+  herald dead [ls|replay ID|replay --all]  messages Herald gave up on, and replaying them
   herald init [--config FILE]          write deploy/.env (tokens, NATS passwords) and the butlers' compose services
   herald setup [--config FILE]         create and repair streams and buckets (privileged NATS user)
   herald nats-auth [--config FILE]     print the NATS server authorization: one least-privilege user per service and butler

@@ -18,6 +18,7 @@ import (
 func runSetup(ctx context.Context, args []string, o IO) error {
 	fs := flag.NewFlagSet("herald setup", flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
+	fs.Usage = usageFunc(fs, "herald setup [--config FILE]      create and repair Herald's streams and buckets (as NATS's privileged user)")
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), for nats.url and nats.replicas")
 	timeout := durationFlag(fs, "timeout", 2*time.Minute, "how long to wait for NATS and JetStream")
 	if err := fs.Parse(args); err != nil {
@@ -50,6 +51,7 @@ func runSetup(ctx context.Context, args []string, o IO) error {
 func runNATSAuth(_ context.Context, args []string, o IO) error {
 	fs := flag.NewFlagSet("herald nats-auth", flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
+	fs.Usage = usageFunc(fs, "herald nats-auth [--config FILE]      print the NATS authorization block: one least-privilege user per service and butler")
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG)")
 	if err := fs.Parse(args); err != nil {
 		return err
