@@ -101,6 +101,54 @@ func NewMetrics() *Metrics {
 	return m
 }
 
+// Known are the label values a fleet's configuration names, as far as a
+// process counts them: the series Init starts at 0, so a rate or an alert
+// sees them before their first event.
+type Known struct {
+	// Routed (the switchboard's) and Delivered (the messenger's) are each
+	// butler's integrations ("type:id") it is granted.
+	Routed, Delivered map[string][]string
+	// Butlers are the butlers whose tool calls and prompts it counts.
+	Butlers []string
+	// Receiving are the integrations whose inbound messages it counts.
+	Receiving []string
+	// Streams are the streams whose dead letters it counts.
+	Streams []string
+}
+
+// Init starts the series of k at 0: routed and delivered per butler and
+// integration, retries per integration, notify calls (ok, error) and
+// prompts asked per butler, accepted inbound messages per integration,
+// dead letters per stream. Outcomes that carry an error class or a reason
+// start at their first.
+func (m *Metrics) Init(k Known) {
+	if m == nil {
+		return
+	}
+	for butler, channels := range k.Routed {
+		for _, ch := range channels {
+			m.routed.WithLabelValues(butler, ch)
+		}
+	}
+	for butler, channels := range k.Delivered {
+		for _, ch := range channels {
+			m.deliveries.WithLabelValues(butler, ch, OutcomeDelivered, "")
+			m.retries.WithLabelValues(ch)
+		}
+	}
+	for _, butler := range k.Butlers {
+		m.notifyCalls.WithLabelValues(butler, CallOK)
+		m.notifyCalls.WithLabelValues(butler, CallError)
+		m.approvalsAsked.WithLabelValues(butler)
+	}
+	for _, ch := range k.Receiving {
+		m.inbound.WithLabelValues(ch, InboundAccepted, "")
+	}
+	for _, s := range k.Streams {
+		m.deadLetters.WithLabelValues(s)
+	}
+}
+
 // Handler serves the metrics in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {
 	if m == nil {

@@ -179,6 +179,31 @@ func TestMetricsExposition(t *testing.T) {
 	}
 }
 
+// TestMetricsStartAtZero: the series a configuration names are served at 0
+// before their first event, so a rate or an alert over them sees them.
+func TestMetricsStartAtZero(t *testing.T) {
+	m := obs.NewMetrics()
+	m.Init(obs.Known{
+		Routed:    map[string][]string{"health": {"telegram:tg_main"}},
+		Delivered: map[string][]string{"health": {"telegram:tg_main"}},
+		Butlers:   []string{"health"}, Receiving: []string{"telegram:tg_main"}, Streams: []string{bus.StreamDeliver},
+	})
+	body := scrape(t, m)
+	for _, want := range []string{
+		`herald_notifies_routed_total{butler="health",channel="telegram:tg_main"} 0`,
+		`herald_deliveries_total{butler="health",channel="telegram:tg_main",class="",outcome="delivered"} 0`,
+		`herald_delivery_retries_total{channel="telegram:tg_main"} 0`,
+		`herald_notify_calls_total{butler="health",result="error"} 0`,
+		`herald_approvals_asked_total{butler="health"} 0`,
+		`herald_inbound_total{channel="telegram:tg_main",reason="",result="accepted"} 0`,
+		`herald_dead_letters_total{stream="HERALD_DELIVER"} 0`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("no %s in /metrics before any event", want)
+		}
+	}
+}
+
 // TestConsumerPending: herald_consumer_pending is the consumer's lag as NATS
 // reports it at scrape time, both what was never delivered and what waits
 // for its ack.

@@ -359,6 +359,11 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 		probe = bus.ButlerProbeKey(*name)
 	}
 	p := newProcess(nc, cfg.HTTPListen, probe, log)
+	butlerName := ""
+	if name != nil {
+		butlerName = *name
+	}
+	p.Metrics.Init(knownOf(cfg, service, butlerName))
 	p.runProbes(ctx)
 	// A reload reads the file as at start: the environment's overrides,
 	// then the flags.

@@ -98,6 +98,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	}
 	// /healthz, /readyz and /metrics of the whole fleet on http_listen.
 	proc := newProcess(nc, cfg.HTTPListen, bus.ServiceProbeKey("dev"), log)
+	proc.Metrics.Init(knownOf(cfg, "dev", ""))
 	if err := proc.listen(); err != nil {
 		return err
 	}

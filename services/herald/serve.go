@@ -7,6 +7,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/obs"
 )
 
@@ -66,4 +68,36 @@ func (p *process) run(ctx context.Context, service func(context.Context) error) 
 		return serr
 	}
 	return err
+}
+
+// knownOf is what cfg names of the labels of the metrics that process
+// counts (obs.Known): "switchboard", "messenger", "butler" (butler name's
+// own), or "dev" (all of them, one process).
+func knownOf(cfg *config.Config, process, name string) obs.Known {
+	routes := map[string][]string{}
+	var butlers, receiving []string
+	for _, b := range cfg.Butlers {
+		butlers = append(butlers, b.Name)
+		routes[b.Name] = []string{}
+		for _, in := range cfg.Integrations {
+			if !in.Disabled && in.Grants.Allows(b.Name) {
+				routes[b.Name] = append(routes[b.Name], in.Channel())
+			}
+		}
+	}
+	for _, in := range cfg.Integrations {
+		if !in.Disabled && in.Inbound.Enabled {
+			receiving = append(receiving, in.Channel())
+		}
+	}
+	switch process {
+	case "switchboard":
+		return obs.Known{Routed: routes, Receiving: receiving, Streams: []string{bus.StreamRoute, bus.StreamResult, bus.StreamIngress}}
+	case "messenger":
+		return obs.Known{Delivered: routes, Streams: []string{bus.StreamDeliver}}
+	case "butler":
+		return obs.Known{Butlers: []string{name}}
+	}
+	return obs.Known{Routed: routes, Delivered: routes, Butlers: butlers, Receiving: receiving,
+		Streams: []string{bus.StreamRoute, bus.StreamResult, bus.StreamIngress, bus.StreamDeliver}}
 }
