@@ -156,6 +156,15 @@ func TestOpsDiscoveryAndMetrics(t *testing.T) {
 		return true
 	}, "$SRV.PING answered by "+strings.Join(want, ", "))
 
+	// An integration that cannot work (tg_broken's token variable is unset)
+	// is down; the others are up.
+	if up, down := o.metric(`herald_integration_up{integration="telegram:tg_main"}`), o.metric(`herald_integration_up{integration="telegram:tg_broken"}`); up != 1 || down != 0 {
+		t.Errorf("herald_integration_up: tg_main %v, tg_broken %v; want 1 and 0", up, down)
+	}
+	if _, body := o.get("/metrics"); !strings.Contains(body, `herald_integration_up{integration="telegram:tg_broken"} 0`) {
+		t.Errorf("/metrics does not serve tg_broken as down")
+	}
+
 	sb := status[switchboard.Status](t, f.nc, obs.ServiceSwitchboard)
 	if sb.Service != obs.ServiceSwitchboard || len(sb.Butlers) != 2 || len(sb.Consumers) != 3 {
 		t.Errorf("switchboard status: %+v", sb)

@@ -58,6 +58,7 @@ type Metrics struct {
 	storeOK           prometheus.Gauge
 	lag               *lagCollector
 
+	up          *upCollector
 	handlerOnce sync.Once
 	handler     http.Handler
 }
@@ -94,7 +95,8 @@ func NewMetrics() *Metrics {
 		Help: "1 while this process's last probe write was stored, 0 while NATS cannot store (or is not connected)."})
 	m.reg.MustRegister(m.storeFailures, m.storeOK)
 	m.lag = newLagCollector()
-	m.reg.MustRegister(m.lag,
+	m.up = newUpCollector()
+	m.reg.MustRegister(m.lag, m.up,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

@@ -196,6 +196,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer func() { _ = svc.Stop() }()
 	defer o.Metrics.WatchConsumers(js, consumers...)()
+	defer o.Metrics.IntegrationsUp(m.integrationsUp)()
 
 	w := &bus.Worker{Stream: bus.StreamDeliver, Durable: bus.ConsumerMessenger, Handle: obs.Noted(&m.lastErr, m.deliver), GiveUp: m.giveUp,
 		Concurrency: o.Concurrency, RetryFor: time.Duration(o.Config.Delivery.RetryFor), AckWait: bus.DeliverAckWait, Log: log}

@@ -57,6 +57,24 @@ func (m *Messenger) receivingSinks() []*sink {
 	return out
 }
 
+// integrationsUp is herald_integration_up's source: each enabled
+// integration, up unless its sender could not be set up or its receiver is
+// in error.
+func (m *Messenger) integrationsUp() map[string]bool {
+	up := map[string]bool{}
+	for _, in := range m.cfg.Integrations {
+		if !in.Disabled {
+			up[in.Channel()] = m.broken[in.ID] == nil
+		}
+	}
+	for _, s := range m.receivingSinks() {
+		if st := s.state(); st.State == deliver.StateError || st.State == deliver.StateConflict {
+			up[s.in.Channel()] = false
+		}
+	}
+	return up
+}
+
 // receiversCheck fails while a receiver is in error (it is restarted with
 // a backoff, and says why in its status).
 func (m *Messenger) receiversCheck(context.Context) error {
