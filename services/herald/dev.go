@@ -23,6 +23,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/messenger"
 	"github.com/heraldhq/herald/services/messenger/deliver"
@@ -51,6 +52,9 @@ type Endpoints struct {
 	Store   string
 	Butlers map[string]string // name -> MCP URL
 	Web     map[string]string // web integration id -> chat page URL
+	// Unavailable are the integrations that cannot work, and why (the
+	// messenger's status).
+	Unavailable map[string]string
 	// HTTP is the listener of /healthz, /readyz, /metrics and the pushed
 	// channels' endpoints (http_listen).
 	HTTP string
@@ -143,6 +147,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 				if pending--; pending == 0 {
 					go func() {
 						webPages(ctx, nc, cfg, started, ep.Web)
+						ep.Unavailable = unavailable(nc)
 						recordDevState(o, ep, log)
 						printEndpoints(o.Out, cfg, ep, bearers)
 						if o.Ready != nil {
@@ -279,6 +284,8 @@ func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints, bearers map[s
 			state = "   (disabled)"
 		case ep.Web[in.ID] != "":
 			state = "   chat page " + ep.Web[in.ID]
+		case ep.Unavailable[in.ID] != "":
+			state = "   CANNOT WORK: " + ep.Unavailable[in.ID]
 		case in.Type == "web":
 			state = "   (chat page not up: see the log)"
 		}
@@ -299,6 +306,20 @@ func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints, bearers map[s
 		}
 	}
 	fmt.Fprintf(w, "Stop:     Ctrl-C\n\n")
+}
+
+// unavailable asks the messenger which integrations it could not set up,
+// and why; nil if it does not answer.
+func unavailable(nc *nats.Conn) map[string]string {
+	msg, err := nc.Request(obs.StatusSubject(obs.ServiceMessenger), nil, 2*time.Second)
+	if err != nil {
+		return nil
+	}
+	var st messenger.Status
+	if json.Unmarshal(msg.Data, &st) != nil {
+		return nil
+	}
+	return st.Unavailable
 }
 
 // redactURL hides the password of a URL like nats://user:pass@host.

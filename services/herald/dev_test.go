@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -257,4 +258,38 @@ func TestDevExternalNATSPasswordNotPrinted(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestDevBannerNamesABrokenIntegration: an integration that cannot work (its
+// token variable unset) says so on its banner line, with the reason, and
+// serves herald_integration_up 0.
+func TestDevBannerNamesABrokenIntegration(t *testing.T) {
+	cfg, _ := devConfig(t, t.TempDir())
+	c, err := config.Parse([]byte("integrations:\n  - { id: tg, type: telegram, token_env: HERALD_TEST_UNSET_TOKEN, default_chat: \"1\", grants: all }\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Integrations = append(cfg.Integrations, c.Integrations[0])
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ep, banner, _ := startDev(t, cfg)
+	var line string
+	for l := range strings.SplitSeq(banner, "\n") {
+		if strings.Contains(l, "telegram:tg") {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "CANNOT WORK: ") || !strings.Contains(line, "HERALD_TEST_UNSET_TOKEN") {
+		t.Errorf("the banner's line of the broken integration: %q, want CANNOT WORK naming HERALD_TEST_UNSET_TOKEN\n%s", line, banner)
+	}
+	resp, err := http.Get(ep.HTTP + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `herald_integration_up{integration="telegram:tg"} 0`) || !strings.Contains(string(body), `herald_integration_up{integration="log:log"} 1`) {
+		t.Errorf("/metrics: want telegram:tg down and log:log up:\n%s", body)
+	}
 }
