@@ -99,10 +99,21 @@ func TestDevDefaultFleet(t *testing.T) {
 		t.Fatalf("herald notify exited %d: %s", code, answer.String())
 	}
 
-	answer.Reset()
-	code = herald.Main(ctx, []string{"notify", "--config", file, "--url", url, "--intent", "reply", "no context"}, noEnv)
-	if code != 1 || !strings.Contains(answer.String(), "(validation_error)") || !strings.Contains(answer.String(), "/request_context") {
-		t.Fatalf("a bad notify exited %d: %s", code, answer.String())
+	// A mistake is told as the flag or argument to fix, not in the words
+	// the tool has for a model.
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--intent", "reply", "no context"}, "herald notify: fix the command: --request-context is required"},
+		{nil, "herald notify: fix the command: MESSAGE (the words after the flags) is required"},
+		{[]string{"--urgency", "urgent", "hi"}, "herald notify: fix the command: --urgency "},
+	} {
+		answer.Reset()
+		code = herald.Main(ctx, append([]string{"notify", "--config", file, "--url", url}, tt.args...), noEnv)
+		if code != 1 || !strings.HasPrefix(answer.String(), tt.want) || strings.Contains(answer.String(), "call notify again") {
+			t.Errorf("herald notify %v exited %d: %q, want it to start %q", tt.args, code, answer.String(), tt.want)
+		}
 	}
 }
 

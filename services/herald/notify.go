@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/mark3labs/mcp-go/client"
@@ -83,11 +84,55 @@ func Notify(ctx context.Context, a NotifyArgs, out io.Writer) error {
 			text = append(text, t.Text)
 		}
 	}
-	fmt.Fprintln(out, strings.Join(text, "\n"))
 	if res.IsError {
+		if fix := forPeople(strings.Join(text, "\n")); fix != "" {
+			return fmt.Errorf("%s", fix)
+		}
+		fmt.Fprintln(out, strings.Join(text, "\n"))
 		return ErrNotifyFailed
 	}
+	fmt.Fprintln(out, strings.Join(text, "\n"))
 	return nil
+}
+
+// notifyFlags are the command's words for the notify tool's arguments, by
+// the pointer a validation error names them with.
+var notifyFlags = map[string]string{
+	"message": "MESSAGE (the words after the flags)", "channel": "--channel", "intent": "--intent",
+	"recipient": "--recipient", "subject": "--subject", "emoji": "--emoji", "urgency": "--urgency",
+	"request_context": "--request-context",
+}
+
+var fieldErrors = regexp.MustCompile(`(/[a-z_]+(?:/[a-z_]+)*): ([^;]+)`)
+
+// forPeople turns the notify tool's validation error, worded for a model
+// ("... /delivery/message: is required. Fix the arguments and call notify
+// again"), into a sentence about the flag or argument to fix; "" for any
+// other answer, which is printed as the tool gave it.
+func forPeople(text string) string {
+	if !strings.Contains(text, "(validation_error)") {
+		return ""
+	}
+	var fixes []string
+	for _, m := range fieldErrors.FindAllStringSubmatch(text, -1) {
+		parts := strings.Split(m[1], "/")
+		flag, ok := notifyFlags[parts[len(parts)-1]]
+		if !ok && len(parts) > 2 && parts[1] == "request_context" {
+			flag, ok = notifyFlags["request_context"], true
+		}
+		if !ok {
+			continue
+		}
+		why := strings.TrimSpace(strings.TrimSuffix(m[2], "."))
+		if i := strings.Index(why, ". Fix the arguments"); i >= 0 {
+			why = why[:i]
+		}
+		fixes = append(fixes, flag+" "+why)
+	}
+	if len(fixes) == 0 {
+		return ""
+	}
+	return "fix the command: " + strings.Join(fixes, "; ") + " (herald notify --help lists the flags)"
 }
 
 // noTokenHint says where herald notify looks for a token, never what it sent.
