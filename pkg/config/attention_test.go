@@ -84,3 +84,27 @@ func TestParseDuration(t *testing.T) {
 		t.Fatalf("grant_ttl 2d: %v, %v", err, cfg.Approvals.GrantTTL)
 	}
 }
+
+// TestAddressesCheckedAtLoad: a listen address that is not host:port is
+// refused when the file is loaded, naming its key, not when the process
+// tries to listen.
+func TestAddressesCheckedAtLoad(t *testing.T) {
+	for _, tt := range []struct{ yaml, want string }{
+		{"http_listen: localhost\n", `http_listen "localhost" is not host:port`},
+		{"http_listen: 127.0.0.1:99999\n", `http_listen "127.0.0.1:99999" has no port number`},
+		{"nats: { listen: nats }\n", `nats.listen "nats" is not host:port`},
+	} {
+		if _, err := config.Parse([]byte(tt.yaml + escalationYAML("", "", ""))); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: %v, want %q", strings.TrimSpace(tt.yaml), err, tt.want)
+		}
+	}
+	_, err := config.Parse([]byte(strings.Replace(escalationYAML("", "", ""), "  - { name: health }", "  - { name: health, mcp_http: localhost }", 1)))
+	if err == nil || !strings.Contains(err.Error(), `butlers[0].mcp_http "localhost" is not host:port`) {
+		t.Errorf("mcp_http localhost: %v", err)
+	}
+	for _, ok := range []string{"127.0.0.1:8790", ":8790", "[::1]:0", "0.0.0.0:80"} {
+		if why := config.CheckAddress(ok); why != "" {
+			t.Errorf("CheckAddress(%q) = %q, want it taken", ok, why)
+		}
+	}
+}

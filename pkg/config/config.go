@@ -570,6 +570,13 @@ func (c *Config) Validate() error {
 	if rf := time.Duration(c.Delivery.RetryFor); rf < time.Second || rf > MaxRetryFor {
 		add("delivery.retry_for must be between 1s and %s (how long queues keep messages), not %s", MaxRetryFor, rf)
 	}
+	for key, addr := range map[string]string{"http_listen": c.HTTPListen, "nats.listen": c.NATS.Listen} {
+		if addr != "" {
+			if why := CheckAddress(addr); why != "" {
+				add("%s %s", key, why)
+			}
+		}
+	}
 	c.checkIntegrations(add)
 	c.checkQuietHours(add)
 	c.checkChannels(add)
@@ -659,6 +666,11 @@ func (c *Config) checkButlers(add func(format string, a ...any)) {
 			add("%s.name %q is used twice", at, b.Name)
 		}
 		names[b.Name] = true
+		if b.MCPHTTP != "" {
+			if why := CheckAddress(b.MCPHTTP); why != "" {
+				add("%s.mcp_http %s", at, why)
+			}
+		}
 		if other, ok := addrs[b.MCPHTTP]; ok && !strings.HasSuffix(b.MCPHTTP, ":0") {
 			add("%s.mcp_http %s is butler %q's too; give each butler its own port", at, b.MCPHTTP, other)
 		} else if b.MCPHTTP != "" {

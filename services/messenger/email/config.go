@@ -81,6 +81,8 @@ func (c *Config) Check(in *config.Integration) []string {
 	}
 	if strings.TrimSpace(ib.Listen) == "" {
 		errs = append(errs, "inbound.listen is empty; set it to the host:port to take mail on, like 127.0.0.1:2525 or 0.0.0.0:25")
+	} else if why := config.CheckAddress(ib.Listen); why != "" {
+		errs = append(errs, "inbound.listen "+why)
 	}
 	if (ib.TLSCertFile == "") != (ib.TLSKeyFile == "") {
 		errs = append(errs, "inbound needs both tls_cert_file and tls_key_file for STARTTLS, or neither")

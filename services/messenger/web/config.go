@@ -25,8 +25,12 @@ type Config struct {
 
 // Check reports what cannot work as written.
 func (c *Config) Check(in *config.Integration) []string {
+	var errs []string
 	if !integrationPattern.MatchString(in.ID) {
-		return []string{"a web integration's id becomes part of its page's paths: use lower-case letters, digits, _ or -"}
+		errs = append(errs, "a web integration's id becomes part of its page's paths: use lower-case letters, digits, _ or -")
 	}
-	return nil
+	if why := config.CheckAddress(c.Listen); why != "" {
+		errs = append(errs, "listen "+why)
+	}
+	return errs
 }
