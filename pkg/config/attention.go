@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
-	"strconv"
 	"slices"
+	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
