@@ -2,6 +2,8 @@ package bus
 
 import (
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -23,6 +25,16 @@ type ServerOptions struct {
 func RunServer(o ServerOptions) (*server.Server, error) {
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
+	}
+	if o.Port > 0 {
+		// A port another process holds makes the server never ready: say
+		// so at once, rather than after the wait below.
+		addr := net.JoinHostPort(o.Host, strconv.Itoa(o.Port))
+		ln, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("embedded NATS cannot listen on %s: %w (another herald dev or nats-server holds it? set nats.listen to another port, or 127.0.0.1:0 for any free one)", addr, err)
+		}
+		ln.Close()
 	}
 	s, err := server.NewServer(&server.Options{
 		ServerName: "herald-embedded",
