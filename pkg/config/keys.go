@@ -66,7 +66,25 @@ func (k keyChecker) check(n *yaml.Node, types []reflect.Type, path string) {
 		return
 	}
 	if slices.Contains(structs, integrationType) {
-		if s := newSettings(mappingValue(n, "type")); s != nil {
+		typ := mappingValue(n, "type")
+		s := newSettings(typ)
+		if s == nil && typ != "" && !slices.Contains(ChannelTypes, typ) {
+			// Its channel's keys are unknown until its type is right: name
+			// the type, not each key it would have taken.
+			line := n.Line
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				if n.Content[i].Value == "type" {
+					line = n.Content[i+1].Line
+				}
+			}
+			types := map[string][]reflect.Type{}
+			for _, t := range ChannelTypes {
+				types[t] = nil
+			}
+			k.add(line, "%s %q is not one of %s%s", join(path, "type"), typ, strings.Join(ChannelTypes, ", "), suggest(typ, types))
+			return
+		}
+		if s != nil {
 			structs = append(structs, reflect.TypeOf(s))
 		}
 	}
