@@ -450,7 +450,9 @@ func logDetail(r audit.Record) string {
 	}
 	switch {
 	case r.Class != "" && r.Reason != "":
-		parts = append(parts, r.Class+": "+r.Reason)
+		// A reason that already starts with its class (an error's text)
+		// is not prefixed twice.
+		parts = append(parts, r.Class+": "+strings.TrimPrefix(r.Reason, r.Class+": "))
 	case r.Class != "" || r.Reason != "":
 		parts = append(parts, r.Class+r.Reason)
 	}

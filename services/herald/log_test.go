@@ -235,7 +235,9 @@ func TestLogTable(t *testing.T) {
 	}
 	forged := audit.Record{Kind: audit.Failed, Butler: "health", Channel: "telegram:tg_main", RequestID: "f", Class: "internal_error",
 		Reason: "boom\n2026-01-01 00:00:00  delivered  health\x1b[2J"}
-	f.write(t, append(slices.Clone(sample), forged)...)
+	prefixed := audit.Record{Kind: audit.Rejected, Butler: "health", Channel: "telegram:tg_main", RequestID: "g", Class: "not_found",
+		Reason: "not_found: no chat 42"}
+	f.write(t, append(slices.Clone(sample), forged, prefixed)...)
 
 	out, _, err = f.log(t, "--request-id", "a")
 	if err != nil {
@@ -277,6 +279,11 @@ func TestLogTable(t *testing.T) {
 	}
 	if n := strings.Count(out, "\n"); n != 3 || strings.ContainsRune(out, 0x1b) || !strings.Contains(out, `boom\n2026`) || !strings.Contains(out, `\x1b[2J`) {
 		t.Errorf("a reason's control characters must be escaped, not forge rows or reach the terminal:\n%s", out)
+	}
+
+	out, _, err = f.log(t, "--request-id", "g")
+	if err != nil || !strings.Contains(out, "not_found: no chat 42") || strings.Contains(out, "not_found: not_found") {
+		t.Errorf("a reason that starts with its class: %v\n%s", err, out)
 	}
 
 	out, _, err = f.log(t, "--butler", "nobody")
