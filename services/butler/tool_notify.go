@@ -126,7 +126,8 @@ func (b *Butler) send(ctx context.Context, n *envelope.Notify) *mcp.CallToolResu
 		if body == nil {
 			body = &envelope.ErrorBody{Class: envelope.ErrInternal.Error(), Message: "the answer carried no delivery"}
 		}
-		return toolError(body)
+		// It got as far as the switchboard: its trail is in herald log.
+		return failedAnswer(body, r.RequestContext.RequestID)
 	}
 	nr := resp.Result.NotifyResponse
 	text := sentText(nr.RequestContext.RequestID, nr.Delivery)
@@ -261,7 +262,11 @@ func requestContext(v any) (any, error) {
 
 // toolError is the isError answer: the class, the reason and whether a retry
 // can help.
-func toolError(err error) *mcp.CallToolResult {
+func toolError(err error) *mcp.CallToolResult { return failedAnswer(err, "") }
+
+// failedAnswer is toolError for a notify that reached the pipeline: it names
+// its request_id, by which herald log finds what happened to it.
+func failedAnswer(err error, requestID string) *mcp.CallToolResult {
 	body := envelope.ErrorBodyFrom(err)
 	advice := "Fix the arguments and call notify again; retrying as is will not help."
 	switch {
@@ -275,8 +280,14 @@ func toolError(err error) *mcp.CallToolResult {
 		advice = "This is a fault in Herald; retrying as is will not help."
 	}
 	text := fmt.Sprintf("Notification failed (%s): %s. %s", body.Class, body.Message, advice)
+	structured := map[string]any{"status": envelope.StatusError, "error": body}
+	if requestID != "" {
+		text += " (request_id " + requestID + ")"
+		structured["request_context"] = envelope.RequestRef{RequestID: requestID}
+	}
+	structured["summary"] = text
 	res := mcp.NewToolResultError(text)
-	res.StructuredContent = map[string]any{"status": envelope.StatusError, "error": body, "summary": text}
+	res.StructuredContent = structured
 	return res
 }
 

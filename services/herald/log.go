@@ -148,7 +148,8 @@ func runLog(ctx context.Context, args []string, o IO) error {
 	// Interrupting a follow (Ctrl-C) must also end a wait for NATS to return.
 	defer context.AfterFunc(ctx, it.Stop)()
 
-	p := &logPrinter{w: bufio.NewWriter(o.Stdout), json: *asJSON, limit: *limit, holding: *limit > 0}
+	trail := q.requestID != "" || q.deliveryID != ""
+	p := &logPrinter{w: bufio.NewWriter(o.Stdout), json: *asJSON, limit: *limit, holding: *limit > 0 || trail, trail: trail}
 	lr := logReader{q: &q, cons: cons, it: it, p: p, follow: *follow, timeout: *timeout, url: redactURL(url), stderr: o.Stderr}
 	err = lr.read(ctx)
 	if err == nil {
@@ -367,6 +368,9 @@ type logPrinter struct {
 	json    bool
 	limit   int
 	holding bool
+	// trail: the records of one request or delivery, held until the read
+	// caught up and then printed in the order they happened (trailOrder).
+	trail bool
 	held    []logEntry
 	headed  bool
 }
@@ -383,16 +387,39 @@ func (p *logPrinter) add(r audit.Record, raw []byte) {
 		p.print(r, raw)
 		return
 	}
-	if len(p.held) == p.limit {
+	if len(p.held) == p.limit && !p.trail {
 		p.held = slices.Delete(p.held, 0, 1)
 	}
 	p.held = append(p.held, logEntry{r, slices.Clone(raw)})
+}
+
+// trailOrder is the order records of one request happened in, which the
+// stream may not keep: the switchboard and the messenger write theirs
+// each, and a fast failure's record can be stored before the route's. The
+// switchboard's word (routed, rejected, held) comes before the outcome's;
+// within each, the stream's order.
+func trailOrder(held []logEntry) {
+	stage := func(kind string) int {
+		switch kind {
+		case audit.Routed, audit.Rejected, audit.Held, audit.Dropped:
+			return 0
+		}
+		return 1
+	}
+	slices.SortStableFunc(held, func(a, b logEntry) int { return stage(a.r.Kind) - stage(b.r.Kind) })
 }
 
 // release prints what the limit held back; from here on every record is
 // printed as it comes. A table being followed gets its header now, so the
 // wait for records shows what will come.
 func (p *logPrinter) release(follow bool) {
+	if p.trail {
+		trailOrder(p.held)
+		if p.limit > 0 && len(p.held) > p.limit {
+			p.held = p.held[len(p.held)-p.limit:]
+		}
+		p.trail = false
+	}
 	for _, e := range p.held {
 		p.print(e.r, e.raw)
 	}

@@ -729,3 +729,26 @@ func stored(t *testing.T, js jetstream.JetStream) {
 		t.Fatal("audit records not stored within 10s")
 	}
 }
+
+// TestLogTrailInTheOrderItHappened: a fast failure's record can be stored
+// before its route's (two processes write them); a request's trail shows
+// the route first all the same.
+func TestLogTrailInTheOrderItHappened(t *testing.T) {
+	f := newLogFleet(t)
+	f.write(t,
+		audit.Record{Kind: audit.Failed, Butler: "health", Channel: "telegram:tg_broken", RequestID: "x", Key: "kx", Class: "not_found", Reason: "cannot be used"},
+		audit.Record{Kind: audit.Routed, Butler: "health", Channel: "telegram:tg_broken", Intent: "send", RequestID: "x", Key: "kx"},
+	)
+	for _, args := range [][]string{{"--request-id", "x"}, {"--delivery-id", "dlv_kx"}} {
+		out, errOut, err := f.log(t, append([]string{"--json"}, args...)...)
+		if err != nil {
+			t.Fatalf("herald log: %v\n%s", err, errOut)
+		}
+		if got := trail(records(t, out)); !slices.Equal(got, []string{"routed/x", "failed/x"}) {
+			t.Errorf("herald log %v: %v, want routed then failed", args, got)
+		}
+	}
+	if out, _, _ := f.log(t, "--json"); !slices.Equal(trail(records(t, out)), []string{"failed/x", "routed/x"}) {
+		t.Errorf("the whole log is not in the stream's order")
+	}
+}
