@@ -370,9 +370,9 @@ type logPrinter struct {
 	holding bool
 	// trail: the records of one request or delivery, held until the read
 	// caught up and then printed in the order they happened (trailOrder).
-	trail bool
-	held    []logEntry
-	headed  bool
+	trail  bool
+	held   []logEntry
+	headed bool
 }
 
 type logEntry struct {
