@@ -90,6 +90,10 @@ func (c *Config) WatchesConfig(def bool) bool {
 // DefaultHTTPListen is http_listen's default.
 const DefaultHTTPListen = "127.0.0.1:8790"
 
+// DefaultNATSListen is nats.listen's default: where herald dev's embedded
+// NATS listens.
+const DefaultNATSListen = "127.0.0.1:4222"
+
 // Delivery is how hard Herald tries.
 type Delivery struct {
 	// RetryFor is how long a delivery (and a route) that fails in a way a
@@ -494,7 +498,7 @@ func (c *Config) applyDefaults() {
 		c.NotifyTimeout = Duration(DefaultNotifyTimeout)
 	}
 	if c.NATS.Listen == "" {
-		c.NATS.Listen = "127.0.0.1:4222"
+		c.NATS.Listen = DefaultNATSListen
 	}
 	if c.NATS.StoreDir == "" {
 		c.NATS.StoreDir = ".herald/nats"

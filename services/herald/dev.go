@@ -27,6 +27,7 @@ import (
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/messenger"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/web"
 	"github.com/heraldhq/herald/services/switchboard"
 )
 
@@ -69,6 +70,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	defer servePprof(o.Getenv, log)() // only with HERALD_PPROF=host:port (make bench PROFILE=1)
 	defer forgetDevState(o.StateFile)
 	ep := Endpoints{NATS: cfg.NATS.URL, Butlers: map[string]string{}, Web: map[string]string{}}
+	freeDefaults(cfg, o.Out)
 	if ep.NATS == "" {
 		host, port, err := splitListen(cfg.NATS.Listen)
 		if err != nil {
@@ -76,7 +78,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 		}
 		srv, err := bus.RunServer(bus.ServerOptions{Host: host, Port: port, StoreDir: cfg.NATS.StoreDir})
 		if err != nil {
-			return fmt.Errorf("%w (is another herald dev or nats-server using %s? set nats.listen)", err, cfg.NATS.Listen)
+			return err
 		}
 		defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
 		ep.NATS, ep.Store = srv.ClientURL(), cfg.NATS.StoreDir
@@ -306,6 +308,41 @@ func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints, bearers map[s
 		}
 	}
 	fmt.Fprintf(w, "Stop:     Ctrl-C\n\n")
+}
+
+// freeDefaults moves each listen address cfg leaves at its default (NATS,
+// the butlers' MCP, http_listen, the web chat) that another process holds
+// to a free port, and says so on out: a second herald dev on one machine
+// starts. An address the file sets is kept, and a clash with it fails at
+// start naming it.
+func freeDefaults(cfg *config.Config, out io.Writer) {
+	move := func(what string, addr *string, def string) {
+		if *addr != def {
+			return
+		}
+		ln, err := net.Listen("tcp", def)
+		if err == nil {
+			ln.Close()
+			return
+		}
+		host, _, _ := net.SplitHostPort(def)
+		*addr = net.JoinHostPort(host, "0")
+		if out != nil {
+			fmt.Fprintf(out, "%s: %s is taken (another herald dev?); using a free port, shown below\n", what, def)
+		}
+	}
+	if cfg.NATS.URL == "" {
+		move("nats.listen", &cfg.NATS.Listen, config.DefaultNATSListen)
+	}
+	for i := range cfg.Butlers {
+		move("butler "+cfg.Butlers[i].Name+" mcp_http", &cfg.Butlers[i].MCPHTTP, config.DefaultMCPHTTP)
+	}
+	move("http_listen", &cfg.HTTPListen, config.DefaultHTTPListen)
+	for i := range cfg.Integrations {
+		if w, ok := cfg.Integrations[i].Settings.(*web.Config); ok && !cfg.Integrations[i].Disabled {
+			move("web "+cfg.Integrations[i].ID+" listen", &w.Listen, web.DefaultListen)
+		}
+	}
 }
 
 // unavailable asks the messenger which integrations it could not set up,
