@@ -163,14 +163,8 @@ func (s *Server) Press(channel, message, customID, user string) string {
 	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.channels[channel]
-	u := s.users[user]
-	var m *Message
-	if c != nil {
-		m = s.messageLocked(channel, message)
-	}
-	if m == nil || u == nil {
-		s.t.Errorf("discordtest: Press on unknown message %s of channel %s, or by unknown user %s", message, channel, user)
+	c, m, u := s.onMessageLocked("Press", channel, message, user)
+	if u == nil {
 		return ""
 	}
 	id := s.nextIDLocked()
@@ -203,14 +197,8 @@ func (s *Server) React(channel, message, user, emoji string) {
 	s.t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.channels[channel]
-	u := s.users[user]
-	var m *Message
-	if c != nil {
-		m = s.messageLocked(channel, message)
-	}
-	if m == nil || u == nil {
-		s.t.Errorf("discordtest: React on unknown message %s of channel %s, or by unknown user %s", message, channel, user)
+	c, m, u := s.onMessageLocked("React", channel, message, user)
+	if u == nil {
 		return
 	}
 	ev := map[string]any{
@@ -244,4 +232,21 @@ func (s *Server) NewThread(channel, name string) string {
 		return ""
 	}
 	return th.ID
+}
+
+// onMessageLocked is what what (Press, React) acts on: message of channel,
+// and user; all nil, the test failed, if any is unknown.
+func (s *Server) onMessageLocked(what, channel, message, user string) (*Channel, *Message, *User) {
+	s.t.Helper()
+	c := s.channels[channel]
+	u := s.users[user]
+	var m *Message
+	if c != nil {
+		m = s.messageLocked(channel, message)
+	}
+	if m == nil || u == nil {
+		s.t.Errorf("discordtest: %s on unknown message %s of channel %s, or by unknown user %s", what, message, channel, user)
+		return nil, nil, nil
+	}
+	return c, m, u
 }
