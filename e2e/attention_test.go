@@ -23,14 +23,15 @@ import (
 )
 
 var (
-	ackDataRE = regexp.MustCompile(`ack:([0-9a-f-]{36})`)
+	ackDataRE = regexp.MustCompile(`ack:(dlv_[0-9a-f]+)`)
 	ackLinkRE = regexp.MustCompile(`http://[0-9.:]+/ack/mail/[a-z2-7]{26}`)
 )
 
-// noticeOf is the channel notification of kind about note id, if c has it.
+// noticeOf is the channel notification of kind about the note with id (its
+// first request_id, or its delivery id), if ns has it.
 func noticeOf(ns []map[string]any, kind, id string) map[string]any {
 	for _, n := range ns {
-		if m := meta(n); m["kind"] == kind && m["note_request_id"] == id {
+		if m := meta(n); m["kind"] == kind && (m["note_request_id"] == id || m["note_delivery_id"] == id) {
 			return n
 		}
 	}
@@ -60,7 +61,7 @@ func TestAttention(t *testing.T) {
 
 	gotIt := func(msg string) (telegramtest.Message, string) {
 		t.Helper()
-		if res := c.Call("notify", map[string]any{"channel": "telegram", "message": msg, "ack_within": "30s"}); res.IsError {
+		if res := c.Call("notify", map[string]any{"channel": "telegram", "message": msg, "ack_within": "30s", "idempotency_key": fmt.Sprintf("note-%x", len(msg))}); res.IsError {
 			t.Fatalf("notify with ack_within: %s", text(res))
 		}
 		var m telegramtest.Message
@@ -80,8 +81,12 @@ func TestAttention(t *testing.T) {
 		return m, id[1]
 	}
 
-	// Acknowledged at once by a tap.
+	// Acknowledged at once by a tap. Called again with its
+	// idempotency_key, it is the same note: nothing escalates later.
 	seen, seenID := gotIt("Disk at 80%.")
+	if res := c.Call("notify", map[string]any{"channel": "telegram", "message": "Disk at 80%.", "ack_within": "30s", "idempotency_key": fmt.Sprintf("note-%x", len("Disk at 80%."))}); res.IsError {
+		t.Fatalf("the same note again: %s", text(res))
+	}
 	f.tg.PressButton(f.tg.Token(), alice.ID, seen.MessageID, alice, "ack:"+seenID)
 	eventually(t, 10*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", seenID) != nil }, "the model told the note was seen")
 	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, seen.MessageID, "✅ seen by") }, "the note edited to say it was seen, its button gone")
@@ -160,6 +165,11 @@ func TestAttention(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, down.MessageID, "✅ seen by") },
 		"the Telegram copy edited to say it was seen by mail, its button gone")
+	for _, m := range f.smtp.Messages() {
+		if strings.Contains(string(m.Data), "Disk at 80%") {
+			t.Fatalf("a note acknowledged at once, called twice, escalated:\n%s", m.Data)
+		}
+	}
 
 	// A mailed note's link: its page asks, its button acknowledges.
 	res = c.Call("notify", map[string]any{"channel": "email", "recipient": "alice@example.com", "message": "Payroll exported.", "ack_within": "1h"})
@@ -228,7 +238,7 @@ func TestAttentionBySlackReaction(t *testing.T) {
 	var channel, ts string
 	eventually(t, 15*time.Second, func() bool {
 		for _, call := range sl.Calls("chat.postMessage") {
-			if call.OK() && strings.Contains(call.Params["blocks"], "ack:"+id) {
+			if call.OK() && strings.Contains(call.Params["blocks"], "ack:dlv_") && strings.Contains(call.Params["text"]+call.Params["attachments"]+call.Params["blocks"], "Deploy finished") {
 				channel, ts = call.Channel, call.TS
 				return true
 			}

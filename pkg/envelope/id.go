@@ -64,6 +64,7 @@ func (r *Route) IdempotencyKey() string {
 func (n *Notify) ArgsDigest() string {
 	d := n.Delivery
 	d.Channel = ""
+	d.ClaimSession = "" // which session called is not an argument
 	if d.Intent == "" {
 		d.Intent = IntentSend
 	}

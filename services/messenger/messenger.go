@@ -318,7 +318,10 @@ func (m *Messenger) attempt(ctx context.Context, msg jetstream.Msg, r *envelope.
 	if rec == nil {
 		rec = &ledger.Record{Key: key, Butler: n.OriginButler, Channel: n.Delivery.Channel, DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending}
 		if n.IdempotencyKey != "" {
-			rec.Args = n.ArgsDigest()
+			rec.Args = msg.Headers().Get(bus.HeaderArgs) // the butler's arguments, before the switchboard's buttons
+			if rec.Args == "" {
+				rec.Args = n.ArgsDigest()
+			}
 		}
 	} else if held, left := rec.HeldBy("", m.leaseTTL); held {
 		// Another messenger is working on it (or was, until less than a

@@ -56,14 +56,18 @@ const (
 // Meta of the butler's notices about a note.
 const (
 	MetaNoteRequestID  = "note_request_id"
+	MetaNoteDeliveryID = "note_delivery_id"
 	MetaAcknowledgedBy = "acknowledged_by"
 	MetaEscalations    = "escalations"
 )
 
 // ackNote is a note that must be seen, and how far it got.
 type ackNote struct {
+	// ID is the note's delivery id (envelope.DeliveryID of its key): the
+	// same notify called again with its idempotency_key is the same note.
+	ID        string `json:"id"`
 	Butler    string `json:"butler"`
-	RequestID string `json:"request_id"`
+	RequestID string `json:"request_id"` // the first call's
 	Message   string `json:"message"`
 	Subject   string `json:"subject,omitempty"`
 	Urgency   string `json:"urgency,omitempty"`
@@ -90,15 +94,16 @@ type ackNote struct {
 
 // ackCopy is one copy of a note: where it went, and as which message.
 type ackCopy struct {
+	Note      string `json:"note"`    // the note's id
 	Channel   string `json:"channel"` // type:integration
 	Chat      string `json:"chat"`
-	RequestID string `json:"request_id"`
+	RequestID string `json:"request_id"` // the notify that sent it
 	MessageID string `json:"message_id,omitempty"`
 	// Token is its acknowledge link's, if it has one (public_url).
 	Token string `json:"token,omitempty"`
 }
 
-func ackKey(requestID string) string    { return "ack." + requestID }
+func ackKey(note string) string         { return "ack." + note }
 func ackReqKey(requestID string) string { return "ackreq." + requestID }
 func ackMsgKey(integration, chat, msg string) string {
 	return "ackmsg." + integration + "." + kvToken(chat) + "." + kvToken(msg)
@@ -108,7 +113,7 @@ func ackMsgKey(integration, chat, msg string) string {
 // record, its "Got it" button (or the line asking for a reply), and the
 // check that every integration it may escalate to is the butler's. It
 // reports whether it did: its outcome must come back (ackSent).
-func (s *Switchboard) offerAck(ctx context.Context, butler string, in *config.Integration, r *envelope.Route) (bool, error) {
+func (s *Switchboard) offerAck(ctx context.Context, butler, key string, in *config.Integration, r *envelope.Route) (bool, error) {
 	n := r.Notify()
 	for _, a := range n.Delivery.Actions {
 		if strings.HasPrefix(a.Data, ackData) {
@@ -131,23 +136,24 @@ func (s *Switchboard) offerAck(ctx context.Context, butler string, in *config.In
 			return false, fmt.Errorf("%w: ack_within would escalate through %s (escalate_to of %s), which is not granted to %s; grant it or drop ack_within", envelope.ErrForbidden, id, in.ID, butler)
 		}
 	}
-	id := r.RequestContext.RequestID
+	id, requestID := envelope.DeliveryID(key), r.RequestContext.RequestID
 	now := time.Now().UTC()
-	note := ackNote{Butler: butler, RequestID: id, Message: n.Delivery.Message, Subject: n.Delivery.Subject, Urgency: n.Delivery.Urgency,
+	note := ackNote{ID: id, Butler: butler, RequestID: requestID, Message: n.Delivery.Message, Subject: n.Delivery.Subject, Urgency: n.Delivery.Urgency,
 		Within: within, Deadline: now.Add(within), First: in.Channel(), SentAt: now, Chain: chain}
 	b, err := json.Marshal(note)
 	if err != nil {
 		return false, fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
-	// A route redelivered keeps the record its first delivery made.
+	// A route redelivered, or the same notify called again with its
+	// idempotency_key, keeps the record its first made.
 	if _, err := s.sessionsKV.Create(ctx, ackKey(id), b); err != nil && !errors.Is(err, jetstream.ErrKeyExists) {
 		return false, fmt.Errorf("%w: recording note %s: %w", envelope.ErrTargetUnavailable, id, err)
 	}
-	c := ackCopy{Channel: in.Channel(), Chat: chatOf(in, n), RequestID: id}
+	c := ackCopy{Note: id, Channel: in.Channel(), Chat: chatOf(in, n), RequestID: requestID}
 	if err := s.askForAck(ctx, in, &n.Delivery, &c); err != nil {
 		return false, err
 	}
-	if err := s.putJSON(ctx, ackReqKey(id), c); err != nil {
+	if err := s.putJSON(ctx, ackReqKey(requestID), c); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -158,7 +164,7 @@ func (s *Switchboard) offerAck(ctx context.Context, butler string, in *config.In
 // with public_url a link to acknowledge it (ackLink).
 func (s *Switchboard) askForAck(ctx context.Context, in *config.Integration, d *envelope.Delivery, c *ackCopy) error {
 	if ch, _ := config.ChannelOf(in.Type); ch.Buttons {
-		d.Actions = append(d.Actions, envelope.Action{Label: ackButton, Data: ackData + c.RequestID})
+		d.Actions = append(d.Actions, envelope.Action{Label: ackButton, Data: ackData + c.Note})
 		return nil
 	}
 	if !s.cfg.AckLinks(in) {
@@ -215,7 +221,7 @@ func (g *inbound) ackLinked(ctx context.Context, it *config.Integration, in *env
 	}
 	in.RequestContext.SourceSenderIdentity = c.Chat
 	delete(in.Meta, "user")
-	return g.acknowledge(ctx, it, in, c.RequestID)
+	return g.acknowledge(ctx, it, in, c.Note)
 }
 
 // chatOf is where notify n goes through in.
@@ -247,16 +253,14 @@ func (s *Switchboard) ackSent(ctx context.Context, requestID string, nr *envelop
 	if c.MessageID == "" {
 		return nil
 	}
-	note := c.RequestID
-	if note == "" {
+	if c.Note == "" {
 		return nil
 	}
 	_, integration, _ := strings.Cut(c.Channel, ":")
-	if err := s.putJSON(ctx, ackMsgKey(integration, c.Chat, c.MessageID), note); err != nil {
+	if err := s.putJSON(ctx, ackMsgKey(integration, c.Chat, c.MessageID), c.Note); err != nil {
 		return err
 	}
-	c.RequestID = requestID
-	n, err := s.changeNote(ctx, note, func(n *ackNote) bool {
+	n, err := s.changeNote(ctx, c.Note, func(n *ackNote) bool {
 		if slices.ContainsFunc(n.Copies, func(x ackCopy) bool { return x.RequestID == requestID }) {
 			return false
 		}
@@ -399,7 +403,7 @@ func (s *Switchboard) finish(ctx context.Context, n *ackNote) error {
 		s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: n.Butler, RequestID: n.RequestID, Reason: ReasonUnacknowledged})
 		s.log.InfoContext(ctx, "nobody acknowledged a note; its escalation chain ended", "butler", n.Butler, "note_request_id", n.RequestID, "escalations", n.Step)
 	}
-	_, err := s.changeNote(ctx, n.RequestID, func(n *ackNote) bool {
+	_, err := s.changeNote(ctx, n.ID, func(n *ackNote) bool {
 		was := n.Told
 		n.Told = true
 		return !was
@@ -421,7 +425,7 @@ func (s *Switchboard) editNoteCopy(ctx context.Context, n *ackNote, c ackCopy) e
 	if subject == "" {
 		subject, _, _ = strings.Cut(n.Message, "\n")
 	}
-	return s.editCopy(ctx, approval.Copy{Butler: n.Butler, ID: n.RequestID, Channel: c.Channel, Chat: c.Chat, Headline: body,
+	return s.editCopy(ctx, approval.Copy{Butler: n.Butler, ID: n.ID, Channel: c.Channel, Chat: c.Chat, Headline: body,
 		RequestID: c.RequestID, MessageID: c.MessageID, Subject: "Re: " + subject}, "✅ seen by "+n.AckedBy+" via "+n.Via, nil, 0)
 }
 
@@ -430,12 +434,13 @@ func (s *Switchboard) editNoteCopy(ctx context.Context, n *ackNote, c ackCopy) e
 func (s *Switchboard) tellButler(ctx context.Context, n *ackNote, kind, channel, text string, meta map[string]string) error {
 	notice := envelope.NewAttentionNotice(n.RequestID, kind, channel, text, meta)
 	notice.Meta[MetaNoteRequestID] = n.RequestID
+	notice.Meta[MetaNoteDeliveryID] = n.ID
 	ir := envelope.NewInboundRoute(n.Butler, notice)
 	b, err := json.Marshal(ir)
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
-	if _, err := bus.Publish(ctx, s.js, bus.InboxSubject(n.Butler), b, kind+":"+n.RequestID, nil); err != nil {
+	if _, err := bus.Publish(ctx, s.js, bus.InboxSubject(n.Butler), b, kind+":"+n.ID, nil); err != nil {
 		return fmt.Errorf("%w: telling butler %s about note %s: %w", envelope.ErrTargetUnavailable, n.Butler, n.RequestID, err)
 	}
 	return nil
@@ -485,7 +490,7 @@ func (s *Switchboard) escalate(ctx context.Context, now time.Time) {
 		}
 		switch {
 		case err != nil:
-			s.log.WarnContext(ctx, "a note's deadline passed and what follows is not done yet; tried again shortly", "note_request_id", id, "err", err)
+			s.log.WarnContext(ctx, "a note's deadline passed and what follows is not done yet; tried again shortly", "note", id, "err", err)
 		case n != nil && n.Told && now.Sub(n.Done) > ackKeep:
 			for _, c := range n.Copies {
 				_, integration, _ := strings.Cut(c.Channel, ":")
@@ -517,17 +522,18 @@ func (s *Switchboard) sendEscalation(ctx context.Context, n *ackNote, step int) 
 		Message: fmt.Sprintf("⏰ Escalation: nobody has acknowledged this note from %s, first sent %s via %s.\n\n%s",
 			n.Butler, n.SentAt.Format("2006-01-02 15:04 MST"), n.First, n.Message),
 	}
-	c := ackCopy{Channel: in.Channel(), Chat: d.Recipient, RequestID: n.RequestID}
+	c := ackCopy{Note: n.ID, Channel: in.Channel(), Chat: d.Recipient}
 	if err := s.askForAck(ctx, in, &d, &c); err != nil {
 		return err
 	}
 	note := envelope.NewNotify(n.Butler, d, nil)
-	note.IdempotencyKey = fmt.Sprintf("escalation.%s.%d", n.RequestID, step)
+	note.IdempotencyKey = fmt.Sprintf("escalation.%s.%d", n.ID, step)
 	r := envelope.NewRoute(note)
 	if err := envelope.Check(schemas.Route, r); err != nil {
 		return fmt.Errorf("%w: escalating note %s: %w", envelope.ErrInternal, n.RequestID, err)
 	}
 	copyID := r.RequestContext.RequestID
+	c.RequestID = copyID
 	if err := s.putJSON(ctx, ackReqKey(copyID), c); err != nil {
 		return err
 	}

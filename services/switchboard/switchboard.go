@@ -224,6 +224,10 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 		return fmt.Errorf("%w: butler %q is not configured; add it to butlers in herald.yaml", envelope.ErrForbidden, butler)
 	}
 	key := r.IdempotencyKey()
+	args := ""
+	if n.IdempotencyKey != "" {
+		args = n.ArgsDigest() // before the buttons below are added
+	}
 	in, err := s.resolve(butler, n)
 	if err != nil {
 		return err
@@ -244,7 +248,7 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return err
 	}
-	mustSee, err := s.offerAck(ctx, butler, in, r)
+	mustSee, err := s.offerAck(ctx, butler, key, in, r)
 	if err != nil {
 		return err
 	}
@@ -265,6 +269,9 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 		}
 	}
 	h := nats.Header{}
+	if args != "" {
+		h.Set(bus.HeaderArgs, args)
+	}
 	if len(relays) > 0 {
 		slices.Sort(relays)
 		h.Set(bus.HeaderRelay, strings.Join(relays, ","))
