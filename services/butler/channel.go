@@ -311,9 +311,11 @@ func view(in *envelope.Ingress) *inbound {
 
 // claimHold is how long a message of a claimed conversation waits for the
 // claiming session while that session is open but cannot take it (an HTTP
-// client with no stream open and no inbox call); then the butler's other
-// sessions get it. A session that has ended hands its messages on at once.
-const claimHold = 2 * time.Minute
+// client between two GET streams, or one that takes messages with the
+// inbox tool); then the butler's other sessions get it. A session that has
+// ended hands its messages on at once. It is short because the inbox keeps
+// order: the butler's later messages wait behind the held one.
+const claimHold = 10 * time.Second
 
 // claimants narrows receivers rs to the session that claimed a message's
 // conversation. held reports that the message should wait for that session
