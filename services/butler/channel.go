@@ -50,15 +50,16 @@ type channelSide struct {
 	status    bus.KV
 	approvals *approval.Store
 
-	mu        sync.Mutex
-	sessions  map[string]server.ClientSession // registered sessions
-	listening map[string]int                  // open GET streams by HTTP session id
-	spoke     map[string]*family              // the family of each session's latest permission request
-	asked     map[string][]string             // each session's open permission requests
-	awaited   map[string]bool                 // questions an ask call waits for (tool_ask.go)
-	takes     map[string]bool                 // sessions that have taken messages: streamed or used inbox
-	wake      chan struct{}
-	pulling   sync.Mutex // one reader of the inbox at a time keeps the order
+	mu         sync.Mutex
+	sessions   map[string]server.ClientSession // registered sessions
+	listening  map[string]int                  // open GET streams by HTTP session id
+	spoke      map[string]*family              // the family of each session's latest permission request
+	asked      map[string][]string             // each session's open permission requests
+	awaited    map[string]bool                 // questions an ask call waits for (tool_ask.go)
+	answeredBy map[string]time.Time            // questions an ask call returned the answer of, and when
+	takes      map[string]bool                 // sessions that have taken messages: streamed or used inbox
+	wake       chan struct{}
+	pulling    sync.Mutex // one reader of the inbox at a time keeps the order
 }
 
 func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*channelSide, error) {
@@ -92,7 +93,7 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 	status := bus.NewDirectKV(js, bus.BucketStatus)
 	approvals := approval.New(bus.NewDirectKV(js, bus.BucketApprovals))
 	return &channelSide{b: b, js: js, cons: cons, requests: requests, status: status, approvals: approvals,
-		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, asked: map[string][]string{}, awaited: map[string]bool{}, takes: map[string]bool{}, wake: make(chan struct{}, 1)}, nil
+		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, asked: map[string][]string{}, awaited: map[string]bool{}, answeredBy: map[string]time.Time{}, takes: map[string]bool{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // hooks track which sessions can receive server-pushed notifications: stdio
@@ -420,6 +421,27 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 
 // verdict passes an approver's answer to the session that asked, in the
 // family it asked in.
+// returned records that an ask call returned question id's answer: the
+// answer's inbox message, which may come after the call saw the answer in
+// the store, is then dropped too, never pushed as a second copy. Records
+// older than returnedKeep are forgotten.
+func (c *channelSide) returned(id string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	for q, at := range c.answeredBy {
+		if now.Sub(at) > returnedKeep {
+			delete(c.answeredBy, q)
+		}
+	}
+	delete(c.awaited, id)
+	c.answeredBy[id] = now
+}
+
+// returnedKeep is how long a returned answer's inbox message is watched
+// for: far longer than a switchboard takes to route it.
+const returnedKeep = 10 * time.Minute
+
 // await marks question id as waited for by an ask call, or not.
 func (c *channelSide) await(id string, on bool) {
 	c.mu.Lock()
@@ -434,7 +456,8 @@ func (c *channelSide) await(id string, on bool) {
 func (c *channelSide) awaits(id string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.awaited[id]
+	_, returned := c.answeredBy[id]
+	return c.awaited[id] || returned
 }
 
 // opened records that session asked permission request id.

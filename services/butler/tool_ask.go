@@ -183,15 +183,20 @@ func (b *Butler) awaitAnswer(ctx context.Context, id string, wait time.Duration)
 	defer t.Stop()
 	for {
 		if q := answered(waitCtx); q != nil {
-			b.channel.await(id, false)
+			b.channel.returned(id)
 			return q
 		}
 		select {
 		case <-waitCtx.Done():
-			b.channel.await(id, false)
 			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
-			return answered(last)
+			q := answered(last)
+			if q != nil {
+				b.channel.returned(id)
+			} else {
+				b.channel.await(id, false)
+			}
+			return q
 		case <-t.C:
 		}
 	}
