@@ -66,9 +66,17 @@ type Config struct {
 	// Approvals is how long permission prompts stay open (approvals.go).
 	Approvals Approvals `yaml:"approvals"`
 	// HTTPListen is host:port of the HTTP listener for webhooks and Slack's
-	// Events API (POST /hooks/<id>, /slack/<id>/events), default
-	// 127.0.0.1:8790 (HERALD_HTTP_LISTEN overrides it).
+	// Events API (POST /hooks/<id>, /slack/<id>/events), /healthz, /readyz
+	// and /metrics (HERALD_HTTP_LISTEN overrides it). Unset, each kind of
+	// process has its own default, so separate binaries on one host do not
+	// collide (HTTPListenFor).
 	HTTPListen string `yaml:"http_listen"`
+	// ReadyWhenDegraded: a process with a part that cannot work (an
+	// integration whose secret is missing) stays ready, naming the part
+	// under "degraded" in /readyz, instead of answering 503. Off by default:
+	// a deployment should not count such a process healthy unless the
+	// operator chose so.
+	ReadyWhenDegraded bool `yaml:"ready_when_degraded"`
 	// PublicURL is where people reach http_listen from outside, such as
 	// https://herald.example.com: a note that must be seen, mailed, then
 	// carries a link to acknowledge it (attention.go). Unset: no links.
@@ -87,8 +95,37 @@ func (c *Config) WatchesConfig(def bool) bool {
 	return *c.WatchConfig
 }
 
-// DefaultHTTPListen is http_listen's default.
+// DefaultHTTPListen is http_listen's default in herald dev, which runs
+// every part in one process.
 const DefaultHTTPListen = "127.0.0.1:8790"
+
+// Default HTTP listeners of the fleet's separate binaries (HTTPListenFor):
+// one port per kind of process, so a switchboard and a messenger on one
+// host do not collide. A butler has none by default: its MCP listener
+// serves its /healthz and /readyz, and each butler has its own.
+const (
+	DefaultSwitchboardHTTPListen = "127.0.0.1:8791"
+	DefaultMessengerHTTPListen   = "127.0.0.1:8792"
+)
+
+// HTTPListenFor is where a process of the kind role ("dev",
+// "switchboard", "messenger", "butler") serves HTTP: http_listen (or
+// HERALD_HTTP_LISTEN), else that kind's default; "" for a butler, which
+// then serves /healthz and /readyz on its MCP listener alone.
+func (c *Config) HTTPListenFor(role string) string {
+	if c.HTTPListen != "" {
+		return c.HTTPListen
+	}
+	switch role {
+	case "switchboard":
+		return DefaultSwitchboardHTTPListen
+	case "messenger":
+		return DefaultMessengerHTTPListen
+	case "butler":
+		return ""
+	}
+	return DefaultHTTPListen
+}
 
 // DefaultNATSListen is nats.listen's default: where herald dev's embedded
 // NATS listens.
@@ -508,9 +545,6 @@ func (c *Config) applyDefaults() {
 	}
 	if c.NATS.Wait == 0 {
 		c.NATS.Wait = Duration(2 * time.Minute)
-	}
-	if c.HTTPListen == "" {
-		c.HTTPListen = DefaultHTTPListen
 	}
 	if c.Approvals.GrantTTL == 0 {
 		c.Approvals.GrantTTL = Duration(DefaultGrantTTL)

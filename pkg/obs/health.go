@@ -34,10 +34,46 @@ type Health struct {
 	mu       sync.Mutex
 	checks   map[string]Check
 	degraded map[string]string
+	// unable are the parts that cannot work (Unable); unless
+	// unableReady, each fails the process's readiness.
+	unable      map[string]string
+	unableReady bool
 }
 
 // NewHealth is a Health with no checks: ready.
-func NewHealth() *Health { return &Health{checks: map[string]Check{}, degraded: map[string]string{}} }
+func NewHealth() *Health {
+	return &Health{checks: map[string]Check{}, degraded: map[string]string{}, unable: map[string]string{}}
+}
+
+// Unable notes a part that cannot work at all (an integration whose secret
+// is missing): /readyz answers 503 naming it and why, so a deployment does
+// not count a process ready that cannot do what it was configured for;
+// unless the operator chose "degraded but ready" (ReadyWhenUnable), in
+// which case it is listed among the degraded parts and the process stays
+// ready for the others. An empty reason clears the note.
+func (h *Health) Unable(name, reason string) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if reason == "" {
+		delete(h.unable, name)
+		return
+	}
+	h.unable[name] = reason
+}
+
+// ReadyWhenUnable sets whether parts that cannot work (Unable) leave the
+// process ready: the configuration's ready_when_degraded.
+func (h *Health) ReadyWhenUnable(ready bool) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.unableReady = ready
+}
 
 // Degrade notes a part that cannot work while the rest does (an integration
 // whose secret is missing): /readyz names it and why, and stays ready, so
@@ -104,6 +140,16 @@ func (h *Health) Ready(ctx context.Context) Report {
 	checks := maps.Clone(h.checks)
 	if len(h.degraded) > 0 {
 		r.Degraded = maps.Clone(h.degraded)
+	}
+	for name, why := range h.unable {
+		if h.unableReady {
+			if r.Degraded == nil {
+				r.Degraded = map[string]string{}
+			}
+			r.Degraded[name] = why
+			continue
+		}
+		r.Checks[name], r.Ready = why, false
 	}
 	h.mu.Unlock()
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)

@@ -71,6 +71,43 @@ func TestReadyzFollowsItsChecks(t *testing.T) {
 	}
 }
 
+// TestReadyzNamesAPartThatCannotWork: an integration that cannot work
+// makes /readyz 503, naming it and why, unless the operator chose
+// "degraded but ready"; cleared (a reload fixed it), the process is ready.
+func TestReadyzNamesAPartThatCannotWork(t *testing.T) {
+	h := obs.NewHealth()
+	h.Add("nats", func(context.Context) error { return nil })
+	srv := obs.NewServer("127.0.0.1:0", h, nil, nil).Handler()
+	why := `email integration "mail": SMTP_URL is not set`
+	h.Unable("integration.mail", why)
+
+	steps := []struct {
+		name     string
+		ready    bool // ReadyWhenUnable
+		clear    bool
+		wantCode int
+		want     obs.Report
+	}{
+		{"strict", false, false, http.StatusServiceUnavailable, obs.Report{Ready: false, Checks: map[string]string{"nats": "ok", "integration.mail": why}}},
+		{"degraded but ready", true, false, http.StatusOK, obs.Report{Ready: true, Checks: map[string]string{"nats": "ok"}, Degraded: map[string]string{"integration.mail": why}}},
+		{"fixed", false, true, http.StatusOK, obs.Report{Ready: true, Checks: map[string]string{"nats": "ok"}}},
+	}
+	for _, st := range steps {
+		h.ReadyWhenUnable(st.ready)
+		if st.clear {
+			h.Unable("integration.mail", "")
+		}
+		code, body := get(t, srv, "/readyz")
+		var got obs.Report
+		if err := json.Unmarshal([]byte(body), &got); err != nil {
+			t.Fatalf("%s: body %q: %v", st.name, body, err)
+		}
+		if code != st.wantCode || !reflect.DeepEqual(got, st.want) {
+			t.Errorf("%s: %d %+v, want %d %+v", st.name, code, got, st.wantCode, st.want)
+		}
+	}
+}
+
 func TestNilHealthIsReadyAndNilMetricsRecordNothing(t *testing.T) {
 	var h *obs.Health
 	h.Add("x", func(context.Context) error { return errors.New("never asked") })

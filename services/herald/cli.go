@@ -304,9 +304,13 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 	fs.SetOutput(o.Stderr)
 	synopsis := service + " [--config FILE]      Herald's " + service + ", one process of a fleet (NATS from nats.url or NATS_URL)"
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG)")
-	httpListen := fs.String("http-listen", "", "host:port of /healthz, /readyz and /metrics (default http_listen, or $HERALD_HTTP_LISTEN; a --stdio butler serves them only if one is given)")
+	httpListen := fs.String("http-listen", "", "host:port of /healthz, /readyz and /metrics (default http_listen, or $HERALD_HTTP_LISTEN, else 127.0.0.1:8791 for the switchboard, 127.0.0.1:8792 for the messenger, and for a butler none: its MCP listener serves /healthz and /readyz)")
 	var name *string
 	var stdio *bool
+	readyDegraded := new(bool)
+	if service == "messenger" {
+		readyDegraded = fs.Bool("ready-when-degraded", false, "stay ready (/readyz 200) while an integration cannot work, naming it under \"degraded\" (as ready_when_degraded: true)")
+	}
 	if service == "butler" {
 		synopsis = "butler --name NAME [--stdio] [--config FILE]      one butler's MCP server, over HTTP (mcp_http) or stdio (NATS from nats.url or NATS_URL)"
 		name = fs.String("name", "", "the butler's name, as in the configuration (required)")
@@ -351,28 +355,30 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 		}
 	}()
 	listenGiven := *httpListen != "" || o.Getenv("HERALD_HTTP_LISTEN") != ""
-	if *httpListen != "" {
-		cfg.HTTPListen = *httpListen
+	// What the flags set, at start and at each reload (which reads the file
+	// as at start: the environment's overrides, then the flags).
+	prepare := func(cfg *config.Config) {
+		if *httpListen != "" {
+			cfg.HTTPListen = *httpListen
+		}
+		if *readyDegraded {
+			cfg.ReadyWhenDegraded = true
+		}
 	}
+	prepare(cfg)
 	probe := bus.ServiceProbeKey(service)
 	if service == "butler" {
 		probe = bus.ButlerProbeKey(*name)
 	}
-	p := newProcess(nc, cfg.HTTPListen, probe, log)
+	listen := cfg.HTTPListenFor(service)
+	p := newProcess(nc, listen, probe, log)
 	butlerName := ""
 	if name != nil {
 		butlerName = *name
 	}
 	p.Metrics.Init(knownOf(cfg, service, butlerName))
 	p.runProbes(ctx)
-	// A reload reads the file as at start: the environment's overrides,
-	// then the flags.
-	reloads := reloadOptions{NC: nc, Process: service, Path: *path, Current: cfg, Getenv: o.Getenv, Log: log, Audit: true,
-		Prepare: func(cfg *config.Config) {
-			if *httpListen != "" {
-				cfg.HTTPListen = *httpListen
-			}
-		}}
+	reloads := reloadOptions{NC: nc, Process: service, Path: *path, Current: cfg, Getenv: o.Getenv, Log: log, Audit: true, Prepare: prepare}
 	switch service {
 	case "switchboard", "messenger":
 		svc := newRerunner(service, log, func(ctx context.Context, cfg *config.Config, running func()) error {
@@ -405,8 +411,13 @@ func runService(ctx context.Context, service string, args []string, o IO) error 
 			return b.ServeHTTP(ctx, cfg.Butler(*name).MCPHTTP, func(url string) { log.Info("MCP endpoint", "url", url) })
 		}
 		// A --stdio butler is launched by an MCP client, maybe beside other
-		// butlers: it listens only where it was asked to.
-		if *stdio && !listenGiven {
+		// butlers: it listens only where it was asked to. An HTTP butler
+		// with no http_listen serves /healthz and /readyz on its MCP
+		// listener, each butler on its own.
+		if (*stdio && !listenGiven) || listen == "" {
+			if !*stdio {
+				log.Info("no http_listen: /healthz and /readyz are on the MCP listener; /metrics needs --http-listen or HERALD_HTTP_LISTEN")
+			}
 			return serve(ctx)
 		}
 		return p.run(ctx, serve)

@@ -337,6 +337,7 @@ func freeDefaults(cfg *config.Config, out io.Writer) {
 	for i := range cfg.Butlers {
 		move("butler "+cfg.Butlers[i].Name+" mcp_http", &cfg.Butlers[i].MCPHTTP, config.DefaultMCPHTTP)
 	}
+	cfg.HTTPListen = cfg.HTTPListenFor("dev")
 	move("http_listen", &cfg.HTTPListen, config.DefaultHTTPListen)
 	for i := range cfg.Integrations {
 		if w, ok := cfg.Integrations[i].Settings.(*web.Config); ok && !cfg.Integrations[i].Disabled {

@@ -75,11 +75,33 @@ func runHealthcheck(ctx context.Context, args []string, o IO) error {
 		}
 		return nil
 	}
-	reason := oneLine(string(body[:min(len(body), 1024)]))
+	reason := notReadyReason(body)
 	if reason == "" {
 		return fmt.Errorf("%s: %s", url, resp.Status)
 	}
 	return fmt.Errorf("%s: %s: %s", url, resp.Status, reason)
+}
+
+// notReadyReason is a 503 answer's reason on one line: the checks that
+// failed, each with why, or the body as it came when it is no Report.
+func notReadyReason(body []byte) string {
+	var rep obs.Report
+	if json.Unmarshal(body, &rep) != nil || rep.Ready || len(rep.Checks) == 0 {
+		return oneLine(string(body[:min(len(body), 1024)]))
+	}
+	var failed []string
+	integration := false
+	for _, name := range slices.Sorted(maps.Keys(rep.Checks)) {
+		if why := rep.Checks[name]; why != "ok" {
+			failed = append(failed, name+": "+oneLine(why))
+			integration = integration || strings.HasPrefix(name, "integration.")
+		}
+	}
+	reason := "not ready: " + strings.Join(failed, "; ")
+	if integration {
+		reason += " (to stay ready while an integration cannot work, set ready_when_degraded: true)"
+	}
+	return reason
 }
 
 // defaultHealthURL is /readyz on this process's HTTP listener, as

@@ -31,6 +31,8 @@ func TestHealthcheck(t *testing.T) {
 	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
 	t.Cleanup(hung.Close)
 
+	unable := serve(http.StatusServiceUnavailable, `{"ready":false,"checks":{"nats":"ok","integration.mail":"email integration \"mail\": SMTP_URL is not set"}}`)
+	plain := serve(http.StatusServiceUnavailable, "draining\n")
 	degraded := serve(http.StatusOK, `{"ready":true,"checks":{"nats":"ok"},"degraded":{"integration.mail":"email integration \"mail\": SMTP_URL is not set"}}`)
 
 	tests := []struct {
@@ -41,7 +43,9 @@ func TestHealthcheck(t *testing.T) {
 	}{
 		{"2xx passes", []string{ready}, nil, ""},
 		{"2xx passes and names what cannot work", []string{degraded}, nil, "ready, but integration.mail cannot work: email integration \"mail\": SMTP_URL is not set\n"},
-		{"503 fails with the body", []string{notReady}, []string{notReady, "503 Service Unavailable", `"nats":"NATS is reconnecting"`}, ""},
+		{"503 fails naming the failed check", []string{notReady}, []string{notReady + ": 503 Service Unavailable: not ready: nats: NATS is reconnecting"}, ""},
+		{"503 for an integration says how to stay ready", []string{unable}, []string{unable + `: 503 Service Unavailable: not ready: integration.mail: email integration "mail": SMTP_URL is not set (to stay ready while an integration cannot work, set ready_when_degraded: true)`}, ""},
+		{"503 that is no report fails with the body", []string{plain}, []string{plain + ": 503 Service Unavailable: draining"}, ""},
 		{"nobody listening", []string{gone}, []string{gone, "connection refused"}, ""},
 		{"no answer in time", []string{"--timeout", "50ms", hung.URL + "/readyz"}, []string{hung.URL + "/readyz", "no answer within 50ms"}, ""},
 		{"not a URL", []string{"::"}, []string{"is not a URL"}, ""},

@@ -72,6 +72,7 @@ type Messenger struct {
 	audit    *audit.Writer
 	senders  map[string]deliver.Sender // by integration id
 	broken   map[string]error          // integrations that could not be set up
+	deaf     map[string]error          // integrations whose receiver could not be set up
 	instance string
 	leaseTTL time.Duration
 	leases   jetstream.KeyValue // bus.BucketLeases: presence (presence.go)
@@ -101,10 +102,11 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	m := &Messenger{cfg: o.Config, nc: o.NC, js: js, log: log, ledger: led, audit: &audit.Writer{JS: js, Log: log},
-		senders: map[string]deliver.Sender{}, broken: map[string]error{}, instance: instanceName(),
+		senders: map[string]deliver.Sender{}, broken: map[string]error{}, deaf: map[string]error{}, instance: instanceName(),
 		leaseTTL: ledger.LeaseTTL, active: map[string]struct{}{}, metrics: o.Metrics, sinks: map[string]*sink{}}
 	defer m.audit.Flush()
 	state := obs.NewState()
+	o.Health.ReadyWhenUnable(o.Config.ReadyWhenDegraded)
 	o.Health.Add(HealthCheck, obs.All(state.Check, obs.ConsumerCheck(js, consumers...), m.receiversCheck))
 	getenv := o.Getenv
 	if getenv == nil {
@@ -146,7 +148,8 @@ func Run(ctx context.Context, o Options) error {
 			// One misconfigured account must not silence the others.
 			log.ErrorContext(ctx, "integration unavailable", "integration", in.ID, "channel", in.Type, "err", err)
 			m.broken[in.ID] = err
-			o.Health.Degrade("integration."+in.ID, err.Error())
+			o.Health.Unable("integration."+in.ID, err.Error())
+			defer o.Health.Unable("integration."+in.ID, "") // a reload may fix it
 			continue
 		}
 		m.senders[in.ID] = s
@@ -169,6 +172,9 @@ func Run(ctx context.Context, o Options) error {
 		r, err := rf(in, env)
 		if err != nil {
 			log.ErrorContext(ctx, "receiver unavailable", "integration", in.ID, "channel", in.Type, "err", err)
+			m.deaf[in.ID] = err
+			o.Health.Unable("integration."+in.ID+".inbound", err.Error())
+			defer o.Health.Unable("integration."+in.ID+".inbound", "")
 			continue
 		}
 		if r != nil {
@@ -178,7 +184,7 @@ func Run(ctx context.Context, o Options) error {
 	defer m.close()
 	srv := o.HTTP
 	if srv == nil && len(env.HTTP.Patterns()) > 0 {
-		srv = obs.NewServer(o.Config.HTTPListen, nil, nil, log)
+		srv = obs.NewServer(o.Config.HTTPListenFor("messenger"), nil, nil, log)
 		if err := srv.Listen(); err != nil {
 			return fmt.Errorf("http_listen: %w", err)
 		}

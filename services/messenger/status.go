@@ -39,6 +39,11 @@ func (m *Messenger) status() any {
 	for id, err := range m.broken {
 		st.Unavailable[id] = err.Error()
 	}
+	for id, err := range m.deaf {
+		if st.Unavailable[id] == "" {
+			st.Unavailable[id] = "receiving: " + err.Error()
+		}
+	}
 	for _, s := range m.receivingSinks() {
 		st.Receivers = append(st.Receivers, s.state())
 	}
@@ -58,13 +63,13 @@ func (m *Messenger) receivingSinks() []*sink {
 }
 
 // integrationsUp is herald_integration_up's source: each enabled
-// integration, up unless its sender could not be set up or its receiver is
-// in error.
+// integration, up unless its sender or receiver could not be set up or its
+// receiver is in error.
 func (m *Messenger) integrationsUp() map[string]bool {
 	up := map[string]bool{}
 	for _, in := range m.cfg.Integrations {
 		if !in.Disabled {
-			up[in.Channel()] = m.broken[in.ID] == nil
+			up[in.Channel()] = m.broken[in.ID] == nil && m.deaf[in.ID] == nil
 		}
 	}
 	for _, s := range m.receivingSinks() {
