@@ -30,14 +30,6 @@ const (
 	MethodPermission            = "notifications/claude/channel/permission"
 )
 
-// Meta keys of a verdict the switchboard routes to a butler.
-const (
-	metaPermissionID      = "permission_request_id"
-	metaPermissionVerdict = "permission_behavior"
-	metaPermissionSession = "permission_session"
-	metaClaimSession      = "claim_session"
-)
-
 // channelSide is the butler as a channel: it takes the messages the
 // switchboard routed to it from its durable inbox, in order, and pushes each
 // to the connected MCP clients. While none can receive, messages wait in the
@@ -265,7 +257,7 @@ func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, er
 		return nil, fmt.Errorf("%w: not an inbound route for %s: %w", envelope.ErrValidation, c.b.name, err)
 	}
 	in := r.Input.Context.Ingress
-	if id := in.Meta[metaPermissionID]; id != "" {
+	if id := in.Meta[envelope.MetaPermissionRequestID]; id != "" {
 		c.verdict(in)
 		return nil, nil
 	}
@@ -291,7 +283,7 @@ func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, er
 func view(in *envelope.Ingress) *inbound {
 	meta := map[string]string{}
 	for k, v := range in.Meta {
-		if !strings.HasPrefix(k, "permission_") && k != metaClaimSession {
+		if !strings.HasPrefix(k, "permission_") && k != envelope.MetaClaimSession {
 			meta[k] = v
 		}
 	}
@@ -307,7 +299,7 @@ func view(in *envelope.Ingress) *inbound {
 			meta["ts"] = fmt.Sprint(t.Unix())
 		}
 	}
-	return &inbound{Content: in.Content.Text, Meta: meta, claim: in.Meta[metaClaimSession]}
+	return &inbound{Content: in.Content.Text, Meta: meta, claim: in.Meta[envelope.MetaClaimSession]}
 }
 
 // claimHold is how long a message of a claimed conversation waits for the
@@ -478,7 +470,7 @@ func (c *channelSide) answered(session, id string) {
 }
 
 func (c *channelSide) verdict(in *envelope.Ingress) {
-	id, behavior, session := in.Meta[metaPermissionID], in.Meta[metaPermissionVerdict], in.Meta[metaPermissionSession]
+	id, behavior, session := in.Meta[envelope.MetaPermissionRequestID], in.Meta[envelope.MetaPermissionBehavior], in.Meta[envelope.MetaPermissionSession]
 	c.answered(session, id)
 	err := c.b.mcp.SendNotificationToSpecificClient(session, c.familyOf(session).answer, map[string]any{"request_id": id, "behavior": behavior})
 	if err != nil {

@@ -131,7 +131,7 @@ func (b *Butler) approvers() []approverTarget {
 	cfg := b.config()
 	var out []approverTarget
 	for _, a := range cfg.ApproversOf(cfg.Butler(b.name)) {
-		out = append(out, approverTarget{channel: a.Integration.Channel(), typ: a.Integration.Type, recipient: strings.TrimPrefix(a.Who, "web:")})
+		out = append(out, approverTarget{channel: a.Integration.Channel(), typ: a.Integration.Type, recipient: envelope.WebVisitor(a.Who)})
 	}
 	return out
 }

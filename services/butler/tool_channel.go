@@ -13,7 +13,6 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/schemas"
-	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
 func (b *Butler) addChannelTools() {
@@ -176,7 +175,7 @@ func (b *Butler) channelList(context.Context, mcp.CallToolRequest) (*mcp.CallToo
 // channelHealth is channel_status's view of one integration.
 type channelHealth struct {
 	channelInfo
-	Receiver *deliver.Status `json:"receiver,omitempty"`
+	Receiver *envelope.ReceiverStatus `json:"receiver,omitempty"`
 }
 
 // pick is the channels server names: one by "type:id" or by id, or every
@@ -215,7 +214,7 @@ func (b *Butler) channelStatus(ctx context.Context, req mcp.CallToolRequest) (*m
 		h := channelHealth{channelInfo: c}
 		_, id, _ := strings.Cut(c.Channel, ":")
 		if e, err := b.channel.status.Get(ctx, id); err == nil {
-			h.Receiver = &deliver.Status{}
+			h.Receiver = &envelope.ReceiverStatus{}
 			_ = json.Unmarshal(e.Value(), h.Receiver)
 		} else if !errors.Is(err, jetstream.ErrKeyNotFound) {
 			return statusError(fmt.Errorf("%w: reading status: %w", envelope.ErrTargetUnavailable, err)), nil

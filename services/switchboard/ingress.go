@@ -67,28 +67,6 @@ var reasonClass = map[string]error{
 	ReasonVerdictUnknownID:   envelope.ErrNotFound,
 }
 
-// Meta keys the switchboard adds to an inbound message.
-const (
-	// MetaThread is the session id of the message's conversation.
-	MetaThread = "thread"
-	// MetaThreadKey is the channel's own name of the conversation (a chat id,
-	// "<chat_id>/<topic>" for a Telegram topic, an email thread's root
-	// Message-ID, ...), absent when it had none.
-	MetaThreadKey = "thread_key"
-	// MetaTruncated is how many characters were cut off the text.
-	MetaTruncated = "truncated_chars"
-	// Permission verdicts: the prompt answered, allow or deny, and the MCP
-	// session that asked.
-	MetaPermissionRequestID = "permission_request_id"
-	MetaPermissionBehavior  = "permission_behavior"
-	MetaPermissionSession   = "permission_session"
-	// MetaClaimSession tags the MCP session that claimed the conversation
-	// (claim_thread); the butler takes it off before the model sees meta.
-	MetaClaimSession = "claim_session"
-	// MetaPermissionGrant names the grant an "Allow for this session" made.
-	MetaPermissionGrant = "permission_grant"
-)
-
 // inbound is the switchboard's inbound side. Messages people sent (ingress.v1
 // from the messenger) pass, in order:
 //
@@ -225,7 +203,7 @@ func (g *inbound) forward(ctx context.Context, it *config.Integration, in *envel
 	var cut int
 	in.Content.Text, cut = truncate(in.Content.Text, g.cfg.MaxContentChars)
 	if cut > 0 {
-		meta[MetaTruncated] = strconv.Itoa(cut)
+		meta[envelope.MetaTruncated] = strconv.Itoa(cut)
 	}
 	butler := butlerFor(g.cfg, it.ID, meta["chat_id"])
 	// A butler's forum topic goes to that butler (topics.go).
@@ -235,7 +213,7 @@ func (g *inbound) forward(ctx context.Context, it *config.Integration, in *envel
 	}
 	thread := threadOf(meta)
 	// A conversation a butler claimed (claim_thread) goes to it.
-	delete(meta, MetaClaimSession) // only a claim sets it
+	delete(meta, envelope.MetaClaimSession) // only a claim sets it
 	c, err := g.claimedBy(ctx, it.ID, thread)
 	if err != nil {
 		return err
@@ -244,7 +222,7 @@ func (g *inbound) forward(ctx context.Context, it *config.Integration, in *envel
 		butler = c.Butler
 		if c.Session != "" {
 			// To the session that claimed it, while it is connected.
-			meta[MetaClaimSession] = c.Session
+			meta[envelope.MetaClaimSession] = c.Session
 		}
 	}
 	if !g.channels.allow(butler, it, g.cfg.ChannelRateLimitOf(it), time.Now()) {
@@ -255,9 +233,9 @@ func (g *inbound) forward(ctx context.Context, it *config.Integration, in *envel
 	if err != nil {
 		return err
 	}
-	meta[MetaThread] = sess
+	meta[envelope.MetaThread] = sess
 	if thread != "" {
-		meta[MetaThreadKey] = thread
+		meta[envelope.MetaThreadKey] = thread
 	}
 	in.Meta = meta
 	if err := RecordRouted(ctx, g.requests, butler, in); err != nil {

@@ -73,7 +73,7 @@ func (s *Switchboard) question(ctx context.Context, butler, requestID, qid strin
 	if chat == "" {
 		chat = in.DefaultRecipient()
 	}
-	if err := s.approvals.MarkSent(ctx, butler, qid, in.ID, strings.TrimPrefix(chat, "web:")); err != nil {
+	if err := s.approvals.MarkSent(ctx, butler, qid, in.ID, envelope.WebVisitor(chat)); err != nil {
 		return false, fmt.Errorf("%w: recording question %s: %w", envelope.ErrTargetUnavailable, qid, err)
 	}
 	headline, _, _ := strings.Cut(n.Delivery.Message, "\n")

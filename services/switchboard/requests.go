@@ -104,8 +104,8 @@ func (s *Switchboard) inReplyTo(ctx context.Context, butler string, in *config.I
 // given (the sender answers in the recorded thread), or that chat, in any
 // case and with the web chat's "web:" prefix or without.
 func sameChat(recipient, chat string) bool {
-	recipient = strings.TrimPrefix(strings.TrimSpace(recipient), "web:")
-	return recipient == "" || chat != "" && strings.EqualFold(recipient, strings.TrimPrefix(chat, "web:"))
+	recipient = envelope.WebVisitor(strings.TrimSpace(recipient))
+	return recipient == "" || chat != "" && strings.EqualFold(recipient, envelope.WebVisitor(chat))
 }
 
 // differs reports whether a value the butler gave disagrees with the

@@ -321,7 +321,7 @@ func (s *Switchboard) prompts(ctx context.Context, butler, requestID string, in 
 		if chat == "" {
 			return false, fmt.Errorf("%w: a permission prompt needs its approver as recipient", envelope.ErrValidation)
 		}
-		if err := s.approvals.MarkSent(ctx, butler, m[2], in.ID, strings.TrimPrefix(chat, "web:")); err != nil {
+		if err := s.approvals.MarkSent(ctx, butler, m[2], in.ID, envelope.WebVisitor(chat)); err != nil {
 			return false, fmt.Errorf("%w: recording permission prompt %s: %w", envelope.ErrTargetUnavailable, m[2], err)
 		}
 		// The copy is edited once the prompt closes (closePrompt); its

@@ -120,11 +120,11 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 	if meta == nil {
 		meta = map[string]string{}
 	}
-	meta[MetaPermissionRequestID] = id
-	meta[MetaPermissionBehavior] = behavior
-	meta[MetaPermissionSession] = req.Session
+	meta[envelope.MetaPermissionRequestID] = id
+	meta[envelope.MetaPermissionBehavior] = behavior
+	meta[envelope.MetaPermissionSession] = req.Session
 	if grant != nil {
-		meta[MetaPermissionGrant] = grant.ID
+		meta[envelope.MetaPermissionGrant] = grant.ID
 	}
 	in.Meta = meta
 	if err := g.publish(ctx, req.Butler, in); err != nil {

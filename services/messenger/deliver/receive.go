@@ -2,7 +2,6 @@ package deliver
 
 import (
 	"context"
-	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
@@ -31,22 +30,15 @@ type Sink interface {
 
 // Receiver states.
 const (
-	StateRunning  = "running"  // receiving
-	StateStandby  = "standby"  // another replica holds the poller lease
-	StateConflict = "conflict" // the provider says someone else is receiving (Telegram 409)
-	StateError    = "error"    // failing; Detail says why
+	StateRunning  = envelope.ReceiverRunning
+	StateStandby  = envelope.ReceiverStandby
+	StateConflict = envelope.ReceiverConflict
+	StateError    = envelope.ReceiverError
 )
 
-// Status is one receiver's health.
-type Status struct {
-	Integration string    `json:"integration"`
-	Channel     string    `json:"channel"`
-	State       string    `json:"state"`
-	Detail      string    `json:"detail,omitempty"`
-	LastInbound time.Time `json:"last_inbound,omitzero"`
-	Instance    string    `json:"instance,omitempty"`
-	UpdatedAt   time.Time `json:"updated_at"`
-}
+// Status is one receiver's health (envelope.ReceiverStatus: what a butler
+// reads back).
+type Status = envelope.ReceiverStatus
 
 // ReceiverFactory builds the receiver of one integration; it returns nil, nil
 // when the integration takes no inbound messages.

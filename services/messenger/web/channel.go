@@ -242,7 +242,7 @@ func (c *Channel) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt
 
 func (c *Channel) recipient(ctx context.Context, d deliver.Delivery) (string, error) {
 	if d.Recipient != "" {
-		v := strings.TrimPrefix(d.Recipient, "web:")
+		v := envelope.WebVisitor(d.Recipient)
 		if !visitorPattern.MatchString(v) {
 			return "", fmt.Errorf("%w: web recipient %q is not a visitor id (24 hex digits: the user_id of the visitor's messages, also shown at the foot of the page); omit it to reach everyone with the page open", envelope.ErrValidation, d.Recipient)
 		}
@@ -259,7 +259,7 @@ func (c *Channel) recipient(ctx context.Context, d deliver.Delivery) (string, er
 		if v, _, ok := parseThread(d.Thread); ok {
 			return v, nil
 		}
-		if v, ok := strings.CutPrefix(d.Sender, "web:"); ok && visitorPattern.MatchString(v) {
+		if v, ok := strings.CutPrefix(d.Sender, envelope.WebPrefix); ok && visitorPattern.MatchString(v) {
 			return v, nil
 		}
 	}
