@@ -219,13 +219,13 @@ func TestIdempotencyKey(t *testing.T) {
 	send := func(msg string) *envelope.Route {
 		return envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Message: msg}, nil))
 	}
-	if reply("ok").IdempotencyKey() != reply("ok").IdempotencyKey() {
+	if first, again := reply("ok"), reply("ok"); first.IdempotencyKey() != again.IdempotencyKey() {
 		t.Error("the same reply to the same request must be one delivery")
 	}
 	if reply("ok").IdempotencyKey() == reply("ok!").IdempotencyKey() {
 		t.Error("two different replies to one request must be two deliveries")
 	}
-	if send("backup done").IdempotencyKey() == send("backup done").IdempotencyKey() {
+	if first, again := send("backup done"), send("backup done"); first.IdempotencyKey() == again.IdempotencyKey() {
 		t.Error("two separate sends must be two deliveries")
 	}
 	r := send("x")

@@ -244,11 +244,7 @@ func isQuote(line string) bool {
 
 func unquote(line string) string {
 	_, n := indentOf(line)
-	rest := line[n+1:]
-	if strings.HasPrefix(rest, " ") {
-		rest = rest[1:]
-	}
-	return rest
+	return strings.TrimPrefix(line[n+1:], " ")
 }
 
 type itemLine struct {

@@ -110,16 +110,6 @@ func (h *Health) Add(name string, check Check) {
 	h.checks[name] = check
 }
 
-// Remove takes the check name away.
-func (h *Health) Remove(name string) {
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	delete(h.checks, name)
-}
-
 // Report is the outcome of a readiness round, /readyz's body.
 type Report struct {
 	Ready bool `json:"ready"`

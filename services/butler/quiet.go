@@ -33,7 +33,7 @@ func heldText(nr *envelope.NotifyResponse) string {
 	if t, err := time.Parse(time.RFC3339, h.Until); err == nil {
 		// Until carries the zone's offset: its clock is the local one.
 		until = t.Format("15:04")
-		if days := t.Sub(time.Now()).Hours() / 24; days >= 1 {
+		if days := time.Until(t).Hours() / 24; days >= 1 {
 			until = t.Format("Mon 2 Jan 15:04")
 		}
 	}

@@ -127,7 +127,45 @@ func Run(ctx context.Context, o Options) error {
 	if o.Config.PublicURL != "" {
 		m.mountAckLinks(env.HTTP)
 	}
-	receivers := map[string]deliver.Receiver{}
+	receivers, forget, err := m.setUp(ctx, o, env)
+	if err != nil {
+		return err
+	}
+	defer forget()
+	defer m.close()
+	srv, err := m.mountHTTP(o, env)
+	if err != nil {
+		return err
+	}
+	if srv != nil {
+		defer srv.Mount(nil)
+	}
+	svc, err := obs.AddService(o.NC, obs.ServiceMessenger, obs.Version, m.status)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = svc.Stop() }()
+	defer o.Metrics.WatchConsumers(js, consumers...)()
+	defer o.Metrics.IntegrationsUp(m.integrationsUp)()
+	return m.serve(ctx, o, receivers, status, seen, srv, state)
+}
+
+// setUp makes each enabled integration's sender and receiver. One that
+// cannot be set up is noted (its sends fail, Health names it) and the
+// others go on; forget takes the notes back at stop, for a reload may
+// fix it. A channel type with no implementation fails the whole start.
+func (m *Messenger) setUp(ctx context.Context, o Options, env deliver.Env) (receivers map[string]deliver.Receiver, forget func(), err error) {
+	var noted []string
+	forget = func() {
+		for _, name := range noted {
+			o.Health.Unable(name, "")
+		}
+	}
+	unable := func(name string, err error) {
+		o.Health.Unable(name, err.Error())
+		noted = append(noted, name)
+	}
+	receivers = map[string]deliver.Receiver{}
 	for _, in := range o.Config.Integrations {
 		if in.Disabled {
 			continue
@@ -140,16 +178,17 @@ func Run(ctx context.Context, o Options) error {
 		if factory == nil {
 			// Configured but not implemented: say so at start, not at the
 			// first notify.
-			return fmt.Errorf("%w: integration %q: channel type %s has no implementation in this version of Herald; remove the integration or set disabled: true",
+			m.close()
+			forget()
+			return nil, nil, fmt.Errorf("%w: integration %q: channel type %s has no implementation in this version of Herald; remove the integration or set disabled: true",
 				config.ErrInvalid, in.ID, in.Type)
 		}
 		s, err := factory(in, env)
 		if err != nil {
 			// One misconfigured account must not silence the others.
-			log.ErrorContext(ctx, "integration unavailable", "integration", in.ID, "channel", in.Type, "err", err)
+			m.log.ErrorContext(ctx, "integration unavailable", "integration", in.ID, "channel", in.Type, "err", err)
 			m.broken[in.ID] = err
-			o.Health.Unable("integration."+in.ID, err.Error())
-			defer o.Health.Unable("integration."+in.ID, "") // a reload may fix it
+			unable("integration."+in.ID, err)
 			continue
 		}
 		m.senders[in.ID] = s
@@ -166,27 +205,32 @@ func Run(ctx context.Context, o Options) error {
 			rf = ch.NewReceiver
 		}
 		if rf == nil {
-			log.WarnContext(ctx, "inbound is configured but this channel type cannot receive yet", "integration", in.ID, "channel", in.Type)
+			m.log.WarnContext(ctx, "inbound is configured but this channel type cannot receive yet", "integration", in.ID, "channel", in.Type)
 			continue
 		}
 		r, err := rf(in, env)
 		if err != nil {
-			log.ErrorContext(ctx, "receiver unavailable", "integration", in.ID, "channel", in.Type, "err", err)
+			m.log.ErrorContext(ctx, "receiver unavailable", "integration", in.ID, "channel", in.Type, "err", err)
 			m.deaf[in.ID] = err
-			o.Health.Unable("integration."+in.ID+".inbound", err.Error())
-			defer o.Health.Unable("integration."+in.ID+".inbound", "")
+			unable("integration."+in.ID+".inbound", err)
 			continue
 		}
 		if r != nil {
 			receivers[in.ID] = r
 		}
 	}
-	defer m.close()
+	return receivers, forget, nil
+}
+
+// mountHTTP mounts the pushed channels' endpoints (webhooks, Slack's
+// events, ack links) on the process's listener, or on one of the
+// messenger's own if it runs alone with none; nil if there are none.
+func (m *Messenger) mountHTTP(o Options, env deliver.Env) (*obs.Server, error) {
 	srv := o.HTTP
 	if srv == nil && len(env.HTTP.Patterns()) > 0 {
-		srv = obs.NewServer(o.Config.HTTPListenFor("messenger"), nil, nil, log)
+		srv = obs.NewServer(o.Config.HTTPListenFor("messenger"), nil, nil, m.log)
 		if err := srv.Listen(); err != nil {
-			return fmt.Errorf("http_listen: %w", err)
+			return nil, fmt.Errorf("http_listen: %w", err)
 		}
 	}
 	if srv != nil {
@@ -194,22 +238,20 @@ func Run(ctx context.Context, o Options) error {
 		// messenger); unmounted at stop, so a provider calling meanwhile is
 		// told to come back rather than sent to a stopped receiver.
 		srv.Mount(http.MaxBytesHandler(env.HTTP, maxHookBody))
-		defer srv.Mount(nil)
 	}
-	svc, err := obs.AddService(o.NC, obs.ServiceMessenger, obs.Version, m.status)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = svc.Stop() }()
-	defer o.Metrics.WatchConsumers(js, consumers...)()
-	defer o.Metrics.IntegrationsUp(m.integrationsUp)()
+	return srv, nil
+}
 
+// serve runs the delivery worker, the receivers, presence and (when the
+// messenger has its own) the HTTP listener until ctx is done or the worker
+// fails.
+func (m *Messenger) serve(ctx context.Context, o Options, receivers map[string]deliver.Receiver, status, seen jetstream.KeyValue, srv *obs.Server, state *obs.State) error {
 	w := &bus.Worker{Stream: bus.StreamDeliver, Durable: bus.ConsumerMessenger, Handle: obs.Noted(&m.lastErr, m.deliver), GiveUp: m.giveUp,
-		Concurrency: o.Concurrency, RetryFor: time.Duration(o.Config.Delivery.RetryFor), AckWait: bus.DeliverAckWait, Log: log}
+		Concurrency: o.Concurrency, RetryFor: time.Duration(o.Config.Delivery.RetryFor), AckWait: bus.DeliverAckWait, Log: m.log}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { m.presence(ctx); return nil })
 	for id, r := range receivers {
-		s := &sink{in: *o.Config.Integration(id), js: js, status: status, seen: seen, audit: m.audit, m: m}
+		s := &sink{in: *o.Config.Integration(id), js: m.js, status: status, seen: seen, audit: m.audit, m: m}
 		m.mu.Lock()
 		m.sinks[id] = s
 		m.mu.Unlock()
@@ -224,7 +266,7 @@ func Run(ctx context.Context, o Options) error {
 		g.Go(func() error { return srv.Serve(ctx) })
 	}
 	g.Go(func() error {
-		err := w.Run(ctx, js)
+		err := w.Run(ctx, m.js)
 		if err != nil {
 			state.Set(fmt.Errorf("%w: consumer %s: %w", obs.ErrStopped, w.Durable, err))
 		}
@@ -234,7 +276,7 @@ func Run(ctx context.Context, o Options) error {
 	if o.Running != nil {
 		o.Running()
 	}
-	log.InfoContext(ctx, "messenger running", "integrations", len(m.senders), "receivers", len(receivers), "unavailable", len(m.broken))
+	m.log.InfoContext(ctx, "messenger running", "integrations", len(m.senders), "receivers", len(receivers), "unavailable", len(m.broken))
 	return g.Wait()
 }
 

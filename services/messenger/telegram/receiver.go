@@ -245,7 +245,7 @@ func (r *receiver) handle(ctx context.Context, sink deliver.Sink, raw json.RawMe
 		ID int64 `json:"update_id"`
 	}
 	if err := json.Unmarshal(raw, &head); err != nil || head.ID <= 0 {
-		return 0, fmt.Errorf("Telegram sent an update without an update_id: %.200s", raw)
+		return 0, fmt.Errorf("an update from Telegram has no update_id: %.200s", raw)
 	}
 	next := head.ID + 1
 	var u models.Update

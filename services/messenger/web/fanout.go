@@ -211,14 +211,3 @@ func (f *fanout) offer(set map[*listener]struct{}, fr frame) {
 		}
 	}
 }
-
-// count is how many streams listen, for tests.
-func (f *fanout) count() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	n := 0
-	for _, set := range f.listeners {
-		n += len(set)
-	}
-	return n
-}

@@ -142,3 +142,14 @@ func (s *statusSink) Status(st deliver.Status) {
 		close(s.running)
 	}
 }
+
+// count is how many streams listen.
+func (f *fanout) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, set := range f.listeners {
+		n += len(set)
+	}
+	return n
+}

@@ -124,7 +124,6 @@ type gatewayState struct {
 	conns      []Connection
 	identifies []Identify
 	resumes    []Resume
-	heartbeats int
 }
 
 func (g *gatewayState) init() {
@@ -201,13 +200,6 @@ func (s *Server) Resumes() []Resume {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Resume(nil), s.gw.resumes...)
-}
-
-// Heartbeats is how many heartbeats the gateway received.
-func (s *Server) Heartbeats() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.gw.heartbeats
 }
 
 // Connections are the gateway connections taken, in order.
@@ -332,7 +324,7 @@ func (g *gatewayState) dispatchLocked(s *Server, t string, data any, need int) i
 	if c.conn != nil {
 		c.conn.sendRaw(raw)
 	}
-	s.notifyLocked()
+	s.changed.Notify()
 	return seq
 }
 
@@ -410,7 +402,7 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 	s.gw.open[c] = true
 	s.gw.openMu.Unlock()
 	interval := s.gw.interval
-	s.notifyLocked()
+	s.changed.Notify()
 	s.mu.Unlock()
 	go c.writeLoop()
 
@@ -426,7 +418,7 @@ func (s *Server) serveGateway(w http.ResponseWriter, r *http.Request) {
 		s.gw.openMu.Lock()
 		delete(s.gw.open, c)
 		s.gw.openMu.Unlock()
-		s.notifyLocked()
+		s.changed.Notify()
 		s.mu.Unlock()
 		c.once.Do(func() { close(c.done) })
 		_ = ws.CloseNow()
@@ -481,7 +473,7 @@ func (s *Server) record(c *gwConn, code websocket.StatusCode) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.gw.conns[c.info].Close = int(code)
-	s.notifyLocked()
+	s.changed.Notify()
 }
 
 // handle answers one payload from the client; a non-zero result is the
@@ -492,8 +484,7 @@ func (s *Server) handle(c *gwConn, op int, d json.RawMessage) websocket.StatusCo
 	g := &s.gw
 	switch op {
 	case OpHeartbeat:
-		g.heartbeats++
-		s.notifyLocked()
+		s.changed.Notify()
 		if g.ack {
 			c.send(frame{Op: OpHeartbeatACK})
 		}
@@ -521,7 +512,7 @@ func (s *Server) identifyLocked(c *gwConn, d json.RawMessage) websocket.StatusCo
 		return 4002
 	}
 	g.identifies = append(g.identifies, id)
-	s.notifyLocked()
+	s.changed.Notify()
 	switch {
 	case c.session != nil:
 		c.closeWith(4005, "Already authenticated.")
@@ -587,7 +578,7 @@ func (s *Server) resumeLocked(c *gwConn, d json.RawMessage) websocket.StatusCode
 		return 4002
 	}
 	g.resumes = append(g.resumes, rs)
-	s.notifyLocked()
+	s.changed.Notify()
 	if rs.Token != s.token {
 		c.closeWith(4004, "Authentication failed.")
 		return 4004

@@ -59,6 +59,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 )
 
@@ -290,11 +291,6 @@ func formError(path, code, message string) *apiError {
 	return &apiError{status: http.StatusBadRequest, code: 50035, message: "Invalid Form Body", errors: errs}
 }
 
-type fault struct {
-	err    *apiError
-	hangUp bool
-}
-
 // bucket is one rate limit bucket: a fixed window of limit calls.
 type bucket struct {
 	hash      string
@@ -309,9 +305,10 @@ type Server struct {
 
 	token string
 
+	calls   testkit.Recorder[Call]
+	changed testkit.Signal // notified whenever the gateway's state changes
+
 	mu           sync.Mutex
-	changed      chan struct{} // closed and replaced whenever something is recorded
-	calls        []Call
 	faults       map[string][]*apiError
 	chanFaults   map[string]*apiError
 	onAccept     map[string]func(Call)
@@ -343,7 +340,6 @@ func NewServer(t testing.TB) *Server {
 	s := &Server{
 		t:            t,
 		token:        base64.RawStdEncoding.EncodeToString([]byte(BotID)) + ".GhK3pA." + randomSecret(38),
-		changed:      make(chan struct{}),
 		faults:       map[string][]*apiError{},
 		chanFaults:   map[string]*apiError{},
 		onAccept:     map[string]func(Call){},
@@ -400,15 +396,6 @@ func (s *Server) Token() string { return s.token }
 func (s *Server) Close() {
 	s.gw.closeAll()
 	s.http.Close()
-}
-
-// AddChannel adds a text channel of GuildID (dispatching nothing).
-func (s *Server) AddChannel(id, name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if _, ok := s.channels[id]; !ok {
-		s.channels[id] = &Channel{ID: id, Type: TypeGuildText, GuildID: GuildID, Name: name}
-	}
 }
 
 // AddUser adds a person of GuildID.
@@ -498,59 +485,30 @@ func (s *Server) HangUpNext(route string, n int) {
 
 // Calls returns the recorded calls of route, or of every route if route is
 // "", in the order they arrived.
-func (s *Server) Calls(route string) []Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.callsLocked(route)
-}
-
-func (s *Server) callsLocked(route string) []Call {
-	var out []Call
-	for _, c := range s.calls {
-		if route == "" || c.Route == route {
-			out = append(out, c)
-		}
-	}
-	return out
-}
+func (s *Server) Calls(route string) []Call { return s.calls.Select(ofRoute(route)) }
 
 // WaitCalls waits until at least n calls of route have arrived and returns
 // them all; it fails the test if they do not arrive within timeout.
 func (s *Server) WaitCalls(t testing.TB, route string, n int, timeout time.Duration) []Call {
 	t.Helper()
-	var calls []Call
-	s.wait(t, timeout, fmt.Sprintf("%d %s calls", n, route), func() bool {
-		calls = s.callsLocked(route)
-		return len(calls) >= n
-	})
-	return calls
+	return s.calls.Wait(t, timeout, n, ofRoute(route), "discordtest: "+route+" calls")
+}
+
+// ofRoute keeps the calls of route, or every call if route is "".
+func ofRoute(route string) func(Call) bool {
+	return func(c Call) bool { return route == "" || c.Route == route }
 }
 
 // wait waits until cond (run with s.mu held) holds.
 func (s *Server) wait(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
+	if !s.changed.Wait(timeout, func() bool {
 		s.mu.Lock()
-		ok, changed := cond(), s.changed
-		s.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("discordtest: no %s within %s", what, timeout)
-			return
-		}
+		defer s.mu.Unlock()
+		return cond()
+	}) {
+		t.Fatalf("discordtest: no %s within %s", what, timeout)
 	}
-}
-
-// notifyLocked wakes the waiters.
-func (s *Server) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
 }
 
 // Messages returns the messages the fake holds in channel, oldest first.
@@ -576,19 +534,6 @@ func (s *Server) Message(channel, id string) (Message, bool) {
 		return copyMessage(m), true
 	}
 	return Message{}, false
-}
-
-// Channel returns channel id.
-func (s *Server) Channel(id string) (Channel, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, ok := s.channels[id]
-	if !ok {
-		return Channel{}, false
-	}
-	out := *c
-	out.messages = nil
-	return out, true
 }
 
 // DMChannel is the direct message channel of the bot with user, "" until
@@ -753,9 +698,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 			call.HungUp, hangUp = true, true
 		}
 	}
-	s.calls = append(s.calls, call)
-	i := len(s.calls) - 1
-	s.notifyLocked()
+	i := s.calls.Add(call)
 	var hook func(Call)
 	if err == nil {
 		hook = s.onAccept[rt.tmpl]
@@ -765,10 +708,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if hook != nil {
 		hook(call)
 	}
-	s.mu.Lock()
-	s.calls[i].Answered = time.Now()
-	s.notifyLocked()
-	s.mu.Unlock()
+	s.calls.Update(i, func(c *Call) { c.Answered = time.Now() })
 
 	if hangUp {
 		delivertest.HangUp(w)

@@ -104,9 +104,6 @@ func NewServer(t testing.TB, secret string) *Server {
 // URL is the address of path on the server ("/ops" → "http://127.0.0.1:…/ops").
 func (s *Server) URL(path string) string { return s.http.URL + path }
 
-// Secret is the secret the server verifies with.
-func (s *Server) Secret() string { return s.secret }
-
 // Close shuts the server down; later requests fail to connect.
 func (s *Server) Close() { s.http.Close() }
 
