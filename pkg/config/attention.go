@@ -5,8 +5,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // Escalations: a notify with ack_within that nobody acknowledges in time is
@@ -61,9 +59,6 @@ func (c *Config) checkEscalations(add func(format string, a ...any)) {
 	}
 	for i, in := range c.Integrations {
 		at := fmt.Sprintf("integrations[%d].escalate_to", i)
-		if in.escalateLine > 0 {
-			at = fmt.Sprintf("line %d: %s", in.escalateLine, at)
-		}
 		for _, next := range in.EscalateTo {
 			if c.Integration(next) == nil {
 				add("%s names integration %q, which is not configured", at, next)
@@ -92,17 +87,4 @@ func (c *Config) escalationLoop(id string, path []string) []string {
 		}
 	}
 	return nil
-}
-
-// keyLine is the line of key in mapping n, 0 if it has none.
-func keyLine(n *yaml.Node, key string) int {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == key {
-			return n.Content[i].Line
-		}
-	}
-	return 0
 }

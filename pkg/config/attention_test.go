@@ -109,12 +109,12 @@ func TestAddressesCheckedAtLoad(t *testing.T) {
 	}
 }
 
-// TestUnknownTypeNamedFirst: a misspelt integration type is named at its
-// line with the type it most likely is, not as each of its keys.
+// TestUnknownTypeNamedFirst: a misspelt integration type is named once, at
+// its line, with the type it most likely is, not as each of its keys.
 func TestUnknownTypeNamedFirst(t *testing.T) {
 	_, err := config.Parse([]byte("integrations:\n  - id: tg\n    type: telegrm\n    listen: 127.0.0.1:1\n    grants: all\n"))
 	if err == nil || !strings.Contains(err.Error(), `line 3: integrations[0].type "telegrm" is not one of telegram, email`) || !strings.Contains(err.Error(), "did you mean telegram?") ||
-		strings.Contains(err.Error(), "listen is not a setting") {
+		strings.Contains(err.Error(), "listen is not a setting") || strings.Count(err.Error(), "telegrm") != 1 {
 		t.Fatalf("type telegrm: %v", err)
 	}
 }

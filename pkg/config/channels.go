@@ -3,8 +3,6 @@ package config
 import (
 	"fmt"
 	"math"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // Channels is how butlers act as MCP channels (design §11, seed 001): whether
@@ -40,26 +38,6 @@ const MaxChannelRPS = 1000
 type ChannelRateLimit struct {
 	RPS   float64 `yaml:"rps"`
 	Burst int     `yaml:"burst"`
-	// Line is where rps is written, for errors ("line 7: ..."); 0 when the
-	// limit was not read from a file.
-	Line int `yaml:"-"`
-}
-
-// UnmarshalYAML decodes the limit and remembers the line of its rps.
-func (r *ChannelRateLimit) UnmarshalYAML(n *yaml.Node) error {
-	type plain ChannelRateLimit
-	var p plain
-	if err := n.Decode(&p); err != nil {
-		return err
-	}
-	*r = ChannelRateLimit(p)
-	r.Line = n.Line
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == "rps" {
-			r.Line = n.Content[i].Line
-		}
-	}
-	return nil
 }
 
 // Active reports whether the limit holds anything back.
@@ -100,18 +78,14 @@ func checkChannelRateLimit(add func(format string, a ...any), at string, r *Chan
 	if r == nil {
 		return
 	}
-	line := ""
-	if r.Line > 0 {
-		line = fmt.Sprintf("line %d: ", r.Line)
-	}
 	switch {
 	case math.IsNaN(r.RPS) || math.IsInf(r.RPS, 0) || r.RPS < 0:
-		add("%s%s.rps must be a number of channel notifications a second from 0 (unthrottled) to %d, not %v", line, at, MaxChannelRPS, r.RPS)
+		add("%s.rps must be a number of channel notifications a second from 0 (unthrottled) to %d, not %v", at, MaxChannelRPS, r.RPS)
 	case r.RPS > MaxChannelRPS:
-		add("%s%s.rps %v is above %d channel notifications a second; is it a rate per minute? Write it per second (%v a minute is rps %.3g)",
-			line, at, r.RPS, MaxChannelRPS, r.RPS, r.RPS/60)
+		add("%s.rps %v is above %d channel notifications a second; is it a rate per minute? Write it per second (%v a minute is rps %.3g)",
+			at, r.RPS, MaxChannelRPS, r.RPS, r.RPS/60)
 	}
 	if r.Burst < 0 {
-		add("%s%s.burst must not be negative, not %d", line, at, r.Burst)
+		add("%s.burst must not be negative, not %d", at, r.Burst)
 	}
 }

@@ -234,13 +234,11 @@ type Integration struct {
 	AllowTo []string `yaml:"allow_to"`
 	// EscalateTo are the integrations a note with ack_within goes to next,
 	// in order, when nobody acknowledged it in time (attention.go).
-	EscalateTo   []string `yaml:"escalate_to"`
-	escalateLine int
+	EscalateTo []string `yaml:"escalate_to"`
 
 	// QuietHours, if set, holds the notes below its pass urgency during
 	// those hours, and sends them as one digest when they end (quiet.go).
 	QuietHours *QuietHours `yaml:"quiet_hours"`
-	quietLines map[string]int
 
 	Inbound Inbound `yaml:"inbound"`
 
@@ -251,22 +249,16 @@ type Integration struct {
 
 // UnmarshalYAML decodes the common keys and then, into the channel's own
 // settings, the rest; which keys exist at all was checked before (checkKeys).
+// A value of the wrong kind leaves its key unset and the others decoded.
 func (in *Integration) UnmarshalYAML(n *yaml.Node) error {
 	type plain Integration
-	if err := n.Decode((*plain)(in)); err != nil {
-		return err
-	}
-	in.quietLines = quietLines(n)
-	in.escalateLine = keyLine(n, "escalate_to")
+	err := n.Decode((*plain)(in))
 	s := newSettings(in.Type)
 	if s == nil {
-		return nil // an unknown or unbuilt type: Validate says which
-	}
-	if err := n.Decode(s); err != nil {
-		return err
+		return joinTypeErrors(err) // an unknown or unbuilt type: Validate says which
 	}
 	in.Settings = s
-	return nil
+	return joinTypeErrors(err, n.Decode(s))
 }
 
 // Inbound is how an integration takes messages from people. An integration
@@ -290,11 +282,9 @@ type Inbound struct {
 func (in *Inbound) UnmarshalYAML(n *yaml.Node) error {
 	type plain Inbound
 	p := plain{Enabled: true}
-	if err := n.Decode(&p); err != nil {
-		return err
-	}
+	err := n.Decode(&p)
 	*in = Inbound(p)
-	return nil
+	return joinTypeErrors(err)
 }
 
 // On_uncertain values.
@@ -332,7 +322,7 @@ func (r *OutRate) UnmarshalYAML(n *yaml.Node) error {
 	num, unit, ok := strings.Cut(v, "/")
 	count, err := strconv.Atoi(strings.TrimSpace(num))
 	if !ok || err != nil || count < 0 {
-		return fmt.Errorf("line %d: %q is not a rate like 1/s, 20/min or 30/s", n.Line, v)
+		return typeError(n, "%s is not a rate like 1/s, 20/min or 30/s, or off", quoteNode(n))
 	}
 	var per time.Duration
 	switch unit = strings.TrimSpace(unit); unit {
@@ -344,7 +334,7 @@ func (r *OutRate) UnmarshalYAML(n *yaml.Node) error {
 		per = time.Hour
 	default:
 		if per, err = time.ParseDuration(unit); err != nil || per <= 0 {
-			return fmt.Errorf("line %d: %q is not a rate like 1/s, 20/min or 30/s", n.Line, v)
+			return typeError(n, "%s is not a rate like 1/s, 20/min or 30/s, or off", quoteNode(n))
 		}
 	}
 	*r = OutRate{N: count, Per: per, Set: true}
@@ -376,14 +366,19 @@ func (g *Grants) UnmarshalYAML(n *yaml.Node) error {
 	switch n.Kind {
 	case yaml.ScalarNode:
 		if n.Value != "all" {
-			return fmt.Errorf("line %d: grants must be \"all\" or a list of butler names, not %q", n.Line, n.Value)
+			return typeError(n, "grants must be \"all\" or a list of butler names, not %q", n.Value)
 		}
 		g.All = true
 		return nil
 	case yaml.SequenceNode:
+		for _, item := range n.Content {
+			if item.Kind != yaml.ScalarNode {
+				return typeError(item, "grants must be \"all\" or a list of butler names, like [health, finance]")
+			}
+		}
 		return n.Decode(&g.Names)
 	default:
-		return fmt.Errorf("line %d: grants must be \"all\" or a list of butler names", n.Line)
+		return typeError(n, "grants must be \"all\" or a list of butler names, like [health, finance]")
 	}
 }
 
@@ -399,7 +394,7 @@ type Duration time.Duration
 func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 	v, err := ParseDuration(n.Value)
 	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration like 30s, 2m, 8h or 7d", n.Line, n.Value)
+		return typeError(n, "%s is not a duration like 30s, 2m, 8h or 7d", quoteNode(n))
 	}
 	*d = Duration(v)
 	return nil
@@ -468,7 +463,9 @@ func Load(path string) (*Config, error) {
 }
 
 // Parse decodes YAML, applies defaults and validates. Unknown keys are errors,
-// so a typo cannot silently switch a setting off.
+// so a typo cannot silently switch a setting off. Every problem is reported
+// at once, unknown keys, values of the wrong kind and what Validate finds
+// alike, each as "line N: " and the path of its key.
 func Parse(b []byte) (*Config, error) {
 	var c Config
 	var doc yaml.Node
@@ -478,17 +475,22 @@ func Parse(b []byte) (*Config, error) {
 		}
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
+	var root *yaml.Node
+	var probs []problem
 	if doc.Kind != 0 {
-		if errs := checkKeys(&doc); len(errs) > 0 {
-			return nil, fmt.Errorf("%w:\n  %s", ErrInvalid, strings.Join(errs, "\n  "))
+		root = &doc
+		if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
+			root = doc.Content[0]
 		}
-		if err := doc.Decode(&c); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
-		}
+		probs = checkKeys(root)
+		// A value of the wrong kind is left unset, the rest decoded, so
+		// that what is wrong elsewhere is found too.
+		probs = append(probs, undecoded(root.Decode(&c), probs)...)
 	}
 	c.applyDefaults()
-	if err := c.Validate(); err != nil {
-		return nil, err
+	probs = append(probs, placed(root, c.problems(), probs)...)
+	if len(probs) > 0 {
+		return nil, invalid(probs)
 	}
 	return &c, nil
 }
@@ -584,6 +586,17 @@ func (c *Config) applyDefaults() {
 
 // Validate reports every problem at once, each naming the key at fault.
 func (c *Config) Validate() error {
+	if errs := c.problems(); len(errs) > 0 {
+		return fmt.Errorf("%w:\n  %s", ErrInvalid, strings.Join(errs, "\n  "))
+	}
+	return nil
+}
+
+// problems are Validate's: each starts with the path of the key at fault
+// (integrations[1].id; for an integration's channel settings,
+// "integrations[1] (telegram tg): " and the key), which Parse finds the
+// line of.
+func (c *Config) problems() []string {
 	var errs []string
 	add := func(format string, a ...any) { errs = append(errs, fmt.Sprintf(format, a...)) }
 
@@ -608,10 +621,10 @@ func (c *Config) Validate() error {
 	if rf := time.Duration(c.Delivery.RetryFor); rf < time.Second || rf > MaxRetryFor {
 		add("delivery.retry_for must be between 1s and %s (how long queues keep messages), not %s", MaxRetryFor, rf)
 	}
-	for key, addr := range map[string]string{"http_listen": c.HTTPListen, "nats.listen": c.NATS.Listen} {
-		if addr != "" {
-			if why := CheckAddress(addr); why != "" {
-				add("%s %s", key, why)
+	for _, a := range [][2]string{{"nats.listen", c.NATS.Listen}, {"http_listen", c.HTTPListen}} {
+		if a[1] != "" {
+			if why := CheckAddress(a[1]); why != "" {
+				add("%s %s", a[0], why)
 			}
 		}
 	}
@@ -632,10 +645,7 @@ func (c *Config) Validate() error {
 			add("%s.butler %q is not configured", at, bd.Butler)
 		}
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w:\n  %s", ErrInvalid, strings.Join(errs, "\n  "))
-	}
-	return nil
+	return errs
 }
 
 // checkIntegrations is Validate's step for the integrations.
@@ -680,9 +690,9 @@ func (c *Config) checkIntegrations(add func(format string, a ...any)) {
 		if in.Inbound.RateLimit.RPS < 0 || in.Inbound.RateLimit.Burst < 0 {
 			add("%s.inbound.rate_limit must not be negative", at)
 		}
-		for _, n := range in.Grants.Names {
+		for j, n := range in.Grants.Names {
 			if c.Butler(n) == nil {
-				add("%s.grants names butler %q, which is not configured", at, n)
+				add("%s.grants[%d] names butler %q, which is not configured", at, j, n)
 			}
 		}
 	}

@@ -1,88 +1,111 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
 
-// checkKeys reports every key of the document that no setting has, with its
-// line, its path and the nearest known key, so a typo cannot silently switch
-// a setting off. An integration's keys are its common ones and those of its
-// channel type's settings.
-func checkKeys(doc *yaml.Node) []string {
-	var errs []string
-	k := keyChecker{add: func(line int, format string, a ...any) {
-		errs = append(errs, fmt.Sprintf("line %d: ", line)+fmt.Sprintf(format, a...))
-	}}
-	if doc.Kind == yaml.DocumentNode && len(doc.Content) == 1 {
-		doc = doc.Content[0]
-	}
-	k.check(doc, []reflect.Type{reflect.TypeFor[Config]()}, "")
-	return errs
+// checkKeys reports every key of the document that no setting has, every
+// key written twice, and every value of the wrong kind (a word where a
+// number goes, a list where one value goes), each with its line and path:
+// a typo cannot silently switch a setting off, and every such mistake is
+// found in one run. An integration's keys are its common ones and those of
+// its channel type's settings. root is the document's top node.
+func checkKeys(root *yaml.Node) []problem {
+	var k keyChecker
+	k.check(root, []reflect.Type{reflect.TypeFor[Config]()}, "")
+	return k.problems
 }
 
 type keyChecker struct {
-	add func(line int, format string, a ...any)
+	problems []problem
+}
+
+// add records a problem at line whose key is path; the text leads with the
+// path (or, for the whole file, says so).
+func (k *keyChecker) add(line int, path, format string, a ...any) {
+	k.problems = append(k.problems, problem{line: line, path: path, text: fmt.Sprintf(format, a...)})
 }
 
 var (
 	integrationType = reflect.TypeFor[Integration]()
+	inboundType     = reflect.TypeFor[Inbound]()
 	unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+	durationType    = reflect.TypeFor[time.Duration]()
 )
 
 // check walks n against the types whose keys it may hold (more than one where
 // an integration's common keys and its channel's share a block).
-func (k keyChecker) check(n *yaml.Node, types []reflect.Type, path string) {
-	for n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
-	}
-	var structs []reflect.Type
+func (k *keyChecker) check(n *yaml.Node, types []reflect.Type, path string) {
+	n = deref(n)
+	var structs, leaves []reflect.Type
 	for _, t := range types {
 		for t.Kind() == reflect.Pointer {
 			t = t.Elem()
 		}
-		switch t.Kind() {
-		case reflect.Struct:
+		switch kind := t.Kind(); {
+		case decodesItself(t):
+			leaves = append(leaves, t)
+		case kind == reflect.Struct && n.Kind == yaml.MappingNode:
 			structs = append(structs, t)
-		case reflect.Slice, reflect.Array:
-			if n.Kind == yaml.SequenceNode && !reflect.PointerTo(t).Implements(unmarshalerType) {
-				for i, item := range n.Content {
-					k.check(item, []reflect.Type{t.Elem()}, fmt.Sprintf("%s[%d]", path, i))
-				}
+		case (kind == reflect.Slice || kind == reflect.Array) && n.Kind == yaml.SequenceNode:
+			for i, item := range n.Content {
+				k.check(item, []reflect.Type{t.Elem()}, fmt.Sprintf("%s[%d]", path, i))
 			}
-		case reflect.Map:
-			if n.Kind == yaml.MappingNode {
-				for i := 0; i+1 < len(n.Content); i += 2 {
-					k.check(n.Content[i+1], []reflect.Type{t.Elem()}, join(path, n.Content[i].Value))
-				}
+		case kind == reflect.Map && n.Kind == yaml.MappingNode:
+			k.duplicates(n, path)
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				k.check(n.Content[i+1], []reflect.Type{t.Elem()}, join(path, n.Content[i].Value))
 			}
+		default:
+			leaves = append(leaves, t)
 		}
 	}
-	if len(structs) == 0 || n.Kind != yaml.MappingNode {
-		return
+	for _, t := range leaves {
+		if err := n.Decode(reflect.New(t).Interface()); err != nil {
+			k.wrongType(n, t, path, err)
+			return
+		}
 	}
+	if len(structs) > 0 {
+		k.mapping(n, structs, path)
+	}
+}
+
+// decodesItself reports whether values of t are read by their own
+// UnmarshalYAML as a whole (a duration, grants), not key by key as the
+// integration and its inbound block are.
+func decodesItself(t reflect.Type) bool {
+	return reflect.PointerTo(t).Implements(unmarshalerType) && t != integrationType && t != inboundType
+}
+
+// mapping checks the keys of block n, which holds the keys of structs.
+func (k *keyChecker) mapping(n *yaml.Node, structs []reflect.Type, path string) {
+	reportUnknown := true
 	if slices.Contains(structs, integrationType) {
 		typ := mappingValue(n, "type")
 		s := newSettings(typ)
 		if s == nil && typ != "" && !slices.Contains(ChannelTypes, typ) {
 			// Its channel's keys are unknown until its type is right: name
 			// the type, not each key it would have taken.
-			line := n.Line
-			for i := 0; i+1 < len(n.Content); i += 2 {
-				if n.Content[i].Value == "type" {
-					line = n.Content[i+1].Line
-				}
-			}
 			types := map[string][]reflect.Type{}
 			for _, t := range ChannelTypes {
 				types[t] = nil
 			}
-			k.add(line, "%s %q is not one of %s%s", join(path, "type"), typ, strings.Join(ChannelTypes, ", "), suggest(typ, types))
-			return
+			line, at := n.Line, join(path, "type")
+			if v := mappingNode(n, "type"); v != nil {
+				line = v.Line
+			}
+			k.add(line, at, "%s %q is not one of %s%s", at, typ, strings.Join(ChannelTypes, ", "), suggest(typ, types))
+			reportUnknown = false
 		}
 		if s != nil {
 			structs = append(structs, reflect.TypeOf(s))
@@ -90,25 +113,115 @@ func (k keyChecker) check(n *yaml.Node, types []reflect.Type, path string) {
 	}
 	fields := map[string][]reflect.Type{}
 	for _, t := range structs {
-		for t.Kind() == reflect.Pointer {
-			t = t.Elem()
-		}
 		yamlFields(t, fields)
 	}
+	k.duplicates(n, path)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key := n.Content[i]
+		at := join(path, key.Value)
 		ft, ok := fields[key.Value]
 		if !ok {
-			k.add(key.Line, "%s is not a setting%s", join(path, key.Value), suggest(key.Value, fields))
+			if reportUnknown {
+				k.add(key.Line, at, "%s is not a setting%s", at, suggest(key.Value, fields))
+			}
 			continue
 		}
-		k.check(n.Content[i+1], ft, join(path, key.Value))
+		k.check(n.Content[i+1], ft, at)
 	}
+}
+
+// duplicates reports each key of block n written again after its first.
+func (k *keyChecker) duplicates(n *yaml.Node, path string) {
+	first := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key := n.Content[i]
+		if line, ok := first[key.Value]; ok {
+			at := join(path, key.Value)
+			k.add(key.Line, at, "%s is written twice (first on line %d); keep one", at, line)
+			continue
+		}
+		first[key.Value] = key.Line
+	}
+}
+
+// linePrefix is the "line N: " a decoding error starts with.
+var linePrefix = regexp.MustCompile(`^line ([0-9]+): `)
+
+// wrongType reports that n, at path, cannot be decoded into t: err is what
+// decoding said.
+func (k *keyChecker) wrongType(n *yaml.Node, t reflect.Type, path string, err error) {
+	line, subject := n.Line, path
+	if path == "" {
+		subject = "the configuration"
+	}
+	if decodesItself(t) {
+		// Its own message says what is wrong: lead it with the path
+		// instead of the key's bare name ("grants must be ...").
+		msg := err.Error()
+		if te := (*yaml.TypeError)(nil); errors.As(err, &te) && len(te.Errors) > 0 {
+			msg = te.Errors[0]
+		}
+		if m := linePrefix.FindStringSubmatch(msg); m != nil {
+			line, _ = strconv.Atoi(m[1])
+			msg = msg[len(m[0]):]
+		}
+		last := path[strings.LastIndexAny(path, ".]")+1:]
+		if rest, ok := strings.CutPrefix(msg, last+" "); ok && last != "" {
+			msg = rest
+		}
+		k.add(line, path, "%s %s", subject, msg)
+		return
+	}
+	var want string
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		want = "must be a whole number"
+		if t == durationType {
+			want = "must be a duration like 30s, 2m or 8h"
+		}
+	case reflect.Float32, reflect.Float64:
+		want = "must be a number, like 5 or 0.5"
+	case reflect.Bool:
+		want = "must be true or false"
+	case reflect.String:
+		want = "must be one value (quote it if it holds a colon or #)"
+	case reflect.Slice, reflect.Array:
+		want = "must be a list (items on lines of their own led by \"- \", or [a, b])"
+	case reflect.Struct, reflect.Map:
+		want = "must be a block of keys (key: value lines indented under it, or { key: value })"
+	default:
+		want = "cannot be read: " + err.Error()
+	}
+	k.add(line, path, "%s %s, not %s", subject, want, shown(n))
+}
+
+// shown is how a message quotes the value written: the value, or what kind
+// of thing it is.
+func shown(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.SequenceNode:
+		return "a list"
+	case yaml.MappingNode:
+		return "a block of keys"
+	}
+	return strconv.Quote(n.Value)
+}
+
+// deref follows aliases to the node they name.
+func deref(n *yaml.Node) *yaml.Node {
+	for n.Kind == yaml.AliasNode && n.Alias != nil {
+		n = n.Alias
+	}
+	return n
 }
 
 // yamlFields adds t's keys (by yaml tag; inline structs flattened) and the
 // types of their values to fields.
 func yamlFields(t reflect.Type, fields map[string][]reflect.Type) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		tag := f.Tag.Get("yaml")
@@ -126,11 +239,23 @@ func yamlFields(t reflect.Type, fields map[string][]reflect.Type) {
 	}
 }
 
-func mappingValue(n *yaml.Node, key string) string {
+// mappingNode is the value of key in block n, nil if it has none.
+func mappingNode(n *yaml.Node, key string) *yaml.Node {
+	n = deref(n)
+	if n.Kind != yaml.MappingNode {
+		return nil
+	}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		if n.Content[i].Value == key {
-			return n.Content[i+1].Value
+			return n.Content[i+1]
 		}
+	}
+	return nil
+}
+
+func mappingValue(n *yaml.Node, key string) string {
+	if v := mappingNode(n, key); v != nil {
+		return deref(v).Value
 	}
 	return ""
 }

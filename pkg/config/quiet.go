@@ -9,8 +9,6 @@ import (
 	// Time zones come with the binary: the images are built on scratch,
 	// which has no /usr/share/zoneinfo for time.LoadLocation to read.
 	_ "time/tzdata"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // QuietHours are an integration's quiet hours (design §11): notes sent
@@ -31,28 +29,6 @@ type QuietHours struct {
 	// Pass is the lowest urgency that still goes through: low, normal or
 	// high (unset: high, so only urgent notes pass).
 	Pass string `yaml:"pass"`
-}
-
-// quietLines are the lines of an integration's quiet_hours block ("") and
-// of each of its keys, for errors ("line 7: ..."); nil if it has none. They
-// are kept beside the block, in the integration's unexported fields, so
-// that a reload comparing two files' blocks sees only what they say.
-func quietLines(integration *yaml.Node) map[string]int {
-	for integration.Kind == yaml.AliasNode && integration.Alias != nil {
-		integration = integration.Alias
-	}
-	for i := 0; i+1 < len(integration.Content); i += 2 {
-		if integration.Content[i].Value != "quiet_hours" {
-			continue
-		}
-		n := integration.Content[i+1]
-		lines := map[string]int{"": integration.Content[i].Line}
-		for j := 0; j+1 < len(n.Content); j += 2 {
-			lines[n.Content[j].Value] = n.Content[j].Line
-		}
-		return lines
-	}
-	return nil
 }
 
 // Urgencies in rising order, as notify.v1 names them.
@@ -194,13 +170,7 @@ func (c *Config) checkQuietHours(add func(format string, a ...any)) {
 		}
 		_, errs := in.QuietHours.check()
 		for _, e := range errs {
-			line := ""
-			if n := in.quietLines[e.key]; n > 0 {
-				line = fmt.Sprintf("line %d: ", n)
-			} else if n := in.quietLines[""]; n > 0 {
-				line = fmt.Sprintf("line %d: ", n)
-			}
-			add("%sintegrations[%d].quiet_hours.%s", line, i, e.msg)
+			add("integrations[%d].quiet_hours.%s", i, e.msg)
 		}
 	}
 }

@@ -30,7 +30,7 @@ func (t Topics) PerButler() bool { return t == TopicsPerButler }
 func (t *Topics) UnmarshalYAML(n *yaml.Node) error {
 	v := Topics(n.Value)
 	if n.Kind != yaml.ScalarNode || !v.valid() {
-		return fmt.Errorf("line %d: topics %s must be off or per_butler (per_butler: each butler's messages to a Telegram forum group go into a topic of its own)", n.Line, quoteNode(n))
+		return typeError(n, "topics %s must be off or per_butler (per_butler: each butler's messages to a Telegram forum group go into a topic of its own)", quoteNode(n))
 	}
 	*t = v
 	return nil

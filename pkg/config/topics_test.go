@@ -18,8 +18,8 @@ func TestTopicsValues(t *testing.T) {
 	}{
 		{"off", "integrations: [{id: w, type: webhook, target: x, topics: off}]", ""},
 		{"unset", "integrations: [{id: w, type: webhook, target: x}]", ""},
-		{"a typo", "integrations:\n  - id: w\n    type: webhook\n    target: x\n    topics: per-butler\n", `line 5: topics "per-butler" must be off or per_butler`},
-		{"a list", "integrations:\n  - {id: w, type: webhook, target: x, topics: [per_butler]}\n", `line 2: topics (not a word) must be off or per_butler`},
+		{"a typo", "integrations:\n  - id: w\n    type: webhook\n    target: x\n    topics: per-butler\n", `line 5: integrations[0].topics "per-butler" must be off or per_butler`},
+		{"a list", "integrations:\n  - {id: w, type: webhook, target: x, topics: [per_butler]}\n", `line 2: integrations[0].topics (not a word) must be off or per_butler`},
 		{"not telegram", "integrations: [{id: w, type: webhook, target: x, topics: per_butler}]",
 			"integrations[0].topics: per_butler puts each butler's messages in a Telegram forum topic; w is a webhook integration"},
 	} {
