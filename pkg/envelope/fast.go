@@ -283,74 +283,19 @@ func setString(obj any, name, v string) bool {
 			f = &o.SchemaVersion
 		}
 	case *RequestContext:
-		switch name {
-		case "request_id":
-			f = &o.RequestID
-		case "source_channel":
-			f = &o.SourceChannel
-		case "source_endpoint_identity":
-			f = &o.SourceEndpointIdentity
-		case "source_sender_identity":
-			f = &o.SourceSenderIdentity
-		case "source_thread_identity":
-			f = &o.SourceThreadIdentity
-		case "received_at":
-			f = &o.ReceivedAt
-		}
+		f = rcString(o, name)
 	case *Target:
-		switch name {
-		case "butler":
-			f = &o.Butler
-		case "tool":
-			f = &o.Tool
-		}
+		f = targetString(o, name)
 	case *Input:
 		if name == "prompt" {
 			f = &o.Prompt
 		}
 	case *Notify:
-		switch name {
-		case "schema_version":
-			f = &o.SchemaVersion
-		case "origin_butler":
-			f = &o.OriginButler
-		case "idempotency_key":
-			f = &o.IdempotencyKey
-		}
+		f = notifyString(o, name)
 	case *Delivery:
-		switch name {
-		case "intent":
-			f = &o.Intent
-		case "channel":
-			f = &o.Channel
-		case "message":
-			f = &o.Message
-		case "recipient":
-			f = &o.Recipient
-		case "subject":
-			f = &o.Subject
-		case "emoji":
-			f = &o.Emoji
-		case "urgency":
-			f = &o.Urgency
-		case "topic":
-			f = &o.Topic
-		case "level":
-			f = &o.Level
-		case "claim_thread_label":
-			f = &o.ClaimThreadLabel
-		case "claim_session":
-			f = &o.ClaimSession
-		case "ack_within":
-			f = &o.AckWithin
-		}
+		f = deliveryString(o, name)
 	case *Action:
-		switch name {
-		case "label":
-			f = &o.Label
-		case "data":
-			f = &o.Data
-		}
+		f = actionString(o, name)
 	case *TraceContext:
 		if name == "traceparent" {
 			f = &o.Traceparent
@@ -361,6 +306,96 @@ func setString(obj any, name, v string) bool {
 	}
 	*f = v
 	return true
+}
+
+// rcString is the string field of a request_context (either schema's) that
+// key name stands for; nil if there is none.
+func rcString(o *RequestContext, name string) *string {
+	switch name {
+	case "request_id":
+		return &o.RequestID
+	case "source_channel":
+		return &o.SourceChannel
+	case "source_endpoint_identity":
+		return &o.SourceEndpointIdentity
+	case "source_sender_identity":
+		return &o.SourceSenderIdentity
+	case "source_thread_identity":
+		return &o.SourceThreadIdentity
+	case "received_at":
+		return &o.ReceivedAt
+	}
+	return nil
+}
+
+// targetString is the string field of a route's target that key name
+// stands for; nil if there is none.
+func targetString(o *Target, name string) *string {
+	switch name {
+	case "butler":
+		return &o.Butler
+	case "tool":
+		return &o.Tool
+	}
+	return nil
+}
+
+// notifyString is the string field of a notify.v1, outside its delivery and
+// request_context, that key name stands for; nil if there is none.
+func notifyString(o *Notify, name string) *string {
+	switch name {
+	case "schema_version":
+		return &o.SchemaVersion
+	case "origin_butler":
+		return &o.OriginButler
+	case "idempotency_key":
+		return &o.IdempotencyKey
+	}
+	return nil
+}
+
+// deliveryString is the string field of a delivery that key name stands
+// for; nil if there is none (claim_thread is a boolean, actions an array).
+func deliveryString(o *Delivery, name string) *string {
+	switch name {
+	case "intent":
+		return &o.Intent
+	case "channel":
+		return &o.Channel
+	case "message":
+		return &o.Message
+	case "recipient":
+		return &o.Recipient
+	case "subject":
+		return &o.Subject
+	case "emoji":
+		return &o.Emoji
+	case "urgency":
+		return &o.Urgency
+	case "topic":
+		return &o.Topic
+	case "level":
+		return &o.Level
+	case "claim_thread_label":
+		return &o.ClaimThreadLabel
+	case "claim_session":
+		return &o.ClaimSession
+	case "ack_within":
+		return &o.AckWithin
+	}
+	return nil
+}
+
+// actionString is the string field of an action that key name stands for;
+// nil if there is none.
+func actionString(o *Action, name string) *string {
+	switch name {
+	case "label":
+		return &o.Label
+	case "data":
+		return &o.Data
+	}
+	return nil
 }
 
 // setBool sets the boolean field that key name of obj stands for; false if
@@ -413,15 +448,35 @@ func rcOK(rc *RequestContext) bool {
 		(rc.ReceivedAt == "" || isDateTime(rc.ReceivedAt))
 }
 
+// notifyOK reports whether the fast path is sure notify.v1 (and goRules)
+// accept n. Each check below stands for one part of the schema; none has a
+// side effect, so their order is only the schema's.
 func notifyOK(n *Notify) bool {
-	if n.SchemaVersion != NotifyV1 || !isName(n.OriginButler) || n.IdempotencyKey != "" && !isCallerKey(n.IdempotencyKey) {
-		return false
-	}
-	rc := n.RequestContext
-	if rc != nil && !(rcOK(rc) && rc.SourceChannel != "" && rc.SourceEndpointIdentity != "" && rc.SourceSenderIdentity != "") {
-		return false
-	}
-	d := &n.Delivery
+	rc, d := n.RequestContext, &n.Delivery
+	return notifyHeadOK(n) &&
+		(rc == nil || notifyRCOK(rc)) &&
+		deliveryEnumsOK(d) &&
+		deliveryFieldsOK(d) &&
+		actionsOK(d.Actions) &&
+		intentRulesOK(d, rc)
+}
+
+// notifyHeadOK checks schema_version, origin_butler and idempotency_key.
+func notifyHeadOK(n *Notify) bool {
+	return n.SchemaVersion == NotifyV1 && isName(n.OriginButler) &&
+		(n.IdempotencyKey == "" || isCallerKey(n.IdempotencyKey))
+}
+
+// notifyRCOK checks a notify's request_context, which request_context.v1
+// requires to name its channel, endpoint and sender (request_id and
+// received_at are checked by rcOK).
+func notifyRCOK(rc *RequestContext) bool {
+	return rcOK(rc) && rc.SourceChannel != "" && rc.SourceEndpointIdentity != "" && rc.SourceSenderIdentity != ""
+}
+
+// deliveryEnumsOK checks the delivery fields the schema gives as enums:
+// intent, urgency and level, each of which may be absent.
+func deliveryEnumsOK(d *Delivery) bool {
 	switch d.Intent {
 	case "", IntentSend, IntentReply, IntentReact:
 	default:
@@ -437,25 +492,39 @@ func notifyOK(n *Notify) bool {
 	default:
 		return false
 	}
-	if d.Channel != "" && !isChannel(d.Channel) ||
-		len(d.Message) > MaxMessageBytes || // bytes bound runes: maxLength 65536 holds too
-		!runes(d.Recipient, 0, 512) || !runes(d.Subject, 0, 998) || !runes(d.Emoji, 0, 32) ||
-		d.Topic != "" && !isName(d.Topic) ||
-		!runes(d.ClaimThreadLabel, 0, 128) ||
-		d.ClaimSession != "" && !isSessionTag(d.ClaimSession) ||
-		d.AckWithin != "" && !isAckWithin(d.AckWithin) {
+	return true
+}
+
+// deliveryFieldsOK checks the delivery's other strings against their
+// patterns and lengths.
+func deliveryFieldsOK(d *Delivery) bool {
+	return (d.Channel == "" || isChannel(d.Channel)) &&
+		len(d.Message) <= MaxMessageBytes && // bytes bound runes: maxLength 65536 holds too
+		runes(d.Recipient, 0, 512) && runes(d.Subject, 0, 998) && runes(d.Emoji, 0, 32) &&
+		(d.Topic == "" || isName(d.Topic)) &&
+		runes(d.ClaimThreadLabel, 0, 128) &&
+		(d.ClaimSession == "" || isSessionTag(d.ClaimSession)) &&
+		(d.AckWithin == "" || isAckWithin(d.AckWithin))
+}
+
+// actionsOK checks delivery.actions: absent, or one to eight buttons, each
+// with a label and data of the schema's form.
+func actionsOK(actions []Action) bool {
+	if actions != nil && (len(actions) < 1 || len(actions) > 8) {
 		return false
 	}
-	if d.Actions != nil && (len(d.Actions) < 1 || len(d.Actions) > 8) {
-		return false
-	}
-	for _, a := range d.Actions {
+	for _, a := range actions {
 		if !runes(a.Label, 1, 64) || !isActionData(a.Data) {
 			return false
 		}
 	}
+	return true
+}
 
-	// The allOf rules. An absent intent is not react, so rule 1 holds for it.
+// intentRulesOK checks the schema's allOf rules, which tie the delivery's
+// intent to its message, emoji and request_context (rc, nil if absent). An
+// absent intent is not react, so rule 1 holds for it.
+func intentRulesOK(d *Delivery, rc *RequestContext) bool {
 	if d.Intent != IntentReact && !hasNonSpace(d.Message) {
 		return false // send and reply need a message
 	}

@@ -133,7 +133,21 @@ func streamInfo(streams ...string) []Rule {
 
 // Users are the fleet's NATS users for cfg.
 func Users(cfg *config.Config) []User {
-	var users []User
+	users := []User{switchboardUser(), messengerUser()}
+	for _, b := range cfg.Butlers {
+		users = append(users, Butler(b.Name, grantedTo(cfg, b.Name)...))
+	}
+	users = append(users, operatorUser(), setupUser())
+	for i := range users {
+		users[i].PasswordEnv = PasswordEnv(users[i].Name)
+	}
+	return users
+}
+
+// switchboardUser is the switchboard's user: it routes, gates and audits, so
+// it publishes to every butler's inbox and reply subjects and to the
+// messenger, and uses the buckets its routing keeps.
+func switchboardUser() User {
 	sb := User{Name: "switchboard", About: "routes, gates, threads, audits; answers butlers"}
 	sb.Publish = concat(
 		rules("routed notifies and pairing codes, to the messenger", "herald.deliver.>"),
@@ -157,8 +171,13 @@ func Users(cfg *config.Config) []User {
 	)
 	sb.Subscribe = concat(rules("", "_INBOX."+ConnSwitchboard+".>"), Discovery(obs.ServiceSwitchboard), reloads)
 	sb.AllowResponses, sb.ResponsesWhy = true, answersDiscovery
-	users = append(users, sb)
+	return sb
+}
 
+// messengerUser is the messenger's user: it holds the channels, so it owns
+// the delivery ledger and the buckets its receivers keep, and the web chat's
+// stream.
+func messengerUser() User {
 	m := User{Name: "messenger", About: "holds every channel credential; delivers and receives"}
 	m.Publish = concat(
 		rules("delivery outcomes and what people sent, to the switchboard", "herald.result.>", "herald.ingress.>"),
@@ -188,18 +207,24 @@ func Users(cfg *config.Config) []User {
 	)
 	m.Subscribe = concat(rules("", "_INBOX."+ConnMessenger+".>"), Discovery(obs.ServiceMessenger), reloads)
 	m.AllowResponses, m.ResponsesWhy = true, answersDiscovery
-	users = append(users, m)
+	return m
+}
 
-	for _, b := range cfg.Butlers {
-		var granted []string
-		for _, in := range cfg.Integrations {
-			if !in.Disabled && in.Grants.Allows(b.Name) {
-				granted = append(granted, in.ID)
-			}
+// grantedTo lists the IDs of cfg's enabled integrations granted to butler
+// name, in cfg's order.
+func grantedTo(cfg *config.Config, name string) []string {
+	var granted []string
+	for _, in := range cfg.Integrations {
+		if !in.Disabled && in.Grants.Allows(name) {
+			granted = append(granted, in.ID)
 		}
-		users = append(users, Butler(b.Name, granted...))
 	}
+	return granted
+}
 
+// operatorUser is the user of the operator's herald commands (connection
+// herald-cli) other than setup.
+func operatorUser() User {
 	op := User{Name: "operator", About: "the operator's herald pair, dead, log and token commands (connection herald-cli)"}
 	op.Publish = concat(
 		bucket(bus.BucketPairing, "herald pair: pending codes and paired senders"),
@@ -225,17 +250,16 @@ func Users(cfg *config.Config) []User {
 			"herald.route.>", "herald.deliver.>", "herald.result.>", "herald.ingress.>", "herald.inbox.>"),
 	)
 	op.Subscribe = rules("", "_INBOX."+ConnCLI+".>")
-	users = append(users, op)
+	return op
+}
 
+// setupUser is the user `herald setup` runs as, the only one allowed the
+// whole JetStream API.
+func setupUser() User {
 	setup := User{Name: "setup", About: "herald setup: creates and repairs streams, buckets and consumers; nothing else runs as it"}
 	setup.Publish = rules("the whole JetStream API", "$JS.API.>")
 	setup.Subscribe = rules("", "_INBOX."+ConnCLI+".>")
-	users = append(users, setup)
-
-	for i := range users {
-		users[i].PasswordEnv = PasswordEnv(users[i].Name)
-	}
-	return users
+	return setup
 }
 
 // Butler is the user of butler name: its own traffic and nothing else. It

@@ -78,20 +78,8 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 	n := r.Notify()
 	keyed := n != nil && n.IdempotencyKey != "" && c.Ledger != nil
 	if keyed {
-		// A call named before is answered from its record, never sent
-		// again; with other arguments it is refused. A ledger that does not
-		// answer soon leaves the call to the publish, whose duplicate ack
-		// finds the same record.
-		lctx, lcancel := context.WithTimeout(ctx, timeout/4)
-		rec, err := c.Ledger.Get(lctx, butler, key)
-		lcancel()
-		if err == nil && rec != nil {
-			if err := rec.Matches(n); err != nil {
-				return nil, err
-			}
-			if rec.Final() || rec.Status == ledger.Refused && rec.Error != nil && !rec.Error.Retryable {
-				return envelope.Answer(r, rec.Response(id)), nil
-			}
+		if resp, found, err := c.recorded(ctx, timeout/4, r, n, key); found {
+			return resp, err
 		}
 	}
 	replies := make(chan *nats.Msg, 1)
@@ -103,24 +91,63 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 
 	ack, maybe, err := c.publish(ctx, bus.RouteSubject(butler), data, key)
 	if err != nil {
-		// "Queued" is said only of a stored route: one that lived in this
-		// process's memory would be lost by its restart.
-		c.Store.Failed()
-		why := ""
-		if serr := c.Store.Err(); serr != nil {
-			why = "; " + serr.Error()
-		}
-		if maybe {
-			return nil, fmt.Errorf("%w: request_id %s: %w: no answer within %s (%w)%s",
-				envelope.ErrTimeout, id, ErrUnconfirmed, timeout, err, why)
-		}
-		return nil, fmt.Errorf("%w: %w: the bus did not take the notification (%w)%s; nothing was sent, so calling notify again is safe once NATS can take it",
-			envelope.ErrTargetUnavailable, ErrNotAccepted, err, why)
+		return nil, c.notStored(err, maybe, id, timeout)
 	}
-	// A duplicate is the same notify again: its answer is, or will be, in the
-	// ledger (or on the same reply subject, if it is the same route). If the
-	// switchboard refused the copy JetStream kept, within its duplicate
-	// window, that refusal is the answer.
+	fromLedger := c.watchLedger(ctx, ack, butler, key)
+	return awaitAnswer(ctx, r, replies, fromLedger, keyed)
+}
+
+// recorded answers a keyed call (n carries an idempotency key) from its
+// ledger record, if the call was named before: found is false when there is
+// no record, or the ledger did not answer within wait, or the record holds no
+// answer yet (then the call goes on to the publish, whose duplicate ack finds
+// the same record). A call named before is never sent again; with other
+// arguments it is refused (err).
+func (c *Client) recorded(ctx context.Context, wait time.Duration, r *envelope.Route, n *envelope.Notify, key string) (resp *envelope.RouteResponse, found bool, err error) {
+	lctx, lcancel := context.WithTimeout(ctx, wait)
+	rec, err := c.Ledger.Get(lctx, r.Target.Butler, key)
+	lcancel()
+	if err != nil || rec == nil {
+		return nil, false, nil
+	}
+	if err := rec.Matches(n); err != nil {
+		return nil, true, err
+	}
+	if rec.Final() || rec.Status == ledger.Refused && rec.Error != nil && !rec.Error.Retryable {
+		return envelope.Answer(r, rec.Response(r.RequestContext.RequestID)), true, nil
+	}
+	return nil, false, nil
+}
+
+// notStored is Send's error for a route JetStream did not confirm it stored,
+// after counting it (Store), with the reason NATS cannot store if the probe
+// knows one. maybe (a publish may still have been stored) makes it
+// ErrUnconfirmed; otherwise it is ErrNotAccepted. "Queued" is said only of a
+// stored route: one that lived in this process's memory would be lost by its
+// restart.
+func (c *Client) notStored(err error, maybe bool, id string, timeout time.Duration) error {
+	c.Store.Failed()
+	why := ""
+	if serr := c.Store.Err(); serr != nil {
+		why = "; " + serr.Error()
+	}
+	if maybe {
+		return fmt.Errorf("%w: request_id %s: %w: no answer within %s (%w)%s",
+			envelope.ErrTimeout, id, ErrUnconfirmed, timeout, err, why)
+	}
+	return fmt.Errorf("%w: %w: the bus did not take the notification (%w)%s; nothing was sent, so calling notify again is safe once NATS can take it",
+		envelope.ErrTargetUnavailable, ErrNotAccepted, err, why)
+}
+
+// watchLedger waits, if ack says the publish was a duplicate, for the
+// answer the ledger records under key, and sends it on the channel it
+// returns (which nothing is sent on otherwise, or if ctx ends first).
+//
+// A duplicate is the same notify again: its answer is, or will be, in the
+// ledger (or on the same reply subject, if it is the same route). If the
+// switchboard refused the copy JetStream kept, within its duplicate window,
+// that refusal is the answer.
+func (c *Client) watchLedger(ctx context.Context, ack *jetstream.PubAck, butler, key string) <-chan *ledger.Record {
 	fromLedger := make(chan *ledger.Record, 1)
 	if ack.Duplicate && c.Ledger != nil {
 		since := time.Now().Add(-bus.DuplicateWindow)
@@ -130,6 +157,14 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 			}
 		}()
 	}
+	return fromLedger
+}
+
+// awaitAnswer is Send's wait for the first answer to r: the switchboard's
+// reply, or the ledger's record of a duplicate (checked against r's notify
+// if keyed), or ErrQueued when ctx ends first.
+func awaitAnswer(ctx context.Context, r *envelope.Route, replies <-chan *nats.Msg, fromLedger <-chan *ledger.Record, keyed bool) (*envelope.RouteResponse, error) {
+	id := r.RequestContext.RequestID
 	select {
 	case m := <-replies:
 		// Tell the switchboard the answer arrived; without this it would
@@ -142,7 +177,7 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 		return resp, nil
 	case rec := <-fromLedger:
 		if keyed {
-			if err := rec.Matches(n); err != nil {
+			if err := rec.Matches(r.Notify()); err != nil {
 				return nil, err
 			}
 		}

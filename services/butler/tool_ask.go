@@ -56,76 +56,15 @@ func askTool(cfg *config.Config, name string) mcp.Tool {
 // ask is the ask tool's handler.
 func (b *Butler) ask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 	args := req.GetArguments()
-	var bad []envelope.FieldError
-	field := func(ptr, msg string) { bad = append(bad, envelope.FieldError{Pointer: ptr, Message: msg}) }
-	for k := range args {
-		if !slices.Contains(askArgs, k) {
-			field("/"+k, "is not an argument of ask, which takes question, options, wait, channel and recipient")
-		}
-	}
-	question, _ := args["question"].(string)
-	switch {
-	case strings.TrimSpace(question) == "":
-		field("/question", "Missing required 'question' parameter: what to ask")
-	case len(question) > maxQuestionBytes:
-		field("/question", fmt.Sprintf("is %d bytes; a question takes at most %d", len(question), maxQuestionBytes))
-	}
-	var options []string
-	if raw, ok := args["options"]; ok {
-		list, ok := raw.([]any)
-		switch {
-		case !ok:
-			field("/options", "must be a list of short labels")
-		case len(list) > approval.MaxOptions:
-			field("/options", fmt.Sprintf("has %d options; ask offers at most %d", len(list), approval.MaxOptions))
-		}
-		for i, o := range list {
-			s, _ := o.(string)
-			if s = strings.TrimSpace(s); s == "" || strings.ContainsAny(s, "\n\r") || len(s) > 64 {
-				field(fmt.Sprintf("/options/%d", i), "must be a label of one line, 1 to 64 bytes")
-				continue
-			}
-			options = append(options, s)
-		}
-	}
-	wait := 0
-	if raw, ok := args["wait"]; ok {
-		w, ok := raw.(float64)
-		if !ok || w != float64(int(w)) || w < 0 || w > MaxAskWait {
-			field("/wait", fmt.Sprintf("must be whole seconds from 0 to %d (MCP clients give up on a call after 60)", MaxAskWait))
-		}
-		wait = int(w)
-	}
-	if len(bad) > 0 {
-		slices.SortFunc(bad, func(a, b envelope.FieldError) int { return strings.Compare(a.Pointer, b.Pointer) })
-		return toolError(&envelope.ValidationError{Schema: "ask", Fields: bad}), nil
-	}
-
-	session := ""
-	if s := server.ClientSessionFromContext(ctx); s != nil {
-		session = s.SessionID()
-	}
-	now := time.Now().UTC()
-	q := approval.Question{ID: approval.NewQuestionID(), Butler: b.name, Session: session, Question: question, Options: options, CreatedAt: now}
-	if ttl := b.config().Approvals.Expiry(); ttl > 0 {
-		q.ExpiresAt = now.Add(ttl)
-	}
-	notify := map[string]any{"message": questionText(q)}
-	for _, k := range []string{"channel", "recipient"} {
-		if v, ok := args[k]; ok {
-			notify[k] = v
-		}
-	}
-	n, err := b.buildNotify(notify)
+	question, options, wait, err := askArguments(args)
 	if err != nil {
 		return toolError(err), nil
 	}
-	for i, o := range options {
-		n.Delivery.Actions = append(n.Delivery.Actions, envelope.Action{Label: o, Data: approval.AnswerData(q.ID, i+1)})
+	q := b.newQuestion(ctx, question, options)
+	n, err := b.questionNotify(q, args)
+	if err != nil {
+		return toolError(err), nil
 	}
-	// The switchboard knows a question by its key: it records where each
-	// copy went, so a tap or a reply there answers it.
-	n.IdempotencyKey = approval.QuestionKey(q.ID)
 	if err := b.channel.approvals.Ask(ctx, q); err != nil {
 		return toolError(fmt.Errorf("%w: recording the question: %w", envelope.ErrTargetUnavailable, err)), nil
 	}
@@ -147,6 +86,103 @@ func (b *Butler) ask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToo
 	}
 	return mcp.NewToolResultStructured(map[string]any{"question_id": q.ID, "status": "asked"},
 		fmt.Sprintf("Asked (question_id %s). The answer will arrive as a channel message with meta kind=answer and question_id %s, or through the inbox tool.", q.ID, q.ID)), nil
+}
+
+// askArguments checks an ask call's arguments and returns them: the
+// question, its options (trimmed) and the seconds to wait for the answer.
+// Every argument that is wrong is named, in pointer order, in one
+// validation error.
+func askArguments(args map[string]any) (question string, options []string, wait int, err error) {
+	var bad []envelope.FieldError
+	field := func(ptr, msg string) { bad = append(bad, envelope.FieldError{Pointer: ptr, Message: msg}) }
+	for k := range args {
+		if !slices.Contains(askArgs, k) {
+			field("/"+k, "is not an argument of ask, which takes question, options, wait, channel and recipient")
+		}
+	}
+	question, _ = args["question"].(string)
+	switch {
+	case strings.TrimSpace(question) == "":
+		field("/question", "Missing required 'question' parameter: what to ask")
+	case len(question) > maxQuestionBytes:
+		field("/question", fmt.Sprintf("is %d bytes; a question takes at most %d", len(question), maxQuestionBytes))
+	}
+	if raw, ok := args["options"]; ok {
+		options = askOptions(raw, field)
+	}
+	if raw, ok := args["wait"]; ok {
+		w, ok := raw.(float64)
+		if !ok || w != float64(int(w)) || w < 0 || w > MaxAskWait {
+			field("/wait", fmt.Sprintf("must be whole seconds from 0 to %d (MCP clients give up on a call after 60)", MaxAskWait))
+		}
+		wait = int(w)
+	}
+	if len(bad) > 0 {
+		slices.SortFunc(bad, func(a, b envelope.FieldError) int { return strings.Compare(a.Pointer, b.Pointer) })
+		return "", nil, 0, &envelope.ValidationError{Schema: "ask", Fields: bad}
+	}
+	return question, options, wait, nil
+}
+
+// askOptions is the ask argument options, raw as the call gave it: a list
+// of at most approval.MaxOptions labels of one line each, trimmed. What is
+// wrong with it is told to field.
+func askOptions(raw any, field func(ptr, msg string)) []string {
+	var options []string
+	list, ok := raw.([]any)
+	switch {
+	case !ok:
+		field("/options", "must be a list of short labels")
+	case len(list) > approval.MaxOptions:
+		field("/options", fmt.Sprintf("has %d options; ask offers at most %d", len(list), approval.MaxOptions))
+	}
+	for i, o := range list {
+		s, _ := o.(string)
+		if s = strings.TrimSpace(s); s == "" || strings.ContainsAny(s, "\n\r") || len(s) > 64 {
+			field(fmt.Sprintf("/options/%d", i), "must be a label of one line, 1 to 64 bytes")
+			continue
+		}
+		options = append(options, s)
+	}
+	return options
+}
+
+// newQuestion is a new question of this butler, asked in the MCP session of
+// ctx (if any), and expiring when approvals' expiry says (if it does).
+func (b *Butler) newQuestion(ctx context.Context, question string, options []string) approval.Question {
+	session := ""
+	if s := server.ClientSessionFromContext(ctx); s != nil {
+		session = s.SessionID()
+	}
+	now := time.Now().UTC()
+	q := approval.Question{ID: approval.NewQuestionID(), Butler: b.name, Session: session, Question: question, Options: options, CreatedAt: now}
+	if ttl := b.config().Approvals.Expiry(); ttl > 0 {
+		q.ExpiresAt = now.Add(ttl)
+	}
+	return q
+}
+
+// questionNotify is the notify that asks q: its text (questionText), an
+// answer button per option, and the channel and recipient of args, if it
+// names them.
+func (b *Butler) questionNotify(q approval.Question, args map[string]any) (*envelope.Notify, error) {
+	notify := map[string]any{"message": questionText(q)}
+	for _, k := range []string{"channel", "recipient"} {
+		if v, ok := args[k]; ok {
+			notify[k] = v
+		}
+	}
+	n, err := b.buildNotify(notify)
+	if err != nil {
+		return nil, err
+	}
+	for i, o := range q.Options {
+		n.Delivery.Actions = append(n.Delivery.Actions, envelope.Action{Label: o, Data: approval.AnswerData(q.ID, i+1)})
+	}
+	// The switchboard knows a question by its key: it records where each
+	// copy went, so a tap or a reply there answers it.
+	n.IdempotencyKey = approval.QuestionKey(q.ID)
+	return n, nil
 }
 
 // questionText is the question as the human sees it: with its options

@@ -88,15 +88,11 @@ func (s *Switchboard) question(ctx context.Context, butler, requestID, qid strin
 // or a reply to a copy of the question. It reports done; the message is
 // never forwarded as plain chat.
 func (g *inbound) answer(ctx context.Context, it *config.Integration, in *envelope.Ingress) (bool, error) {
-	chat := recipientOf(it, in)
 	var butler, qid, text string
 	if m := approval.AnswerPattern.FindStringSubmatch(in.Meta["callback_data"]); m != nil {
 		qid, text = m[1], m[2]
 		var err error
-		butler, err = g.approvals.SentTo(ctx, it.ID, chat, qid)
-		if user := in.Meta["user_id"]; errors.Is(err, approval.ErrUnknown) && user != "" && user != chat {
-			butler, err = g.approvals.SentTo(ctx, it.ID, user, qid)
-		}
+		butler, err = g.sentTo(ctx, it, in, qid)
 		switch {
 		case errors.Is(err, approval.ErrUnknown):
 			return true, g.refuseAnswer(ctx, it, in, qid, "no open question "+qid+" was sent to you here; nothing was passed on.")
@@ -105,12 +101,7 @@ func (g *inbound) answer(ctx context.Context, it *config.Integration, in *envelo
 		}
 	} else if replyTo := repliedTo(in); replyTo != "" {
 		var err error
-		butler, qid, err = g.approvals.RepliedTo(ctx, it.ID, chat, replyTo)
-		if user := in.Meta["user_id"]; errors.Is(err, approval.ErrUnknown) && user != "" && user != chat {
-			// A question sent to a person (Slack's U…) is answered in
-			// their direct chat with the bot (D…).
-			butler, qid, err = g.approvals.RepliedTo(ctx, it.ID, user, replyTo)
-		}
+		butler, qid, err = g.repliedToQuestion(ctx, it, in, replyTo)
 		switch {
 		case errors.Is(err, approval.ErrUnknown):
 			return false, nil // a reply to something else
@@ -121,16 +112,37 @@ func (g *inbound) answer(ctx context.Context, it *config.Integration, in *envelo
 	} else {
 		return false, nil
 	}
+	return true, g.takeAnswer(ctx, it, in, butler, qid, text)
+}
+
+// repliedToQuestion is the butler and id of the question whose copy
+// (message replyTo) in replies to, in the chat it was written in
+// (approval.ErrUnknown if none). A question sent to a person (Slack's U…)
+// is answered in their direct chat with the bot (D…).
+func (g *inbound) repliedToQuestion(ctx context.Context, it *config.Integration, in *envelope.Ingress, replyTo string) (butler, qid string, err error) {
+	chat := recipientOf(it, in)
+	butler, qid, err = g.approvals.RepliedTo(ctx, it.ID, chat, replyTo)
+	if user := in.Meta["user_id"]; errors.Is(err, approval.ErrUnknown) && user != "" && user != chat {
+		butler, qid, err = g.approvals.RepliedTo(ctx, it.ID, user, replyTo)
+	}
+	return butler, qid, err
+}
+
+// takeAnswer records text as the answer to question qid of butler, once:
+// an answer that is none of its options, or to a question answered already
+// or expired, counts for nothing and its sender is told why. A recorded
+// answer is passed on (passAnswer).
+func (g *inbound) takeAnswer(ctx context.Context, it *config.Integration, in *envelope.Ingress, butler, qid, text string) error {
 	q, err := g.approvals.Question(ctx, butler, qid)
 	if err != nil {
 		if errors.Is(err, approval.ErrUnknown) {
-			return true, g.refuseAnswer(ctx, it, in, qid, "no open question "+qid+" was sent to you here; nothing was passed on.")
+			return g.refuseAnswer(ctx, it, in, qid, "no open question "+qid+" was sent to you here; nothing was passed on.")
 		}
-		return true, fmt.Errorf("%w: reading question %s: %w", envelope.ErrTargetUnavailable, qid, err)
+		return fmt.Errorf("%w: reading question %s: %w", envelope.ErrTargetUnavailable, qid, err)
 	}
 	answer, err := q.Pick(text)
 	if err != nil {
-		return true, g.refuseAnswer(ctx, it, in, qid, "answer with one of the options, or its number: "+strings.Join(numbered(q.Options), ", ")+".")
+		return g.refuseAnswer(ctx, it, in, qid, "answer with one of the options, or its number: "+strings.Join(numbered(q.Options), ", ")+".")
 	}
 	who := in.RequestContext.SourceSenderIdentity
 	if name := in.Meta["user"]; name != "" && name != who {
@@ -140,14 +152,23 @@ func (g *inbound) answer(ctx context.Context, it *config.Integration, in *envelo
 	switch {
 	case err == nil:
 	case errors.Is(err, approval.ErrUsed):
-		return true, g.refuseAnswer(ctx, it, in, qid, "question "+qid+" was answered already ("+q.Answer+", by "+q.AnsweredBy+"); yours was not passed on.")
+		return g.refuseAnswer(ctx, it, in, qid, "question "+qid+" was answered already ("+q.Answer+", by "+q.AnsweredBy+"); yours was not passed on.")
 	case errors.Is(err, approval.ErrExpired):
-		return true, g.refuseAnswer(ctx, it, in, qid, "question "+qid+" had expired; your answer was not passed on.")
+		return g.refuseAnswer(ctx, it, in, qid, "question "+qid+" had expired; your answer was not passed on.")
 	default:
-		return true, fmt.Errorf("%w: answering question %s: %w", envelope.ErrTargetUnavailable, qid, err)
+		return fmt.Errorf("%w: answering question %s: %w", envelope.ErrTargetUnavailable, qid, err)
 	}
+	return g.passAnswer(ctx, it, in, butler, qid, answer, who)
+}
+
+// passAnswer passes on a recorded answer, in this order: every copy of the
+// question is edited to show it, the message becomes the answer (its text
+// the option picked, its meta kind=answer), is recorded as routed, so the
+// butler may reply to it, is published to the asking butler's inbox, and is
+// audited.
+func (g *inbound) passAnswer(ctx context.Context, it *config.Integration, in *envelope.Ingress, butler, qid, answer, who string) error {
 	if err := g.s.closeCopies(ctx, butler, qid, "✅ "+answer+" (answered by "+who+" via "+it.Channel()+")"); err != nil {
-		return true, err
+		return err
 	}
 	meta := maps.Clone(in.Meta)
 	if meta == nil {
@@ -158,15 +179,15 @@ func (g *inbound) answer(ctx context.Context, it *config.Integration, in *envelo
 	in.Meta = meta
 	in.Content.Text = answer
 	if err := RecordRouted(ctx, g.requests, butler, in); err != nil {
-		return true, err
+		return err
 	}
 	if err := g.publish(ctx, butler, in); err != nil {
-		return true, err
+		return err
 	}
 	g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: it.Channel(), RequestID: in.RequestContext.RequestID, Reason: ReasonQuestionAnswered})
 	g.metrics.Inbound(it.Channel(), obs.InboundAccepted, "")
 	g.log.InfoContext(ctx, "question answered", "butler", butler, "question_id", qid, "request_id", in.RequestContext.RequestID)
-	return true, nil
+	return nil
 }
 
 // repliedTo is the id of the message in answers: a chat's reply

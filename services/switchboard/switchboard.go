@@ -210,19 +210,10 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 		return err
 	}
 	ctx = envelope.Traced(ctx, r)
-	n := r.Notify()
-	switch {
-	case n == nil:
-		return fmt.Errorf("%w: route.v1 on %s carries no notify_request", envelope.ErrValidation, m.Subject())
-	// Origin identity comes from the subject, which NATS permissions tie to the
-	// butler's credentials; the envelope's fields must agree with it.
-	case n.OriginButler != butler:
-		return fmt.Errorf("%w: published on %s but origin_butler is %q; a butler may only notify as itself", envelope.ErrForbidden, m.Subject(), n.OriginButler)
-	case r.Target.Butler != butler:
-		return fmt.Errorf("%w: published on %s but target.butler is %q", envelope.ErrForbidden, m.Subject(), r.Target.Butler)
-	case s.cfg.Butler(butler) == nil:
-		return fmt.Errorf("%w: butler %q is not configured; add it to butlers in herald.yaml", envelope.ErrForbidden, butler)
+	if err := s.checkOrigin(m.Subject(), butler, r); err != nil {
+		return err
 	}
+	n := r.Notify()
 	key := r.IdempotencyKey()
 	args := ""
 	if n.IdempotencyKey != "" {
@@ -233,11 +224,7 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 		return err
 	}
 	n.Delivery.Channel = in.Channel()
-	if n.Delivery.Intent == envelope.IntentSend || n.Delivery.Intent == "" {
-		if !in.AllowsRecipient(n.Delivery.Recipient) {
-			return fmt.Errorf("%w: %s may not send to %q through %s; allowed are its default recipient, its inbound allow_from and approvers, and allow_to", envelope.ErrForbidden, butler, n.Delivery.Recipient, in.Channel())
-		}
-	} else if err := s.inReplyTo(ctx, butler, in, n); err != nil {
+	if err := s.checkAddressee(ctx, butler, in, n); err != nil {
 		return err
 	}
 	prompt, err := s.prompts(ctx, butler, r.RequestContext.RequestID, in, n)
@@ -259,9 +246,51 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
-	// What relay has to do with its outcome: record its sent message ids
-	// for a claim (claimSent), a prompt's copy (approvals.Sent), a note
-	// that must be seen (ackSent).
+	ack, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, deliverHeader(args, claimed, prompt, mustSee))
+	if err != nil {
+		return fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)
+	}
+	s.routed(ctx, r, butler, key, ack.Duplicate)
+	return nil
+}
+
+// checkOrigin checks that r, published on subject (herald.route.<butler>),
+// carries a notify and speaks for butler only, a configured one. Origin
+// identity comes from the subject, which NATS permissions tie to the
+// butler's credentials; the envelope's fields must agree with it.
+func (s *Switchboard) checkOrigin(subject, butler string, r *envelope.Route) error {
+	n := r.Notify()
+	switch {
+	case n == nil:
+		return fmt.Errorf("%w: route.v1 on %s carries no notify_request", envelope.ErrValidation, subject)
+	case n.OriginButler != butler:
+		return fmt.Errorf("%w: published on %s but origin_butler is %q; a butler may only notify as itself", envelope.ErrForbidden, subject, n.OriginButler)
+	case r.Target.Butler != butler:
+		return fmt.Errorf("%w: published on %s but target.butler is %q", envelope.ErrForbidden, subject, r.Target.Butler)
+	case s.cfg.Butler(butler) == nil:
+		return fmt.Errorf("%w: butler %q is not configured; add it to butlers in herald.yaml", envelope.ErrForbidden, butler)
+	}
+	return nil
+}
+
+// checkAddressee checks whom n, going out through in, is for: a send only
+// a recipient in allows, a reply or a reaction only a message that was
+// routed to butler (inReplyTo).
+func (s *Switchboard) checkAddressee(ctx context.Context, butler string, in *config.Integration, n *envelope.Notify) error {
+	if n.Delivery.Intent == envelope.IntentSend || n.Delivery.Intent == "" {
+		if !in.AllowsRecipient(n.Delivery.Recipient) {
+			return fmt.Errorf("%w: %s may not send to %q through %s; allowed are its default recipient, its inbound allow_from and approvers, and allow_to", envelope.ErrForbidden, butler, n.Delivery.Recipient, in.Channel())
+		}
+		return nil
+	}
+	return s.inReplyTo(ctx, butler, in, n)
+}
+
+// deliverHeader is the header of a delivery: the caller's arguments digest
+// (args, if any), and what relay has to do with its outcome: record its
+// sent message ids for a claim (claimSent), a prompt's copy
+// (approvals.Sent), a note that must be seen (ackSent).
+func deliverHeader(args string, claimed, prompt, mustSee bool) nats.Header {
 	var relays []string
 	for kind, on := range map[string]bool{relayClaim: claimed, relayPrompt: prompt, relayAck: mustSee} {
 		if on {
@@ -276,20 +305,22 @@ func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
 		slices.Sort(relays)
 		h.Set(bus.HeaderRelay, strings.Join(relays, ","))
 	}
-	ack, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, h)
-	if err != nil {
-		return fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)
-	}
-	if ack.Duplicate {
-		// The messenger has this delivery already: answer this copy from the
-		// ledger once it is final, and send nothing again.
+	return h
+}
+
+// routed notes a route the messenger's stream took: a duplicate (the
+// messenger has this delivery already) is answered from the ledger once it
+// is final, later, and nothing is sent again; a new one is counted. Either
+// is audited.
+func (s *Switchboard) routed(ctx context.Context, r *envelope.Route, butler, key string, duplicate bool) {
+	n := r.Notify()
+	if duplicate {
 		s.later.Go(func() { s.answerFromLedger(r, butler, key) })
 	} else {
 		s.metrics.Routed(butler, n.Delivery.Channel)
 	}
 	s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: butler, Channel: n.Delivery.Channel, Intent: n.Delivery.Intent, Recipient: n.Delivery.Recipient, RequestID: r.RequestContext.RequestID, Key: key, CallerKey: n.IdempotencyKey})
 	s.log.DebugContext(ctx, "routed", "butler", butler, "channel", n.Delivery.Channel, "request_id", r.RequestContext.RequestID)
-	return nil
 }
 
 // prompts checks a notify that carries permission buttons ("perm:allow:<id>"):

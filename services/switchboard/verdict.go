@@ -31,35 +31,16 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 	if !ok {
 		return false, nil
 	}
-	channel := it.Channel()
+	butler, refusal, err := g.verdictButler(ctx, it, in, id)
 	switch {
-	case !listed(it, it.Inbound.Approvers, in):
-		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictNotApprover, nil)
-	case !isDirect(in):
-		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictNotDirect, nil)
-	}
-	butler, err := g.approvals.SentTo(ctx, it.ID, recipientOf(it, in), id)
-	if user := in.Meta["user_id"]; errors.Is(err, approval.ErrUnknown) && user != "" && user != recipientOf(it, in) {
-		// A prompt sent to a person rather than to a chat (Slack's U…)
-		// is answered from their direct chat with the bot (D…), which is
-		// where it went.
-		butler, err = g.approvals.SentTo(ctx, it.ID, user, id)
-	}
-	switch {
-	case errors.Is(err, approval.ErrUnknown):
-		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictUnknownID, nil)
 	case err != nil:
-		return true, fmt.Errorf("%w: reading permission request %s: %w", envelope.ErrTargetUnavailable, id, err)
-	case !it.Grants.Allows(butler):
-		// This integration's approvers answer for the butlers that use it.
-		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictNotApprover, nil)
-	case g.cfg.Butler(butler) == nil || !g.cfg.Butler(butler).MayApprove(it, in.RequestContext.SourceSenderIdentity, in.Meta["user_id"]):
-		// butlers[].approvers narrows who answers that butler.
-		return true, g.refuseVerdict(ctx, it, in, id, ReasonVerdictNotApprover, nil)
+		return true, err
+	case refusal != "":
+		return true, g.refuseVerdict(ctx, it, in, id, refusal, nil)
 	}
 	sender := in.RequestContext.SourceSenderIdentity
 	// "Allow for this session" allows this request like Allow, and grants
-	// the session the tool (below).
+	// the session the tool (passVerdict).
 	granted := behavior == approval.Session
 	if granted {
 		behavior = approval.Allow
@@ -93,8 +74,88 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 	default:
 		return true, fmt.Errorf("%w: answering permission request %s: %w", envelope.ErrTargetUnavailable, id, err)
 	}
-	// Every approver's copy now says who answered; a redelivered verdict
-	// edits nothing twice (closePrompt's keys).
+	return true, g.passVerdict(ctx, it, in, req, id, behavior, granted)
+}
+
+// verdictButler is the butler whose prompt id a verdict answers, once it
+// is sure the verdict may: refusal, if not "", is the reason it counts for
+// nothing (the sender is no approver of the integration or of that butler,
+// the chat is not direct, or no such prompt was sent there), and err is a
+// prompt that could not be read. It writes nothing.
+func (g *inbound) verdictButler(ctx context.Context, it *config.Integration, in *envelope.Ingress, id string) (butler, refusal string, err error) {
+	switch {
+	case !listed(it, it.Inbound.Approvers, in):
+		return "", ReasonVerdictNotApprover, nil
+	case !isDirect(in):
+		return "", ReasonVerdictNotDirect, nil
+	}
+	butler, err = g.sentTo(ctx, it, in, id)
+	switch {
+	case errors.Is(err, approval.ErrUnknown):
+		return "", ReasonVerdictUnknownID, nil
+	case err != nil:
+		return "", "", fmt.Errorf("%w: reading permission request %s: %w", envelope.ErrTargetUnavailable, id, err)
+	case !it.Grants.Allows(butler):
+		// This integration's approvers answer for the butlers that use it.
+		return "", ReasonVerdictNotApprover, nil
+	case g.cfg.Butler(butler) == nil || !g.cfg.Butler(butler).MayApprove(it, in.RequestContext.SourceSenderIdentity, in.Meta["user_id"]):
+		// butlers[].approvers narrows who answers that butler.
+		return "", ReasonVerdictNotApprover, nil
+	}
+	return butler, "", nil
+}
+
+// sentTo is the butler whose prompt or question id Herald sent to the chat
+// in was written in (approval.ErrUnknown if none). One sent to a person
+// rather than to a chat (Slack's U…) is answered from their direct chat
+// with the bot (D…), which is where it went.
+func (g *inbound) sentTo(ctx context.Context, it *config.Integration, in *envelope.Ingress, id string) (string, error) {
+	chat := recipientOf(it, in)
+	butler, err := g.approvals.SentTo(ctx, it.ID, chat, id)
+	if user := in.Meta["user_id"]; errors.Is(err, approval.ErrUnknown) && user != "" && user != chat {
+		butler, err = g.approvals.SentTo(ctx, it.ID, user, id)
+	}
+	return butler, err
+}
+
+// passVerdict passes on an accepted verdict of prompt req (id), in this
+// order: it records an "Allow for this session" grant if granted, edits
+// every approver's copy to say who answered (a redelivered verdict edits
+// nothing twice: closePrompt's keys), publishes the message with its
+// permission_* meta to the asking butler's inbox, and audits it.
+func (g *inbound) passVerdict(ctx context.Context, it *config.Integration, in *envelope.Ingress, req *approval.Request, id, behavior string, granted bool) error {
+	channel := it.Channel()
+	who := verdictBy(in, req, behavior)
+	outcome := allowedBy(who, channel)
+	if behavior == approval.Deny {
+		outcome = deniedBy(who, channel)
+	}
+	var grant *approval.Grant
+	if granted {
+		var err error
+		if grant, err = g.grant(ctx, it, in, req); err != nil {
+			return err
+		}
+		outcome = allowedForSessionBy(who, channel)
+	}
+	if err := g.s.closePrompt(ctx, req, outcome); err != nil {
+		return err
+	}
+	in.Meta = verdictMeta(in.Meta, id, behavior, req, grant)
+	if err := g.publish(ctx, req.Butler, in); err != nil {
+		return err
+	}
+	g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: req.Butler, Channel: channel, RequestID: in.RequestContext.RequestID, Reason: ReasonPermissionVerdict})
+	g.metrics.Inbound(channel, obs.InboundAccepted, "")
+	g.log.InfoContext(ctx, "permission verdict", "butler", req.Butler, "permission_request_id", id, "behavior", behavior, "request_id", in.RequestContext.RequestID)
+	return nil
+}
+
+// verdictBy is who answered prompt req, as its copies say: the sender, with
+// their display name where the channel gives one, or, for a quorum's Allow,
+// every approver the quorum took.
+func verdictBy(in *envelope.Ingress, req *approval.Request, behavior string) string {
+	sender := in.RequestContext.SourceSenderIdentity
 	who := sender
 	if name := in.Meta["user"]; name != "" && name != sender {
 		who = name + " (" + sender + ")"
@@ -102,21 +163,14 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 	if req.Quorum > 1 && behavior == approval.Allow {
 		who = strings.Join(req.Allows, ", ") // every approver the quorum took
 	}
-	outcome := allowedBy(who, channel)
-	if behavior == approval.Deny {
-		outcome = deniedBy(who, channel)
-	}
-	var grant *approval.Grant
-	if granted {
-		if grant, err = g.grant(ctx, it, in, req); err != nil {
-			return true, err
-		}
-		outcome = allowedForSessionBy(who, channel)
-	}
-	if err := g.s.closePrompt(ctx, req, outcome); err != nil {
-		return true, err
-	}
-	meta := maps.Clone(in.Meta)
+	return who
+}
+
+// verdictMeta is a verdict's meta as the butler reads it: the message's own
+// (a copy; meta is not changed) with the prompt's id, the behavior, the
+// session that asked and the grant, if one was made.
+func verdictMeta(meta map[string]string, id, behavior string, req *approval.Request, grant *approval.Grant) map[string]string {
+	meta = maps.Clone(meta)
 	if meta == nil {
 		meta = map[string]string{}
 	}
@@ -126,14 +180,7 @@ func (g *inbound) verdict(ctx context.Context, m jetstream.Msg, it *config.Integ
 	if grant != nil {
 		meta[envelope.MetaPermissionGrant] = grant.ID
 	}
-	in.Meta = meta
-	if err := g.publish(ctx, req.Butler, in); err != nil {
-		return true, err
-	}
-	g.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: req.Butler, Channel: channel, RequestID: in.RequestContext.RequestID, Reason: ReasonPermissionVerdict})
-	g.metrics.Inbound(channel, obs.InboundAccepted, "")
-	g.log.InfoContext(ctx, "permission verdict", "butler", req.Butler, "permission_request_id", id, "behavior", behavior, "request_id", in.RequestContext.RequestID)
-	return true, nil
+	return meta
 }
 
 // approverVerdict reports whether in is a permission verdict (typed or a
