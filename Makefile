@@ -49,9 +49,9 @@ lint:
 	@bin/tools/deadcode -test $(PACKAGES) > bin/tools/deadcode-test.out
 	@out=$$(grep -v ': unreachable func: Example' bin/tools/deadcode-test.out); \
 	if [ -n "$$out" ]; then echo "deadcode -test: unreachable:"; echo "$$out"; exit 1; fi
-	@# Test kits (packages named *test) exist for tests.
+	@# Test kits (packages named *test, and pkg/testkit) exist for tests.
 	@bin/tools/deadcode $(PACKAGES) > bin/tools/deadcode.out
-	@out=$$(grep -v -E '[a-z]+test/|$(DEADCODE_SEAMS)' bin/tools/deadcode.out); \
+	@out=$$(grep -v -E '[a-z]+test/|/testkit/|$(DEADCODE_SEAMS)' bin/tools/deadcode.out); \
 	if [ -n "$$out" ]; then echo "deadcode: only tests use (move it to a _test.go file, or list it in DEADCODE_SEAMS with why):"; echo "$$out"; exit 1; fi
 	@echo "lint: staticcheck and deadcode clean"
 

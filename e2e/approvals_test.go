@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
@@ -21,7 +22,7 @@ var bob = telegramtest.User{ID: 777, FirstName: "Bob"}
 func (f *fleet) promptCopies(id string, chats ...int64) map[int64]int64 {
 	f.t.Helper()
 	out := map[int64]int64{}
-	eventually(f.t, 15*time.Second, func() bool {
+	testkit.Eventually(f.t, 15*time.Second, func() bool {
 		for _, chat := range chats {
 			for _, m := range f.tg.Messages(chat) {
 				if strings.Contains(m.Text, `"yes `+id+`"`) {
@@ -69,13 +70,13 @@ func TestPromptClosesEverywhere(t *testing.T) {
 	copies := f.promptCopies("abcde", alice.ID, bob.ID)
 	// Slack has the copy (its answer held) before Bob answers: a copy not
 	// yet routed when the prompt closes is never sent at all.
-	eventually(t, 15*time.Second, func() bool { return len(sl.Calls("chat.postMessage")) > 0 }, "the Slack approver's copy to be posted")
+	testkit.Eventually(t, 15*time.Second, func() bool { return len(sl.Calls("chat.postMessage")) > 0 }, "the Slack approver's copy to be posted")
 	f.tg.PressButton(f.tg.Token(), bob.ID, copies[bob.ID], bob, "perm:allow:abcde")
 	if got := c.Wait(butler.MethodPermission, 1); got[0]["request_id"] != "abcde" || got[0]["behavior"] != "allow" {
 		t.Fatalf("verdict %v", got[0])
 	}
 	for _, chat := range []int64{alice.ID, bob.ID} {
-		eventually(t, 10*time.Second, func() bool { return f.copyShows(chat, copies[chat], "allowed by Bob (777) via telegram:tg_main") },
+		testkit.Eventually(t, 10*time.Second, func() bool { return f.copyShows(chat, copies[chat], "allowed by Bob (777) via telegram:tg_main") },
 			"the copy in chat "+telegramChat(chat)+" to say Bob allowed it, without buttons")
 	}
 	close(hold)
@@ -87,7 +88,7 @@ func TestPromptClosesEverywhere(t *testing.T) {
 		}
 		return false
 	}
-	eventually(t, 10*time.Second, func() bool { return slackShows("allowed by Bob (777) via telegram:tg_main") }, "the Slack approver's copy to say Bob allowed it")
+	testkit.Eventually(t, 10*time.Second, func() bool { return slackShows("allowed by Bob (777) via telegram:tg_main") }, "the Slack approver's copy to say Bob allowed it")
 	if m := f.tg.Messages(alice.ID); !strings.Contains(m[len(m)-1].Text, "health asks to run Bash") {
 		t.Errorf("the closed copy lost its headline: %q", m[len(m)-1].Text)
 	}
@@ -96,10 +97,10 @@ func TestPromptClosesEverywhere(t *testing.T) {
 	askPermission(t, c, "qwert", "Write", "Write a file")
 	copies = f.promptCopies("qwert", alice.ID, bob.ID)
 	for _, chat := range []int64{alice.ID, bob.ID} {
-		eventually(t, 15*time.Second, func() bool { return f.copyShows(chat, copies[chat], "⌛ expired") },
+		testkit.Eventually(t, 15*time.Second, func() bool { return f.copyShows(chat, copies[chat], "⌛ expired") },
 			"the copy in chat "+telegramChat(chat)+" to say the prompt expired")
 	}
-	eventually(t, 10*time.Second, func() bool { return slackShows("expired") }, "the Slack approver's copy to say the prompt expired")
+	testkit.Eventually(t, 10*time.Second, func() bool { return slackShows("expired") }, "the Slack approver's copy to say the prompt expired")
 	var found bool
 	for _, r := range f.audit(audit.Expired) {
 		found = found || r["request_id"] == "qwert" && r["butler"] == "health"
@@ -109,7 +110,7 @@ func TestPromptClosesEverywhere(t *testing.T) {
 	}
 	// Its buttons are gone; a typed answer comes too late.
 	f.tell(alice, "yes qwert")
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, r := range f.audit(audit.Rejected) {
 			if r["reason"] == "verdict_expired" {
 				return true
@@ -141,10 +142,10 @@ func TestSessionGrant(t *testing.T) {
 	if got := c.Wait(butler.MethodPermission, 1); got[0]["request_id"] != "abcde" || got[0]["behavior"] != "allow" {
 		t.Fatalf("verdict %v, want allow", got[0])
 	}
-	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, copies[alice.ID], "allowed for this session by") },
+	testkit.Eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, copies[alice.ID], "allowed for this session by") },
 		"the prompt to say it was allowed for this session")
 	var grantID string
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, m := range f.tg.Messages(alice.ID) {
 			if i := strings.Index(m.Text, "herald grants revoke g_"); i >= 0 && strings.Contains(m.Text, "health may now run Bash without asking") {
 				grantID = strings.TrimRight(m.Text[i+len("herald grants revoke "):], ").")
@@ -159,7 +160,7 @@ func TestSessionGrant(t *testing.T) {
 	if got := c.Wait(butler.MethodPermission, 2); got[1]["request_id"] != "fghij" || got[1]["behavior"] != "allow" {
 		t.Fatalf("second verdict %v, want allow", got[1])
 	}
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, r := range f.audit(audit.AutoAllowed) {
 			if r["request_id"] == "fghij" && r["grant"] == grantID && r["butler"] == "health" {
 				return true
@@ -232,7 +233,7 @@ func TestQuorumAndButlerApprovers(t *testing.T) {
 	}
 	f.tg.PressButton(f.tg.Token(), alice.ID, copies[alice.ID], alice, "perm:allow:abcde")
 	for _, chat := range []int64{alice.ID, bob.ID, carol.ID} {
-		eventually(t, 10*time.Second, func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			for _, m := range f.tg.Messages(chat) {
 				if m.MessageID == copies[chat] {
 					return strings.Contains(m.Text, "1 of 2 allowed") && m.ReplyMarkup != nil
@@ -242,7 +243,7 @@ func TestQuorumAndButlerApprovers(t *testing.T) {
 		}, "the copy in chat "+telegramChat(chat)+" to show 1 of 2, its buttons kept")
 	}
 	f.tell(alice, "yes abcde") // the same approver again
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, m := range f.tg.Messages(alice.ID) {
 			if strings.Contains(m.Text, "you have allowed permission request abcde already") {
 				return true
@@ -257,7 +258,7 @@ func TestQuorumAndButlerApprovers(t *testing.T) {
 	if got := c.Wait(butler.MethodPermission, 1); got[0]["request_id"] != "abcde" || got[0]["behavior"] != "allow" {
 		t.Fatalf("verdict %v, want allow once two allowed", got[0])
 	}
-	eventually(t, 10*time.Second, func() bool { return f.copyShows(carol.ID, copies[carol.ID], "allowed by 12345, 777") },
+	testkit.Eventually(t, 10*time.Second, func() bool { return f.copyShows(carol.ID, copies[carol.ID], "allowed by 12345, 777") },
 		"carol's copy to say alice and bob allowed it, its buttons gone")
 
 	askPermission(t, c, "fghij", "Bash", "Delete build outputs")
@@ -277,7 +278,7 @@ func TestQuorumAndButlerApprovers(t *testing.T) {
 		t.Fatalf("finance's prompt went to %d chats, want alice's only", len(f.promptsFor("kmnop")))
 	}
 	f.tell(bob, "yes kmnop")
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, r := range f.audit(audit.Rejected) {
 			if r["reason"] == "verdict_unknown_id" || r["reason"] == "verdict_not_approver" {
 				return true
@@ -301,10 +302,10 @@ func TestPromptClosesWhenItsSessionEnds(t *testing.T) {
 	copies := f.promptCopies("abcde", alice.ID)
 	// The client ends its session, as Claude Code does when it quits.
 	f.endSession(url, c.GetSessionId())
-	eventually(t, 15*time.Second, func() bool { return f.copyShows(alice.ID, copies[alice.ID], "the session that asked has ended") },
+	testkit.Eventually(t, 15*time.Second, func() bool { return f.copyShows(alice.ID, copies[alice.ID], "the session that asked has ended") },
 		"the copy to say the session that asked has ended, its buttons gone")
 	f.tell(alice, "yes abcde")
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, m := range f.tg.Messages(alice.ID) {
 			if strings.Contains(m.Text, "Herald: the session that asked permission request abcde has ended") {
 				return true

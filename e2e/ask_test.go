@@ -11,6 +11,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
@@ -41,7 +42,7 @@ func TestAsk(t *testing.T) {
 		done <- res
 	}()
 	var asked telegramtest.Message
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		for _, m := range f.tg.Messages(alice.ID) {
 			if strings.Contains(m.Text, "Deploy now?") && m.ReplyMarkup != nil {
 				asked = m
@@ -65,10 +66,10 @@ func TestAsk(t *testing.T) {
 	if res.IsError || !strings.Contains(text(res), "Yes") || !strings.Contains(text(res), qid[1]) {
 		t.Fatalf("ask answered %q (isError %v), want Yes for %s", text(res), res.IsError, qid[1])
 	}
-	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, asked.MessageID, "✅ Yes") }, "the question to show its answer, buttons gone")
+	testkit.Eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, asked.MessageID, "✅ Yes") }, "the question to show its answer, buttons gone")
 	// Its buttons are gone; a reply to it comes too late.
 	f.tg.SendUserMessage(f.tg.Token(), telegramtest.Message{Chat: telegramtest.Chat{ID: alice.ID, Type: "private"}, From: &alice, Text: "2", ReplyToMessage: &asked})
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, m := range f.tg.Messages(alice.ID) {
 			if strings.Contains(m.Text, "Herald: question "+qid[1]+" was answered already") {
 				return true
@@ -84,7 +85,7 @@ func TestAsk(t *testing.T) {
 		t.Fatalf("ask with wait 0: %q", text(res))
 	}
 	var q2 telegramtest.Message
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		for _, m := range f.tg.Messages(alice.ID) {
 			if strings.Contains(m.Text, "When shall I deploy?") {
 				q2 = m

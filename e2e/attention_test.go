@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/butler/butlertest"
 	"github.com/heraldhq/herald/services/messenger/email"
@@ -51,7 +52,7 @@ func TestAttention(t *testing.T) {
 	f := newFleet(t)
 	f.cfg.Integration("tg_main").EscalateTo = []string{"mail"}
 	f.cfg.Integration("mail").Settings.(*email.Config).DefaultTo = "alice@example.com"
-	f.cfg.HTTPListen = freeAddr(t)
+	f.cfg.HTTPListen = testkit.FreeAddr(t)
 	f.cfg.PublicURL = "http://" + f.cfg.HTTPListen
 	if err := f.cfg.Validate(); err != nil {
 		t.Fatal(err)
@@ -65,7 +66,7 @@ func TestAttention(t *testing.T) {
 			t.Fatalf("notify with ack_within: %s", text(res))
 		}
 		var m telegramtest.Message
-		eventually(t, 10*time.Second, func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			for _, x := range f.tg.Messages(alice.ID) {
 				if strings.Contains(x.Text, msg) {
 					m = x
@@ -88,8 +89,8 @@ func TestAttention(t *testing.T) {
 		t.Fatalf("the same note again: %s", text(res))
 	}
 	f.tg.PressButton(f.tg.Token(), alice.ID, seen.MessageID, alice, "ack:"+seenID)
-	eventually(t, 10*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", seenID) != nil }, "the model told the note was seen")
-	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, seen.MessageID, "✅ seen by") }, "the note edited to say it was seen, its button gone")
+	testkit.Eventually(t, 10*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", seenID) != nil }, "the model told the note was seen")
+	testkit.Eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, seen.MessageID, "✅ seen by") }, "the note edited to say it was seen, its button gone")
 
 	// A reaction acknowledges one too; a reaction on anything else goes
 	// nowhere.
@@ -98,8 +99,8 @@ func TestAttention(t *testing.T) {
 	f.tg.React(f.tg.Token(), alice.ID, hello.MessageID, alice, "👍")
 	reacted, reactedID := gotIt("Certificate renewed.")
 	f.tg.React(f.tg.Token(), alice.ID, reacted.MessageID, alice, "👀")
-	eventually(t, 10*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", reactedID) != nil }, "the model told a reaction saw the note")
-	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, reacted.MessageID, "✅ seen by") }, "the note a reaction saw edited")
+	testkit.Eventually(t, 10*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", reactedID) != nil }, "the model told a reaction saw the note")
+	testkit.Eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, reacted.MessageID, "✅ seen by") }, "the note a reaction saw edited")
 	for _, n := range c.Notifications(butler.MethodChannel) {
 		if strings.Contains(fmt.Sprint(n["content"]), "👍") {
 			t.Fatalf("a reaction on another message reached the model: %v", n)
@@ -115,7 +116,7 @@ func TestAttention(t *testing.T) {
 	}
 	backupID := fmt.Sprint(res.StructuredContent.(map[string]any)["request_context"].(map[string]any)["request_id"])
 	var first smtptest.Message
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, m := range f.smtp.Messages() {
 			if strings.Contains(string(m.Data), "Backup failed.") {
 				first = m
@@ -130,7 +131,7 @@ func TestAttention(t *testing.T) {
 	}
 
 	var esc smtptest.Message
-	eventually(t, 60*time.Second, func() bool {
+	testkit.Eventually(t, 60*time.Second, func() bool {
 		for _, m := range f.smtp.Messages() {
 			if strings.Contains(m.Subject(), "Escalation") && strings.Contains(string(m.Data), "The server is down.") {
 				esc = m
@@ -146,7 +147,7 @@ func TestAttention(t *testing.T) {
 	if n := noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", downID); n != nil {
 		t.Fatalf("the model was told of an acknowledgement nobody gave: %v", n)
 	}
-	eventually(t, 30*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "unacknowledged", backupID) != nil },
+	testkit.Eventually(t, 30*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "unacknowledged", backupID) != nil },
 		"the model told nobody saw the mail")
 
 	addr := regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+`).FindString(f.statusDetail("mail"))
@@ -156,14 +157,14 @@ func TestAttention(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ack map[string]any
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		ack = noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", downID)
 		return ack != nil
 	}, "the model told the escalated note was seen")
 	if m := meta(ack); !strings.Contains(fmt.Sprint(m["acknowledged_by"]), "alice@example.com") || m["channel"] != "email:mail" {
 		t.Fatalf("acknowledged %v, want by alice@example.com via email:mail", m)
 	}
-	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, down.MessageID, "✅ seen by") },
+	testkit.Eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, down.MessageID, "✅ seen by") },
 		"the Telegram copy edited to say it was seen by mail, its button gone")
 	for _, m := range f.smtp.Messages() {
 		if strings.Contains(string(m.Data), "Disk at 80%") {
@@ -178,7 +179,7 @@ func TestAttention(t *testing.T) {
 	}
 	payrollID := fmt.Sprint(res.StructuredContent.(map[string]any)["request_context"].(map[string]any)["request_id"])
 	var link string
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, m := range f.smtp.Messages() {
 			if p, _ := m.Part("text/plain"); strings.Contains(string(p.Body), "Payroll exported.") {
 				link = ackLinkRE.FindString(string(p.Body))
@@ -195,7 +196,7 @@ func TestAttention(t *testing.T) {
 		t.Fatalf("the button answered:\n%s", done)
 	}
 	var byLink map[string]any
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		byLink = noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", payrollID)
 		return byLink != nil
 	}, "the model told the link acknowledged the mail")
@@ -204,7 +205,7 @@ func TestAttention(t *testing.T) {
 	}
 	forged := link[:len(link)-26] + strings.Repeat("a", 26)
 	httpDo(t, http.MethodPost, forged)
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, r := range f.audit("rejected") {
 			if r["reason"] == "ack_link_unknown" {
 				return true
@@ -236,7 +237,7 @@ func TestAttentionBySlackReaction(t *testing.T) {
 	}
 	id := fmt.Sprint(res.StructuredContent.(map[string]any)["request_context"].(map[string]any)["request_id"])
 	var channel, ts string
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		for _, call := range sl.Calls("chat.postMessage") {
 			if call.OK() && strings.Contains(call.Params["blocks"], "ack:dlv_") && strings.Contains(call.Params["text"]+call.Params["attachments"]+call.Params["blocks"], "Deploy finished") {
 				channel, ts = call.Channel, call.TS
@@ -252,8 +253,8 @@ func TestAttentionBySlackReaction(t *testing.T) {
 			t.Fatalf("the reaction event: %v %v", a, err)
 		}
 	}
-	eventually(t, 15*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", id) != nil }, "the model told the note was seen")
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", id) != nil }, "the model told the note was seen")
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		m, _ := sl.Message(channel, ts)
 		return m.Edited != nil && len(m.Buttons()) == 0 && strings.Contains(m.Text+fmt.Sprint(m.Attachments), "seen by U0HUMAN01 via slack:sl")
 	}, "the note edited to say U0HUMAN01 saw it, its button gone")
@@ -275,7 +276,7 @@ func TestEscalationAcrossASwitchboardKill(t *testing.T) {
 	}
 	f := newFleet(t)
 	file := filepath.Join(t.TempDir(), "herald.yaml")
-	mcpAddr := freeAddr(t)
+	mcpAddr := testkit.FreeAddr(t)
 	yaml := fmt.Sprintf(`default_butler: health
 butlers:
   - { name: health, default_channel: telegram, mcp_http: %q, mcp_token_env: MCP_TOKEN }
@@ -313,7 +314,7 @@ integrations:
 		t.Fatalf("notify with ack_within: %s", text(res))
 	}
 	var note telegramtest.Message
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		for _, m := range f.tg.Messages(alice.ID) {
 			if strings.Contains(m.Text, "The server is down.") && m.ReplyMarkup != nil {
 				note = m
@@ -342,7 +343,7 @@ integrations:
 		}
 		return out
 	}
-	eventually(t, 60*time.Second, func() bool { return len(escalations()) > 0 }, "the note escalated to email after the switchboard's kill")
+	testkit.Eventually(t, 60*time.Second, func() bool { return len(escalations()) > 0 }, "the note escalated to email after the switchboard's kill")
 	esc := escalations()[0]
 	addr := regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+`).FindString(f.statusDetail("mail"))
 	reply := "Authentication-Results: mx.example.com; dmarc=pass header.from=example.com\r\nFrom: Alice <alice@example.com>\r\nTo: herald@example.com\r\n" +
@@ -350,9 +351,9 @@ integrations:
 	if err := smtp.SendMail(addr, nil, "alice@example.com", []string{"herald@example.com"}, []byte(reply)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", id[1]) != nil },
+	testkit.Eventually(t, 15*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", id[1]) != nil },
 		"the model told the escalated note was seen")
-	eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, note.MessageID, "✅ seen by") }, "the Telegram copy edited, its button gone")
+	testkit.Eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, note.MessageID, "✅ seen by") }, "the Telegram copy edited, its button gone")
 	if n := len(escalations()); n != 1 {
 		t.Fatalf("%d escalation mails, want one", n)
 	}

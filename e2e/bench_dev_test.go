@@ -20,6 +20,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/herald"
 )
 
@@ -110,7 +111,7 @@ func startDev(b testing.TB, t *table, name, yaml string, profileStart time.Durat
 	}
 	p.env = env
 	if benchProfiles != "" {
-		p.pprof = freeAddr(b)
+		p.pprof = testkit.FreeAddr(b)
 		p.env = append(p.env, herald.PprofEnv+"="+p.pprof)
 	}
 	p.launch(t, "start", profileStart)
@@ -389,14 +390,4 @@ func shellEnv() []string {
 		}
 	}
 	return env
-}
-
-// freeAddr is a loopback address with a port free a moment ago.
-func freeAddr(b testing.TB) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

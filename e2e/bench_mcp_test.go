@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
@@ -82,19 +83,16 @@ integrations:
 		if ch == "log" {
 			return dev.logs.wait(run, ok, 10*time.Second)
 		}
-		deadline := time.Now().Add(10 * time.Second)
-		for {
+		var n, dup int
+		testkit.Poll(10*time.Second, 100*time.Millisecond, func() bool {
 			got := newArrivals()
-			for _, call := range tg.Calls("sendMessage") {
-				if call.OK() {
-					got.note(call.Params["text"], call.Arrived)
-				}
+			for _, call := range tg.Accepted("sendMessage") {
+				got.note(call.Params["text"], call.Arrived)
 			}
-			if n, dup := got.of(run); n >= ok || time.Now().After(deadline) {
-				return n, dup
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			n, dup = got.of(run)
+			return n >= ok
+		})
+		return n, dup
 	}
 	measure := func(name, run, ch string, loop func(do func(worker, seq int) error) *result) *result {
 		wait := dev.profile(t, run, benchFor)

@@ -26,6 +26,7 @@ import (
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
 	"github.com/heraldhq/herald/pkg/route"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/switchboard"
@@ -308,14 +309,8 @@ func (a *arrivals) of(run string) (delivered, dup int) {
 
 // wait waits until want requests of run were delivered, or timeout.
 func (a *arrivals) wait(run string, want int, timeout time.Duration) (delivered, dup int) {
-	deadline := time.Now().Add(timeout)
-	for {
-		delivered, dup = a.of(run)
-		if delivered >= want || time.Now().After(deadline) {
-			return delivered, dup
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	testkit.Poll(timeout, 50*time.Millisecond, func() bool { delivered, dup = a.of(run); return delivered >= want })
+	return delivered, dup
 }
 
 // latencies are the times from when each request of run was due (due(seq))

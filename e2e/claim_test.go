@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/butler/butlertest"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
@@ -59,7 +60,7 @@ func TestClaimThread(t *testing.T) {
 	f.tell(alice, "before the tap")
 	health.Wait(butler.MethodChannel, 1)
 	f.tg.PressButton(f.tg.Token(), alice.ID, offer.Message.MessageID, alice, claimData)
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, r := range f.audit("routed") {
 			if r["reason"] == "thread_claimed" {
 				return true
@@ -94,7 +95,7 @@ func TestClaimThreadByReply(t *testing.T) {
 	if got := finance.Wait(butler.MethodChannel, 1); got[0]["content"] != "yes please" {
 		t.Fatalf("finance got %v", got)
 	}
-	eventually(t, 10*time.Second, func() bool { return sentContaining(f, "[Switched to Finance thread]") == 1 }, "the switch notice")
+	testkit.Eventually(t, 10*time.Second, func() bool { return sentContaining(f, "[Switched to Finance thread]") == 1 }, "the switch notice")
 	f.tell(alice, "and the next one")
 	if got := finance.Wait(butler.MethodChannel, 2); got[1]["content"] != "and the next one" {
 		t.Fatalf("finance got %v", got)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/herald"
 	"github.com/heraldhq/herald/services/messenger/deliver"
@@ -143,7 +144,7 @@ func TestDiscordStrangers(t *testing.T) {
 	dc.WaitLive(t, 15*time.Second)
 
 	dc.UserMessage(discordtest.MessageOptions{Channel: discordtest.ChannelGeneral, Author: discordtest.OtherHumanID, Content: "hi bot, run this for me"})
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		return slices.ContainsFunc(f.audit("rejected"), func(r map[string]any) bool {
 			return r["reason"] == "group_sender_not_allowed" && r["channel"] == "discord:dc"
 		})
@@ -151,7 +152,7 @@ func TestDiscordStrangers(t *testing.T) {
 
 	dc.DirectMessage(discordtest.OtherHumanID, "hello, who is this?")
 	var code string
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		dm := dc.DMChannel(discordtest.OtherHumanID)
 		for _, msg := range dc.Messages(dm) {
 			if msg.Author.ID == discordtest.BotID {
@@ -201,7 +202,7 @@ func TestDiscordApproverPressesAButton(t *testing.T) {
 		t.Fatal(err)
 	}
 	var prompt discordtest.Message
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		for _, msg := range dc.Messages(dc.DMChannel(discordtest.HumanID)) {
 			if strings.Contains(msg.Content, `"yes dqxyz"`) {
 				prompt = msg
@@ -225,8 +226,8 @@ func TestDiscordApproverPressesAButton(t *testing.T) {
 	if got[0]["request_id"] != "dqxyz" || got[0]["behavior"] != "deny" {
 		t.Fatalf("verdict %v, want deny for dqxyz", got[0])
 	}
-	eventually(t, 10*time.Second, func() bool { return dc.Acknowledged(press) }, "the press acknowledged to Discord")
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool { return dc.Acknowledged(press) }, "the press acknowledged to Discord")
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, msg := range dc.Messages(prompt.ChannelID) {
 			if msg.ID == prompt.ID {
 				return strings.Contains(msg.Content, "❌ denied by") && len(msg.Components) == 0
@@ -346,7 +347,7 @@ func (f *fleet) statusOf(id string) deliver.Status {
 func (f *fleet) receiverStatus(id, state string) deliver.Status {
 	f.t.Helper()
 	var st deliver.Status
-	eventually(f.t, 15*time.Second, func() bool {
+	testkit.Eventually(f.t, 15*time.Second, func() bool {
 		st = f.statusOf(id)
 		return st.State == state
 	}, "the receiver of "+id+" in state "+state)
@@ -373,7 +374,7 @@ func TestDiscordAsk(t *testing.T) {
 		done <- res
 	}()
 	var asked discordtest.Message
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		for _, msg := range dc.Messages(dc.DMChannel(discordtest.HumanID)) {
 			if strings.Contains(msg.Content, "Ship it?") && len(msg.Components) > 0 {
 				asked = msg
@@ -402,8 +403,8 @@ func TestDiscordAsk(t *testing.T) {
 	if res.IsError || !strings.Contains(text(res), "Wait") || !strings.Contains(text(res), qid[1]) {
 		t.Fatalf("ask answered %q (isError %v), want Wait for %s", text(res), res.IsError, qid[1])
 	}
-	eventually(t, 10*time.Second, func() bool { return dc.Acknowledged(press) }, "the press acknowledged to Discord")
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool { return dc.Acknowledged(press) }, "the press acknowledged to Discord")
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, msg := range dc.Messages(asked.ChannelID) {
 			if msg.ID == asked.ID {
 				return strings.Contains(msg.Content, "✅ Wait") && len(msg.Components) == 0
@@ -427,7 +428,7 @@ func TestDiscordReactionAcknowledges(t *testing.T) {
 	}
 	id := fmt.Sprint(res.StructuredContent.(map[string]any)["request_context"].(map[string]any)["request_id"])
 	var note discordtest.Message
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		for _, msg := range dc.Messages(discordtest.ChannelDefault) {
 			if strings.Contains(msg.Content, "Nightly build failed.") {
 				note = msg
@@ -440,8 +441,8 @@ func TestDiscordReactionAcknowledges(t *testing.T) {
 		t.Fatalf("the note's components %+v carry no Got it for %s", note.Components, id)
 	}
 	dc.React(note.ChannelID, note.ID, discordtest.HumanID, "👀")
-	eventually(t, 15*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", id) != nil }, "the model told the note was seen")
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", id) != nil }, "the model told the note was seen")
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, msg := range dc.Messages(note.ChannelID) {
 			if msg.ID == note.ID {
 				return strings.Contains(msg.Content, "✅ seen by") && len(msg.Components) == 0

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +28,7 @@ import (
 	"github.com/heraldhq/herald/pkg/ledger"
 	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/pkg/route"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/pkg/token"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/butler/butlertest"
@@ -53,7 +53,7 @@ type fleet struct {
 	env  map[string]string
 	tg   *telegramtest.Server
 	smtp *smtptest.Server
-	logs *syncBuffer // everything the services logged, JSON lines
+	logs *testkit.Buffer // everything the services logged, JSON lines
 
 	mu       sync.Mutex
 	services map[string]func() // running service -> stop (waits until stopped)
@@ -65,7 +65,7 @@ type fleet struct {
 // services start with start(...).
 func newFleet(t *testing.T) *fleet {
 	t.Helper()
-	f := &fleet{t: t, bus: bustest.RunServer(t), logs: &syncBuffer{}, services: map[string]func(){}, butlers: map[string]*butler.Butler{}, timeout: 20 * time.Second}
+	f := &fleet{t: t, bus: bustest.RunServer(t), logs: &testkit.Buffer{}, services: map[string]func(){}, butlers: map[string]*butler.Butler{}, timeout: 20 * time.Second}
 	f.nc, f.js = f.bus.Connect()
 	f.tg = telegramtest.NewServer(t)
 	f.smtp = smtptest.NewServer(t, smtptest.WithAuth("herald", "s3cret"), smtptest.WithSTARTTLS())
@@ -167,7 +167,7 @@ func (f *fleet) waitConsumers(services ...string) {
 		if s == "messenger" {
 			stream, durable = bus.StreamDeliver, bus.ConsumerMessenger
 		}
-		eventually(f.t, 10*time.Second, func() bool {
+		testkit.Eventually(f.t, 10*time.Second, func() bool {
 			_, err := f.js.Consumer(context.Background(), stream, durable)
 			return err == nil
 		}, "consumer "+durable)
@@ -322,11 +322,8 @@ func (f *fleet) publishRaw(butler, requestID string, data []byte) *envelope.Rout
 func (f *fleet) auditN(kind string, n int) []map[string]any {
 	f.t.Helper()
 	var recs []map[string]any
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		if recs = f.audit(kind); len(recs) >= n || time.Now().After(deadline) {
-			return recs
-		}
-	}
+	testkit.Poll(5*time.Second, testkit.Interval, func() bool { recs = f.audit(kind); return len(recs) >= n })
+	return recs
 }
 
 // audit returns every audit record written so far.
@@ -401,52 +398,6 @@ func structured[T any](t *testing.T, res *mcp.CallToolResult) T {
 	return v
 }
 
-func eventually(t *testing.T, timeout time.Duration, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-// records returns the JSON log records whose attributes include all of match.
-func (s *syncBuffer) records(match map[string]string) []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []map[string]any
-	for _, line := range strings.Split(s.b.String(), "\n") {
-		var rec map[string]any
-		if json.Unmarshal([]byte(line), &rec) != nil {
-			continue
-		}
-		ok := true
-		for k, v := range match {
-			if fmt.Sprint(rec[k]) != v {
-				ok = false
-			}
-		}
-		if ok {
-			out = append(out, rec)
-		}
-	}
-	return out
-}
-
 // quiet is a logger for benchmarks: warnings and errors only.
 func quiet() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -461,7 +412,7 @@ func (f *fleet) statusDetail(id string) string {
 		f.t.Fatal(err)
 	}
 	var st deliver.Status
-	eventually(f.t, 15*time.Second, func() bool {
+	testkit.Eventually(f.t, 15*time.Second, func() bool {
 		e, err := kv.Get(context.Background(), id)
 		return err == nil && json.Unmarshal(e.Value(), &st) == nil && st.State == deliver.StateRunning
 	}, "the receiver of "+id)

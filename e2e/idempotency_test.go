@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 // TestIdempotencyKey: a notify called again with its idempotency_key is
@@ -45,7 +47,7 @@ func TestIdempotencyKey(t *testing.T) {
 	if !bad.IsError || !strings.Contains(text(bad), "(validation_error)") || !strings.Contains(text(bad), "/idempotency_key") {
 		t.Fatalf("a key of the wrong shape: %s", text(bad))
 	}
-	eventually(t, 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		for _, r := range f.audit("routed") {
 			if r["caller_key"] == "weekly-report:2026-W48" {
 				return true

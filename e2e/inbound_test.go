@@ -16,6 +16,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/herald"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
@@ -89,7 +90,7 @@ func TestWaitingMessagesArriveInOrder(t *testing.T) {
 	for i := range 5 {
 		f.tell(alice, fmt.Sprintf("note %d", i))
 	}
-	eventually(t, 15*time.Second, func() bool { return len(f.audit("routed")) >= 5 }, "the notes to be routed")
+	testkit.Eventually(t, 15*time.Second, func() bool { return len(f.audit("routed")) >= 5 }, "the notes to be routed")
 	c := f.listen("health")
 	got := c.Wait(butler.MethodChannel, 5)
 	for i, n := range got {
@@ -144,7 +145,7 @@ func TestAutoReplyIsDropped(t *testing.T) {
 	if strings.Contains(got[0]["content"].(string), "away") {
 		t.Fatal("the auto-reply reached the butler")
 	}
-	eventually(t, 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		for _, r := range f.audit("dropped") {
 			if r["reason"] == "auto_submitted" {
 				return true
@@ -163,7 +164,7 @@ func TestStrangerPairs(t *testing.T) {
 	bob := telegramtest.User{ID: 777, FirstName: "Bob"}
 	f.tell(bob, "hello, who is this?")
 	var code string
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		for _, call := range f.tg.Calls("sendMessage") {
 			if call.Params["chat_id"] == "777" {
 				code = regexp.MustCompile(`pair approve ([A-Za-z0-9]+)`).FindStringSubmatch(call.Params["text"])[1]
@@ -213,7 +214,7 @@ func TestConflictShowsInChannelStatus(t *testing.T) {
 	f.tg.FailNext("getUpdates", 1000, 409, telegramtest.ConflictDescription, 0)
 	f.start("switchboard", "messenger")
 	c := f.listen("health")
-	eventually(t, 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		return strings.Contains(text(c.Call("channel_status", nil)), "telegram:tg_main: conflict")
 	}, "channel_status to show the conflict")
 }
@@ -241,7 +242,7 @@ func TestPermissionRelay(t *testing.T) {
 
 	ask("abcde")
 	var prompt telegramtest.Call
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		for _, call := range f.tg.Calls("sendMessage") {
 			if strings.Contains(call.Params["text"], `Reply "yes abcde" or "no abcde"`) {
 				prompt = call
@@ -267,7 +268,7 @@ func TestPermissionRelay(t *testing.T) {
 	// A button works like a typed answer.
 	ask("qwert")
 	var promptID int64
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		for _, call := range f.tg.Calls("sendMessage") {
 			if strings.Contains(call.Params["text"], `"yes qwert"`) && call.Message != nil {
 				promptID = call.Message.MessageID

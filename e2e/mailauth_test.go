@@ -15,6 +15,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/email"
@@ -84,8 +85,8 @@ func aliceMail(messageID, body string) string {
 func (f *fleet) requestIDOf(messageID string) string {
 	f.t.Helper()
 	var id string
-	eventually(f.t, 10*time.Second, func() bool {
-		recs := f.logs.records(map[string]string{"msg": "inbound mail received", "message_id": messageID})
+	testkit.Eventually(f.t, 10*time.Second, func() bool {
+		recs := f.logs.Records(map[string]string{"msg": "inbound mail received", "message_id": messageID})
 		if len(recs) == 0 {
 			return false
 		}
@@ -100,7 +101,7 @@ func (f *fleet) requestIDOf(messageID string) string {
 func (f *fleet) outcome(requestID string) string {
 	f.t.Helper()
 	var got string
-	eventually(f.t, 15*time.Second, func() bool {
+	testkit.Eventually(f.t, 15*time.Second, func() bool {
 		for _, kind := range []string{"routed", "rejected", "dropped"} {
 			for _, r := range f.audit(kind) {
 				if r["request_id"] == requestID {
@@ -209,7 +210,7 @@ func TestMailSenderAuthentication(t *testing.T) {
 				id, in.RequestContext.SourceSenderIdentity, in.Meta["sender_authenticated"], in.Meta["sender_auth"], how)
 		}
 	}
-	if recs := f.logs.records(map[string]string{"sender_auth": "no_signature", "message_id": "<forged@mail.example.com>"}); len(recs) != 1 {
+	if recs := f.logs.Records(map[string]string{"sender_auth": "no_signature", "message_id": "<forged@mail.example.com>"}); len(recs) != 1 {
 		t.Errorf("the forged mail's reason is logged %d times, want once", len(recs))
 	}
 }

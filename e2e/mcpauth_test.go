@@ -20,6 +20,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/token"
 	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/butler/butlertest"
 	"github.com/heraldhq/herald/services/herald"
 )
 
@@ -80,14 +81,7 @@ func connect(t *testing.T, url, auth string) (*client.Client, error) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(t.Context()); err != nil {
-		return nil, err
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = "2025-06-18"
-	init.Params.ClientInfo = mcp.Implementation{Name: "e2e", Version: "1"}
-	if _, err := c.Initialize(t.Context(), init); err != nil {
+	if _, err := butlertest.Initialize(t, c, "2025-06-18", butlertest.Hello{Name: "e2e"}); err != nil {
 		return nil, err
 	}
 	return c, nil
@@ -201,13 +195,13 @@ func TestMCPNeedsToken(t *testing.T) {
 	// The refusals are logged, by token id and never with a token, one line
 	// a minute however many come (the later ones are counted on the next):
 	// the first, finance's token at health, is the line.
-	refusals := f.logs.records(map[string]string{"msg": "refused an MCP request with an invalid token"})
+	refusals := f.logs.Records(map[string]string{"msg": "refused an MCP request with an invalid token"})
 	otherID, _ := token.ParseID(strings.TrimSpace(other))
 	if len(refusals) != 1 || !strings.Contains(fmt.Sprint(refusals), otherID) {
 		t.Fatalf("refusals of finance's, a revoked and an expired token logged as %v, want one line naming token %s", refusals, otherID)
 	}
 	for _, secret := range []string{static, tok, strings.TrimSpace(other)} {
-		if strings.Contains(fmt.Sprint(f.logs.records(nil)), secret) {
+		if strings.Contains(fmt.Sprint(f.logs.Records(nil)), secret) {
 			t.Fatal("a token appears in the logs")
 		}
 	}

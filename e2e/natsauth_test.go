@@ -24,6 +24,7 @@ import (
 	"github.com/heraldhq/herald/pkg/ledger"
 	"github.com/heraldhq/herald/pkg/natsauth"
 	"github.com/heraldhq/herald/pkg/route"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger"
 	"github.com/heraldhq/herald/services/switchboard"
 )
@@ -130,19 +131,16 @@ func (r *refusals) add(err error) {
 
 // of waits briefly for the server's refusal of subject.
 func (r *refusals) of(subject string) bool {
-	deadline := time.Now().Add(2 * time.Second)
-	for time.Now().Before(deadline) {
+	return testkit.Poll(2*time.Second, testkit.Interval, func() bool {
 		r.mu.Lock()
+		defer r.mu.Unlock()
 		for _, e := range r.errs {
 			if strings.Contains(strings.ToLower(e), "permissions violation") && strings.Contains(e, `"`+subject+`"`) {
-				r.mu.Unlock()
 				return true
 			}
 		}
-		r.mu.Unlock()
-		time.Sleep(20 * time.Millisecond)
-	}
-	return false
+		return false
+	})
 }
 
 // TestLeastPrivilegeOnNATS runs the fleet on a real nats-server with the

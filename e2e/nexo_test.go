@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/obs"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/butler/butlertest"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
@@ -51,7 +52,7 @@ func askIn(c *butlertest.Client, method, id string) {
 func (f *fleet) promptTo(id string) telegramtest.Call {
 	f.t.Helper()
 	var prompt telegramtest.Call
-	eventually(f.t, 15*time.Second, func() bool {
+	testkit.Eventually(f.t, 15*time.Second, func() bool {
 		for _, call := range f.tg.Calls("sendMessage") {
 			if strings.Contains(call.Params["text"], `Reply "yes `+id+`" or "no `+id+`"`) && call.Message != nil {
 				prompt = call
@@ -96,7 +97,7 @@ func TestNexoAndClaudeCodeOnOneButler(t *testing.T) {
 	claude := butlertest.ConnectAs(t, url, "2025-11-25", butlertest.Hello{Name: "claude-code"}, f.bearer())
 	// A message is acked once one session took it: both GET streams must be
 	// open before the first one comes.
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return status[butler.Status](t, f.nc, obs.ServiceButler("health")).Listening == 2
 	}, "both clients listening")
 
@@ -159,7 +160,7 @@ func TestNexoAndClaudeCodeOnOneButler(t *testing.T) {
 		t.Fatalf("send_message: %s", text(res))
 	}
 	saysInStructured(t, res)
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, call := range f.tg.Calls("sendMessage") {
 			if call.Params["chat_id"] == chatID && call.Params["text"] == "Yes, at <b>8:00</b>." {
 				return true
@@ -214,7 +215,7 @@ func TestNexoOverStdio(t *testing.T) {
 	if m := sentRE.FindStringSubmatch(text(res)); res.IsError || m == nil || m[1] != "log:audit_log" {
 		t.Fatalf("send_message: %s", text(res))
 	}
-	if recs := f.logs.records(map[string]string{"logger": "llm_notify", "message": "answered over stdio"}); len(recs) != 1 {
+	if recs := f.logs.Records(map[string]string{"logger": "llm_notify", "message": "answered over stdio"}); len(recs) != 1 {
 		t.Fatalf("%d log channel records of send_message's text, want 1", len(recs))
 	}
 }
@@ -233,7 +234,7 @@ func TestChannelRateLimit(t *testing.T) {
 	}
 	got := c.Wait(butler.MethodChannel, 2)
 	var drops []map[string]any
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		drops = nil
 		for _, r := range f.audit("dropped") {
 			if r["reason"] == "channel_rate_limited" {
@@ -251,7 +252,7 @@ func TestChannelRateLimit(t *testing.T) {
 		}
 	}
 	warn := func() []map[string]any {
-		return f.logs.records(map[string]string{"level": "WARN", "reason": "channel_rate_limited"})
+		return f.logs.Records(map[string]string{"level": "WARN", "reason": "channel_rate_limited"})
 	}
 	if w := warn(); len(w) != 1 || w[0]["dropped"] != 1.0 || w[0]["butler"] != "health" {
 		t.Fatalf("warnings %v: want one for the run of three drops, the first at once", w)

@@ -22,6 +22,7 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/natsauth"
 	"github.com/heraldhq/herald/pkg/obs"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/messenger"
 	"github.com/heraldhq/herald/services/switchboard"
@@ -146,7 +147,7 @@ func TestOpsDiscoveryAndMetrics(t *testing.T) {
 
 	want := []string{obs.ServiceSwitchboard, obs.ServiceMessenger, obs.ServiceButler("health")}
 	var names map[string]int
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		names = bustest.Ping(t, f.nc)
 		for _, n := range want {
 			if names[n] == 0 {
@@ -175,7 +176,7 @@ func TestOpsDiscoveryAndMetrics(t *testing.T) {
 		}
 	}
 	var hb butler.Status
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		hb = status[butler.Status](t, f.nc, obs.ServiceButler("health"))
 		return hb.Listening == 1 // the client f.listen connected, once its GET stream is open
 	}, "the butler's status to count its listening client")
@@ -220,7 +221,7 @@ func TestOpsDiscoveryAndMetrics(t *testing.T) {
 	}
 	// The refusal is answered before its message is settled, so the lag
 	// reaches 0 a moment after the answer.
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return o.metric(`herald_consumer_pending{consumer="switchboard",stream="HERALD_ROUTE"}`) == 0
 	}, "no route waiting for the switchboard after every answer")
 	// The integration whose secret is missing makes the process not ready,
@@ -267,11 +268,11 @@ func TestOpsReadyzFollowsNATS(t *testing.T) {
 		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: nc, Log: quiet(), Metrics: o.metrics, Health: o.health})
 	})
 	ready := func() bool { code, _ := o.readyz(); return code == http.StatusOK }
-	eventually(t, 20*time.Second, ready, "/readyz 200 with the switchboard running")
+	testkit.Eventually(t, 20*time.Second, ready, "/readyz 200 with the switchboard running")
 
 	srv.Shutdown()
 	srv.WaitForShutdown()
-	eventually(t, 20*time.Second, func() bool { return !ready() }, "/readyz 503 with NATS gone")
+	testkit.Eventually(t, 20*time.Second, func() bool { return !ready() }, "/readyz 503 with NATS gone")
 	if code, r := o.readyz(); code != http.StatusServiceUnavailable || r.Ready || r.Checks["nats"] == "ok" {
 		t.Errorf("readyz without NATS: %d %+v", code, r)
 	}
@@ -280,7 +281,7 @@ func TestOpsReadyzFollowsNATS(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, ready, "/readyz 200 once NATS is back")
+	testkit.Eventually(t, 30*time.Second, ready, "/readyz 200 once NATS is back")
 }
 
 // TestOpsDiscoveryUnderLeastPrivilege: with the permissions `herald
@@ -322,7 +323,7 @@ func TestOpsDiscoveryUnderLeastPrivilege(t *testing.T) {
 
 	opNC, _, _ := s.conn("operator", natsauth.ConnCLI)
 	services := []string{obs.ServiceSwitchboard, obs.ServiceMessenger, obs.ServiceButler("health")}
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		names := bustest.Ping(t, opNC)
 		for _, n := range services {
 			if names[n] == 0 {
@@ -347,7 +348,7 @@ func TestOpsDiscoveryUnderLeastPrivilege(t *testing.T) {
 	}
 	mcp := httptest.NewServer(b.Handler())
 	t.Cleanup(mcp.Close)
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		resp, err := http.Get(mcp.URL + "/readyz")
 		if err != nil {
 			t.Fatal(err)

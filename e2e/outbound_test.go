@@ -14,6 +14,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/markdown"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
@@ -91,7 +92,7 @@ func TestNotifyLog(t *testing.T) {
 	if m := sentRE.FindStringSubmatch(text(res)); res.IsError || m == nil || m[1] != "log:audit_log" {
 		t.Fatalf("notify: %s", text(res))
 	}
-	recs := f.logs.records(map[string]string{"logger": "llm_notify"})
+	recs := f.logs.Records(map[string]string{"logger": "llm_notify"})
 	if len(recs) != 1 {
 		t.Fatalf("%d llm_notify records, want 1", len(recs))
 	}
@@ -284,7 +285,7 @@ func TestOriginIsTheSubject(t *testing.T) {
 	if n := len(f.tg.Calls("sendMessage")) + len(f.smtp.Messages()); n != 0 {
 		t.Fatalf("%d deliveries for a forged origin", n)
 	}
-	eventually(t, 5*time.Second, func() bool { return len(f.audit("rejected")) == 1 }, "the audit record")
+	testkit.Eventually(t, 5*time.Second, func() bool { return len(f.audit("rejected")) == 1 }, "the audit record")
 	if rec := f.audit("rejected")[0]; rec["class"] != "forbidden" || rec["butler"] != "finance" {
 		t.Fatalf("audit %v", rec)
 	}
@@ -389,9 +390,9 @@ func TestQueuedWhileSwitchboardDown(t *testing.T) {
 		t.Fatalf("delivered %d times with no switchboard", n)
 	}
 	f.start("switchboard")
-	eventually(t, 10*time.Second, func() bool { return countText(f.tg, "patience") == 1 }, "the queued notification")
+	testkit.Eventually(t, 10*time.Second, func() bool { return countText(f.tg, "patience") == 1 }, "the queued notification")
 	// Settle: the route and its delivery are acked, nothing is left to resend it.
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return bustest.Msgs(t, f.js, bus.StreamRoute) == 0 && bustest.Msgs(t, f.js, bus.StreamDeliver) == 0
 	}, "the streams to drain")
 	if n := countText(f.tg, "patience"); n != 1 {
@@ -418,7 +419,7 @@ func TestMessengerRestartMidBurst(t *testing.T) {
 			}
 		}()
 	}
-	eventually(t, 20*time.Second, func() bool { return len(f.tg.Calls("sendMessage")) >= 40 }, "the burst to start")
+	testkit.Eventually(t, 20*time.Second, func() bool { return len(f.tg.Calls("sendMessage")) >= 40 }, "the burst to start")
 	f.stop("messenger")
 	stoppedAt := len(f.tg.Calls("sendMessage"))
 	f.start("messenger")
@@ -466,7 +467,7 @@ func TestPermanentFailureIsAnsweredAndDeadLettered(t *testing.T) {
 	if !res.IsError || !strings.Contains(text(res), "(not_found)") {
 		t.Fatalf("answer %q, want not_found", text(res))
 	}
-	eventually(t, 5*time.Second, func() bool { return len(f.audit("failed")) == 1 }, "the failure's audit record")
+	testkit.Eventually(t, 5*time.Second, func() bool { return len(f.audit("failed")) == 1 }, "the failure's audit record")
 	dead := streamJSON(t, f.js, bus.StreamDeadLetter, "herald.dead."+bus.StreamDeliver+".>")
 	if len(dead) != 1 {
 		t.Fatalf("%d dead letters", len(dead))
@@ -484,7 +485,7 @@ func TestAuditTrail(t *testing.T) {
 		t.Fatal(text(res))
 	}
 	nr := structured[envelope.NotifyResponse](t, res)
-	eventually(t, 5*time.Second, func() bool { return len(f.audit("delivered")) == 1 }, "the delivered record")
+	testkit.Eventually(t, 5*time.Second, func() bool { return len(f.audit("delivered")) == 1 }, "the delivered record")
 	routed, delivered := f.audit("routed"), f.audit("delivered")[0]
 	if len(routed) != 1 || routed[0]["butler"] != "health" || routed[0]["channel"] != "telegram:tg_main" {
 		t.Fatalf("routed %v", routed)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/approval"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/butler/butlertest"
 )
@@ -26,7 +27,7 @@ func TestPhishingAPermissionPrompt(t *testing.T) {
 	f.start("switchboard", "messenger")
 	fin := f.listen("finance")
 	askPermission(t, fin, "fghij", "Write", "Transfer savings")
-	eventually(t, 15*time.Second, func() bool { return sentContaining(f, `"yes fghij"`) == 1 }, "finance's real prompt")
+	testkit.Eventually(t, 15*time.Second, func() bool { return sentContaining(f, `"yes fghij"`) == 1 }, "finance's real prompt")
 
 	// Look-alike with buttons carrying finance's id: refused before it goes out.
 	look := envelope.Delivery{Channel: "telegram:tg_main", Recipient: chatID, Message: "🔐 **health** asks to run **Read**: check the weather",
@@ -60,7 +61,7 @@ func TestPhishingAPermissionPrompt(t *testing.T) {
 		t.Fatalf("finance's session got %d verdicts", n)
 	}
 	// Audit records are stored a moment after the message is handled.
-	eventually(t, 5*time.Second, func() bool {
+	testkit.Eventually(t, 5*time.Second, func() bool {
 		for _, r := range f.audit("rejected") {
 			if r["reason"] == "verdict_unknown_id" {
 				return true

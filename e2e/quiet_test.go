@@ -13,6 +13,7 @@ import (
 	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 // quietZone is a time zone whose clock reads 23:xx at now: a fixed-offset
@@ -51,7 +52,7 @@ func TestQuietHoursDigest(t *testing.T) {
 	f := newFleet(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "herald.yaml")
-	mcpAddr := freeAddr(t)
+	mcpAddr := testkit.FreeAddr(t)
 
 	// The hours end at the first whole minute at least a minute away.
 	now := time.Now()
@@ -129,7 +130,7 @@ integrations:
 	if res.IsError || sentRE.FindStringSubmatch(text(res)) == nil {
 		t.Fatalf("a high note in quiet hours answered %q", text(res))
 	}
-	eventually(t, 15*time.Second, func() bool { return inChat("Smoke alarm in the kitchen") == 1 }, "the high note in the chat")
+	testkit.Eventually(t, 15*time.Second, func() bool { return inChat("Smoke alarm in the kitchen") == 1 }, "the high note in the chat")
 	for first := range held {
 		if n := inChat(first); n != 0 {
 			t.Fatalf("%q reached the chat in quiet hours", first)
@@ -163,7 +164,7 @@ integrations:
 		t.Fatal("the digest came before the quiet hours ended")
 	}
 
-	eventually(t, time.Until(end)+time.Minute, func() bool { return inChat("Held during quiet hours") > 0 }, "the digest at "+to)
+	testkit.Eventually(t, time.Until(end)+time.Minute, func() bool { return inChat("Held during quiet hours") > 0 }, "the digest at "+to)
 	time.Sleep(6 * time.Second) // three scans more: nothing is sent again
 	if n := inChat("Held during quiet hours"); n != 1 {
 		t.Fatalf("%d digests in the chat, want one", n)
@@ -186,7 +187,7 @@ integrations:
 	}
 
 	// The operator sees each note held, then released in the digest.
-	eventually(t, 10*time.Second, func() bool { return len(f.audit(audit.Released)) >= 2 }, "the notes' released records")
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(f.audit(audit.Released)) >= 2 }, "the notes' released records")
 	trail := cli("log", "--request-id", held["Garden report"])
 	if !strings.Contains(trail, "held") || !strings.Contains(trail, "released") || !strings.Contains(trail, "until "+to+" "+zone) || !strings.Contains(trail, "digest") {
 		t.Errorf("herald log --request-id of a held note:\n%s\nwant it held until %s %s, then released in the digest", trail, to, zone)

@@ -245,22 +245,24 @@ func normalizeTokens(s string) string {
 	return regexp.MustCompile(`hrs_[A-Za-z0-9_-]+`).ReplaceAllString(s, "hrs_…")
 }
 
-// helpCommands are the commands and subcommands the usage lists:
-// "herald pair [list|approve|revoke]" gives "bin/herald pair list", ...
+// helpCommands are the commands and subcommands the usage block of
+// `herald --help` lists: "herald pair list|approve|revoke ..." gives
+// "bin/herald pair", "bin/herald pair list", ...
 func helpCommands(usage string) []string {
+	_, index, _ := strings.Cut(usage, "Usage:\n")
+	index, _, _ = strings.Cut(index, "\n\n")
 	var cmds []string
-	for _, l := range strings.Split(usage, "\n") {
+	for _, l := range strings.Split(index, "\n") {
 		f := strings.Fields(l)
 		if len(f) < 2 || f[0] != "herald" || !strings.HasPrefix(l, "  herald ") {
 			continue
 		}
 		cmd := "bin/herald " + f[1]
 		cmds = append(cmds, cmd)
-		if len(f) > 2 && strings.HasPrefix(f[2], "[") && strings.Contains(l, "|") {
-			alts := l[strings.Index(l, "[")+1 : strings.Index(l, "]")]
-			for _, alt := range strings.Split(alts, "|") {
-				if sub := strings.Fields(alt); len(sub) > 0 && !strings.HasPrefix(sub[0], "-") {
-					cmds = append(cmds, cmd+" "+sub[0])
+		if len(f) > 2 && strings.Contains(f[2], "|") {
+			for _, sub := range strings.Split(strings.Trim(f[2], "[]"), "|") {
+				if sub != "" && !strings.HasPrefix(sub, "-") {
+					cmds = append(cmds, cmd+" "+sub)
 				}
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
 	"github.com/heraldhq/herald/pkg/route"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/herald"
 	"github.com/heraldhq/herald/services/messenger"
@@ -140,7 +141,7 @@ func TestLedgerWriteFailingAfterAcceptIsRetriedAsAWrite(t *testing.T) {
 	if nr.Delivery.Outcome != ledger.Confirmed {
 		t.Fatalf("outcome %q", nr.Delivery.Outcome)
 	}
-	if len(f.logs.records(map[string]string{"msg": "ledger write failed; retrying the write"})) == 0 {
+	if len(f.logs.Records(map[string]string{"msg": "ledger write failed; retrying the write"})) == 0 {
 		t.Fatal("the failed ledger write was not retried as a write (no log line)")
 	}
 }
@@ -221,7 +222,7 @@ func (f *fleet) present(instance string) {
 		}
 	}()
 	f.t.Cleanup(func() { cancel(); <-done })
-	eventually(f.t, 5*time.Second, func() bool {
+	testkit.Eventually(f.t, 5*time.Second, func() bool {
 		_, err := kv.Get(f.t.Context(), messenger.PresenceKey(instance))
 		return err == nil
 	}, "the presence of "+instance)
@@ -249,7 +250,7 @@ func TestRedeliveryWhileWorkingIsNotSentTwice(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 20*time.Second, func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		rec := f.record("health", key)
 		return rec != nil && rec.Final() && bustest.Msgs(t, f.js, bus.StreamDeliver) == 0
 	}, "both copies handled")
@@ -357,7 +358,7 @@ func TestTelegram429PausesTheBot(t *testing.T) {
 		first <- err
 	}()
 	var refused telegramtest.Call
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		for _, c := range f.tg.Calls("sendMessage") {
 			if c.ErrorCode == 429 {
 				refused = c
@@ -407,7 +408,7 @@ func TestDeadLetterReplay(t *testing.T) {
 	if !res.IsError || !strings.Contains(text(res), "not_found") {
 		t.Fatalf("answer %q, want not_found", text(res))
 	}
-	eventually(t, 10*time.Second, func() bool { return bustest.Msgs(t, f.js, bus.StreamDeadLetter) == 1 }, "the dead letter")
+	testkit.Eventually(t, 10*time.Second, func() bool { return bustest.Msgs(t, f.js, bus.StreamDeadLetter) == 1 }, "the dead letter")
 	ls, err := f.herald("dead", "ls")
 	if err != nil {
 		t.Fatal(err)
@@ -425,7 +426,7 @@ func TestDeadLetterReplay(t *testing.T) {
 	if err != nil || !strings.Contains(out, "Replayed") {
 		t.Fatalf("replay: %q %v", out, err)
 	}
-	eventually(t, 10*time.Second, func() bool { return countText(f.tg, "after the fix") == 1 }, "the replayed delivery")
+	testkit.Eventually(t, 10*time.Second, func() bool { return countText(f.tg, "after the fix") == 1 }, "the replayed delivery")
 	if n := bustest.Msgs(t, f.js, bus.StreamDeadLetter); n != 0 {
 		t.Fatalf("%d dead letters left after the replay", n)
 	}
@@ -441,7 +442,7 @@ func TestDeadLetterReplay(t *testing.T) {
 	if _, err := f.herald("dead", "replay", "--all"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, func() bool { return bustest.Msgs(t, f.js, bus.StreamDeliver) == 0 }, "the second replay handled")
+	testkit.Eventually(t, 10*time.Second, func() bool { return bustest.Msgs(t, f.js, bus.StreamDeliver) == 0 }, "the second replay handled")
 	time.Sleep(300 * time.Millisecond)
 	if n := countText(f.tg, "after the fix"); n != 1 {
 		t.Fatalf("delivered %d times after replaying what got out", n)

@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/heraldhq/herald/pkg/audit"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/herald"
 	"github.com/heraldhq/herald/services/messenger/webhook/webhooktest"
 )
@@ -39,7 +40,7 @@ var serviceBins = sync.OnceValues(func() (map[string]string, error) {
 type serviceProc struct {
 	name   string
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *testkit.Buffer
 	http   string // its /readyz listener
 }
 
@@ -69,7 +70,7 @@ func startService(t *testing.T, service, name string, env []string, args ...stri
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &serviceProc{name: name, stderr: &syncBuffer{}, http: freeAddr(t)}
+	p := &serviceProc{name: name, stderr: &testkit.Buffer{}, http: testkit.FreeAddr(t)}
 	p.cmd = exec.Command(bins[service], append(args, "--http-listen", p.http)...)
 	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	p.cmd.Stderr = p.stderr
@@ -96,7 +97,7 @@ func startService(t *testing.T, service, name string, env []string, args ...stri
 
 func (p *serviceProc) waitReady(t *testing.T) {
 	t.Helper()
-	eventually(t, 30*time.Second, func() bool {
+	testkit.Eventually(t, 30*time.Second, func() bool {
 		resp, err := http.Get("http://" + p.http + "/readyz")
 		if err != nil {
 			return false
@@ -104,12 +105,6 @@ func (p *serviceProc) waitReady(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	}, p.name+" to be ready (its log: "+p.stderr.String()+")")
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // reloadYAML is the fleet's herald.yaml: alpha and beta, a log channel
@@ -143,7 +138,7 @@ func TestReloadUnderARunningFleet(t *testing.T) {
 	f := newFleet(t)
 	dir := t.TempDir()
 	file := filepath.Join(dir, "herald.yaml")
-	alphaMCP, betaMCP := freeAddr(t), freeAddr(t)
+	alphaMCP, betaMCP := testkit.FreeAddr(t), testkit.FreeAddr(t)
 	write := func(yaml string) {
 		t.Helper()
 		if err := os.WriteFile(file, []byte(fmt.Sprintf(yaml, alphaMCP, betaMCP)), 0o600); err != nil {
@@ -182,7 +177,7 @@ func TestReloadUnderARunningFleet(t *testing.T) {
 	// Before: garden-chat is bound to nobody, so it goes to the default
 	// butler, alpha; beta may use the log channel.
 	post("before the reload")
-	eventually(t, 10*time.Second, func() bool { return inboxHas(alpha, "before the reload") }, "alpha to get garden-chat's message")
+	testkit.Eventually(t, 10*time.Second, func() bool { return inboxHas(alpha, "before the reload") }, "alpha to get garden-chat's message")
 	if res := callNotify(t, beta, map[string]any{"channel": "log", "message": "beta may still"}); res.IsError || sentRE.FindStringSubmatch(text(res)) == nil {
 		t.Fatalf("beta's notify before the reload: %s", text(res))
 	}
@@ -225,7 +220,7 @@ func TestReloadUnderARunningFleet(t *testing.T) {
 	sent.Wait()
 
 	post("after the reload")
-	eventually(t, 10*time.Second, func() bool { return inboxHas(beta, "after the reload") }, "beta to get garden-chat's message once it is bound to beta")
+	testkit.Eventually(t, 10*time.Second, func() bool { return inboxHas(beta, "after the reload") }, "beta to get garden-chat's message once it is bound to beta")
 	res := callNotify(t, beta, map[string]any{"channel": "log", "message": "beta may no longer"})
 	if !res.IsError || !strings.Contains(text(res), "not granted") {
 		t.Fatalf("beta's notify through a revoked grant: %s (isError %v)", text(res), res.IsError)
@@ -239,16 +234,16 @@ func TestReloadUnderARunningFleet(t *testing.T) {
 	if n == 0 {
 		t.Fatal("no notify was sent during the reload")
 	}
-	eventually(t, 10*time.Second, func() bool {
-		return len(ms.stderr.records(map[string]string{"logger": "llm_notify", "butler": "alpha"})) >= n
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		return len(ms.stderr.Records(map[string]string{"logger": "llm_notify", "butler": "alpha"})) >= n
 	}, fmt.Sprintf("the %d notifies sent during the reload to be delivered", n))
-	if len(ms.stderr.records(map[string]string{"msg": "restarting on the new configuration: finishing the work in flight first"})) != 1 {
+	if len(ms.stderr.Records(map[string]string{"msg": "restarting on the new configuration: finishing the work in flight first"})) != 1 {
 		t.Error("the messenger did not restart once on the new configuration")
 	}
 	t.Logf("%d notifies were sent while the services restarted on the new file", n)
 	for _, sp := range []*serviceProc{sb, ms} {
-		stopped := sp.stderr.records(map[string]string{"msg": "restarting on the new configuration: finishing the work in flight first"})
-		started := sp.stderr.records(map[string]string{"msg": sp.name + " running"})
+		stopped := sp.stderr.Records(map[string]string{"msg": "restarting on the new configuration: finishing the work in flight first"})
+		started := sp.stderr.Records(map[string]string{"msg": sp.name + " running"})
 		if len(stopped) == 1 && len(started) == 2 {
 			from, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(stopped[0]["time"]))
 			to, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(started[1]["time"]))
@@ -256,7 +251,7 @@ func TestReloadUnderARunningFleet(t *testing.T) {
 		}
 	}
 	seen := map[string]int{}
-	for _, r := range ms.stderr.records(map[string]string{"logger": "llm_notify", "butler": "alpha"}) {
+	for _, r := range ms.stderr.Records(map[string]string{"logger": "llm_notify", "butler": "alpha"}) {
 		seen[fmt.Sprint(r["message"])]++
 	}
 	for i := range n {
@@ -266,7 +261,7 @@ func TestReloadUnderARunningFleet(t *testing.T) {
 	}
 
 	// Each service audited what changed.
-	eventually(t, 5*time.Second, func() bool { return len(f.audit(audit.ConfigReloaded)) >= 2 }, "config_reloaded from the switchboard and the messenger")
+	testkit.Eventually(t, 5*time.Second, func() bool { return len(f.audit(audit.ConfigReloaded)) >= 2 }, "config_reloaded from the switchboard and the messenger")
 	for _, rec := range f.audit(audit.ConfigReloaded) {
 		if !strings.HasPrefix(fmt.Sprint(rec["process"]), "switchboard") && !strings.HasPrefix(fmt.Sprint(rec["process"]), "messenger") {
 			t.Errorf("config_reloaded from %v", rec["process"])

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/webhook/webhooktest"
 )
 
@@ -18,7 +19,7 @@ import (
 // messenger and the switchboard with it, in a process of its own), is
 // answered as a duplicate with the first request id and routed nowhere.
 func TestSignedReplayAfterRestart(t *testing.T) {
-	addr, secret := freeAddr(t), webhooktest.NewSecret()
+	addr, secret := testkit.FreeAddr(t), webhooktest.NewSecret()
 	dev := startDev(t, nil, "replay", fmt.Sprintf(`
 nats: { listen: "127.0.0.1:0" }
 http_listen: %q
@@ -42,7 +43,7 @@ bindings:
 		// shortly after herald dev prints its banner.
 		var r *webhooktest.Response
 		var err error
-		eventually(t, 20*time.Second, func() bool {
+		testkit.Eventually(t, 20*time.Second, func() bool {
 			r, err = webhooktest.Post(url, secret, body, captured)
 			return err != nil || r.Status != http.StatusNotFound && r.Status != http.StatusServiceUnavailable
 		}, "the messenger to take POST /hooks/ci")
@@ -72,14 +73,14 @@ bindings:
 	if dup || first == "" {
 		t.Fatalf("first POST: request_id %q, duplicate %v", first, dup)
 	}
-	eventually(t, 20*time.Second, func() bool { return audited("routed", first) == 1 }, "the first POST routed to ops")
+	testkit.Eventually(t, 20*time.Second, func() bool { return audited("routed", first) == 1 }, "the first POST routed to ops")
 
 	dev.restart(nil, 0)
 	again, dup := post()
 	if !dup || again != first {
 		t.Fatalf("the replay after a restart: request_id %q duplicate %v, want %q as a duplicate", again, dup, first)
 	}
-	eventually(t, 20*time.Second, func() bool { return audited("dropped", first) == 1 }, "the replay audited as a dropped duplicate")
+	testkit.Eventually(t, 20*time.Second, func() bool { return audited("dropped", first) == 1 }, "the replay audited as a dropped duplicate")
 	// The switchboard would have routed it by now had it been stored.
 	time.Sleep(time.Second)
 	if n := audited("routed", first); n != 1 {

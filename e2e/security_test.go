@@ -7,6 +7,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 // TestReplyOnlyToRealMessages: notify with intent reply or react is accepted
@@ -96,7 +97,7 @@ func TestSendOnlyToAllowedRecipients(t *testing.T) {
 			t.Fatal("a message went to a stranger's chat")
 		}
 	}
-	eventually(t, 5*time.Second, func() bool { return len(f.audit("rejected")) >= 2 }, "the refusals audited")
+	testkit.Eventually(t, 5*time.Second, func() bool { return len(f.audit("rejected")) >= 2 }, "the refusals audited")
 }
 
 // TestReplyGoesOnlyToItsChat: a reply or reaction with a request_context
@@ -124,7 +125,7 @@ func TestReplyGoesOnlyToItsChat(t *testing.T) {
 			if !res.IsError || !strings.Contains(text(res), "(forbidden)") || !strings.Contains(text(res), tt.recipient) {
 				t.Fatalf("answer %q, want forbidden naming %s", text(res), tt.recipient)
 			}
-			eventually(t, 5*time.Second, func() bool {
+			testkit.Eventually(t, 5*time.Second, func() bool {
 				for _, r := range f.audit("rejected") {
 					if r["recipient"] == tt.recipient && r["intent"] == tt.args["intent"] {
 						return true

@@ -26,7 +26,7 @@ func TestSeed002Notify(t *testing.T) {
 		if res.IsError || !sentRE.MatchString(text(res)) {
 			t.Fatalf("%v: %s", tt.args, text(res))
 		}
-		recs := f.logs.records(map[string]string{"logger": "llm_notify", "message": tt.args["message"].(string)})
+		recs := f.logs.Records(map[string]string{"logger": "llm_notify", "message": tt.args["message"].(string)})
 		if len(recs) != 1 {
 			t.Fatalf("%v: %d llm_notify records", tt.args, len(recs))
 		}
@@ -68,7 +68,7 @@ func TestSeed002ContextOnTheDefaultLog(t *testing.T) {
 	if res.IsError {
 		t.Fatal(text(res))
 	}
-	if recs := f.logs.records(map[string]string{"logger": "llm_notify", "message": "to the default log"}); len(recs) != 1 || recs[0]["context"] != "llm" || recs[0]["topic"] != "llm" {
+	if recs := f.logs.Records(map[string]string{"logger": "llm_notify", "message": "to the default log"}); len(recs) != 1 || recs[0]["context"] != "llm" || recs[0]["topic"] != "llm" {
 		t.Fatalf("records %v, want one with context (and topic) llm", recs)
 	}
 }

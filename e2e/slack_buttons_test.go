@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
 )
@@ -24,7 +25,7 @@ func TestSlackApproverClicksAllow(t *testing.T) {
 	askPermission(t, c, "sqabc", "Bash", "Run shell command")
 
 	var channel, ts string
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		for _, call := range sl.Calls("chat.postMessage") {
 			if call.OK() && call.Params["channel"] == "U0HUMAN01" && strings.Contains(call.Params["blocks"], "perm:allow:sqabc") {
 				channel, ts = call.Channel, call.TS
@@ -45,7 +46,7 @@ func TestSlackApproverClicksAllow(t *testing.T) {
 
 	click := sl.Click(channel, ts, "perm:allow:sqabc", "U0HUMAN01")
 	url := "http://" + addr + "/slack/sl/interactive"
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		a, err := slacktest.SendInteraction(t.Context(), url, f.env["SLACK_SIGNING_SECRET"], click)
 		return err == nil && a.Status == http.StatusOK && a.Body == ""
 	}, "the interactivity endpoint to take the click")
@@ -54,7 +55,7 @@ func TestSlackApproverClicksAllow(t *testing.T) {
 		t.Fatalf("verdict %v, want allow for sqabc", verdict[0])
 	}
 
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		m, _ := sl.Message(channel, ts)
 		return m.Edited != nil && len(m.Buttons()) == 0 && len(m.Attachments) == 1 &&
 			strings.Contains(m.Attachments[0].Text, "allowed by ann (U0HUMAN01) via slack:sl")
@@ -80,7 +81,7 @@ func TestSlackAskAnsweredInThread(t *testing.T) {
 		t.Fatalf("ask: %q", text(res))
 	}
 	var channel, ts string
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		for _, call := range sl.Calls("chat.postMessage") {
 			if call.OK() && call.Params["channel"] == "U0HUMAN01" {
 				channel, ts = call.Channel, call.TS

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/messenger/slack"
 	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
@@ -43,7 +43,7 @@ func TestSlackBothWays(t *testing.T) {
 	c := f.listen("health")
 	cb := sl.UserMessage(slacktest.MessageEvent{Channel: "C0OPS", Text: "is prod ok?"})
 	url := "http://" + addr + "/slack/sl/events"
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		a, err := slacktest.SendEvent(t.Context(), url, f.env["SLACK_SIGNING_SECRET"], cb)
 		return err == nil && a.Status == http.StatusOK
 	}, "the Events API endpoint to take the message")
@@ -82,7 +82,7 @@ func TestSlackApproverAnswersByTyping(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		for _, call := range sl.Calls("chat.postMessage") {
 			if call.Params["channel"] == "U0HUMAN01" && strings.Contains(fmt.Sprint(call), "sqabc") {
 				return true
@@ -109,12 +109,7 @@ func slackFleet(t *testing.T, inbound config.Inbound) (*fleet, *slacktest.Server
 	f := newFleet(t)
 	sl := slacktest.NewServer(t)
 	f.env["SLACK_BOT_TOKEN"], f.env["SLACK_SIGNING_SECRET"] = sl.Token(), "8f742231b10e8888abcd99yyyzzz85a5"
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testkit.FreeAddr(t)
 	f.cfg.HTTPListen = addr
 	f.cfg.Integrations = append(f.cfg.Integrations, config.Integration{ID: "sl", Type: "slack", Grants: config.Grants{All: true}, OnUncertain: "resend",
 		RateLimitOut: config.OutLimits{Disabled: true}, Inbound: inbound,

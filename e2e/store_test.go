@@ -13,6 +13,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/obs"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 )
 
@@ -45,7 +46,7 @@ func TestUnconfirmedNotifyIsSaidSo(t *testing.T) {
 	if res := callNotify(t, c, map[string]any{"message": "before the freeze"}); res.IsError || !strings.HasPrefix(text(res), "Notification sent") {
 		t.Fatalf("with NATS answering: %s", text(res))
 	}
-	eventually(t, 10*time.Second, func() bool { return readyz(t, base) == http.StatusOK }, "the butler ready")
+	testkit.Eventually(t, 10*time.Second, func() bool { return readyz(t, base) == http.StatusOK }, "the butler ready")
 
 	link.freeze()
 	args := map[string]any{"message": "held at the bus", "idempotency_key": "held-1"}
@@ -63,7 +64,7 @@ func TestUnconfirmedNotifyIsSaidSo(t *testing.T) {
 	if body := structured[map[string]any](t, res); body["error"].(map[string]any)["retryable"] != true {
 		t.Errorf("structured answer %v, want a retryable error", body)
 	}
-	eventually(t, 15*time.Second, func() bool {
+	testkit.Eventually(t, 15*time.Second, func() bool {
 		code, rep := readyzReport(t, base)
 		return code == http.StatusServiceUnavailable && strings.HasPrefix(rep.Checks[obs.StoreCheck], "NATS cannot store")
 	}, "/readyz to be 503 with "+obs.StoreCheck+" saying NATS cannot store")
@@ -74,8 +75,8 @@ func TestUnconfirmedNotifyIsSaidSo(t *testing.T) {
 	link.thaw()
 	// NATS took the publish before it froze: stored once it reads it, and
 	// delivered once, though the model was told only "at most once".
-	eventually(t, 20*time.Second, func() bool { return countText(f.tg, "held at the bus") == 1 }, "the held publish delivered")
-	eventually(t, 15*time.Second, func() bool { return readyz(t, base) == http.StatusOK }, "/readyz 200 once NATS stores again")
+	testkit.Eventually(t, 20*time.Second, func() bool { return countText(f.tg, "held at the bus") == 1 }, "the held publish delivered")
+	testkit.Eventually(t, 15*time.Second, func() bool { return readyz(t, base) == http.StatusOK }, "/readyz 200 once NATS stores again")
 	again := callNotify(t, c, args)
 	if again.IsError || !strings.HasPrefix(text(again), "Notification sent") {
 		t.Fatalf("the retry with the same idempotency_key: %q, want the first call's delivery", text(again))

@@ -19,6 +19,7 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/forum"
 	"github.com/heraldhq/herald/pkg/natsauth"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/butler/butlertest"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
@@ -161,7 +162,7 @@ func TestTopics(t *testing.T) {
 	if !res.IsError || !strings.Contains(text(res), "chat "+plainGroup+" is not a forum") || !strings.Contains(text(res), "topics: per_butler") {
 		t.Fatalf("notify to a group without topics: %s", text(res))
 	}
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		return strings.Contains(ms.stderr.String(), "chat "+plainGroup+" is not a forum") && strings.Contains(ms.stderr.String(), "topics: per_butler")
 	}, "the messenger to log that the group is not a forum")
 	for _, c := range f.tg.Calls("sendMessage") {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 // TestTraceFollowsANotify: a notify whose MCP request carries
@@ -38,8 +39,8 @@ func TestTraceFollowsANotify(t *testing.T) {
 	} {
 		// The switchboard logs "routed" after its publish, which may be
 		// after the notify was answered.
-		eventually(t, 5*time.Second, func() bool { return len(f.logs.records(match)) > 0 }, fmt.Sprintf("a log line %v", match))
-		recs := f.logs.records(match)
+		testkit.Eventually(t, 5*time.Second, func() bool { return len(f.logs.Records(match)) > 0 }, fmt.Sprintf("a log line %v", match))
+		recs := f.logs.Records(match)
 		if len(recs) != 1 || recs[0]["trace_id"] != traceID {
 			t.Errorf("log lines %v: %v, want one with trace_id %s", match, recs, traceID)
 		}
@@ -48,7 +49,7 @@ func TestTraceFollowsANotify(t *testing.T) {
 	if res := f.notify("health", map[string]any{"channel": "log", "message": "untraced"}); res.IsError {
 		t.Fatalf("notify: %s", text(res))
 	}
-	recs := f.logs.records(map[string]string{"msg": "notification", "logger": "llm_notify", "message": "untraced"})
+	recs := f.logs.Records(map[string]string{"msg": "notification", "logger": "llm_notify", "message": "untraced"})
 	if len(recs) != 1 {
 		t.Fatalf("llm_notify lines: %v", recs)
 	}
@@ -77,7 +78,7 @@ func TestLogFindsANotifysTrail(t *testing.T) {
 		ids = append(ids, nr.RequestContext.RequestID)
 	}
 	var kinds []string
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		out, err := f.herald("log", "--request-id", ids[0], "--json")
 		if err != nil {
 			t.Fatal(err)

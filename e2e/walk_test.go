@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 var failedRequestRE = regexp.MustCompile(`\(request_id ([0-9a-f-]{36})\)$`)
@@ -21,7 +23,7 @@ func TestAMessageDidNotArriveWalk(t *testing.T) {
 	logOf := func(args ...string) string {
 		t.Helper()
 		var out string
-		eventually(t, 10*time.Second, func() bool {
+		testkit.Eventually(t, 10*time.Second, func() bool {
 			o, err := heraldCLI(t, env, append([]string{"log"}, args...)...)
 			out = o
 			return err == nil && strings.Count(o, "\n") >= 3 // the header and two records

@@ -1,12 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/butler/butlertest"
 	"github.com/heraldhq/herald/services/messenger/web/webtest"
 )
 
@@ -20,31 +22,40 @@ func TestWebChatRoundTrip(t *testing.T) {
 	c := f.listen("health")
 	page := f.statusDetail("web")
 
+	webChat(t, ctx, c, page, "What is on my calendar?", "A **dentist** at 15:00.", "A dentist at 15:00.")
+}
+
+// webChat opens page in the browser of ctx and sends question from it; the
+// butler of c gets it as a web channel notification and replies answer
+// (markdown), and the page shows the reply, formatted, as shown under the
+// butler's name.
+func webChat(t *testing.T, ctx context.Context, c *butlertest.Client, page, question, answer, shown string) {
+	t.Helper()
 	if _, err := chromedp.Run(ctx, chromedp.Navigate(page)); err != nil {
 		t.Fatal(err)
 	}
 	if err := chromedp.Do(ctx,
 		chromedp.WaitVisible(`.status[data-state="live"]`),
-		chromedp.SendKeys(`#text`, "What is on my calendar?"),
+		chromedp.SendKeys(`#text`, question),
 		chromedp.Click(`#send`),
 	); err != nil {
 		t.Fatal(err)
 	}
 	n := c.Wait(butler.MethodChannel, 1)[0]
-	if n["content"] != "What is on my calendar?" || meta(n)["source"] != "web" {
+	if n["content"] != question || meta(n)["source"] != "web" {
 		t.Fatalf("notification %v", n)
 	}
-	if res := c.Call("reply", map[string]any{"request_id": meta(n)["request_id"], "message": "A **dentist** at 15:00."}); res.IsError {
+	if res := c.Call("reply", map[string]any{"request_id": meta(n)["request_id"], "message": answer}); res.IsError {
 		t.Fatalf("reply: %s", text(res))
 	}
 	if err := chromedp.Do(ctx, chromedp.WaitVisible(`.msg.butler .body strong`)); err != nil {
 		t.Fatal(err)
 	}
-	shown, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('.msg.butler').textContent`))
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('.msg.butler').textContent`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(shown, "health") || !strings.Contains(shown, "A dentist at 15:00.") {
-		t.Fatalf("the page shows %q", shown)
+	if !strings.Contains(got, "health") || !strings.Contains(got, shown) {
+		t.Fatalf("the page shows %q", got)
 	}
 }

@@ -3,13 +3,13 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/messenger/webhook"
 	"github.com/heraldhq/herald/services/messenger/webhook/webhooktest"
@@ -23,12 +23,7 @@ func withWebhook(t *testing.T, f *fleet) (*webhooktest.Server, string, string) {
 	secret := webhooktest.NewSecret()
 	rcv := webhooktest.NewServer(t, secret)
 	f.env["CI_WEBHOOK_SECRET"] = secret
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := testkit.FreeAddr(t)
 	f.cfg.HTTPListen = addr
 	f.cfg.Integrations = append(f.cfg.Integrations, config.Integration{ID: "ci", Type: "webhook", Grants: config.Grants{All: true}, OnUncertain: "resend", Inbound: config.Inbound{Enabled: true, DMPolicy: "allowlist", AllowFrom: []string{config.AllowAnyone}}, Settings: &webhook.Config{SecretEnv: "CI_WEBHOOK_SECRET", Recipients: map[string]string{"ops": rcv.URL("/alerts")}, Default: "ops"}})
 	f.cfg.Bindings = append(f.cfg.Bindings, config.Binding{Integration: "ci", Butler: "health"})
@@ -68,7 +63,7 @@ func TestWebhookIn(t *testing.T) {
 	c := f.listen("health")
 	body := []byte(`{"text": "CI failed on main: 3 tests", "sender": "ci", "pipeline": "build-42"}`)
 	var resp *webhooktest.Response
-	eventually(t, 10*time.Second, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		r, err := webhooktest.Post(url, secret, body, webhooktest.PostOptions{})
 		resp = r
 		return err == nil && r.Status == http.StatusOK
@@ -93,7 +88,7 @@ func TestWebhookIn(t *testing.T) {
 			t.Errorf("%s: %v %+v, want %d", tt.name, err, r, tt.want)
 		}
 	}
-	eventually(t, 5*time.Second, func() bool { return len(f.audit("dropped")) >= 3 }, "the refusals audited")
+	testkit.Eventually(t, 5*time.Second, func() bool { return len(f.audit("dropped")) >= 3 }, "the refusals audited")
 	var reasons []string
 	for _, d := range f.audit("dropped") {
 		reasons = append(reasons, fmt.Sprint(d["reason"]))

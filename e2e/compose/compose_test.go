@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -77,10 +78,10 @@ func stepFirstNotify(t *testing.T, f *fleet) {
 	if r.isError || !strings.Contains(r.text, "Notification sent via log") {
 		t.Fatalf("notify on log: %q", r.text)
 	}
-	waitFor(t, 30*time.Second, "the log channel's llm_notify record", func() bool {
+	testkit.EventuallyEvery(t, 30*time.Second, 250*time.Millisecond, func() bool {
 		out, _ := f.composeOut(t.Context(), "logs", "--no-color", "messenger")
 		return strings.Contains(out, "llm_notify") && strings.Contains(out, "compose first log")
-	})
+	}, "the log channel's llm_notify record")
 	r = notifyOnce(t, "7701", token, map[string]any{"message": "compose first telegram"})
 	if r.isError || !strings.Contains(r.text, "Notification sent via telegram") {
 		t.Fatalf("notify on telegram: %q", r.text)
@@ -274,12 +275,12 @@ func stepBurst(t *testing.T, f *fleet) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, time.Minute, "the switchboard restarted by its restart policy and healthy", func() bool {
+	testkit.EventuallyEvery(t, time.Minute, 250*time.Millisecond, func() bool {
 		out, _ := f.composeOut(t.Context(), "ps", "--format", "{{.Health}}", "switchboard")
 		id, _ := f.composeOut(t.Context(), "ps", "-q", "switchboard")
 		now, _ := cmd(t.Context(), "", "docker", "inspect", "-f", "{{.State.Pid}}", strings.TrimSpace(id))
 		return strings.TrimSpace(out) == "healthy" && strings.TrimSpace(string(now)) != fmt.Sprint(pid)
-	})
+	}, "the switchboard restarted by its restart policy and healthy")
 }
 
 // stepDownUp: a notify queued while the messenger is stopped survives
@@ -302,14 +303,14 @@ func stepDownUp(t *testing.T, f *fleet) {
 	f.compose("down")
 	took := f.up()
 	fmt.Printf("compose down, up: healthy again %.1f s after up\n", took.Seconds())
-	waitFor(t, 2*time.Minute, "the notify queued before down delivered after up", func() bool {
+	testkit.EventuallyEvery(t, 2*time.Minute, 250*time.Millisecond, func() bool {
 		for _, m := range sent(t) {
 			if m == "compose queued across down" {
 				return true
 			}
 		}
 		return false
-	})
+	}, "the notify queued before down delivered after up")
 }
 
 const gardenButler = `  - name: garden
@@ -347,14 +348,14 @@ func stepNewButler(t *testing.T, f *fleet) {
 	if r.isError {
 		t.Fatalf("the new butler's notify: %q", r.text)
 	}
-	waitFor(t, time.Minute, "the new butler's notify delivered", func() bool {
+	testkit.EventuallyEvery(t, time.Minute, 250*time.Millisecond, func() bool {
 		for _, m := range sent(t) {
 			if m == "compose garden says hello" {
 				return true
 			}
 		}
 		return false
-	})
+	}, "the new butler's notify delivered")
 	secs := time.Since(start).Seconds()
 	fmt.Printf("a new butler: %.0f s from editing herald.yaml to its first delivered notify\n", secs)
 
@@ -491,10 +492,10 @@ func stepCluster(t *testing.T, f *fleet) {
 	})
 	<-done
 	checkDelivered(t, f, tags)
-	waitFor(t, 2*time.Minute, "node 1 restarted by its restart policy and healthy (current with the cluster)", func() bool {
+	testkit.EventuallyEvery(t, 2*time.Minute, 250*time.Millisecond, func() bool {
 		out, _ := f.composeOut(t.Context(), "ps", "--format", "{{.Health}}", "nats")
 		id, _ := f.composeOut(t.Context(), "ps", "-q", "nats")
 		now, _ := cmd(t.Context(), "", "docker", "inspect", "-f", "{{.State.Pid}}", strings.TrimSpace(id))
 		return strings.TrimSpace(out) == "healthy" && strings.TrimSpace(string(now)) != fmt.Sprint(pid)
-	})
+	}, "node 1 restarted by its restart policy and healthy (current with the cluster)")
 }

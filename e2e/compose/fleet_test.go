@@ -300,18 +300,6 @@ func sent(t *testing.T) []string {
 	return out
 }
 
-// waitFor polls cond until it holds or within passes, then fails with what.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-}
-
 // uncertain are the request ids the audit log records as uncertain
 // deliveries, read as the operator would: herald log through the pair
 // service's image and NATS user.

@@ -41,13 +41,29 @@ func TestParse(t *testing.T) {
 	}
 }
 
-func TestSingleUseAndExpiry(t *testing.T) {
-	srv := bustest.RunServer(t)
-	_, js := srv.Connect()
+// newStore is an approval store on a bus of its own.
+func newStore(t *testing.T) *approval.Store {
+	t.Helper()
+	_, js := bustest.RunServer(t).Connect()
 	s, err := approval.Open(t.Context(), js)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return s
+}
+
+// create stores each of rs.
+func create(t *testing.T, s *approval.Store, rs ...approval.Request) {
+	t.Helper()
+	for _, r := range rs {
+		if err := s.Create(t.Context(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestSingleUseAndExpiry(t *testing.T) {
+	s := newStore(t)
 	now := time.Now()
 	open := approval.Request{ID: "abcde", Butler: "health", Session: "s1", ToolName: "Bash", CreatedAt: now, ExpiresAt: now.Add(time.Minute)}
 	if err := s.Create(t.Context(), open); err != nil {
@@ -81,9 +97,7 @@ func TestSingleUseAndExpiry(t *testing.T) {
 		t.Fatalf("won %d, refused as used %d", won, used)
 	}
 	expired := approval.Request{ID: "qwert", Butler: "health", CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(-time.Minute)}
-	if err := s.Create(t.Context(), expired); err != nil {
-		t.Fatal(err)
-	}
+	create(t, s, expired)
 	if _, err := s.Answer(t.Context(), "health", "qwert", "allow", "1"); !errors.Is(err, approval.ErrExpired) {
 		t.Fatalf("expired: %v", err)
 	}
@@ -93,17 +107,10 @@ func TestSingleUseAndExpiry(t *testing.T) {
 // butlers, and answering one leaves the other), and a verdict's chat is found
 // only where the prompt was sent.
 func TestScopedAndSent(t *testing.T) {
-	srv := bustest.RunServer(t)
-	_, js := srv.Connect()
-	s, err := approval.Open(t.Context(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStore(t)
 	now := time.Now()
 	for _, b := range []string{"health", "finance"} {
-		if err := s.Create(t.Context(), approval.Request{ID: "abcde", Butler: b, CreatedAt: now, ExpiresAt: now.Add(time.Minute)}); err != nil {
-			t.Fatal(err)
-		}
+		create(t, s, approval.Request{ID: "abcde", Butler: b, CreatedAt: now, ExpiresAt: now.Add(time.Minute)})
 	}
 	if _, err := s.Answer(t.Context(), "finance", "abcde", "allow", "1"); err != nil {
 		t.Fatal(err)
@@ -135,21 +142,12 @@ func TestScopedAndSent(t *testing.T) {
 // can be answered whenever, and is never swept as expired; one whose time
 // is over is closed once, and answering it then says it expired.
 func TestNeverExpires(t *testing.T) {
-	srv := bustest.RunServer(t)
-	_, js := srv.Connect()
-	s, err := approval.Open(t.Context(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStore(t)
 	now := time.Now()
-	for _, r := range []approval.Request{
-		{ID: "abcde", Butler: "health", ToolName: "Bash", CreatedAt: now},
-		{ID: "fghij", Butler: "health", ToolName: "Bash", CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(-time.Minute)},
-	} {
-		if err := s.Create(t.Context(), r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	create(t, s,
+		approval.Request{ID: "abcde", Butler: "health", ToolName: "Bash", CreatedAt: now},
+		approval.Request{ID: "fghij", Butler: "health", ToolName: "Bash", CreatedAt: now.Add(-time.Hour), ExpiresAt: now.Add(-time.Minute)},
+	)
 	expired, err := s.Expire(t.Context(), now.Add(48*time.Hour))
 	if err != nil {
 		t.Fatal(err)
@@ -171,17 +169,10 @@ func TestNeverExpires(t *testing.T) {
 // TestQuorum: a prompt with quorum 2 needs two different approvers' allows;
 // the same approver twice counts once; a deny ends it at once.
 func TestQuorum(t *testing.T) {
-	srv := bustest.RunServer(t)
-	_, js := srv.Connect()
-	s, err := approval.Open(t.Context(), js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newStore(t)
 	now := time.Now()
 	for _, id := range []string{"abcde", "fghij"} {
-		if err := s.Create(t.Context(), approval.Request{ID: id, Butler: "health", ToolName: "Bash", Quorum: 2, CreatedAt: now, ExpiresAt: now.Add(time.Minute)}); err != nil {
-			t.Fatal(err)
-		}
+		create(t, s, approval.Request{ID: id, Butler: "health", ToolName: "Bash", Quorum: 2, CreatedAt: now, ExpiresAt: now.Add(time.Minute)})
 	}
 	if r, err := s.Answer(t.Context(), "health", "abcde", approval.Allow, "alice"); !errors.Is(err, approval.ErrPending) || r.Verdict != "" || len(r.Allows) != 1 {
 		t.Fatalf("first allow: %+v %v, want counted and pending", r, err)

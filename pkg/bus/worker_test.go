@@ -16,6 +16,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 // runWorker runs w until the test ends (or stop is called).
@@ -37,17 +38,6 @@ func runWorker(t *testing.T, js jetstream.JetStream, w *bus.Worker) (stop func()
 	return stop
 }
 
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestRetryableErrorsAreRetriedThenDeadLettered(t *testing.T) {
 	srv := bustest.RunServer(t)
 	_, js := srv.Connect()
@@ -64,14 +54,14 @@ func TestRetryableErrorsAreRetriedThenDeadLettered(t *testing.T) {
 	if _, err := bus.Publish(t.Context(), js, bus.DeliverSubject("messenger"), []byte("x"), "k1", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeadLetter) == 1 }, "the dead letter")
+	testkit.Eventually(t, 15*time.Second, func() bool { return bustest.Msgs(t, js, bus.StreamDeadLetter) == 1 }, "the dead letter")
 	if n := tries.Load(); n != 3 {
 		t.Fatalf("tried %d times, want MaxDeliver = 3", n)
 	}
 	if err, _ := gaveUp.Load().(error); !errors.Is(err, envelope.ErrTargetUnavailable) {
 		t.Fatalf("GiveUp got %v", err)
 	}
-	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeliver) == 0 }, "the work queue to be empty")
+	testkit.Eventually(t, 15*time.Second, func() bool { return bustest.Msgs(t, js, bus.StreamDeliver) == 0 }, "the work queue to be empty")
 
 	s, _ := js.Stream(t.Context(), bus.StreamDeadLetter)
 	m, err := s.GetLastMsgForSubject(t.Context(), bus.DeadSubject(bus.StreamDeliver, bus.DeliverSubject("messenger")))
@@ -97,7 +87,7 @@ func TestPermanentErrorsAreNotRetried(t *testing.T) {
 	if _, err := bus.Publish(t.Context(), js, bus.DeliverSubject("messenger"), []byte("x"), "k2", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeadLetter) == 1 }, "the dead letter")
+	testkit.Eventually(t, 15*time.Second, func() bool { return bustest.Msgs(t, js, bus.StreamDeadLetter) == 1 }, "the dead letter")
 	if n := tries.Load(); n != 1 {
 		t.Fatalf("tried %d times, want 1", n)
 	}
@@ -127,7 +117,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	if _, err := bus.Publish(t.Context(), js, bus.DeliverSubject("messenger"), []byte("x"), "k3", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return tries.Load() == 2 }, "the retry")
+	testkit.Eventually(t, 15*time.Second, func() bool { return tries.Load() == 2 }, "the retry")
 	mu.Lock()
 	defer mu.Unlock()
 	// Behaviour, not timing: the retry did not come on the 1 ms backoff.
@@ -161,7 +151,7 @@ func TestStopHandsWorkBack(t *testing.T) {
 		Stream: bus.StreamDeliver, Durable: "test",
 		Handle: func(context.Context, jetstream.Msg) error { handled.Add(1); return nil },
 	})
-	waitFor(t, func() bool { return handled.Load() == 1 }, "the message to come back")
+	testkit.Eventually(t, 15*time.Second, func() bool { return handled.Load() == 1 }, "the message to come back")
 	if n := bustest.Msgs(t, js, bus.StreamDeadLetter); n != 0 {
 		t.Fatalf("%d dead letters; a stop is not a failure", n)
 	}
@@ -228,7 +218,7 @@ func TestRetriesLastAsLongAsTheHorizon(t *testing.T) {
 	if _, err := bus.Publish(t.Context(), js, bus.DeliverSubject("messenger"), []byte("x"), "k-horizon", nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeadLetter) == 1 }, "the dead letter")
+	testkit.Eventually(t, 15*time.Second, func() bool { return bustest.Msgs(t, js, bus.StreamDeadLetter) == 1 }, "the dead letter")
 	if since := time.Since(published); since < horizon {
 		t.Fatalf("dead-lettered %s after publishing, before the %s horizon", since, horizon)
 	}
@@ -240,7 +230,7 @@ func TestRetriesLastAsLongAsTheHorizon(t *testing.T) {
 	if !errors.Is(err, bus.ErrHorizon) || envelope.ClassOf(err) != "target_unavailable" {
 		t.Fatalf("GiveUp got %v (class %s), want the horizon with the provider's class", err, envelope.ClassOf(err))
 	}
-	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeliver) == 0 }, "the work queue to be empty")
+	testkit.Eventually(t, 15*time.Second, func() bool { return bustest.Msgs(t, js, bus.StreamDeliver) == 0 }, "the work queue to be empty")
 }
 
 // TestCrashedPastTheHorizonIsDeadLettered: a message whose handler never
@@ -268,14 +258,14 @@ func TestCrashedPastTheHorizonIsDeadLettered(t *testing.T) {
 		Handle: func(context.Context, jetstream.Msg) error { handled.Add(1); return nil },
 		GiveUp: func(_ context.Context, _ jetstream.Msg, err error) { gaveUp.Store(err) },
 	})
-	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeadLetter) == 1 }, "the dead letter")
+	testkit.Eventually(t, 15*time.Second, func() bool { return bustest.Msgs(t, js, bus.StreamDeadLetter) == 1 }, "the dead letter")
 	if n := handled.Load(); n != 0 {
 		t.Fatalf("handled %d times past the horizon", n)
 	}
 	if err, _ := gaveUp.Load().(error); !errors.Is(err, bus.ErrHorizon) {
 		t.Fatalf("GiveUp got %v", err)
 	}
-	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeliver) == 0 }, "the work queue to be empty")
+	testkit.Eventually(t, 15*time.Second, func() bool { return bustest.Msgs(t, js, bus.StreamDeliver) == 0 }, "the work queue to be empty")
 }
 
 // TestPanicIsAFailureNotACrash: a handler that panics fails its message (dead
@@ -299,7 +289,7 @@ func TestPanicIsAFailureNotACrash(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeadLetter) == 1 && ok.Load() == 1 }, "the poison dead-lettered and the next message handled")
+	testkit.Eventually(t, 15*time.Second, func() bool { return bustest.Msgs(t, js, bus.StreamDeadLetter) == 1 && ok.Load() == 1 }, "the poison dead-lettered and the next message handled")
 	s, _ := js.Stream(t.Context(), bus.StreamDeadLetter)
 	m, err := s.GetLastMsgForSubject(t.Context(), bus.DeadSubject(bus.StreamDeliver, bus.DeliverSubject("messenger")))
 	if err != nil {
@@ -408,7 +398,7 @@ func TestStopRightAfterWorkSendsItsAcks(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := int32(i + 1)
-		waitFor(t, func() bool { return handled.Load() == want }, "the message to be handled")
+		testkit.Eventually(t, 15*time.Second, func() bool { return handled.Load() == want }, "the message to be handled")
 	}
 	stop()
 	if err := wnc.Flush(); err != nil {
@@ -417,7 +407,7 @@ func TestStopRightAfterWorkSendsItsAcks(t *testing.T) {
 	wnc.Close()
 	// nats-server applies acks in the background: wait for them, not for
 	// acks sent after the stop, which the closed connection cannot carry.
-	waitFor(t, func() bool { return bustest.Msgs(t, js, bus.StreamDeliver) == 0 }, "the handled messages to leave the work queue")
+	testkit.Eventually(t, 15*time.Second, func() bool { return bustest.Msgs(t, js, bus.StreamDeliver) == 0 }, "the handled messages to leave the work queue")
 	var again atomic.Int32
 	runWorker(t, js, &bus.Worker{
 		Stream: bus.StreamDeliver, Durable: "test", AckWait: time.Minute,

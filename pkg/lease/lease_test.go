@@ -17,6 +17,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/lease"
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 const key = "telegram.7000000001"
@@ -155,14 +156,28 @@ func TestGracefulStopHandsOverAtOnce(t *testing.T) {
 	j := newJobs()
 	// A TTL far longer than the test waits: only a release lets b in.
 	const ttl = 5 * time.Minute
-	a := start(t, srv, "a", ttl, j)
+	a := holdThenStandBy(t, srv, ttl, j)
+	a.stop(t)
+	handedOver(t, j)
+}
+
+// holdThenStandBy starts a, edited by edit, waits until it holds the lease
+// (alone), then starts b and waits until it stands by; it returns a.
+func holdThenStandBy(t *testing.T, srv *bustest.Server, ttl time.Duration, j *jobs, edit ...func(*lease.Lease)) *contender {
+	t.Helper()
+	a := start(t, srv, "a", ttl, j, edit...)
 	if h := next(t, j.starts, "start"); h != "a" {
 		t.Fatalf("%s started first, want a (it started alone)", h)
 	}
 	b := start(t, srv, "b", ttl, j)
-	waitFor(t, func() bool { return len(b.standbys()) > 0 }, "b to stand by")
+	testkit.Eventually(t, 20*time.Second, func() bool { return len(b.standbys()) > 0 }, "b to stand by")
+	return a
+}
 
-	a.stop(t)
+// handedOver checks that a stopped and then b took over, never both
+// running at once.
+func handedOver(t *testing.T, j *jobs) {
+	t.Helper()
 	if h := next(t, j.stops, "stop"); h != "a" {
 		t.Fatalf("%s stopped, want a", h)
 	}
@@ -202,23 +217,9 @@ func TestCrashTakeover(t *testing.T) {
 			ops := watchOps(t, kv)
 			j := newJobs()
 			const ttl = 1500 * time.Millisecond
-			a := start(t, srv, "a", ttl, j, lease.SkipRelease)
-			if h := next(t, j.starts, "start"); h != "a" {
-				t.Fatalf("%s started first, want a", h)
-			}
-			b := start(t, srv, "b", ttl, j)
-			waitFor(t, func() bool { return len(b.standbys()) > 0 }, "b to stand by")
-
+			a := holdThenStandBy(t, srv, ttl, j, lease.SkipRelease)
 			tt.crash(a)
-			if h := next(t, j.stops, "stop"); h != "a" {
-				t.Fatalf("%s stopped, want a", h)
-			}
-			if h := next(t, j.starts, "takeover"); h != "b" {
-				t.Fatalf("%s started, want b", h)
-			}
-			if m := j.most.Load(); m != 1 {
-				t.Errorf("%d jobs ran at once, want 1", m)
-			}
+			handedOver(t, j)
 			// b took the key over when it expired; nobody deleted it.
 			for _, op := range ops() {
 				if op != jetstream.KeyValuePut {
@@ -371,16 +372,5 @@ func watchOps(t *testing.T, kv jetstream.KeyValue) func() []jetstream.KeyValueOp
 		mu.Lock()
 		defer mu.Unlock()
 		return append([]jetstream.KeyValueOp(nil), ops...)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 20s for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/obs"
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
@@ -144,7 +145,7 @@ func TestReadyzWhenNATSStops(t *testing.T) {
 	}
 	srv.Shutdown()
 	srv.WaitForShutdown()
-	eventually(t, 10*time.Second, func() bool { return !h.Ready(t.Context()).Ready }, "readiness to fail without NATS")
+	testkit.Eventually(t, 10*time.Second, func() bool { return !h.Ready(t.Context()).Ready }, "readiness to fail without NATS")
 	if r := h.Ready(t.Context()); !strings.Contains(r.Checks["nats"], "NATS is") {
 		t.Errorf("nats check without NATS: %q", r.Checks["nats"])
 	}
@@ -153,19 +154,7 @@ func TestReadyzWhenNATSStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	eventually(t, 20*time.Second, func() bool { return h.Ready(t.Context()).Ready }, "readiness once NATS is back")
-}
-
-// eventually polls cond until it holds, failing after timeout.
-func eventually(t *testing.T, timeout time.Duration, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testkit.Eventually(t, 20*time.Second, func() bool { return h.Ready(t.Context()).Ready }, "readiness once NATS is back")
 }
 
 // scrape is the /metrics exposition.
@@ -380,8 +369,7 @@ func TestManyServicesOnOneConnection(t *testing.T) {
 	if err := json.Unmarshal(msg.Data, &st); err != nil || st.Name != name || len(st.Endpoints) != 1 || st.Endpoints[0].NumRequests != 1 {
 		t.Fatalf("stats of %s: %s (%v)", name, msg.Data, err)
 	}
-	msg, err = client.Request("$SRV.PING."+name+"."+st.ID, nil, 2*time.Second)
-	if err != nil {
+	if _, err := client.Request("$SRV.PING."+name+"."+st.ID, nil, 2*time.Second); err != nil {
 		t.Fatalf("ping by instance id: %v", err)
 	}
 	for _, svc := range svcs[:n/2] {

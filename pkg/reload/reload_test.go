@@ -15,6 +15,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/reload"
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 func init() {
@@ -144,13 +145,9 @@ func TestAChangedFileIsApplied(t *testing.T) {
 	if err := os.WriteFile(path, []byte(more), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(5 * time.Second)
 	// Applied, then audited: wait for the audit record, which comes last.
-	for audited := func() int { a.mu.Lock(); defer a.mu.Unlock(); return len(a.audited) }; audited() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatalf("the changed file was not applied and audited within 5 s (applied %d)", a.count())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testkit.Poll(5*time.Second, testkit.Interval, func() bool { a.mu.Lock(); defer a.mu.Unlock(); return len(a.audited) > 0 }) {
+		t.Fatalf("the changed file was not applied and audited within 5 s (applied %d)", a.count())
 	}
 	a.mu.Lock()
 	if len(a.changes) != 1 || !slices.Equal(a.changes[0], []string{"butler garden added"}) || len(a.audited) != 1 {
@@ -187,15 +184,16 @@ func TestSIGHUPReloads(t *testing.T) {
 	if a.count() != 0 {
 		t.Fatal("applied without watching and without SIGHUP")
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for a.count() == 0 {
+	if !testkit.Poll(5*time.Second, 100*time.Millisecond, func() bool {
+		if a.count() > 0 {
+			return true
+		}
 		if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 			t.Fatal(err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("SIGHUP did not reload within 5 s")
-		}
-		time.Sleep(100 * time.Millisecond)
+		return false
+	}) {
+		t.Fatal("SIGHUP did not reload within 5 s")
 	}
 }
 

@@ -19,8 +19,10 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/pkg/token"
 	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/butler/butlertest"
 )
 
 // guarded is a butler behind its real HTTP handler, with a static token
@@ -30,7 +32,7 @@ type guarded struct {
 	url    string // the /mcp endpoint
 	static string
 	tokens *token.Store
-	logs   *lockedBuffer
+	logs   *testkit.Buffer
 }
 
 // startGuarded starts a guarded butler; each of with changes its
@@ -45,7 +47,7 @@ func startGuarded(t *testing.T, with ...func(*config.Butler)) *guarded {
 	for _, f := range with {
 		f(&cfg.Butlers[0])
 	}
-	g := &guarded{static: token.NewStatic(), logs: &lockedBuffer{}}
+	g := &guarded{static: token.NewStatic(), logs: &testkit.Buffer{}}
 	getenv := func(k string) string {
 		if k == "ASSISTANT_MCP_TOKEN" {
 			return g.static
@@ -167,13 +169,7 @@ func TestMintedTokenWorksWithAnMCPClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = "2025-11-25"
-	if _, err := c.Initialize(t.Context(), init); err != nil {
+	if _, err := butlertest.Initialize(t, c, "2025-11-25", butlertest.Hello{}); err != nil {
 		t.Fatal(err)
 	}
 	if tools, err := c.ListTools(t.Context(), mcp.ListToolsRequest{}); err != nil || len(tools.Tools) == 0 {
@@ -184,11 +180,7 @@ func TestMintedTokenWorksWithAnMCPClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Initialize(t.Context(), init); err == nil || !strings.Contains(err.Error(), "authorization required") {
+	if _, err := butlertest.Initialize(t, c, "2025-11-25", butlertest.Hello{}); err == nil || !strings.Contains(err.Error(), "authorization required") {
 		t.Fatalf("initialize without a token: %v", err)
 	}
 }

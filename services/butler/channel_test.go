@@ -115,13 +115,7 @@ func TestInboxToolForClientsWithoutNotifications(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = "2025-06-18"
-	if _, err := c.Initialize(t.Context(), init); err != nil {
+	if _, err := butlertest.Initialize(t, c, "2025-06-18", butlertest.Hello{}); err != nil {
 		t.Fatal(err)
 	}
 	call := mcp.CallToolRequest{}

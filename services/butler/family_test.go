@@ -9,12 +9,14 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/obs"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/butler/butlertest"
 )
@@ -42,15 +44,16 @@ func inboundWithMeta(t *testing.T, js jetstream.JetStream, text string, n int, e
 // it, so one published earlier may miss a client still opening its stream.
 func waitListening(t *testing.T, js jetstream.JetStream, n int) {
 	t.Helper()
-	var st butler.Status
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		msg, err := js.Conn().Request(obs.StatusSubject(obs.ServiceButler("assistant")), nil, 5*time.Second)
-		if err == nil && json.Unmarshal(msg.Data, &st) == nil && st.Listening == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d sessions listening, want %d (%v)", st.Listening, n, err)
-		}
+	var (
+		st  butler.Status
+		err error
+	)
+	if !testkit.Poll(10*time.Second, testkit.Interval, func() bool {
+		var msg *nats.Msg
+		msg, err = js.Conn().Request(obs.StatusSubject(obs.ServiceButler("assistant")), nil, 5*time.Second)
+		return err == nil && json.Unmarshal(msg.Data, &st) == nil && st.Listening == n
+	}) {
+		t.Fatalf("%d sessions listening, want %d (%v)", st.Listening, n, err)
 	}
 }
 

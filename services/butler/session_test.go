@@ -1,7 +1,6 @@
 package butler_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -15,6 +14,8 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
+	"github.com/heraldhq/herald/services/butler/butlertest"
 )
 
 // TestIdleSessionMakesRoom: at max_sessions a new initialize ends the
@@ -77,13 +78,7 @@ func TestBusySessionsAreNotClosed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = "2025-06-18"
-	if _, err := c.Initialize(t.Context(), init); err == nil || !strings.Contains(err.Error(), "max_sessions") {
+	if _, err := butlertest.Initialize(t, c, "2025-06-18", butlertest.Hello{}); err == nil || !strings.Contains(err.Error(), "max_sessions") {
 		t.Fatalf("an MCP client's initialize: %v, want an error naming max_sessions", err)
 	}
 	for _, s := range []string{s1, s2} {
@@ -96,7 +91,7 @@ func TestBusySessionsAreNotClosed(t *testing.T) {
 	}
 
 	close1()
-	waitFor(t, func() bool {
+	testkit.Eventually(t, 10*time.Second, func() bool {
 		resp, _ := post(t, g.url, bearer(g.static), initialize)
 		return resp.StatusCode == http.StatusOK
 	}, "an initialize to find room once a stream closed")
@@ -203,22 +198,4 @@ func (g *guarded) sessionHeader(id string) map[string]string {
 	hdr["Mcp-Session-Id"] = id
 	hdr["Mcp-Protocol-Version"] = "2025-06-18"
 	return hdr
-}
-
-// lockedBuffer is a log written by the butler while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

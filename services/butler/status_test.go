@@ -17,7 +17,9 @@ import (
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/obs"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/butler/butlertest"
 )
 
 // TestReadiness: a butler's /readyz is 503 until its background work runs,
@@ -52,7 +54,7 @@ func TestReadiness(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- b.Run(ctx) }()
-	waitFor(t, func() bool { code, _ := readyz(); return code == http.StatusOK }, "ready while running")
+	testkit.Eventually(t, 10*time.Second, func() bool { code, _ := readyz(); return code == http.StatusOK }, "ready while running")
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -84,14 +86,7 @@ func TestNotifyCallsCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = c.Close() })
-	if err := c.Start(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	init := mcp.InitializeRequest{}
-	init.Params.ProtocolVersion = "2025-06-18"
-	init.Params.ClientInfo = mcp.Implementation{Name: "test", Version: "1"}
-	if _, err := c.Initialize(t.Context(), init); err != nil {
+	if _, err := butlertest.Initialize(t, c, "2025-06-18", butlertest.Hello{}); err != nil {
 		t.Fatal(err)
 	}
 	for _, call := range []struct {
@@ -112,16 +107,5 @@ func TestNotifyCallsCounted(t *testing.T) {
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 	if want := `herald_notify_calls_total{butler="assistant",result="error"} 2`; !strings.Contains(rec.Body.String(), want) {
 		t.Errorf("no %s in /metrics", want)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

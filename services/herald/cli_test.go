@@ -53,6 +53,8 @@ func TestHelp(t *testing.T) {
 		{"missing argument", "", []string{"pair", "approve"}, 2, "", "herald pair approve"},
 		{"missing --butler", "", []string{"token", "mint"}, 2, "", "herald token mint"},
 		{"dev takes no arguments", "", []string{"dev", "herald.yaml"}, 2, "", "herald dev [--config FILE]"},
+		{"setup takes no arguments", "", []string{"setup", "herald.yaml"}, 2, "", "herald setup [--config FILE]"},
+		{"nats-auth takes no arguments", "", []string{"nats-auth", "herald.yaml"}, 2, "", "herald nats-auth [--config FILE]"},
 		{"--help as a flag's value", "", []string{"token", "mint", "--butler", "--help"}, 1, "", `no butler "--help"`},
 		{"service unknown flag", "butler", []string{"--nme", "x"}, 2, "", "flag provided but not defined: -nme"},
 		{"service takes no arguments", "messenger", []string{"extra"}, 2, "", "messenger [--config FILE]"},

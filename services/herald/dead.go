@@ -13,29 +13,40 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/services/process"
 )
 
 const deadUsage = `Usage:
-  herald dead ls [--config FILE]                  messages Herald gave up on, with why
-  herald dead replay [--config FILE] ID|--all     put them back on their queue
+  herald dead ls [--config FILE]
+  herald dead replay [--config FILE] ID|--all
+
+Lists the messages Herald gave up on (a permanent error, or retries past
+delivery.retry_for) with when, where from, how many tries and why; once the
+cause is fixed, replay puts one (ID as ls lists it), or all of them, back on
+their queue. A replay keeps the idempotency key, so what did get out is not
+sent again.
+
+Examples:
+  herald dead ls
+  herald dead replay 1      # ID as dead ls lists it
+  herald dead replay --all
 `
 
 // runDead is `herald dead`: what the worker gave up on (a permanent error, or
 // retries past delivery.retry_for), and replaying it once the cause is fixed.
 // A replay keeps the idempotency key, so what did get out is not sent again.
 func runDead(ctx context.Context, args []string, o IO) error {
-	if len(args) == 0 {
-		fmt.Fprint(o.Stderr, deadUsage)
-		return flag.ErrHelp
+	sub := "" // none: the usage
+	if len(args) > 0 {
+		sub, args = args[0], args[1:]
 	}
-	sub := args[0]
 	fs := flag.NewFlagSet("herald dead "+sub, flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
-	fs.Usage = func() { fmt.Fprint(o.Stderr, deadUsage) }
+	fs.Usage = process.UsageFunc(fs, deadUsage)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
-	all := fs.Bool("all", false, "replay every dead letter")
-	timeout := durationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
-	pos, err := parseInterleaved(fs, args[1:])
+	all := fs.Bool("all", false, "replay every dead letter (replay)")
+	timeout := process.DurationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
+	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/heraldhq/herald/services/messenger"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/web"
+	"github.com/heraldhq/herald/services/process"
 	"github.com/heraldhq/herald/services/switchboard"
 )
 
@@ -103,9 +104,9 @@ func Dev(ctx context.Context, o DevOptions) error {
 		return err
 	}
 	// /healthz, /readyz and /metrics of the whole fleet on http_listen.
-	proc := newProcess(nc, cfg.HTTPListen, bus.ServiceProbeKey("dev"), log)
-	proc.Metrics.Init(knownOf(cfg, "dev", ""))
-	if err := proc.listen(); err != nil {
+	proc := process.New(nc, cfg.HTTPListen, bus.ServiceProbeKey("dev"), log)
+	proc.Metrics.Init(process.KnownOf(cfg, "dev", ""))
+	if err := proc.Listen(); err != nil {
 		return err
 	}
 	ep.HTTP = proc.Server.URL()
@@ -125,11 +126,11 @@ func Dev(ctx context.Context, o DevOptions) error {
 	}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return proc.Server.Serve(ctx) })
-	proc.runProbes(ctx)
-	sb := newRerunner("switchboard", log, func(ctx context.Context, cfg *config.Config, running func()) error {
+	proc.RunProbes(ctx)
+	sb := process.NewRerunner("switchboard", log, func(ctx context.Context, cfg *config.Config, running func()) error {
 		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: nc, Log: log, Metrics: proc.Metrics, Health: proc.Health, Running: running})
 	})
-	ms := newRerunner("messenger", log, func(ctx context.Context, cfg *config.Config, running func()) error {
+	ms := process.NewRerunner("messenger", log, func(ctx context.Context, cfg *config.Config, running func()) error {
 		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv, Metrics: proc.Metrics, Health: proc.Health, HTTP: proc.Server, Running: running})
 	})
 	g.Go(func() error { return sb.Run(ctx, cfg) })
@@ -205,7 +206,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 		}
 		return nil
 	}
-	if err := startReloads(ctx, reloadOptions{NC: nc, Process: "herald dev", Path: o.ConfigFile, Current: cfg, Getenv: o.Getenv, Log: log, Audit: true, Watch: true, Apply: apply,
+	if err := process.StartReloads(ctx, process.ReloadOptions{NC: nc, Process: "herald dev", Path: o.ConfigFile, Current: cfg, Getenv: o.Getenv, Log: log, Audit: true, Watch: true, Apply: apply,
 		Prepare: func(next *config.Config) {
 			if _, err := devTokens(next); err != nil {
 				log.Error("reload: a butler's MCP token", "err", err)

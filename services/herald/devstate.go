@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/services/process"
 )
 
 // DevStateFile is where a running `herald dev` records its fleet for the
@@ -124,7 +125,7 @@ func loadConfig(path string, getenv config.Getenv) (*config.Config, configSource
 		path = getenv("HERALD_CONFIG")
 	}
 	if path != "" {
-		cfg, err := loadConfigFile(path, getenv)
+		cfg, err := process.LoadConfigFile(path, getenv)
 		return cfg, configSource(path), err
 	}
 	st, err := ReadDevState(DevStateFile)
@@ -132,14 +133,14 @@ func loadConfig(path string, getenv config.Getenv) (*config.Config, configSource
 		return nil, "", err
 	}
 	if st == nil {
-		cfg, err := loadConfigFile("", getenv)
+		cfg, err := process.LoadConfigFile("", getenv)
 		return cfg, "the default configuration (no --config or HERALD_CONFIG, and no herald dev running here)", err
 	}
 	src := configSource("the default configuration herald dev runs with (as " + DevStateFile + " records)")
 	if st.Config != "" {
 		src = configSource(st.Config + ", which herald dev runs with (as " + DevStateFile + " records)")
 	}
-	cfg, err := loadConfigFile(st.Config, getenv)
+	cfg, err := process.LoadConfigFile(st.Config, getenv)
 	if err != nil {
 		return nil, src, fmt.Errorf("%w (the configuration herald dev runs with, as %s records; give --config for another)", err, DevStateFile)
 	}
@@ -158,17 +159,6 @@ func (st *DevState) apply(cfg *config.Config) {
 			cfg.Butlers[i].MCPHTTP = u.Host
 		}
 	}
-}
-
-// loadConfigFile reads path (none: the defaults) and applies the
-// environment overrides.
-func loadConfigFile(path string, getenv config.Getenv) (*config.Config, error) {
-	cfg, err := config.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	cfg.ApplyEnv(getenv)
-	return cfg, cfg.Validate()
 }
 
 // butlerNames lists cfg's butlers for an error message.

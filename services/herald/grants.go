@@ -11,29 +11,36 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/approval"
+	"github.com/heraldhq/herald/services/process"
 )
 
-const grantsUsage = `herald grants ls [--config FILE]           the standing "Allow for this session" grants
-herald grants revoke [--config FILE] ID    end one at once: the session's next request goes to the approvers
+const grantsUsage = `Usage:
+  herald grants ls [--config FILE]
+  herald grants revoke [--config FILE] ID
 
 A grant lets a butler answer its MCP session's permission requests for one
 tool itself, because an approver tapped "Allow for this session"; it lasts
-approvals.grant_ttl (8h) at most.
+approvals.grant_ttl (8h) at most. ls lists the standing grants (butler,
+tool, session, who allowed it, where, until when); revoke ends one at once:
+the session's next request goes to the approvers.
+
+Examples:
+  herald grants ls
+  herald grants revoke g_3f9a1c07e2   # ID as grants ls lists it; an approver's "Allow for this session" makes one
 `
 
 // runGrants is `herald grants`.
 func runGrants(ctx context.Context, args []string, o IO) error {
-	if len(args) == 0 {
-		fmt.Fprint(o.Stderr, grantsUsage)
-		return flag.ErrHelp
+	sub := "" // none: the usage
+	if len(args) > 0 {
+		sub, args = args[0], args[1:]
 	}
-	sub := args[0]
 	fs := flag.NewFlagSet("herald grants "+sub, flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
-	fs.Usage = func() { fmt.Fprint(o.Stderr, grantsUsage) }
+	fs.Usage = process.UsageFunc(fs, grantsUsage)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
-	timeout := durationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
-	pos, err := parseInterleaved(fs, args[1:])
+	timeout := process.DurationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
+	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/obs"
+	"github.com/heraldhq/herald/services/process"
 )
 
 const healthcheckUsage = `Usage:
@@ -26,14 +27,17 @@ exits 0 on a 2xx answer, else 1 with the reason on one line. For health
 checks of images with no shell (compose, Kubernetes exec probes). A ready
 process's parts that cannot work (an integration whose secret is missing)
 are printed, one line each, for docker inspect to show.
+
+Example:
+  herald healthcheck http://127.0.0.1:8790/readyz   # herald dev's readiness
 `
 
 // runHealthcheck is `herald healthcheck [URL]`.
 func runHealthcheck(ctx context.Context, args []string, o IO) error {
 	fs := flag.NewFlagSet("herald healthcheck", flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
-	fs.Usage = func() { fmt.Fprint(o.Stderr, healthcheckUsage) }
-	timeout := durationFlag(fs, "timeout", 2500*time.Millisecond, "how long to wait for the answer (keep it under the prober's own timeout)")
+	fs.Usage = process.UsageFunc(fs, healthcheckUsage)
+	timeout := process.DurationFlag(fs, "timeout", 2500*time.Millisecond, "how long to wait for the answer; keep it under the prober's own timeout")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err

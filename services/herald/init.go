@@ -19,6 +19,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/natsauth"
+	"github.com/heraldhq/herald/services/process"
 )
 
 // runInit is `herald init`: the secrets and the butlers' services of a
@@ -33,10 +34,25 @@ import (
 //     compose.yaml includes. It holds no secret and is rewritten each time.
 //
 // A herald.yaml with errors writes nothing.
+const initUsage = `Usage:
+  herald init [--config FILE] [--env-file FILE] [--compose-file FILE]
+
+Writes what a compose fleet needs beside its herald.yaml: .env (mode 0600),
+with a random MCP bearer token per butler, a random password per NATS user
+of herald nats-auth and an empty placeholder for each provider secret an
+integration names; and compose.butlers.yaml, one compose service per
+butler. A variable already in .env is never changed, so running it again
+after adding a butler adds that butler's only; a herald.yaml with errors
+writes nothing.
+
+Example:
+  herald init --config deploy/herald.yaml   # needs a fleet's herald.yaml: this repository's deploy/ has one
+`
+
 func runInit(_ context.Context, args []string, o IO) error {
 	fs := flag.NewFlagSet("herald init", flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
-	fs.Usage = usageFunc(fs, "herald init [--config FILE]      write the fleet's .env (secrets) and compose.butlers.yaml beside herald.yaml")
+	fs.Usage = process.UsageFunc(fs, initUsage)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG, else deploy/herald.yaml or ./herald.yaml)")
 	envPath := fs.String("env-file", "", "the secrets file (default .env beside the configuration)")
 	composePath := fs.String("compose-file", "", "the butlers' compose services (default compose.butlers.yaml beside the configuration)")

@@ -23,34 +23,26 @@ import (
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/services/process"
 )
 
 const logUsage = `Usage:
-  herald log [--config FILE] [--butler B] [--channel C] [--kind K] [--request-id ID]
-             [--delivery-id ID] [--since D] [--limit N] [--json] [--follow]
+  herald log [--config FILE] [--butler NAME] [--channel CHANNEL] [--kind KINDS]
+             [--request-id ID] [--delivery-id ID] [--since WHEN] [--limit N] [--json] [--follow]
 
-The audit log (HERALD_AUDIT, kept 30 days): every notify routed, rejected,
-delivered, failed or uncertain, held for quiet hours or released in their digest,
-every inbound message routed or turned away, and every configuration reload a
-process applied.
-Without filters it prints every record kept, oldest first, and ends; filters
-combine.
+Prints the audit log (HERALD_AUDIT, kept 30 days): every notify routed,
+rejected, delivered, failed or uncertain, held for quiet hours or released
+in their digest, every inbound message routed or turned away, and every
+configuration reload a process applied. Without filters it prints every
+record kept, oldest first, and ends; filters combine.
 
-  --butler B        records of butler B
-  --channel C       a channel type (telegram) or one integration (telegram:tg_main)
-  --kind K          routed, rejected, delivered, failed, dropped, uncertain, expired
-                    (a permission prompt nobody answered), auto_allowed (answered by
-                    a session grant), config_reloaded, held (kept for quiet hours),
-                    released (sent in their digest); several separated by commas
-  --request-id ID   one request's whole trail
-  --delivery-id ID  one delivery's whole trail (dlv_…, as notify answers it): every
-                    request with its idempotency key, a retry's too
-  --since D         a duration back from now (10m, 24h, 7d) or a time (RFC 3339
-                    2026-01-02T15:04:05Z, or a date 2026-01-02 meaning local midnight)
-  --limit N         only the last N matching records (0: all)
-  --json            one JSON record per line, as stored
-  --follow          keep printing new records until interrupted (Ctrl-C)
-  --timeout D       how long to wait for NATS (default 10s)
+Examples:
+  herald log --since 10m
+  herald log --kind failed,uncertain --since 24h
+  herald log --butler assistant --channel log --limit 20
+  herald log --request-id 01a21981-228c-7e81-a7f7-4dcc8f9d3c50   # one notify's whole trail (notify prints its request_id)
+  herald log --delivery-id dlv_53365459a4ea06ec14c0041e1b        # the same by its delivery_id, every retry with its key
+  herald log --follow --since 0s                                 # only what happens from now on; Ctrl-C stops
 `
 
 // logKinds are the kinds of audit records, as pkg/audit writes them.
@@ -69,19 +61,19 @@ const logIdle = 2 * time.Second
 func runLog(ctx context.Context, args []string, o IO) error {
 	fs := flag.NewFlagSet("herald log", flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
-	fs.Usage = func() { fmt.Fprint(o.Stderr, logUsage) }
+	fs.Usage = process.UsageFunc(fs, logUsage)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
 	var q logQuery
 	fs.StringVar(&q.butler, "butler", "", "records of this butler")
-	channel := fs.String("channel", "", "a channel type or type:integration_id")
-	kind := fs.String("kind", "", "record kinds, separated by commas")
-	fs.StringVar(&q.requestID, "request-id", "", "one request's trail")
-	fs.StringVar(&q.deliveryID, "delivery-id", "", "one delivery's trail")
-	since := fs.String("since", "", "a duration back from now, or a time")
-	limit := fs.Int("limit", 0, "only the last N matching records")
-	asJSON := fs.Bool("json", false, "one JSON record per line")
-	follow := fs.Bool("follow", false, "keep printing new records until interrupted")
-	timeout := durationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
+	channel := fs.String("channel", "", "a channel type (telegram) or one integration (telegram:tg_main)")
+	kind := fs.String("kind", "", "routed, rejected, delivered, failed, dropped, uncertain, expired (a permission prompt nobody answered), auto_allowed (answered by a session grant), config_reloaded, held (kept for quiet hours), released (sent in their digest); several separated by commas")
+	fs.StringVar(&q.requestID, "request-id", "", "one request's whole trail")
+	fs.StringVar(&q.deliveryID, "delivery-id", "", "one delivery's whole trail (dlv_…, as notify answers it): every request with its idempotency key, a retry's too")
+	since := fs.String("since", "", "a duration back from now (10m, 24h, 7d) or a time (RFC 3339 2026-01-02T15:04:05Z, or a date 2026-01-02 meaning local midnight)")
+	limit := fs.Int("limit", 0, "only the last N matching records (0: all)")
+	asJSON := fs.Bool("json", false, "one JSON record per line, as stored")
+	follow := fs.Bool("follow", false, "keep printing new records until interrupted (Ctrl-C)")
+	timeout := process.DurationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err

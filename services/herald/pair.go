@@ -15,31 +15,43 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/services/process"
 	"github.com/heraldhq/herald/services/switchboard"
 )
 
 const pairUsage = `Usage:
-  herald pair list [--config FILE]                              pending pairing codes and paired senders
-  herald pair approve [--config FILE] CODE                      let in the sender who was given CODE
-  herald pair revoke [--config FILE] --integration ID SENDER    unpair a sender
+  herald pair list [--config FILE]
+  herald pair approve [--config FILE] CODE
+  herald pair revoke [--config FILE] --integration ID SENDER
+
+A stranger who writes to an integration whose inbound dm_policy is pairing
+is sent a short code and nothing else; only this command, run by whoever can
+reach the fleet's NATS as the operator, lets them in. list shows the pending
+codes (who asked, on which integration and chat, until when) and the paired
+senders; approve lets in the sender who was given CODE, whose next message
+goes through; revoke unpairs SENDER on integration ID.
+
+Examples:
+  herald pair list
+  herald pair approve K7P2QX                       # CODE as pair list shows it; needs an integration with dm_policy: pairing (tg_main here)
+  herald pair revoke --integration tg_main 12345   # SENDER as pair list shows it
 `
 
 // runPair is `herald pair`: the operator's side of pairing. A stranger who
 // writes to an integration with dm_policy pairing is sent a code; only this
 // command, run by whoever can reach the fleet's NATS, lets them in.
 func runPair(ctx context.Context, args []string, o IO) error {
-	if len(args) == 0 {
-		fmt.Fprint(o.Stderr, pairUsage)
-		return flag.ErrHelp
+	sub := "" // none: the usage
+	if len(args) > 0 {
+		sub, args = args[0], args[1:]
 	}
-	sub := args[0]
 	fs := flag.NewFlagSet("herald pair "+sub, flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
-	fs.Usage = func() { fmt.Fprint(o.Stderr, pairUsage) }
+	fs.Usage = process.UsageFunc(fs, pairUsage)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
-	integration := fs.String("integration", "", "the integration id (revoke)")
-	timeout := durationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
-	pos, err := parseInterleaved(fs, args[1:])
+	integration := fs.String("integration", "", "the integration the sender is paired on (revoke)")
+	timeout := process.DurationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
+	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}

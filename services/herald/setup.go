@@ -9,23 +9,38 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/natsauth"
+	"github.com/heraldhq/herald/services/process"
 )
 
 // runSetup is `herald setup`: creates every stream and bucket the fleet
 // needs and repairs any that was changed. It needs NATS credentials that may
 // (the user setup of `herald nats-auth`); the services' users may not, so
 // they only check.
+const setupUsage = `Usage:
+  herald setup [--config FILE] [--timeout D]
+
+Creates every stream, bucket and consumer the fleet needs on its NATS, with
+nats.replicas copies each, and repairs any that was changed. A fleet runs it
+once, as its privileged NATS user setup (herald nats-auth), before the
+services start: their own users may only check. Run beside herald dev, it
+does the same to the embedded server.
+
+Example:
+  herald setup   # herald dev's NATS; a fleet's: NATS_URL as its user setup and --config its herald.yaml
+`
+
 func runSetup(ctx context.Context, args []string, o IO) error {
 	fs := flag.NewFlagSet("herald setup", flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
-	fs.Usage = usageFunc(fs, "herald setup [--config FILE]      create and repair Herald's streams and buckets (as NATS's privileged user)")
+	fs.Usage = process.UsageFunc(fs, setupUsage)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), for nats.url and nats.replicas")
-	timeout := durationFlag(fs, "timeout", 2*time.Minute, "how long to wait for NATS and JetStream")
+	timeout := process.DurationFlag(fs, "timeout", 2*time.Minute, "how long to wait for NATS and JetStream")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("herald setup takes no arguments, got %q", fs.Args())
+		fs.Usage()
+		return flag.ErrHelp
 	}
 	cfg, err := LoadConfig(*path, o.Getenv)
 	if err != nil {
@@ -48,13 +63,30 @@ func runSetup(ctx context.Context, args []string, o IO) error {
 
 // runNATSAuth is `herald nats-auth`: prints the NATS server authorization for
 // the fleet of herald.yaml, one least-privilege user per service and butler.
+const natsAuthUsage = `Usage:
+  herald nats-auth [--config FILE]
+
+Prints the NATS server's authorization for the fleet of the configuration:
+one user per service and per butler, each allowed only the subjects its job
+needs (docs/security.md), with passwords from the environment variables
+herald init puts in .env. Run it again after adding a butler.
+
+Examples:
+  herald nats-auth                                                        # herald dev's fleet: the butler "assistant"
+  herald nats-auth --config deploy/herald.yaml > deploy/nats-secure.conf  # what deploy/compose.yaml's NATS server reads
+`
+
 func runNATSAuth(_ context.Context, args []string, o IO) error {
 	fs := flag.NewFlagSet("herald nats-auth", flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
-	fs.Usage = usageFunc(fs, "herald nats-auth [--config FILE]      print the NATS authorization block: one least-privilege user per service and butler")
+	fs.Usage = process.UsageFunc(fs, natsAuthUsage)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return flag.ErrHelp
 	}
 	cfg, err := LoadConfig(*path, o.Getenv)
 	if err != nil {

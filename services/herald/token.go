@@ -18,31 +18,43 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/token"
 	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/process"
 )
 
 const tokenUsage = `Usage:
-  herald token mint [--config FILE] --butler NAME [--ttl D]   a new bearer token for a butler's MCP endpoint, printed once
-  herald token revoke [--config FILE] ID                      stop a token working (ID as mint printed it)
-  herald token ls [--config FILE] [--butler NAME]             the tokens in force (ids, never the tokens)
+  herald token mint [--config FILE] --butler NAME [--ttl D]
+  herald token ls [--config FILE] [--butler NAME]
+  herald token revoke [--config FILE] ID
+
+Bearer tokens for the butlers' MCP endpoints, besides the ones the
+configuration names and herald dev's. mint prints a new token for butler
+NAME on stdout, once (only its hash is kept, in the NATS bucket
+herald_tokens), and its ID on stderr; ls lists the tokens in force by ID,
+never the tokens; revoke stops one working within seconds. A token works for
+the butler it was minted for and no other.
+
+Examples:
+  herald token mint --butler assistant --ttl 720h   # prints the token, once; its ID goes to stderr
+  herald token ls
+  herald token revoke 9f86d081884c7d65              # ID as mint printed it
 `
 
 // runToken is `herald token`: bearer tokens for the butlers' MCP endpoints,
 // kept (as hashes) in the fleet's herald_tokens bucket. Whoever can reach the
 // fleet's NATS with the operator's rights can mint them.
 func runToken(ctx context.Context, args []string, o IO) error {
-	if len(args) == 0 {
-		fmt.Fprint(o.Stderr, tokenUsage)
-		return flag.ErrHelp
+	sub := "" // none: the usage
+	if len(args) > 0 {
+		sub, args = args[0], args[1:]
 	}
-	sub := args[0]
 	fs := flag.NewFlagSet("herald token "+sub, flag.ContinueOnError)
 	fs.SetOutput(o.Stderr)
-	fs.Usage = func() { fmt.Fprint(o.Stderr, tokenUsage) }
+	fs.Usage = process.UsageFunc(fs, tokenUsage)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS and the butlers")
 	name := fs.String("butler", "", "the butler the token is for (mint), or whose tokens to list (ls)")
-	ttl := durationFlag(fs, "ttl", 0, "how long the token works, e.g. 30d or 12h (default: until revoked)")
-	timeout := durationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
-	pos, err := parseInterleaved(fs, args[1:])
+	ttl := process.DurationFlag(fs, "ttl", 0, "how long the token works, e.g. 30d or 12h (default: until revoked)")
+	timeout := process.DurationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
+	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -68,13 +69,7 @@ func TestReceiversFeedTheIngressStream(t *testing.T) {
 	}
 	// Audit records are stored a moment after the message is handled.
 	for _, want := range []string{"malformed", "auto_submitted"} {
-		deadline := time.Now().Add(5 * time.Second)
-		for !bustest.Dropped(t, js, want) {
-			if time.Now().After(deadline) {
-				t.Fatalf("no audit record for the %s drop", want)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		testkit.Eventually(t, 5*time.Second, func() bool { return bustest.Dropped(t, js, want) }, "the audit record for the "+want+" drop")
 	}
 	kv, _ := js.KeyValue(t.Context(), bus.BucketStatus)
 	var st deliver.Status

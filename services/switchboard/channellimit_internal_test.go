@@ -1,16 +1,14 @@
 package switchboard
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 // TestChannelLimitsPerButlerAndIntegration: each butler has its own bucket of
@@ -62,28 +60,12 @@ func TestChannelLimitsPerButlerAndIntegration(t *testing.T) {
 	}
 }
 
-// lockedLog is a JSON log sink the timers of channelLimits may write to.
-type lockedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *lockedLog) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-// warnings are the records logged so far, each's dropped count.
-func (w *lockedLog) dropped(t *testing.T) []float64 {
+// dropped is the dropped count of each record logged to w so far, each
+// record checked to be the warning of a drop.
+func dropped(t *testing.T, w *testkit.Buffer) []float64 {
 	t.Helper()
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	var out []float64
-	for _, line := range strings.Split(strings.TrimSpace(w.b.String()), "\n") {
-		if line == "" {
-			continue
-		}
+	for _, line := range w.Lines() {
 		var rec map[string]any
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
 			t.Fatal(err)
@@ -100,18 +82,16 @@ func (w *lockedLog) dropped(t *testing.T) []float64 {
 // start and one per interval with the count, never one per message; a quiet
 // interval ends the run, and the next drop is logged at once.
 func TestChannelDropsLogOncePerInterval(t *testing.T) {
-	var w lockedLog
+	var w testkit.Buffer
 	l := channelLimits{log: slog.New(slog.NewJSONHandler(&w, nil)), every: 200 * time.Millisecond}
 	it := &config.Integration{ID: "tg", Type: "telegram"}
 	wait := func(n int) []float64 {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-			if got := w.dropped(t); len(got) >= n {
-				return got
-			}
+		var got []float64
+		if !testkit.Poll(10*time.Second, 10*time.Millisecond, func() bool { got = dropped(t, &w); return len(got) >= n }) {
+			t.Fatalf("log lines %v, want %d", got, n)
 		}
-		t.Fatalf("log lines %v, want %d", w.dropped(t), n)
-		return nil
+		return got
 	}
 	for range 6 {
 		l.dropped(context.Background(), "health", it)
@@ -121,24 +101,18 @@ func TestChannelDropsLogOncePerInterval(t *testing.T) {
 	}
 	// The next interval has none: the run ends, and a new drop is logged
 	// at once.
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	testkit.EventuallyEvery(t, 10*time.Second, 10*time.Millisecond, func() bool {
 		l.mu.Lock()
-		n := len(l.drops)
-		l.mu.Unlock()
-		if n == 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the run of drops never ended")
-		}
-	}
+		defer l.mu.Unlock()
+		return len(l.drops) == 0
+	}, "the run of drops to end")
 	l.dropped(context.Background(), "health", it)
 	l.dropped(context.Background(), "health", it)
 	if got := wait(3); got[2] != 1 {
 		t.Fatalf("dropped counts logged %v, want a new line for the first drop after a quiet interval", got)
 	}
 	l.flush()
-	if got := w.dropped(t); len(got) != 4 || got[3] != 1 {
+	if got := dropped(t, &w); len(got) != 4 || got[3] != 1 {
 		t.Fatalf("dropped counts logged %v: flush must log the one drop counted and not yet logged", got)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/switchboard"
 )
 
@@ -235,7 +236,7 @@ func (f *fleet) audits(t *testing.T) map[string][]audit.Record {
 func (f *fleet) handled(t *testing.T, ins ...*envelope.Ingress) []audit.Record {
 	t.Helper()
 	var got []audit.Record
-	eventually(t, fmt.Sprintf("audit records of %d inbound messages", len(ins)), func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		all := f.audits(t)
 		got = got[:0]
 		for _, in := range ins {
@@ -249,7 +250,7 @@ func (f *fleet) handled(t *testing.T, ins ...*envelope.Ingress) []audit.Record {
 			got = append(got, rs[0])
 		}
 		return true
-	})
+	}, fmt.Sprintf("audit records of %d inbound messages", len(ins)))
 	return got
 }
 
@@ -288,17 +289,6 @@ func (f *fleet) deliveries(t *testing.T) []*envelope.Notify {
 		out = append(out, r.Notify())
 	}
 	return out
-}
-
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func want(t *testing.T, r audit.Record, kind, reason string) {
@@ -403,9 +393,9 @@ func TestUndecodableIngressIsDeadLettered(t *testing.T) {
 	if _, err := f.js.PublishMsg(t.Context(), m); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the dead letter", func() bool { return len(f.stored(t, bus.StreamDeadLetter, "herald.dead.")) == 1 })
+	testkit.Eventually(t, 20*time.Second, func() bool { return len(f.stored(t, bus.StreamDeadLetter, "herald.dead.")) == 1 }, "the dead letter")
 	var rec []audit.Record
-	eventually(t, "the audit record", func() bool { rec = f.audits(t)["not-a-uuid"]; return len(rec) > 0 })
+	testkit.Eventually(t, 20*time.Second, func() bool { rec = f.audits(t)["not-a-uuid"]; return len(rec) > 0 }, "the audit record")
 	if len(rec) != 1 {
 		t.Fatalf("audit records: %+v", rec)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/approval"
 	"github.com/heraldhq/herald/pkg/obs"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/switchboard"
 )
 
@@ -66,7 +67,7 @@ func TestInboundCounted(t *testing.T) {
 		`herald_approvals_answered_total{butler="health",verdict="deny"} 1`,
 	}
 	var body string
-	eventually(t, "the inbound messages counted", func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		rec := httptest.NewRecorder()
 		m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/metrics", nil))
 		body = rec.Body.String()
@@ -76,7 +77,7 @@ func TestInboundCounted(t *testing.T) {
 			}
 		}
 		return true
-	})
+	}, "the inbound messages counted")
 	if strings.Count(body, "herald_inbound_total{") != 3 {
 		t.Errorf("other inbound series than the three sent:\n%s", body)
 	}

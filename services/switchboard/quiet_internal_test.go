@@ -20,6 +20,7 @@ import (
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
 	"github.com/heraldhq/herald/pkg/markdown"
+	"github.com/heraldhq/herald/pkg/testkit"
 	_ "github.com/heraldhq/herald/services/messenger/channels" // telegram, and its message limit
 )
 
@@ -82,7 +83,7 @@ func (f *quietFleet) run(t *testing.T) {
 			t.Errorf("switchboard: %v", err)
 		}
 	})
-	waitFor(t, func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		_, err := f.js.Consumer(t.Context(), bus.StreamRoute, bus.ConsumerSwitchboard)
 		return err == nil
 	}, "the switchboard's consumer")
@@ -193,15 +194,6 @@ func (f *quietFleet) heldKeys(t *testing.T) []string {
 	return keys
 }
 
-func waitFor(t *testing.T, cond func() bool, what string) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-	}
-}
-
 // TestQuietHoursHoldAndDigest: at 23:00 in Berlin a low and a normal note
 // are held (answered held until 07:00, nothing handed on) while a high one
 // passes; the same note again is held once; at 07:00 one digest carries
@@ -225,7 +217,7 @@ func TestQuietHoursHoldAndDigest(t *testing.T) {
 		t.Fatalf("a normal note with pass high answered %+v", nr)
 	}
 	f.notify(t, "health", envelope.Delivery{Message: "Smoke alarm in the kitchen", Urgency: "high"}, false)
-	waitFor(t, func() bool { return len(f.delivered(t)) == 1 }, "the high note to be handed to the messenger")
+	testkit.Eventually(t, 20*time.Second, func() bool { return len(f.delivered(t)) == 1 }, "the high note to be handed to the messenger")
 	if got := f.delivered(t)[0].Notify().Delivery.Message; got != "Smoke alarm in the kitchen" {
 		t.Fatalf("handed on %q, want only the high note", got)
 	}
@@ -242,7 +234,7 @@ func TestQuietHoursHoldAndDigest(t *testing.T) {
 	}
 
 	quietAt(t, "2026-11-27 07:00:01")
-	waitFor(t, func() bool { return len(f.delivered(t)) == 2 && len(f.heldKeys(t)) == 0 }, "the digest, and the notes released")
+	testkit.Eventually(t, 20*time.Second, func() bool { return len(f.delivered(t)) == 2 && len(f.heldKeys(t)) == 0 }, "the digest, and the notes released")
 	digest := f.delivered(t)[1].Notify()
 	d := digest.Delivery
 	for _, want := range []string{"Held during quiet hours", "22:00–07:00 Europe/Berlin", "2 notes", "**health**", "23:00 · Garden report\nThe tomatoes need water.",
@@ -260,7 +252,7 @@ func TestQuietHoursHoldAndDigest(t *testing.T) {
 
 	led := ledger.New(mustKV(t, f.js, bus.BucketDeliveries))
 	var released []audit.Record
-	waitFor(t, func() bool { released = f.audited(t, audit.Released); return len(released) == 2 }, "two released records")
+	testkit.Eventually(t, 20*time.Second, func() bool { released = f.audited(t, audit.Released); return len(released) == 2 }, "two released records")
 	for _, r := range []*envelope.Route{low, normal} {
 		rec, err := led.Get(t.Context(), r.Target.Butler, r.IdempotencyKey())
 		if err != nil || rec == nil || rec.Status != ledger.Sent || !strings.Contains(rec.Note, "digest") {
@@ -289,22 +281,29 @@ func mustKV(t *testing.T, js jetstream.JetStream, bucket string) jetstream.KeyVa
 	return kv
 }
 
+// digester is a switchboard of f's fleet, not started, with what a digest
+// needs (the bus, the ledger, the audit), and the bucket of held notes.
+func (f *quietFleet) digester(t *testing.T) (*Switchboard, jetstream.KeyValue) {
+	t.Helper()
+	js, err := bus.Open(t.Context(), f.nc, bus.Topology{Replicas: 1, Uses: &bus.SwitchboardUses}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	led, err := ledger.Open(t.Context(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Switchboard{cfg: f.cfg, nc: f.nc, js: js, log: slog.New(slog.DiscardHandler), audit: &audit.Writer{JS: js}, ledger: led}
+	return s, mustKV(t, js, bus.BucketHeld)
+}
+
 // TestQuietDigestResumes: a switchboard that stopped after handing on the
 // first part of a digest sends the rest, and the first part is not sent
 // twice; every part fits one Telegram message.
 func TestQuietDigestResumes(t *testing.T) {
 	f := newQuietFleet(t)
 	ctx := t.Context()
-	js, err := bus.Open(ctx, f.nc, bus.Topology{Replicas: 1, Uses: &bus.SwitchboardUses}, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	led, err := ledger.Open(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Switchboard{cfg: f.cfg, nc: f.nc, js: js, log: slog.New(slog.DiscardHandler), audit: &audit.Writer{JS: js}, ledger: led}
-	kv := mustKV(t, js, bus.BucketHeld)
+	s, kv := f.digester(t)
 
 	until := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
 	var keys []string
@@ -423,16 +422,7 @@ func TestHoldable(t *testing.T) {
 func TestQuietDigestLeavesOutSent(t *testing.T) {
 	f := newQuietFleet(t)
 	ctx := t.Context()
-	js, err := bus.Open(ctx, f.nc, bus.Topology{Replicas: 1, Uses: &bus.SwitchboardUses}, 0, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	led, err := ledger.Open(ctx, js)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &Switchboard{cfg: f.cfg, nc: f.nc, js: js, log: slog.New(slog.DiscardHandler), audit: &audit.Writer{JS: js}, ledger: led}
-	kv := mustKV(t, js, bus.BucketHeld)
+	s, kv := f.digester(t)
 	until := time.Date(2026, 11, 27, 6, 0, 0, 0, time.UTC)
 	for i, msg := range []string{"Went out on its own", "Still waiting"} {
 		n := heldNote{Butler: "health", Channel: "telegram:tg_main", To: "42", RequestID: envelope.NewRequestID(), Key: fmt.Sprintf("k%d", i),
@@ -442,7 +432,7 @@ func TestQuietDigestLeavesOutSent(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := led.Save(ctx, &ledger.Record{Key: "k0", Butler: "health", Channel: "telegram:tg_main", DeliveryID: "dlv_k0", Status: ledger.Sent}); err != nil {
+	if err := s.ledger.Save(ctx, &ledger.Record{Key: "k0", Butler: "health", Channel: "telegram:tg_main", DeliveryID: "dlv_k0", Status: ledger.Sent}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.flushDue(ctx, kv, until); err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 // TestReplyToAMessageRoutedBeforeTheUpgrade: routing records kept under the
@@ -40,11 +41,11 @@ func TestReplyToAMessageRoutedBeforeTheUpgrade(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No messenger runs: the reply waits for it, or is refused at once.
-	eventually(t, "the reply handed to the messenger", func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		if answer, err := sub.NextMsg(10 * time.Millisecond); err == nil {
 			t.Fatalf("a reply to a message routed before the upgrade was answered %s", answer.Data)
 		}
 		got := f.deliveries(t)
 		return len(got) == 1 && got[0].Delivery.Message == "answered"
-	})
+	}, "the reply handed to the messenger")
 }

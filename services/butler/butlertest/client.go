@@ -78,6 +78,20 @@ func start(t testing.TB, c *client.Client, protocolVersion string, hello Hello) 
 		default:
 		}
 	})
+	res, err := Initialize(t, c, protocolVersion, hello)
+	if err != nil {
+		t.Fatalf("initialize (%s): %v", protocolVersion, err)
+	}
+	cc.Server = res
+	return cc
+}
+
+// Initialize starts c, closed when the test ends, and sends the butler the
+// initialize of a client speaking protocolVersion that introduces itself
+// as hello says. It returns the butler's answer, or its refusal, for a
+// test of one.
+func Initialize(t testing.TB, c *client.Client, protocolVersion string, hello Hello) (*mcp.InitializeResult, error) {
+	t.Helper()
 	if err := c.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -89,12 +103,7 @@ func start(t testing.TB, c *client.Client, protocolVersion string, hello Hello) 
 		init.Params.ClientInfo.Name = hello.Name
 	}
 	init.Params.Capabilities = hello.Capabilities
-	res, err := c.Initialize(context.Background(), init)
-	if err != nil {
-		t.Fatalf("initialize (%s): %v", protocolVersion, err)
-	}
-	cc.Server = res
-	return cc
+	return c.Initialize(context.Background(), init)
 }
 
 // Send sends the butler a notification of method (a permission request).

@@ -7,12 +7,13 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/heraldhq/herald/services/herald"
+	"github.com/heraldhq/herald/services/messenger"
+	"github.com/heraldhq/herald/services/process"
 )
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := herald.RunService(ctx, "messenger", os.Args[1:], herald.IO{Getenv: os.Getenv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+	code := process.Main(ctx, messenger.Command(), os.Args[1:], process.IO{Getenv: os.Getenv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	stop()
 	os.Exit(code)
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 )
@@ -41,13 +42,7 @@ func provider(t *testing.T, answer func(w http.ResponseWriter, release <-chan st
 // closedPort is an address where nothing listens.
 func closedPort(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	return "http://" + addr
+	return "http://" + testkit.FreeAddr(t)
 }
 
 // post makes one provider call as a sender does, reading the answer whole,

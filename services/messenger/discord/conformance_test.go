@@ -1,13 +1,13 @@
 package discord_test
 
 import (
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
+	"github.com/heraldhq/herald/services/messenger/discord"
 	"github.com/heraldhq/herald/services/messenger/discord/discordtest"
 )
 
@@ -16,19 +16,11 @@ func TestConformance(t *testing.T) {
 		srv    *discordtest.Server
 		thread discordtest.Message // the message Thread names, in ChannelGeneral
 	)
-	posts := func() []discordtest.Call {
-		var out []discordtest.Call
-		for _, c := range srv.Calls(discordtest.RouteCreateMessage) {
-			if c.OK() {
-				out = append(out, c)
-			}
-		}
-		return out
-	}
+	posts := func() []discordtest.Call { return posted(srv) }
 	delivertest.Run(t, delivertest.Harness{
-		New: func(t *testing.T) deliver.Sender {
+		NewTimeout: func(t *testing.T, timeout time.Duration) deliver.Sender {
 			srv = discordtest.NewServer(t)
-			return newSender(t, srv, srv.Token())
+			return newSenderTimeout(t, srv, srv.Token(), timeout)
 		},
 		Delivered: func(t *testing.T) []string {
 			var out []string
@@ -39,17 +31,18 @@ func TestConformance(t *testing.T) {
 		},
 		Features: delivertest.Features{
 			Chunks: true, Recipients: true, Threads: true, React: true,
-			Faults: []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
+			Faults:   []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
+			NoAnswer: true, APIURL: true, RefusesEmpty: true,
 		},
+		NewAt: func(t *testing.T, url string) deliver.Sender {
+			srv = discordtest.NewServer(t)
+			return newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*discord.Config).APIURL = url })
+		},
+		NotJSON: "not Discord API JSON",
+		Calls:   func(t *testing.T) int { return len(srv.Calls("")) },
 		// Paragraphs of 1200 characters: two never fit in one
 		// 2000-character message, and one always does.
-		LongMessage: func(n int) string {
-			var paras []string
-			for i := range n {
-				paras = append(paras, strconv.Itoa(i)+strings.Repeat(" word", 240))
-			}
-			return strings.Join(paras, "\n\n")
-		},
+		LongMessage:      delivertest.Paragraphs(240),
 		DefaultRecipient: discordtest.ChannelDefault,
 		Recipient:        func(*testing.T) string { return discordtest.ChannelGeneral },
 		DeliveredTo: func(t *testing.T) []string {
@@ -71,15 +64,7 @@ func TestConformance(t *testing.T) {
 			}
 			return out
 		},
-		Reactions: func(t *testing.T) int {
-			n := 0
-			for _, c := range srv.Calls(discordtest.RouteAddReaction) {
-				if c.OK() {
-					n++
-				}
-			}
-			return n
-		},
+		Reactions: func(t *testing.T) int { return len(srv.Accepted(discordtest.RouteAddReaction)) },
 		Fail: func(t *testing.T, f delivertest.Fault) {
 			switch f {
 			case delivertest.FaultRefused:
@@ -92,6 +77,12 @@ func TestConformance(t *testing.T) {
 				srv.RateLimitNext(discordtest.RouteCreateMessage, 1, delivertest.RetryAfter, false)
 			}
 		},
+		Stall: func(t *testing.T, release <-chan struct{}) {
+			srv.OnAccept(discordtest.RouteCreateMessage, func(discordtest.Call) { <-release })
+		},
+		HangUp:  func(t *testing.T) { srv.HangUpNext(discordtest.RouteCreateMessage, 1) },
+		Down:    func(t *testing.T) { srv.Close() },
+		Secrets: func(t *testing.T) []string { return []string{srv.Token()} },
 	})
 }
 

@@ -10,31 +10,17 @@ import (
 
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/discord"
 	"github.com/heraldhq/herald/services/messenger/discord/discordtest"
 )
-
-// editor is the channel's sender as a deliver.Editor.
-func editor(t *testing.T, s deliver.Sender) deliver.Editor {
-	t.Helper()
-	e, ok := s.(deliver.Editor)
-	if !ok {
-		t.Fatalf("the Discord sender %T is not a deliver.Editor", s)
-	}
-	return e
-}
-
-// approval are the buttons of a permission prompt.
-var approval = []envelope.Action{{Label: "Allow", Data: "perm:allow:abcde"}, {Label: "Deny", Data: "perm:deny:abcde"}}
-
-const closed = "🔐 **health** asks to run **Bash**\n\n✅ allowed by 555 via telegram:tg_main"
 
 // prompt sends a permission prompt with its buttons to recipient and
 // returns the receipt's message id.
 func prompt(t *testing.T, s deliver.Sender, recipient string) string {
 	t.Helper()
 	r, err := s.Deliver(t.Context(), deliver.Delivery{Recipient: recipient, Butler: "health", Subject: "Permission",
-		Message: "🔐 **health** asks to run **Bash**", Urgency: "high", Actions: approval})
+		Message: delivertest.Prompt, Urgency: "high", Actions: delivertest.Approval})
 	if err != nil || len(r.MessageIDs) != 1 {
 		t.Fatalf("sending the prompt: %v %v", r, err)
 	}
@@ -49,7 +35,7 @@ func TestEdit(t *testing.T) {
 		t.Fatalf("the prompt has components %+v, want its row of buttons", m.Components)
 	}
 	var sent []string
-	r, err := editor(t, s).Edit(t.Context(), deliver.Delivery{Recipient: discordtest.ChannelGeneral, Edit: id, Butler: "health", Message: closed,
+	r, err := delivertest.Editor(t, s).Edit(t.Context(), deliver.Delivery{Recipient: discordtest.ChannelGeneral, Edit: id, Butler: "health", Message: delivertest.Closed,
 		Sent: func(id string) error { sent = append(sent, id); return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -58,7 +44,7 @@ func TestEdit(t *testing.T) {
 		t.Errorf("receipt %v, Sent %v, want [%s]", r.MessageIDs, sent, id)
 	}
 	m, _ := srv.Message(discordtest.ChannelGeneral, id)
-	want := discord.ChunkTexts(closed)[0] + "\n-# health"
+	want := discord.ChunkTexts(delivertest.Closed)[0] + "\n-# health"
 	if m.Content != want || len(m.Components) != 0 || m.EditedTimestamp == nil {
 		t.Errorf("message %q with components %+v (edited %v), want %q with none", m.Content, m.Components, m.EditedTimestamp, want)
 	}
@@ -81,7 +67,7 @@ func TestEditInADirectMessage(t *testing.T) {
 			id := prompt(t, newSender(t, srv, srv.Token()), recipient)
 			// Another sender, as after a restart: it has not seen the
 			// direct message opened.
-			_, err := editor(t, newSender(t, srv, srv.Token())).Edit(t.Context(), deliver.Delivery{Recipient: recipient, Edit: id, Message: "answered"})
+			_, err := delivertest.Editor(t, newSender(t, srv, srv.Token())).Edit(t.Context(), deliver.Delivery{Recipient: recipient, Edit: id, Message: "answered"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,7 +87,7 @@ func TestEditIsCutToOneMessage(t *testing.T) {
 	if n := len(discord.ChunkTexts(long)); n < 2 {
 		t.Fatalf("the message is %d chunk, want a longer one", n)
 	}
-	if _, err := editor(t, s).Edit(t.Context(), deliver.Delivery{Recipient: discordtest.ChannelGeneral, Edit: id, Message: long, Subject: "Done", Butler: "health"}); err != nil {
+	if _, err := delivertest.Editor(t, s).Edit(t.Context(), deliver.Delivery{Recipient: discordtest.ChannelGeneral, Edit: id, Message: long, Subject: "Done", Butler: "health"}); err != nil {
 		t.Fatal(err)
 	}
 	if edits, posts := len(srv.Calls(discordtest.RouteEditMessage)), len(posted(srv)); edits != 1 || posts != 1 {
@@ -135,7 +121,7 @@ func TestEditRefusals(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := len(srv.Calls(discordtest.RouteEditMessage))
-			_, err := editor(t, s).Edit(t.Context(), deliver.Delivery{Recipient: tt.recipient, Edit: tt.edit, Message: tt.message})
+			_, err := delivertest.Editor(t, s).Edit(t.Context(), deliver.Delivery{Recipient: tt.recipient, Edit: tt.edit, Message: tt.message})
 			if envelope.ClassOf(err) != tt.class || !strings.Contains(err.Error(), tt.says) {
 				t.Errorf("edit: %v, want %s saying %q", err, tt.class, tt.says)
 			}
@@ -153,17 +139,17 @@ func TestEditDoneOrNotBegunMakesNoCall(t *testing.T) {
 	srv := discordtest.NewServer(t)
 	s := newSender(t, srv, srv.Token())
 	id := prompt(t, s, discordtest.ChannelGeneral)
-	d := deliver.Delivery{Recipient: discordtest.ChannelGeneral, Edit: id, Message: closed}
+	d := deliver.Delivery{Recipient: discordtest.ChannelGeneral, Edit: id, Message: delivertest.Closed}
 	done := d
 	done.Done = []string{id}
-	r, err := editor(t, s).Edit(t.Context(), done)
+	r, err := delivertest.Editor(t, s).Edit(t.Context(), done)
 	if err != nil || !slices.Equal(r.MessageIDs, []string{id}) {
 		t.Errorf("edit already done: %v %v, want the receipt [%s]", r, err, id)
 	}
 	refused := errors.New("ledger down")
 	notBegun := d
 	notBegun.Begin = func() error { return refused }
-	if _, err := editor(t, s).Edit(t.Context(), notBegun); !errors.Is(err, refused) {
+	if _, err := delivertest.Editor(t, s).Edit(t.Context(), notBegun); !errors.Is(err, refused) {
 		t.Errorf("edit whose Begin failed: %v, want its error", err)
 	}
 	if n := len(srv.Calls(discordtest.RouteEditMessage)); n != 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/discord"
 	"github.com/heraldhq/herald/services/messenger/discord/discordtest"
 )
@@ -28,16 +29,9 @@ func integration(srv *discordtest.Server, edit ...func(*config.Integration)) con
 	return in
 }
 
+// env is a deliver.Env whose token_env holds token.
 func env(t *testing.T, token string) deliver.Env {
-	return deliver.Env{
-		Getenv: func(k string) string {
-			if k == tokenEnv {
-				return token
-			}
-			return ""
-		},
-		Logger: slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug})),
-	}
+	return delivertest.Env(t, map[string]string{tokenEnv: token})
 }
 
 // newSender builds the channel's sender against srv with token.
@@ -52,12 +46,7 @@ func newSenderTimeout(t *testing.T, srv *discordtest.Server, token string, timeo
 	t.Helper()
 	e := env(t, token)
 	e.CallTimeout = timeout
-	s, err := discord.New(integration(srv, edit...), e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.(deliver.Closer).Close() })
-	return s
+	return delivertest.NewSender(t, discord.New, integration(srv), e, edit...)
 }
 
 // recv is how a test's receiver is built.

@@ -2,11 +2,11 @@ package discord_test
 
 import (
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/discord"
 )
@@ -15,15 +15,7 @@ import (
 // with DISCORD_BOT_TOKEN and DISCORD_CHANNEL_ID set (DISCORD_API_URL
 // optional).
 func TestLive(t *testing.T) {
-	var unset []string
-	for _, k := range []string{"DISCORD_BOT_TOKEN", "DISCORD_CHANNEL_ID"} {
-		if os.Getenv(k) == "" {
-			unset = append(unset, k)
-		}
-	}
-	if len(unset) > 0 {
-		t.Skipf("live Discord test: set DISCORD_BOT_TOKEN and DISCORD_CHANNEL_ID to send one real message (unset: %s)", strings.Join(unset, ", "))
-	}
+	testkit.SkipWithoutEnv(t, "live Discord test, sending one real message", "DISCORD_BOT_TOKEN", "DISCORD_CHANNEL_ID")
 	cfg := &discord.Config{TokenEnv: "DISCORD_BOT_TOKEN", APIURL: os.Getenv("DISCORD_API_URL"), DefaultChannelID: os.Getenv("DISCORD_CHANNEL_ID")}
 	s, err := discord.New(config.Integration{ID: "live", Type: "discord", Settings: cfg}, deliver.Env{Getenv: os.Getenv})
 	if err != nil {

@@ -1,7 +1,6 @@
 package discord_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/discord"
@@ -19,24 +19,6 @@ import (
 )
 
 const wait = 10 * time.Second
-
-// logBuffer is a log that tests read while the receiver writes it.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // start runs r with a fresh sink until the test ends, once it has a live
 // gateway session.
@@ -96,9 +78,8 @@ func TestReceiveMessage(t *testing.T) {
 	if len(ids) != 1 || ids[0].Token != srv.Token() || ids[0].Intents != discord.Intents || ids[0].Properties.Browser != "herald" {
 		t.Errorf("identifies %+v", ids)
 	}
-	if lastStatus(sink).LastInbound.IsZero() {
-		t.Errorf("status %+v has no last inbound message", lastStatus(sink))
-	}
+	// The status with the message's time comes once it is stored.
+	sink.Wait(t, "a status with the last inbound message", func() bool { return !lastStatus(sink).LastInbound.IsZero() })
 }
 
 func TestReceiveDirectMessageAndReply(t *testing.T) {
@@ -262,7 +243,7 @@ func TestNewSessionWhenNotResumable(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := discordtest.NewServer(t)
-			logs := &logBuffer{}
+			logs := &testkit.Buffer{}
 			sink := start(t, srv, newReceiver(t, srv, recv{logs: logs}))
 			first := srv.SessionID()
 			tt.end(srv)
@@ -387,6 +368,8 @@ func TestSlowBusKeepsTheConnection(t *testing.T) {
 	if stored[0].Content.Text != "hold me" || len(sink.Attempts()) != 7 {
 		t.Errorf("stored %q after %d attempts, want it after 7", stored[0].Content.Text, len(sink.Attempts()))
 	}
+	// The receiver says it recovered once the bus took the message.
+	sink.Wait(t, "running again", func() bool { return lastStatus(sink).State == deliver.StateRunning })
 	sawError := false
 	for _, st := range sink.Statuses() {
 		sawError = sawError || (st.State == deliver.StateError && strings.Contains(st.Detail, "cannot store"))

@@ -1,10 +1,8 @@
 package discord_test
 
 import (
-	"context"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -19,13 +17,7 @@ import (
 
 // posted is every accepted POST …/messages call.
 func posted(srv *discordtest.Server) []discordtest.Call {
-	var out []discordtest.Call
-	for _, c := range srv.Calls(discordtest.RouteCreateMessage) {
-		if c.OK() {
-			out = append(out, c)
-		}
-	}
-	return out
+	return srv.Accepted(discordtest.RouteCreateMessage)
 }
 
 func TestSend(t *testing.T) {
@@ -368,72 +360,35 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestErrorClasses(t *testing.T) {
-	tests := []struct {
-		name  string
-		fault func(srv *discordtest.Server)
-		class string
-		says  string // part of the message that tells what to do
-	}{
-		{"unknown channel", func(s *discordtest.Server) {
+	delivertest.RunErrorCases(t, []delivertest.ErrorCase[*discordtest.Server]{
+		{Name: "unknown channel", Fault: func(s *discordtest.Server) {
 			s.FailChannel(discordtest.ChannelDefault, 404, 10003, "Unknown Channel")
-		}, "not_found", "Copy Channel ID"},
-		{"missing access", func(s *discordtest.Server) { s.FailChannel(discordtest.ChannelDefault, 403, 50001, "Missing Access") }, "forbidden", "View Channel"},
-		{"missing permissions", func(s *discordtest.Server) {
+		}, Class: "not_found", Says: "Copy Channel ID"},
+		{Name: "missing access", Fault: func(s *discordtest.Server) { s.FailChannel(discordtest.ChannelDefault, 403, 50001, "Missing Access") }, Class: "forbidden", Says: "View Channel"},
+		{Name: "missing permissions", Fault: func(s *discordtest.Server) {
 			s.FailNext(discordtest.RouteCreateMessage, 1, 403, 50013, "Missing Permissions")
-		}, "forbidden", "Send Messages"},
-		{"cannot message the user", func(s *discordtest.Server) {
+		}, Class: "forbidden", Says: "Send Messages"},
+		{Name: "cannot message the user", Fault: func(s *discordtest.Server) {
 			s.FailNext(discordtest.RouteCreateMessage, 1, 403, 50007, "Cannot send messages to this user")
-		}, "forbidden", "direct messages"},
-		{"archived thread", func(s *discordtest.Server) {
+		}, Class: "forbidden", Says: "direct messages"},
+		{Name: "archived thread", Fault: func(s *discordtest.Server) {
 			s.FailNext(discordtest.RouteCreateMessage, 1, 400, 50083, "Thread is archived")
-		}, "forbidden", "unarchive"},
-		{"invalid form body", func(s *discordtest.Server) {
+		}, Class: "forbidden", Says: "unarchive"},
+		{Name: "invalid form body", Fault: func(s *discordtest.Server) {
 			s.FailNext(discordtest.RouteCreateMessage, 1, 400, 50035, "Invalid Form Body")
-		}, "validation_error", "Herald bug"},
-		{"an unknown refusal", func(s *discordtest.Server) {
+		}, Class: "validation_error", Says: "Herald bug"},
+		{Name: "an unknown refusal", Fault: func(s *discordtest.Server) {
 			s.FailNext(discordtest.RouteCreateMessage, 1, 400, 99999, "Something new")
-		}, "validation_error", "Something new"},
-		{"502 from Cloudflare", func(s *discordtest.Server) { s.FailHTTPNext(discordtest.RouteCreateMessage, 1, 502) }, "target_unavailable", "try again later"},
-		{"500 JSON", func(s *discordtest.Server) {
+		}, Class: "validation_error", Says: "Something new"},
+		{Name: "502 from Cloudflare", Fault: func(s *discordtest.Server) { s.FailHTTPNext(discordtest.RouteCreateMessage, 1, 502) }, Class: "target_unavailable", Says: "try again later"},
+		{Name: "500 JSON", Fault: func(s *discordtest.Server) {
 			s.FailNext(discordtest.RouteCreateMessage, 1, 500, 0, "500: Internal Server Error")
-		}, "target_unavailable", "try again later"},
-		{"unreachable", func(s *discordtest.Server) { s.Close() }, "target_unavailable", "check api_url"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := discordtest.NewServer(t)
-			s := newSender(t, srv, srv.Token())
-			tt.fault(srv)
-			_, err := s.Deliver(t.Context(), deliver.Delivery{Message: "x"})
-			if envelope.ClassOf(err) != tt.class {
-				t.Fatalf("deliver: %v, want class %s", err, tt.class)
-			}
-			if !strings.Contains(err.Error(), tt.says) {
-				t.Errorf("error %q does not say %q", err, tt.says)
-			}
-			if strings.Contains(err.Error(), srv.Token()) {
-				t.Errorf("error %q holds the token", err)
-			}
-		})
-	}
-}
-
-func TestWrongAPIURL(t *testing.T) {
-	srv := discordtest.NewServer(t)
-	other := httptest.NewServer(http.NotFoundHandler())
-	defer other.Close()
-	s := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*discord.Config).APIURL = other.URL + "/api/v10" })
-	_, err := s.Deliver(t.Context(), deliver.Delivery{Message: "x"})
-	if envelope.ClassOf(err) != "not_found" || !strings.Contains(err.Error(), "api_url") {
-		t.Errorf("deliver: %v, want not_found naming api_url", err)
-	}
-	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("<html>login</html>")) }))
-	defer page.Close()
-	s = newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*discord.Config).APIURL = page.URL })
-	_, err = s.Deliver(t.Context(), deliver.Delivery{Message: "x"})
-	if envelope.ClassOf(err) != "target_unavailable" || !strings.Contains(err.Error(), "not Discord API JSON") {
-		t.Errorf("deliver: %v, want target_unavailable saying the answer is not Discord's", err)
-	}
+		}, Class: "target_unavailable", Says: "try again later"},
+		{Name: "unreachable", Fault: func(s *discordtest.Server) { s.Close() }, Class: "target_unavailable", Says: "check api_url"},
+	}, func(t *testing.T) (*discordtest.Server, deliver.Sender, []string) {
+		srv := discordtest.NewServer(t)
+		return srv, newSender(t, srv, srv.Token()), []string{srv.Token()}
+	})
 }
 
 func TestTokenNeverInErrors(t *testing.T) {
@@ -494,100 +449,5 @@ func TestNewChecksConfig(t *testing.T) {
 	}
 	if _, err := discord.New(config.Integration{ID: "d", Type: "discord", Settings: &discord.Config{TokenEnv: tokenEnv}}, deliver.Env{Getenv: getenv}); err != nil {
 		t.Errorf("New with defaults: %v", err)
-	}
-}
-
-func TestEmptyMessageIsRefused(t *testing.T) {
-	srv := discordtest.NewServer(t)
-	for _, md := range []string{"", "  \n ", "```\n```"} {
-		_, err := newSender(t, srv, srv.Token()).Deliver(t.Context(), deliver.Delivery{Message: md})
-		if envelope.ClassOf(err) != "validation_error" {
-			t.Errorf("deliver %q: %v, want validation_error", md, err)
-		}
-	}
-	if n := len(srv.Calls("")); n != 0 {
-		t.Errorf("%d calls for empty messages", n)
-	}
-}
-
-// TestNoAnswerIsATimeout: a message Discord took without the sender
-// hearing so (its answer came after the client's timeout, or the
-// connection was reset once the request was read) is a timeout, the class
-// the messenger treats as uncertain; one that never reached Discord, or
-// that Discord refused, is target_unavailable and is simply retried.
-func TestNoAnswerIsATimeout(t *testing.T) {
-	tests := []struct {
-		name  string
-		fault func(t *testing.T, srv *discordtest.Server)
-		class string
-		taken int // messages Discord holds afterwards
-	}{
-		{
-			name: "answer after the client's timeout",
-			fault: func(t *testing.T, srv *discordtest.Server) {
-				release := make(chan struct{})
-				t.Cleanup(func() { close(release) })
-				srv.OnAccept(discordtest.RouteCreateMessage, func(discordtest.Call) { <-release })
-			},
-			class: "timeout", taken: 1,
-		},
-		{
-			name:  "connection reset after the request",
-			fault: func(_ *testing.T, srv *discordtest.Server) { srv.HangUpNext(discordtest.RouteCreateMessage, 1) },
-			class: "timeout", taken: 1,
-		},
-		{
-			name:  "connection refused",
-			fault: func(_ *testing.T, srv *discordtest.Server) { srv.Close() },
-			class: "target_unavailable",
-		},
-		{
-			name:  "a complete 503",
-			fault: func(_ *testing.T, srv *discordtest.Server) { srv.FailHTTPNext(discordtest.RouteCreateMessage, 1, 503) },
-			class: "target_unavailable",
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := discordtest.NewServer(t)
-			s := newSenderTimeout(t, srv, srv.Token(), 300*time.Millisecond)
-			tt.fault(t, srv)
-			_, err := s.Deliver(t.Context(), deliver.Delivery{Message: "Dose taken"})
-			if got := envelope.ClassOf(err); got != tt.class {
-				t.Fatalf("deliver: %v (class %s), want %s", err, got, tt.class)
-			}
-			if n := len(srv.Messages(discordtest.ChannelDefault)); n != tt.taken {
-				t.Errorf("Discord holds %d messages, want %d", n, tt.taken)
-			}
-			if strings.Contains(err.Error(), srv.Token()) {
-				t.Errorf("error %q holds the token", err)
-			}
-		})
-	}
-}
-
-func TestSlowDiscordTimesOut(t *testing.T) {
-	srv := discordtest.NewServer(t)
-	srv.OnAccept(discordtest.RouteCreateMessage, func(discordtest.Call) { time.Sleep(300 * time.Millisecond) })
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	_, err := newSender(t, srv, srv.Token()).Deliver(ctx, deliver.Delivery{Message: "x"})
-	if envelope.ClassOf(err) != "timeout" {
-		t.Errorf("deliver: %v, want timeout (Discord may have the message)", err)
-	}
-}
-
-// TestRedirectIsNotFollowed: an api_url answering 307 gets nothing re-sent
-// to the host it points to; the error names it.
-func TestRedirectIsNotFollowed(t *testing.T) {
-	moved := delivertest.NewMoved(t)
-	srv := discordtest.NewServer(t)
-	s := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*discord.Config).APIURL = moved.URL })
-	_, err := s.Deliver(t.Context(), deliver.Delivery{Message: "secret plans"})
-	if envelope.ClassOf(err) != "not_found" || !strings.Contains(err.Error(), "307") || !strings.Contains(err.Error(), moved.Target.URL) || !strings.Contains(err.Error(), "api_url") {
-		t.Fatalf("deliver: %v, want not_found naming the 307, where it pointed and api_url", err)
-	}
-	if n := moved.Followed(); n != 0 {
-		t.Fatalf("the redirect was followed %d times", n)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/email"
 	"github.com/heraldhq/herald/services/messenger/email/dkimtest"
 )
@@ -157,7 +158,7 @@ func TestSenderAuthentication(t *testing.T) {
 // and nothing of what the mail says.
 func TestUnauthenticatedSenderIsLogged(t *testing.T) {
 	k := newKeys(t)
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	rec, _ := runReceiver(t, authIntegration(), nil, logs, email.WithLookupTXT(k.dns.LookupTXT))
 	tampered := strings.Replace(k.ann.Sign(t, crlf(authMail)), "noon", "midnight", 1)
 	mustSend(t, listening(t, rec), "ann@example.org", []string{"herald@example.com"}, tampered)

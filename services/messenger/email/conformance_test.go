@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
@@ -18,9 +19,11 @@ const thread = "<CAB1234@mail.example.com>"
 func TestConformance(t *testing.T) {
 	var srv *smtptest.Server
 	delivertest.Run(t, delivertest.Harness{
-		New: func(t *testing.T) deliver.Sender {
-			srv = smtptest.NewServer(t, smtptest.WithAuth("herald", "pw"), smtptest.WithSTARTTLS())
-			return newSender(t, srv)
+		NewTimeout: func(t *testing.T, timeout time.Duration) deliver.Sender {
+			srv = smtptest.NewServer(t, smtptest.WithAuth(user, password), smtptest.WithSTARTTLS())
+			e := env(t, srv.URL())
+			e.CallTimeout = timeout
+			return delivertest.NewSender(t, email.New, integration(t, srv), e)
 		},
 		Delivered: func(t *testing.T) []string {
 			var out []string
@@ -32,10 +35,13 @@ func TestConformance(t *testing.T) {
 			return out
 		},
 		// A mail is never split, and SMTP has no reactions and no
-		// retry-after.
+		// retry-after. A mail taken without the sender hearing so is one
+		// without a reply to its end, or whose connection was reset
+		// before it.
 		Features: delivertest.Features{
 			Recipients: true, Threads: true,
-			Faults: []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable},
+			Faults:   []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable},
+			NoAnswer: true,
 		},
 		DefaultRecipient: "me@example.com",
 		Recipient:        func(*testing.T) string { return "bob@example.com" },
@@ -64,6 +70,12 @@ func TestConformance(t *testing.T) {
 				srv.FailNext(1, 451, "greylisted, try again later")
 			}
 		},
+		Stall: func(t *testing.T, release <-chan struct{}) {
+			srv.OnAccept(func(smtptest.Message) { <-release })
+		},
+		HangUp:  func(t *testing.T) { srv.HangUpNext(1) },
+		Down:    func(t *testing.T) { srv.Close() },
+		Secrets: func(t *testing.T) []string { return []string{password} },
 	})
 }
 

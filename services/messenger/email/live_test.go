@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/email"
 )
@@ -18,15 +19,7 @@ import (
 // user when it is an address, else the recipient; $HERALD_TEST_MAIL_CA_FILE
 // names a private CA if the server needs one.
 func TestLive(t *testing.T) {
-	var missing []string
-	for _, k := range []string{"SMTP_URL", "HERALD_TEST_MAIL_TO"} {
-		if os.Getenv(k) == "" {
-			missing = append(missing, k)
-		}
-	}
-	if len(missing) > 0 {
-		t.Skipf("live email test skipped: set %s to send one real mail", strings.Join(missing, " and "))
-	}
+	testkit.SkipWithoutEnv(t, "live email test, sending one real mail", "SMTP_URL", "HERALD_TEST_MAIL_TO")
 	to := os.Getenv("HERALD_TEST_MAIL_TO")
 	from := os.Getenv("HERALD_TEST_MAIL_FROM")
 	if u, err := url.Parse(os.Getenv("SMTP_URL")); from == "" && err == nil && u.User != nil && strings.Contains(u.User.Username(), "@") {

@@ -33,6 +33,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/schemas"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/email"
@@ -56,7 +57,7 @@ type recorder struct {
 	entered  chan struct{} // gets a value when a blocked Ingress starts
 	dropped  []drop
 	statuses []deliver.Status
-	changed  chan struct{}
+	changed  testkit.Signal
 }
 
 type drop struct {
@@ -64,7 +65,7 @@ type drop struct {
 	reason string
 }
 
-func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
+func newRecorder() *recorder { return &recorder{} }
 
 func (r *recorder) Ingress(ctx context.Context, in *envelope.Ingress) error {
 	r.mu.Lock()
@@ -88,7 +89,7 @@ func (r *recorder) Ingress(ctx context.Context, in *envelope.Ingress) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.ingress = append(r.ingress, in)
-	r.notifyLocked()
+	r.changed.Notify()
 	return nil
 }
 
@@ -96,19 +97,14 @@ func (r *recorder) Dropped(_ context.Context, in *envelope.Ingress, reason strin
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.dropped = append(r.dropped, drop{in, reason})
-	r.notifyLocked()
+	r.changed.Notify()
 }
 
 func (r *recorder) Status(s deliver.Status) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.statuses = append(r.statuses, s)
-	r.notifyLocked()
-}
-
-func (r *recorder) notifyLocked() {
-	close(r.changed)
-	r.changed = make(chan struct{})
+	r.changed.Notify()
 }
 
 func (r *recorder) ingresses() []*envelope.Ingress {
@@ -135,23 +131,20 @@ func (r *recorder) lastStatus() deliver.Status {
 // waitStatus waits for a status report that ok accepts and returns it.
 func (r *recorder) waitStatus(t *testing.T, what string, ok func(deliver.Status) bool) deliver.Status {
 	t.Helper()
-	deadline := time.NewTimer(wait)
-	defer deadline.Stop()
-	for seen := 0; ; {
+	var (
+		statuses []deliver.Status
+		i        int
+	)
+	if !r.changed.Wait(wait, func() bool {
 		r.mu.Lock()
-		statuses, changed := r.statuses, r.changed
-		r.mu.Unlock()
-		for ; seen < len(statuses); seen++ {
-			if ok(statuses[seen]) {
-				return statuses[seen]
-			}
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("no status %s within %s; got %+v", what, wait, statuses)
-		}
+		defer r.mu.Unlock()
+		statuses = slices.Clone(r.statuses)
+		i = slices.IndexFunc(statuses, ok)
+		return i >= 0
+	}) {
+		t.Fatalf("no status %s within %s; got %+v", what, wait, statuses)
 	}
+	return statuses[i]
 }
 
 // inboundIntegration is an email integration taking mail for example.com
@@ -167,7 +160,7 @@ func inboundIntegration() config.Integration {
 
 // runReceiver starts the receiver of in and stops it when the test ends,
 // checking that Receive then returns nil.
-func runReceiver(t *testing.T, in config.Integration, getenv config.Getenv, logs *syncBuffer, opts ...email.ReceiverOption) (*recorder, context.CancelFunc) {
+func runReceiver(t *testing.T, in config.Integration, getenv config.Getenv, logs *testkit.Buffer, opts ...email.ReceiverOption) (*recorder, context.CancelFunc) {
 	t.Helper()
 	var w interface{ Write([]byte) (int, error) } = t.Output()
 	if logs != nil {
@@ -775,7 +768,7 @@ func TestAuth(t *testing.T) {
 		}
 		return ""
 	}
-	var logs syncBuffer
+	var logs testkit.Buffer
 	rec, stop := runReceiver(t, in, getenv, &logs)
 	addr := listening(t, rec)
 	tlsConfig := &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
@@ -1046,22 +1039,4 @@ func writeTestCert(t *testing.T) (certFile, keyFile string, roots *x509.CertPool
 	roots = x509.NewCertPool()
 	roots.AddCert(cert)
 	return certFile, keyFile, roots
-}
-
-// syncBuffer is a log destination safe for the receiver's goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -7,6 +7,7 @@ import (
 	perm "github.com/heraldhq/herald/pkg/approval"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/slack"
 	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
 )
@@ -132,7 +133,7 @@ func TestButtonRefusals(t *testing.T) {
 				t.Errorf("send: %v, want a validation_error saying %q", err, tt.says)
 			}
 			ts := appPrompt(t, srv, "C0GENERAL")
-			_, err = editor(t, s).Edit(t.Context(), deliver.Delivery{Edit: "C0GENERAL:" + ts, Message: "still?", Actions: tt.actions})
+			_, err = delivertest.Editor(t, s).Edit(t.Context(), deliver.Delivery{Edit: "C0GENERAL:" + ts, Message: "still?", Actions: tt.actions})
 			if envelope.ClassOf(err) != "validation_error" || !strings.Contains(err.Error(), tt.says) {
 				t.Errorf("edit: %v, want a validation_error saying %q", err, tt.says)
 			}
@@ -168,7 +169,7 @@ func TestEditKeepsOrRemovesButtons(t *testing.T) {
 	id := r.MessageIDs[0]
 
 	// A quorum's prompt counts one allow and waits: the buttons stay.
-	if _, err := editor(t, s).Edit(t.Context(), deliver.Delivery{Edit: id, Butler: "health", Message: "🔐 may I?\n\n1 of 2 allowed", Actions: buttons}); err != nil {
+	if _, err := delivertest.Editor(t, s).Edit(t.Context(), deliver.Delivery{Edit: id, Butler: "health", Message: "🔐 may I?\n\n1 of 2 allowed", Actions: buttons}); err != nil {
 		t.Fatal(err)
 	}
 	m := message(t, srv, id)
@@ -177,7 +178,7 @@ func TestEditKeepsOrRemovesButtons(t *testing.T) {
 	}
 
 	// Answered: the buttons go, the text shows once, in the attachment.
-	if _, err := editor(t, s).Edit(t.Context(), deliver.Delivery{Edit: id, Butler: "health", Message: "🔐 may I?\n\n✅ allowed by Ann"}); err != nil {
+	if _, err := delivertest.Editor(t, s).Edit(t.Context(), deliver.Delivery{Edit: id, Butler: "health", Message: "🔐 may I?\n\n✅ allowed by Ann"}); err != nil {
 		t.Fatal(err)
 	}
 	m = message(t, srv, id)
@@ -190,7 +191,7 @@ func TestEditKeepsOrRemovesButtons(t *testing.T) {
 	}
 
 	// And back: buttons again on a message that had none.
-	if _, err := editor(t, s).Edit(t.Context(), deliver.Delivery{Edit: id, Message: "reopened", Actions: buttons[:1]}); err != nil {
+	if _, err := delivertest.Editor(t, s).Edit(t.Context(), deliver.Delivery{Edit: id, Message: "reopened", Actions: buttons[:1]}); err != nil {
 		t.Fatal(err)
 	}
 	if got := message(t, srv, id).Shown(); strings.Join(got, "\n") != "reopened\n[Allow]" {

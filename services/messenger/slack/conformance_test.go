@@ -4,9 +4,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
-	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/messenger/deliver"
@@ -20,19 +19,11 @@ func TestConformance(t *testing.T) {
 		srv    *slacktest.Server
 		thread string // the ts of the message Thread names, in C0GENERAL
 	)
-	posts := func() []slacktest.Call {
-		var out []slacktest.Call
-		for _, c := range srv.Calls("chat.postMessage") {
-			if c.OK() {
-				out = append(out, c)
-			}
-		}
-		return out
-	}
+	posts := func() []slacktest.Call { return srv.Accepted("chat.postMessage") }
 	delivertest.Run(t, delivertest.Harness{
-		New: func(t *testing.T) deliver.Sender {
+		NewTimeout: func(t *testing.T, timeout time.Duration) deliver.Sender {
 			srv = slacktest.NewServer(t)
-			return newSender(t, srv, srv.Token())
+			return newSenderTimeout(t, srv, srv.Token(), timeout)
 		},
 		Delivered: func(t *testing.T) []string {
 			var out []string
@@ -45,17 +36,18 @@ func TestConformance(t *testing.T) {
 		},
 		Features: delivertest.Features{
 			Chunks: true, Recipients: true, Threads: true, React: true,
-			Faults: []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
+			Faults:   []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
+			NoAnswer: true, APIURL: true, RefusesEmpty: true,
 		},
+		NewAt: func(t *testing.T, url string) deliver.Sender {
+			srv = slacktest.NewServer(t)
+			return newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*slack.Config).APIURL = url })
+		},
+		NotJSON: "not Web API JSON",
+		Calls:   func(t *testing.T) int { return len(srv.Calls("")) },
 		// Paragraphs of 2400 characters: two never fit in one
 		// 3000-character message, and one always does.
-		LongMessage: func(n int) string {
-			var paras []string
-			for i := range n {
-				paras = append(paras, strconv.Itoa(i)+strings.Repeat(" word", 480))
-			}
-			return strings.Join(paras, "\n\n")
-		},
+		LongMessage:      delivertest.Paragraphs(480),
 		DefaultRecipient: "C0DEFAULT",
 		Recipient:        func(*testing.T) string { return "C0GENERAL" },
 		DeliveredTo: func(t *testing.T) []string {
@@ -77,15 +69,7 @@ func TestConformance(t *testing.T) {
 			}
 			return out
 		},
-		Reactions: func(t *testing.T) int {
-			n := 0
-			for _, c := range srv.Calls("reactions.add") {
-				if c.OK() {
-					n++
-				}
-			}
-			return n
-		},
+		Reactions: func(t *testing.T) int { return len(srv.Accepted("reactions.add")) },
 		Fail: func(t *testing.T, f delivertest.Fault) {
 			switch f {
 			case delivertest.FaultRefused:
@@ -98,6 +82,12 @@ func TestConformance(t *testing.T) {
 				srv.RateLimitNext("chat.postMessage", 1, int(delivertest.RetryAfter.Seconds()))
 			}
 		},
+		Stall: func(t *testing.T, release <-chan struct{}) {
+			srv.OnAccept("chat.postMessage", func(slacktest.Call) { <-release })
+		},
+		HangUp:  func(t *testing.T) { srv.HangUpNext("chat.postMessage", 1) },
+		Down:    func(t *testing.T) { srv.Close() },
+		Secrets: func(t *testing.T) []string { return []string{srv.Token()} },
 	})
 }
 

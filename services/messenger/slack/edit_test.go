@@ -10,24 +10,10 @@ import (
 
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/slack"
 	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
 )
-
-// editor is the channel's sender as a deliver.Editor.
-func editor(t *testing.T, s deliver.Sender) deliver.Editor {
-	t.Helper()
-	e, ok := s.(deliver.Editor)
-	if !ok {
-		t.Fatalf("the Slack sender %T is not a deliver.Editor", s)
-	}
-	return e
-}
-
-// approval are the buttons of a permission prompt.
-var approval = []envelope.Action{{Label: "Allow", Data: "perm:allow:abcde"}, {Label: "Deny", Data: "perm:deny:abcde"}}
-
-const closed = "🔐 **health** asks to run **Bash**\n\n✅ allowed by 555 via telegram:tg_main"
 
 // appPrompt posts, as the app, a prompt whose Allow and Deny buttons are an
 // actions block, and returns its ts.
@@ -61,13 +47,13 @@ func TestEdit(t *testing.T) {
 	srv := slacktest.NewServer(t)
 	s := newSender(t, srv, srv.Token())
 	r, err := s.Deliver(t.Context(), deliver.Delivery{Recipient: "C0GENERAL", Butler: "health", Subject: "Permission",
-		Message: "🔐 **health** asks to run **Bash**", Urgency: "high", Actions: approval})
+		Message: delivertest.Prompt, Urgency: "high", Actions: delivertest.Approval})
 	if err != nil {
 		t.Fatal(err)
 	}
 	id := r.MessageIDs[0]
 	var sent []string
-	got, err := editor(t, s).Edit(t.Context(), deliver.Delivery{Recipient: "C0GENERAL", Edit: id, Butler: "health", Message: closed,
+	got, err := delivertest.Editor(t, s).Edit(t.Context(), deliver.Delivery{Recipient: "C0GENERAL", Edit: id, Butler: "health", Message: delivertest.Closed,
 		Sent: func(id string) error { sent = append(sent, id); return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -100,9 +86,9 @@ func TestEdit(t *testing.T) {
 
 func TestEditRemovesButtons(t *testing.T) {
 	srv := slacktest.NewServer(t)
-	s := editor(t, newSender(t, srv, srv.Token()))
+	s := delivertest.Editor(t, newSender(t, srv, srv.Token()))
 	ts := appPrompt(t, srv, "C0GENERAL")
-	if _, err := s.Edit(t.Context(), deliver.Delivery{Recipient: "C0GENERAL", Edit: "C0GENERAL:" + ts, Message: closed}); err != nil {
+	if _, err := s.Edit(t.Context(), deliver.Delivery{Recipient: "C0GENERAL", Edit: "C0GENERAL:" + ts, Message: delivertest.Closed}); err != nil {
 		t.Fatal(err)
 	}
 	m, _ := srv.Message("C0GENERAL", ts)
@@ -115,16 +101,16 @@ func TestEditInAThreadAndADirectMessage(t *testing.T) {
 	srv := slacktest.NewServer(t)
 	s := newSender(t, srv, srv.Token())
 	root := srv.UserMessage(slacktest.MessageEvent{Channel: "C0GENERAL", Text: "may it?"}).Event.TS
-	reply, err := s.Deliver(t.Context(), deliver.Delivery{Intent: "reply", Thread: "C0GENERAL:" + root, Message: "asking", Actions: approval})
+	reply, err := s.Deliver(t.Context(), deliver.Delivery{Intent: "reply", Thread: "C0GENERAL:" + root, Message: "asking", Actions: delivertest.Approval})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dm, err := s.Deliver(t.Context(), deliver.Delivery{Recipient: "U0HUMAN01", Message: "asking", Actions: approval})
+	dm, err := s.Deliver(t.Context(), deliver.Delivery{Recipient: "U0HUMAN01", Message: "asking", Actions: delivertest.Approval})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tt := range []struct{ recipient, id string }{{"C0GENERAL", reply.MessageIDs[0]}, {"U0HUMAN01", dm.MessageIDs[0]}} {
-		if _, err := editor(t, s).Edit(t.Context(), deliver.Delivery{Recipient: tt.recipient, Edit: tt.id, Message: "answered"}); err != nil {
+		if _, err := delivertest.Editor(t, s).Edit(t.Context(), deliver.Delivery{Recipient: tt.recipient, Edit: tt.id, Message: "answered"}); err != nil {
 			t.Fatalf("edit %s: %v", tt.id, err)
 		}
 		parts := strings.Split(tt.id, ":")
@@ -136,7 +122,7 @@ func TestEditInAThreadAndADirectMessage(t *testing.T) {
 
 func TestEditIsCutToOneMessage(t *testing.T) {
 	srv := slacktest.NewServer(t)
-	s := editor(t, newSender(t, srv, srv.Token()))
+	s := delivertest.Editor(t, newSender(t, srv, srv.Token()))
 	ts := appPrompt(t, srv, "C0GENERAL")
 	long := strings.Repeat("a sentence of the answer. ", 300) + "\n\nTHE END"
 	texts, _ := slack.ChunkTexts(long)
@@ -157,7 +143,7 @@ func TestEditIsCutToOneMessage(t *testing.T) {
 
 func TestEditRefusals(t *testing.T) {
 	srv := slacktest.NewServer(t)
-	s := editor(t, newSender(t, srv, srv.Token()))
+	s := delivertest.Editor(t, newSender(t, srv, srv.Token()))
 	ts := appPrompt(t, srv, "C0GENERAL")
 	person := srv.UserMessage(slacktest.MessageEvent{Channel: "C0GENERAL", Text: "mine"}).Event.TS
 	tests := []struct {
@@ -190,15 +176,15 @@ func TestEditRefusals(t *testing.T) {
 
 func TestEditDoneOrNotBegunMakesNoCall(t *testing.T) {
 	srv := slacktest.NewServer(t)
-	s := editor(t, newSender(t, srv, srv.Token()))
+	s := delivertest.Editor(t, newSender(t, srv, srv.Token()))
 	ts := appPrompt(t, srv, "C0GENERAL")
 	id := "C0GENERAL:" + ts
-	r, err := s.Edit(t.Context(), deliver.Delivery{Edit: id, Message: closed, Done: []string{id}})
+	r, err := s.Edit(t.Context(), deliver.Delivery{Edit: id, Message: delivertest.Closed, Done: []string{id}})
 	if err != nil || !slices.Equal(r.MessageIDs, []string{id}) {
 		t.Errorf("edit already done: %v %v, want the receipt [%s]", r, err, id)
 	}
 	refused := errors.New("ledger down")
-	if _, err := s.Edit(t.Context(), deliver.Delivery{Edit: id, Message: closed, Begin: func() error { return refused }}); !errors.Is(err, refused) {
+	if _, err := s.Edit(t.Context(), deliver.Delivery{Edit: id, Message: delivertest.Closed, Begin: func() error { return refused }}); !errors.Is(err, refused) {
 		t.Errorf("edit whose Begin failed: %v, want its error", err)
 	}
 	if n := len(srv.Calls("chat.update")); n != 0 {

@@ -2,11 +2,11 @@ package slack_test
 
 import (
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/slack"
 )
@@ -15,15 +15,7 @@ import (
 // API. It runs only with SLACK_BOT_TOKEN and SLACK_CHANNEL_ID set (the bot
 // must be in that channel; SLACK_API_URL optional).
 func TestLive(t *testing.T) {
-	var unset []string
-	for _, k := range []string{"SLACK_BOT_TOKEN", "SLACK_CHANNEL_ID"} {
-		if os.Getenv(k) == "" {
-			unset = append(unset, k)
-		}
-	}
-	if len(unset) > 0 {
-		t.Skipf("live Slack test: set SLACK_BOT_TOKEN and SLACK_CHANNEL_ID to post one real message (unset: %s)", strings.Join(unset, ", "))
-	}
+	testkit.SkipWithoutEnv(t, "live Slack test, posting one real message", "SLACK_BOT_TOKEN", "SLACK_CHANNEL_ID")
 	in := config.Integration{ID: "live", Type: "slack", Settings: &slack.Config{
 		TokenEnv: "SLACK_BOT_TOKEN", APIURL: os.Getenv("SLACK_API_URL"), DefaultChannelID: os.Getenv("SLACK_CHANNEL_ID"),
 	}}

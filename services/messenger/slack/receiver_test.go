@@ -14,6 +14,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/schemas"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/slack"
@@ -106,19 +107,11 @@ func (e *endpoint) receive(t *testing.T) (stop func()) {
 	done := make(chan error, 1)
 	go func() { done <- e.r.Receive(ctx, e.sink) }()
 	// Receive has taken the sink once it reports its status.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
+	testkit.EventuallyEvery(t, 5*time.Second, time.Millisecond, func() bool {
 		e.sink.mu.Lock()
-		n := len(e.sink.statuses)
-		e.sink.mu.Unlock()
-		if n > 0 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("Receive reported no status")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		defer e.sink.mu.Unlock()
+		return len(e.sink.statuses) > 0
+	}, "a status from Receive")
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {

@@ -1,11 +1,8 @@
 package slack_test
 
 import (
-	"context"
 	"errors"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -32,34 +29,17 @@ func newSender(t *testing.T, srv *slacktest.Server, token string, edit ...func(*
 // (0: the channel's own limit).
 func newSenderTimeout(t *testing.T, srv *slacktest.Server, token string, timeout time.Duration, edit ...func(*config.Integration)) deliver.Sender {
 	t.Helper()
+	env := delivertest.Env(t, map[string]string{tokenEnv: token})
+	env.CallTimeout = timeout
 	in := config.Integration{ID: "slack_main", Type: "slack", Settings: &slack.Config{TokenEnv: tokenEnv, APIURL: srv.URL(), DefaultChannelID: "C0DEFAULT"}}
-	for _, e := range edit {
-		e(&in)
-	}
-	s, err := slack.New(in, deliver.Env{
-		Getenv: func(k string) string {
-			if k == tokenEnv {
-				return token
-			}
-			return ""
-		},
-		Logger:      slog.New(slog.NewTextHandler(t.Output(), nil)),
-		CallTimeout: timeout,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return delivertest.NewSender(t, slack.New, in, env, edit...)
 }
 
 // posted is the attachment of each accepted chat.postMessage call.
 func posted(t *testing.T, srv *slacktest.Server) []slacktest.Attachment {
 	t.Helper()
 	var out []slacktest.Attachment
-	for _, c := range srv.Calls("chat.postMessage") {
-		if !c.OK() {
-			continue
-		}
+	for _, c := range srv.Accepted("chat.postMessage") {
 		if len(c.Attachments) != 1 {
 			t.Fatalf("a message with %d attachments, want 1: %+v", len(c.Attachments), c)
 		}
@@ -448,63 +428,24 @@ func TestRateLimit(t *testing.T) {
 }
 
 func TestErrorClasses(t *testing.T) {
-	tests := []struct {
-		name  string
-		fault func(srv *slacktest.Server)
-		class string
-		says  string // part of the message that tells what to do
-	}{
-		{"invalid_auth", func(s *slacktest.Server) { s.FailNext("chat.postMessage", 1, "invalid_auth") }, "forbidden", "Bot User OAuth Token"},
-		{"token_revoked", func(s *slacktest.Server) { s.FailNext("chat.postMessage", 1, "token_revoked") }, "forbidden", "still installed"},
-		{"missing_scope", func(s *slacktest.Server) { s.FailNext("chat.postMessage", 1, "missing_scope") }, "forbidden", "reinstall the app"},
-		{"channel_not_found", func(s *slacktest.Server) { s.FailChannel("C0DEFAULT", "channel_not_found") }, "not_found", "channel's id"},
-		{"not_in_channel", func(s *slacktest.Server) { s.FailChannel("C0DEFAULT", "not_in_channel") }, "forbidden", "/invite"},
-		{"is_archived", func(s *slacktest.Server) { s.FailChannel("C0DEFAULT", "is_archived") }, "forbidden", "unarchive"},
-		{"restricted_action", func(s *slacktest.Server) { s.FailNext("chat.postMessage", 1, "restricted_action") }, "forbidden", "permissions"},
-		{"msg_too_long", func(s *slacktest.Server) { s.FailNext("chat.postMessage", 1, "msg_too_long") }, "validation_error", "Herald bug"},
-		{"an unknown refusal", func(s *slacktest.Server) { s.FailNext("chat.postMessage", 1, "something_new") }, "validation_error", "something_new"},
-		{"internal_error", func(s *slacktest.Server) { s.FailNext("chat.postMessage", 1, "internal_error") }, "target_unavailable", "try again later"},
-		{"503", func(s *slacktest.Server) { s.FailHTTPNext("chat.postMessage", 1, http.StatusServiceUnavailable) }, "target_unavailable", "try again later"},
-		{"500", func(s *slacktest.Server) { s.FailHTTPNext("chat.postMessage", 1, http.StatusInternalServerError) }, "target_unavailable", "HTTP 500"},
-		{"unreachable", func(s *slacktest.Server) { s.Close() }, "target_unavailable", "check api_url"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := slacktest.NewServer(t)
-			s := newSender(t, srv, srv.Token())
-			tt.fault(srv)
-			_, err := s.Deliver(t.Context(), deliver.Delivery{Message: "x"})
-			if envelope.ClassOf(err) != tt.class {
-				t.Fatalf("deliver: %v, want class %s", err, tt.class)
-			}
-			if !strings.Contains(err.Error(), tt.says) {
-				t.Errorf("error %q does not say %q", err, tt.says)
-			}
-			if strings.Contains(err.Error(), srv.Token()) {
-				t.Errorf("error %q holds the token", err)
-			}
-		})
-	}
-}
-
-func TestWrongAPIURL(t *testing.T) {
-	srv := slacktest.NewServer(t)
-	other := httptest.NewServer(http.NotFoundHandler())
-	defer other.Close()
-	s := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*slack.Config).APIURL = other.URL + "/nothing" })
-	_, err := s.Deliver(t.Context(), deliver.Delivery{Message: "x"})
-	if envelope.ClassOf(err) != "not_found" || !strings.Contains(err.Error(), "api_url") {
-		t.Errorf("deliver: %v, want not_found naming api_url", err)
-	}
-
-	// An answer that is not the Web API's.
-	page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("<html>login</html>")) }))
-	defer page.Close()
-	s = newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*slack.Config).APIURL = page.URL })
-	_, err = s.Deliver(t.Context(), deliver.Delivery{Message: "x"})
-	if envelope.ClassOf(err) != "target_unavailable" || !strings.Contains(err.Error(), "not Web API JSON") {
-		t.Errorf("deliver: %v, want target_unavailable saying the answer is not the Web API's", err)
-	}
+	delivertest.RunErrorCases(t, []delivertest.ErrorCase[*slacktest.Server]{
+		{Name: "invalid_auth", Fault: func(s *slacktest.Server) { s.FailNext("chat.postMessage", 1, "invalid_auth") }, Class: "forbidden", Says: "Bot User OAuth Token"},
+		{Name: "token_revoked", Fault: func(s *slacktest.Server) { s.FailNext("chat.postMessage", 1, "token_revoked") }, Class: "forbidden", Says: "still installed"},
+		{Name: "missing_scope", Fault: func(s *slacktest.Server) { s.FailNext("chat.postMessage", 1, "missing_scope") }, Class: "forbidden", Says: "reinstall the app"},
+		{Name: "channel_not_found", Fault: func(s *slacktest.Server) { s.FailChannel("C0DEFAULT", "channel_not_found") }, Class: "not_found", Says: "channel's id"},
+		{Name: "not_in_channel", Fault: func(s *slacktest.Server) { s.FailChannel("C0DEFAULT", "not_in_channel") }, Class: "forbidden", Says: "/invite"},
+		{Name: "is_archived", Fault: func(s *slacktest.Server) { s.FailChannel("C0DEFAULT", "is_archived") }, Class: "forbidden", Says: "unarchive"},
+		{Name: "restricted_action", Fault: func(s *slacktest.Server) { s.FailNext("chat.postMessage", 1, "restricted_action") }, Class: "forbidden", Says: "permissions"},
+		{Name: "msg_too_long", Fault: func(s *slacktest.Server) { s.FailNext("chat.postMessage", 1, "msg_too_long") }, Class: "validation_error", Says: "Herald bug"},
+		{Name: "an unknown refusal", Fault: func(s *slacktest.Server) { s.FailNext("chat.postMessage", 1, "something_new") }, Class: "validation_error", Says: "something_new"},
+		{Name: "internal_error", Fault: func(s *slacktest.Server) { s.FailNext("chat.postMessage", 1, "internal_error") }, Class: "target_unavailable", Says: "try again later"},
+		{Name: "503", Fault: func(s *slacktest.Server) { s.FailHTTPNext("chat.postMessage", 1, http.StatusServiceUnavailable) }, Class: "target_unavailable", Says: "try again later"},
+		{Name: "500", Fault: func(s *slacktest.Server) { s.FailHTTPNext("chat.postMessage", 1, http.StatusInternalServerError) }, Class: "target_unavailable", Says: "HTTP 500"},
+		{Name: "unreachable", Fault: func(s *slacktest.Server) { s.Close() }, Class: "target_unavailable", Says: "check api_url"},
+	}, func(t *testing.T) (*slacktest.Server, deliver.Sender, []string) {
+		srv := slacktest.NewServer(t)
+		return srv, newSender(t, srv, srv.Token()), []string{srv.Token()}
+	})
 }
 
 func TestTokenNeverInErrors(t *testing.T) {
@@ -589,103 +530,5 @@ func TestRecipients(t *testing.T) {
 	noDefault := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*slack.Config).DefaultChannelID = "" })
 	if _, err := noDefault.Deliver(t.Context(), deliver.Delivery{Message: "x"}); envelope.ClassOf(err) != "validation_error" || !strings.Contains(err.Error(), "default_channel_id") {
 		t.Errorf("no recipient, no default: %v", err)
-	}
-}
-
-func TestEmptyMessageIsRefused(t *testing.T) {
-	srv := slacktest.NewServer(t)
-	for _, md := range []string{"", "  \n ", "```\n```"} {
-		_, err := newSender(t, srv, srv.Token()).Deliver(t.Context(), deliver.Delivery{Message: md})
-		if envelope.ClassOf(err) != "validation_error" {
-			t.Errorf("deliver %q: %v, want validation_error", md, err)
-		}
-	}
-	if n := len(srv.Calls("")); n != 0 {
-		t.Errorf("%d calls for empty messages", n)
-	}
-}
-
-func TestSlowSlackTimesOut(t *testing.T) {
-	srv := slacktest.NewServer(t)
-	srv.OnAccept("chat.postMessage", func(slacktest.Call) { time.Sleep(300 * time.Millisecond) })
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	_, err := newSender(t, srv, srv.Token()).Deliver(ctx, deliver.Delivery{Message: "x"})
-	if envelope.ClassOf(err) != "timeout" {
-		t.Errorf("deliver: %v, want timeout (Slack may have the message)", err)
-	}
-}
-
-// TestNoAnswerIsATimeout: a chat.postMessage Slack carried out without the
-// sender hearing so (its answer came after the client's timeout, or the
-// connection was reset once the request was read) is a timeout, the class
-// the messenger treats as uncertain; one that never reached Slack, or that
-// Slack refused, is target_unavailable and is simply retried.
-func TestNoAnswerIsATimeout(t *testing.T) {
-	tests := []struct {
-		name  string
-		fault func(t *testing.T, srv *slacktest.Server)
-		class string
-		taken int // messages Slack holds afterwards
-	}{
-		{
-			name: "answer after the client's timeout",
-			fault: func(t *testing.T, srv *slacktest.Server) {
-				release := make(chan struct{})
-				t.Cleanup(func() { close(release) })
-				srv.OnAccept("chat.postMessage", func(slacktest.Call) { <-release })
-			},
-			class: "timeout", taken: 1,
-		},
-		{
-			name:  "connection reset after the request",
-			fault: func(_ *testing.T, srv *slacktest.Server) { srv.HangUpNext("chat.postMessage", 1) },
-			class: "timeout", taken: 1,
-		},
-		{
-			name:  "connection refused",
-			fault: func(_ *testing.T, srv *slacktest.Server) { srv.Close() },
-			class: "target_unavailable",
-		},
-		{
-			name: "a complete 503",
-			fault: func(_ *testing.T, srv *slacktest.Server) {
-				srv.FailHTTPNext("chat.postMessage", 1, http.StatusServiceUnavailable)
-			},
-			class: "target_unavailable",
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := slacktest.NewServer(t)
-			s := newSenderTimeout(t, srv, srv.Token(), 300*time.Millisecond)
-			tt.fault(t, srv)
-			_, err := s.Deliver(t.Context(), deliver.Delivery{Message: "Dose taken"})
-			t.Log(err)
-			if got := envelope.ClassOf(err); got != tt.class {
-				t.Fatalf("deliver: %v (class %s), want %s", err, got, tt.class)
-			}
-			if n := len(posted(t, srv)); n != tt.taken {
-				t.Errorf("Slack holds %d messages, want %d", n, tt.taken)
-			}
-			if strings.Contains(err.Error(), srv.Token()) {
-				t.Errorf("error %q holds the token", err)
-			}
-		})
-	}
-}
-
-// TestRedirectIsNotFollowed: an api_url answering 307 gets nothing re-sent
-// to the host it points to; the error names it.
-func TestRedirectIsNotFollowed(t *testing.T) {
-	moved := delivertest.NewMoved(t)
-	srv := slacktest.NewServer(t)
-	s := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*slack.Config).APIURL = moved.URL })
-	_, err := s.Deliver(t.Context(), deliver.Delivery{Message: "secret plans", Recipient: "C0EVILCHAN"})
-	if envelope.ClassOf(err) != "not_found" || !strings.Contains(err.Error(), "307") || !strings.Contains(err.Error(), moved.Target.URL) || !strings.Contains(err.Error(), "api_url") {
-		t.Fatalf("deliver: %v, want not_found naming the 307, where it pointed and api_url", err)
-	}
-	if n := moved.Followed(); n != 0 {
-		t.Fatalf("the redirect was followed %d times", n)
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/pkg/bus/bustest"
+	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
+	"github.com/heraldhq/herald/services/messenger/telegram"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
@@ -16,19 +19,11 @@ func TestConformance(t *testing.T) {
 		srv    *telegramtest.Server
 		thread int64 // the message Thread names, in chat 42
 	)
-	sent := func() []telegramtest.Call {
-		var out []telegramtest.Call
-		for _, c := range srv.Calls("sendMessage") {
-			if c.OK() {
-				out = append(out, c)
-			}
-		}
-		return out
-	}
+	sent := func() []telegramtest.Call { return srv.Accepted("sendMessage") }
 	delivertest.Run(t, delivertest.Harness{
-		New: func(t *testing.T) deliver.Sender {
+		NewTimeout: func(t *testing.T, timeout time.Duration) deliver.Sender {
 			srv = telegramtest.NewServer(t)
-			return newSender(t, srv, srv.Token())
+			return newSenderTimeout(t, srv, srv.Token(), timeout)
 		},
 		Delivered: func(t *testing.T) []string {
 			var out []string
@@ -39,17 +34,17 @@ func TestConformance(t *testing.T) {
 		},
 		Features: delivertest.Features{
 			Chunks: true, Recipients: true, Threads: true, React: true,
-			Faults: []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
+			Faults:   []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
+			NoAnswer: true, APIURL: true, RefusesEmpty: true,
 		},
+		NewAt: func(t *testing.T, url string) deliver.Sender {
+			srv = telegramtest.NewServer(t)
+			return newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*telegram.Config).APIURL = url })
+		},
+		Calls: func(t *testing.T) int { return len(srv.Calls("")) },
 		// Paragraphs of 3000 characters: two never fit in one 4096-character
 		// message, and one always does.
-		LongMessage: func(n int) string {
-			var paras []string
-			for i := range n {
-				paras = append(paras, strconv.Itoa(i)+strings.Repeat(" word", 600))
-			}
-			return strings.Join(paras, "\n\n")
-		},
+		LongMessage:      delivertest.Paragraphs(600),
 		DefaultRecipient: "42",
 		Recipient:        func(*testing.T) string { return "77" },
 		DeliveredTo: func(t *testing.T) []string {
@@ -71,15 +66,7 @@ func TestConformance(t *testing.T) {
 			}
 			return out
 		},
-		Reactions: func(t *testing.T) int {
-			n := 0
-			for _, c := range srv.Calls("setMessageReaction") {
-				if c.OK() {
-					n++
-				}
-			}
-			return n
-		},
+		Reactions: func(t *testing.T) int { return len(srv.Accepted("setMessageReaction")) },
 		Fail: func(t *testing.T, f delivertest.Fault) {
 			switch f {
 			case delivertest.FaultRefused:
@@ -91,6 +78,16 @@ func TestConformance(t *testing.T) {
 			case delivertest.FaultRateLimit:
 				srv.FailNext("sendMessage", 1, 429, "Too Many Requests: retry after 120", int(delivertest.RetryAfter.Seconds()))
 			}
+		},
+		Stall: func(t *testing.T, release <-chan struct{}) {
+			srv.OnAccept("sendMessage", func(telegramtest.Call) { <-release })
+		},
+		HangUp: func(t *testing.T) { srv.HangUpNext("sendMessage", 1) },
+		Down:   func(t *testing.T) { srv.Close() },
+		// The token's secret half, after the bot id.
+		Secrets: func(t *testing.T) []string {
+			_, secret, _ := strings.Cut(srv.Token(), ":")
+			return []string{secret}
 		},
 	})
 }

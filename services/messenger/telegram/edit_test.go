@@ -8,6 +8,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
@@ -18,17 +19,14 @@ import (
 func TestEditClosesAPrompt(t *testing.T) {
 	srv := telegramtest.NewServer(t)
 	s := newSender(t, srv, srv.Token())
-	r, err := s.Deliver(t.Context(), deliver.Delivery{Intent: "send", Recipient: "42", Message: "🔐 **health** asks to run **Bash**",
-		Actions: []envelope.Action{{Label: "Allow", Data: "perm:allow:abcde"}, {Label: "Deny", Data: "perm:deny:abcde"}}})
+	r, err := s.Deliver(t.Context(), deliver.Delivery{Intent: "send", Recipient: "42", Message: delivertest.Prompt,
+		Actions: delivertest.Approval})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ed, ok := s.(deliver.Editor)
-	if !ok {
-		t.Fatal("the Telegram sender cannot edit")
-	}
+	ed := delivertest.Editor(t, s)
 	var sent []string
-	er, err := ed.Edit(t.Context(), deliver.Delivery{Recipient: "42", Edit: r.MessageIDs[0], Message: "🔐 **health** asks to run **Bash**\n\n✅ allowed by 555 via telegram:tg_main",
+	er, err := ed.Edit(t.Context(), deliver.Delivery{Recipient: "42", Edit: r.MessageIDs[0], Message: delivertest.Closed,
 		Sent: func(id string) error { sent = append(sent, id); return nil }})
 	if err != nil {
 		t.Fatal(err)

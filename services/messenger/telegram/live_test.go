@@ -2,11 +2,11 @@ package telegram_test
 
 import (
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/telegram"
 )
@@ -14,16 +14,7 @@ import (
 // TestLive sends one real message through the Bot API. It runs only with
 // TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID set (TELEGRAM_API_URL optional).
 func TestLive(t *testing.T) {
-	var unset []string
-	for _, k := range []string{"TELEGRAM_BOT_TOKEN", "TELEGRAM_CHAT_ID"} {
-		if os.Getenv(k) == "" {
-			unset = append(unset, k)
-		}
-	}
-	if len(unset) > 0 {
-		t.Skipf("live Telegram test: set %s to send one real message (unset: %s)",
-			"TELEGRAM_BOT_TOKEN and TELEGRAM_CHAT_ID", strings.Join(unset, ", "))
-	}
+	testkit.SkipWithoutEnv(t, "live Telegram test, sending one real message", "TELEGRAM_BOT_TOKEN", "TELEGRAM_CHAT_ID")
 	in := config.Integration{ID: "live", Type: "telegram", Settings: &telegram.Config{TokenEnv: "TELEGRAM_BOT_TOKEN", APIURL: "https://api.telegram.org", DefaultChat: os.Getenv("TELEGRAM_CHAT_ID")}}
 	if u := os.Getenv("TELEGRAM_API_URL"); u != "" {
 		in.Settings.(*telegram.Config).APIURL = u

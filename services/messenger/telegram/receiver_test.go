@@ -25,8 +25,10 @@ import (
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/schemas"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/telegram"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
@@ -34,116 +36,13 @@ import (
 // botID is the id of telegramtest's default bot.
 const botID = "7000000001"
 
-// recorder is a deliver.Sink that keeps what it is handed.
-type recorder struct {
-	mu       sync.Mutex
-	changed  chan struct{} // closed and replaced on every change
-	ins      []*envelope.Ingress
-	attempts []string // native ids of every Ingress call, stored or not
-	statuses []deliver.Status
-	dropped  []string // reasons
-	// before, if set, runs on every Ingress call first; its error refuses it.
-	before func(in *envelope.Ingress) error
-}
-
-func newRecorder() *recorder { return &recorder{changed: make(chan struct{})} }
-
-func (r *recorder) Ingress(_ context.Context, in *envelope.Ingress) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	defer r.notifyLocked()
-	r.attempts = append(r.attempts, in.NativeID)
-	if r.before != nil {
-		if err := r.before(in); err != nil {
-			return err
-		}
-	}
-	r.ins = append(r.ins, in)
-	return nil
-}
-
-func (r *recorder) Dropped(_ context.Context, _ *envelope.Ingress, reason string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.dropped = append(r.dropped, reason)
-	r.notifyLocked()
-}
-
-func (r *recorder) Status(s deliver.Status) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.statuses = append(r.statuses, s)
-	r.notifyLocked()
-}
-
-func (r *recorder) notifyLocked() {
-	close(r.changed)
-	r.changed = make(chan struct{})
-}
-
-// wait waits until cond, called with the recorder locked, holds.
-func (r *recorder) wait(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.NewTimer(20 * time.Second)
-	defer deadline.Stop()
-	for {
-		r.mu.Lock()
-		ok, changed := cond(), r.changed
-		r.mu.Unlock()
-		if ok {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("waited 20s for %s", what)
-		}
-	}
-}
-
-func (r *recorder) ingresses() []*envelope.Ingress {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Clone(r.ins)
-}
-
-// stateAfter reports whether a status with state (and detail, unless empty)
-// was reported after the first one with state after; call it locked.
-func (r *recorder) stateAfterLocked(after, state, detail string) bool {
-	i := slices.IndexFunc(r.statuses, func(s deliver.Status) bool { return s.State == after })
-	if i < 0 {
-		return false
-	}
-	return slices.ContainsFunc(r.statuses[i+1:], func(s deliver.Status) bool {
-		return s.State == state && (detail == "" || s.Detail == detail)
-	})
-}
-
-// logBuffer collects log output safely across goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // receiverEnv is what a receiver is built with.
 type receiverEnv struct {
 	srv      *telegramtest.Server
 	js       jetstream.JetStream
 	token    string
 	instance string
-	logs     *logBuffer
+	logs     *testkit.Buffer
 }
 
 // newReceiver builds the receiver of integration tg_main with short waits:
@@ -223,12 +122,8 @@ func offset(t *testing.T, js jetstream.JetStream) int64 {
 
 func waitOffset(t *testing.T, js jetstream.JetStream, want int64) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for offset(t, js) != want {
-		if time.Now().After(deadline) {
-			t.Fatalf("offset = %d after 20s, want %d", offset(t, js), want)
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testkit.Poll(20*time.Second, 10*time.Millisecond, func() bool { return offset(t, js) == want }) {
+		t.Fatalf("offset = %d after 20s, want %d", offset(t, js), want)
 	}
 }
 
@@ -323,10 +218,10 @@ func TestReceiveMessages(t *testing.T) {
 	srv := telegramtest.NewServer(t)
 	ns := bustest.RunServer(t)
 	_, js := ns.Connect()
-	sink := newRecorder()
+	sink := delivertest.NewSink()
 	// The offset must not move before the message is stored.
 	var offsetsSeen []int64
-	sink.before = func(*envelope.Ingress) error {
+	sink.Before = func(*envelope.Ingress) error {
 		offsetsSeen = append(offsetsSeen, offset(t, js))
 		return nil
 	}
@@ -343,7 +238,7 @@ func TestReceiveMessages(t *testing.T) {
 	}
 	last := ids[len(ids)-1]
 	waitOffset(t, js, last+1)
-	got := sink.ingresses()
+	got := sink.Stored()
 	if len(got) != len(wants) {
 		t.Fatalf("got %d ingresses, want %d (the service message skipped)", len(got), len(wants))
 	}
@@ -366,8 +261,12 @@ func TestReceiveMessages(t *testing.T) {
 			}
 		})
 	}
-	sink.wait(t, "a status with the last inbound", func() bool {
-		s := sink.statuses[len(sink.statuses)-1]
+	sink.Wait(t, "a status with the last inbound", func() bool {
+		st := sink.Statuses()
+		if len(st) == 0 {
+			return false
+		}
+		s := st[len(st)-1]
 		return s.State == deliver.StateRunning && !s.LastInbound.IsZero() && s.Instance == "a" && s.Integration == "tg_main" && s.Channel == "telegram"
 	})
 }
@@ -387,8 +286,8 @@ func TestCallbackQuery(t *testing.T) {
 	}
 	msgID, _ := strconv.ParseInt(r.MessageIDs[0], 10, 64)
 
-	sink := newRecorder()
-	sink.before = func(*envelope.Ingress) error {
+	sink := delivertest.NewSink()
+	sink.Before = func(*envelope.Ingress) error {
 		if n := len(srv.Calls("answerCallbackQuery")); n != 0 {
 			t.Errorf("the tap was answered before it was stored")
 		}
@@ -397,8 +296,8 @@ func TestCallbackQuery(t *testing.T) {
 	receive(t, newReceiver(t, receiverEnv{srv: srv, js: js}), sink)
 	updateID, queryID := srv.PressButton(srv.Token(), 42, msgID, telegramtest.User{ID: 42, FirstName: "Ada", Username: "ada_l"}, "perm:allow:abcde")
 
-	sink.wait(t, "the tap", func() bool { return len(sink.ins) == 1 })
-	in := sink.ingresses()[0]
+	sink.Wait(t, "the tap", func() bool { return len(sink.Stored()) == 1 })
+	in := sink.Stored()[0]
 	checkEnvelope(t, in, updateID)
 	mid := strconv.FormatInt(msgID, 10)
 	wantMeta := map[string]string{
@@ -441,12 +340,12 @@ func TestIngressFailureRetriesSameUpdate(t *testing.T) {
 			first := srv.QueueUpdate(srv.Token(), map[string]any{"message": map[string]any{
 				"message_id": 1, "date": 1, "chat": map[string]any{"id": 42, "type": "private"}, "text": "one",
 			}})
-			sink := newRecorder()
+			sink := delivertest.NewSink()
 			fails := 2
 			if !tt.stored {
 				fails = 1 << 30
 			}
-			sink.before = func(in *envelope.Ingress) error {
+			sink.Before = func(in *envelope.Ingress) error {
 				if strings.HasSuffix(in.NativeID, fmt.Sprintf(":%d", first)) && fails > 0 {
 					fails--
 					if got := offset(t, js); got > first {
@@ -463,25 +362,24 @@ func TestIngressFailureRetriesSameUpdate(t *testing.T) {
 			waitOffset(t, js, second+1)
 
 			var texts []string
-			for _, in := range sink.ingresses() {
+			for _, in := range sink.Stored() {
 				texts = append(texts, in.Content.Text)
 			}
-			sink.mu.Lock()
-			defer sink.mu.Unlock()
+			attempts, statuses := len(sink.Attempts()), sink.Statuses()
 			if tt.stored {
-				if !slices.Equal(texts, []string{"one", "two"}) || len(sink.attempts) != 4 {
-					t.Errorf("stored %q in %d attempts, want one and two, in 4 attempts (2 failed)", texts, len(sink.attempts))
+				if !slices.Equal(texts, []string{"one", "two"}) || attempts != 4 {
+					t.Errorf("stored %q in %d attempts, want one and two, in 4 attempts (2 failed)", texts, attempts)
 				}
-				if !sink.stateAfterLocked(deliver.StateError, deliver.StateRunning, "") {
-					t.Errorf("statuses %+v, want an error, then running", sink.statuses)
+				if !sink.StateAfter(deliver.StateError, deliver.StateRunning, "") {
+					t.Errorf("statuses %+v, want an error, then running", statuses)
 				}
-				if i := slices.IndexFunc(sink.statuses, func(s deliver.Status) bool { return s.State == deliver.StateError }); !strings.Contains(sink.statuses[i].Detail, "bus") {
-					t.Errorf("error detail %q does not say the bus failed", sink.statuses[i].Detail)
+				if i := slices.IndexFunc(statuses, func(s deliver.Status) bool { return s.State == deliver.StateError }); !strings.Contains(statuses[i].Detail, "bus") {
+					t.Errorf("error detail %q does not say the bus failed", statuses[i].Detail)
 				}
 				return
 			}
-			if !slices.Equal(texts, []string{"two"}) || !slices.Equal(sink.dropped, []string{"invalid"}) || len(sink.attempts) != 2 {
-				t.Errorf("stored %q, dropped %q in %d attempts; want two stored, one dropped as invalid, no retry", texts, sink.dropped, len(sink.attempts))
+			if dropped := sink.Reasons(); !slices.Equal(texts, []string{"two"}) || !slices.Equal(dropped, []string{"invalid"}) || attempts != 2 {
+				t.Errorf("stored %q, dropped %q in %d attempts; want two stored, one dropped as invalid, no retry", texts, dropped, attempts)
 			}
 		})
 	}
@@ -527,14 +425,14 @@ func TestConflict(t *testing.T) {
 			srv := telegramtest.NewServer(t)
 			ns := bustest.RunServer(t)
 			_, js := ns.Connect()
-			logs := &logBuffer{}
-			sink := newRecorder()
+			logs := &testkit.Buffer{}
+			sink := delivertest.NewSink()
 			receive(t, newReceiver(t, receiverEnv{srv: srv, js: js, logs: logs}), sink)
 			srv.WaitCalls(t, "getUpdates", 1, 20*time.Second)
 
 			stop := tt.other(t, srv)
-			sink.wait(t, "a conflict status", func() bool {
-				return slices.ContainsFunc(sink.statuses, func(s deliver.Status) bool { return s.State == deliver.StateConflict && s.Detail == detail })
+			sink.Wait(t, "a conflict status", func() bool {
+				return slices.ContainsFunc(sink.Statuses(), func(s deliver.Status) bool { return s.State == deliver.StateConflict && s.Detail == detail })
 			})
 			conflicts := func() int {
 				n := 0
@@ -545,17 +443,15 @@ func TestConflict(t *testing.T) {
 				}
 				return n
 			}
-			for deadline := time.Now().Add(20 * time.Second); conflicts() < 3; time.Sleep(10 * time.Millisecond) {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d getUpdates answered 409 within 20s, want 3", conflicts())
-				}
+			if !testkit.Poll(20*time.Second, 10*time.Millisecond, func() bool { return conflicts() >= 3 }) {
+				t.Fatalf("%d getUpdates answered 409 within 20s, want 3", conflicts())
 			}
 			stop()
-			sink.wait(t, "running again", func() bool { return sink.stateAfterLocked(deliver.StateConflict, deliver.StateRunning, "") })
+			sink.Wait(t, "running again", func() bool { return sink.StateAfter(deliver.StateConflict, deliver.StateRunning, "") })
 
 			// Still listening.
 			srv.SendUserMessage(srv.Token(), telegramtest.Message{Chat: telegramtest.Chat{ID: 42}, Text: "are you there?"})
-			sink.wait(t, "a message after the conflict", func() bool { return len(sink.ins) == 1 })
+			sink.Wait(t, "a message after the conflict", func() bool { return len(sink.Stored()) == 1 })
 
 			// Several 409s, one episode: one warning.
 			n := 0
@@ -576,13 +472,13 @@ func TestTokenRejected(t *testing.T) {
 	ns := bustest.RunServer(t)
 	_, js := ns.Connect()
 	const secret = "AAnever-to-be-shown-0123456789"
-	logs := &logBuffer{}
-	sink := newRecorder()
+	logs := &testkit.Buffer{}
+	sink := delivertest.NewSink()
 	receive(t, newReceiver(t, receiverEnv{srv: srv, js: js, token: "555:" + secret, logs: logs}), sink)
 
 	var got deliver.Status
-	sink.wait(t, "an error status", func() bool {
-		for _, s := range sink.statuses {
+	sink.Wait(t, "an error status", func() bool {
+		for _, s := range sink.Statuses() {
 			if s.State == deliver.StateError {
 				got = s
 				return true
@@ -617,11 +513,11 @@ type busSink struct {
 	js      jetstream.JetStream
 	mu      sync.Mutex
 	last    deliver.Status
-	changed chan struct{}
+	changed testkit.Signal
 }
 
 func newBusSink(js jetstream.JetStream) *busSink {
-	return &busSink{js: js, changed: make(chan struct{})}
+	return &busSink{js: js}
 }
 
 func (s *busSink) Ingress(ctx context.Context, in *envelope.Ingress) error {
@@ -639,26 +535,21 @@ func (s *busSink) Status(st deliver.Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.last = st
-	close(s.changed)
-	s.changed = make(chan struct{})
+	s.changed.Notify()
 }
 
 func (s *busSink) waitState(t *testing.T, state string) deliver.Status {
 	t.Helper()
-	deadline := time.After(20 * time.Second)
-	for {
+	var last deliver.Status
+	if !s.changed.Wait(20*time.Second, func() bool {
 		s.mu.Lock()
-		last, changed := s.last, s.changed
-		s.mu.Unlock()
-		if last.State == state {
-			return last
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("state %q after 20s, want %q", last.State, state)
-		}
+		defer s.mu.Unlock()
+		last = s.last
+		return last.State == state
+	}) {
+		t.Fatalf("state %q after 20s, want %q", last.State, state)
 	}
+	return last
 }
 
 // pollCounter counts one replica's getUpdates calls, and with the other
@@ -712,12 +603,8 @@ func TestTwoReplicas(t *testing.T) {
 	}
 	stored := func(n uint64) {
 		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for bustest.Msgs(t, js, bus.StreamIngress) < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("%d messages on %s after 20s, want %d", bustest.Msgs(t, js, bus.StreamIngress), bus.StreamIngress, n)
-			}
-			time.Sleep(10 * time.Millisecond)
+		if !testkit.Poll(20*time.Second, 10*time.Millisecond, func() bool { return bustest.Msgs(t, js, bus.StreamIngress) >= n }) {
+			t.Fatalf("%d messages on %s after 20s, want %d", bustest.Msgs(t, js, bus.StreamIngress), bus.StreamIngress, n)
 		}
 	}
 

@@ -33,24 +33,10 @@ func newSender(t *testing.T, srv *telegramtest.Server, token string, edit ...fun
 // (0: the channel's own limit).
 func newSenderTimeout(t *testing.T, srv *telegramtest.Server, token string, timeout time.Duration, edit ...func(*config.Integration)) deliver.Sender {
 	t.Helper()
+	env := delivertest.Env(t, map[string]string{tokenEnv: token})
+	env.CallTimeout = timeout
 	in := config.Integration{ID: "tg_main", Type: "telegram", Settings: &telegram.Config{TokenEnv: tokenEnv, APIURL: srv.URL(), DefaultChat: "42"}}
-	for _, e := range edit {
-		e(&in)
-	}
-	s, err := telegram.New(in, deliver.Env{
-		Getenv: func(k string) string {
-			if k == tokenEnv {
-				return token
-			}
-			return ""
-		},
-		Logger:      slog.New(slog.NewTextHandler(t.Output(), nil)),
-		CallTimeout: timeout,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return delivertest.NewSender(t, telegram.New, in, env, edit...)
 }
 
 // visible is the characters a reader sees across texts, without whitespace:
@@ -467,74 +453,8 @@ func TestErrorClasses(t *testing.T) {
 				t.Fatal("delivered, want an error")
 			}
 			t.Log(err)
-			if got := envelope.ClassOf(err); got != tt.class {
-				t.Errorf("class = %s, want %s (%v)", got, tt.class, err)
-			}
-			if !strings.Contains(err.Error(), tt.text) {
-				t.Errorf("error %q does not mention %q", err, tt.text)
-			}
 			_, secret, _ := strings.Cut(token, ":")
-			if msg := err.Error(); strings.Contains(msg, token) || strings.Contains(msg, secret) {
-				t.Errorf("error shows the token: %s", msg)
-			}
-		})
-	}
-}
-
-// TestNoAnswerIsATimeout: a sendMessage Telegram carried out without the
-// sender hearing so (its answer came after the client's timeout, or the
-// connection was reset once the request was read) is a timeout, the class
-// the messenger treats as uncertain; one that never reached Telegram, or
-// that Telegram refused, is target_unavailable and is simply retried.
-func TestNoAnswerIsATimeout(t *testing.T) {
-	tests := []struct {
-		name  string
-		fault func(t *testing.T, srv *telegramtest.Server)
-		class string
-		taken int // messages Telegram holds afterwards
-	}{
-		{
-			name: "answer after the client's timeout",
-			fault: func(t *testing.T, srv *telegramtest.Server) {
-				release := make(chan struct{})
-				t.Cleanup(func() { close(release) })
-				srv.OnAccept("sendMessage", func(telegramtest.Call) { <-release })
-			},
-			class: "timeout", taken: 1,
-		},
-		{
-			name:  "connection reset after the request",
-			fault: func(_ *testing.T, srv *telegramtest.Server) { srv.HangUpNext("sendMessage", 1) },
-			class: "timeout", taken: 1,
-		},
-		{
-			name:  "connection refused",
-			fault: func(_ *testing.T, srv *telegramtest.Server) { srv.Close() },
-			class: "target_unavailable",
-		},
-		{
-			name:  "a complete 502",
-			fault: func(_ *testing.T, srv *telegramtest.Server) { srv.FailNext("sendMessage", 1, 502, "Bad Gateway", 0) },
-			class: "target_unavailable",
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			srv := telegramtest.NewServer(t)
-			s := newSenderTimeout(t, srv, srv.Token(), 300*time.Millisecond)
-			tt.fault(t, srv)
-			_, err := s.Deliver(t.Context(), deliver.Delivery{Message: "Dose taken"})
-			t.Log(err)
-			if got := envelope.ClassOf(err); got != tt.class {
-				t.Fatalf("deliver: %v (class %s), want %s", err, got, tt.class)
-			}
-			if n := len(srv.Messages(42)); n != tt.taken {
-				t.Errorf("Telegram holds %d messages, want %d", n, tt.taken)
-			}
-			_, secret, _ := strings.Cut(srv.Token(), ":")
-			if strings.Contains(err.Error(), secret) {
-				t.Errorf("error shows the token: %v", err)
-			}
+			delivertest.CheckError(t, err, tt.class, tt.text, token, secret)
 		})
 	}
 }
@@ -649,24 +569,5 @@ func TestBadActions(t *testing.T) {
 				t.Errorf("%d calls reached Telegram, want none", n)
 			}
 		})
-	}
-}
-
-// TestRedirectIsNotFollowed: an api_url answering 307 gets nothing re-sent
-// (the chat id and text would go wherever it points); the error says where
-// it pointed, without the token in its path.
-func TestRedirectIsNotFollowed(t *testing.T) {
-	moved := delivertest.NewMoved(t)
-	srv := telegramtest.NewServer(t)
-	s := newSender(t, srv, srv.Token(), func(in *config.Integration) { in.Settings.(*telegram.Config).APIURL = moved.URL })
-	_, err := s.Deliver(t.Context(), deliver.Delivery{Message: "secret plans", Recipient: "999999"})
-	if envelope.ClassOf(err) != "not_found" || !strings.Contains(err.Error(), "307") || !strings.Contains(err.Error(), moved.Target.URL) || !strings.Contains(err.Error(), "api_url") {
-		t.Fatalf("deliver: %v, want not_found naming the 307, where it pointed and api_url", err)
-	}
-	if strings.Contains(err.Error(), srv.Token()) {
-		t.Fatalf("error %q holds the bot token", err)
-	}
-	if n := moved.Followed(); n != 0 {
-		t.Fatalf("the redirect was followed %d times", n)
 	}
 }

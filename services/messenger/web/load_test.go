@@ -2,9 +2,6 @@ package web_test
 
 import (
 	"bufio"
-	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,7 +15,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/envelope"
@@ -42,12 +38,12 @@ func TestCookielessStreamsRefused(t *testing.T) {
 	base := strings.TrimSuffix(ch.URL(), "/")
 	alice := newVisitor(t, ch)
 	alice.events("") // the page follows its conversations now
-	if n := consumers(t, js); n != 1 {
+	if n := webtest.Consumers(t, js); n != 1 {
 		t.Fatalf("%d consumers on %s with one page open, want 1 (the page's own follower)", n, web.StreamName)
 	}
 
 	const attempts = 1000
-	client := clientFrom(t, "127.0.0.1")
+	client := webtest.ClientFrom(t, "127.0.0.1")
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	answers := map[string]int{}
@@ -75,7 +71,7 @@ func TestCookielessStreamsRefused(t *testing.T) {
 	if len(answers) != 1 || answers[want] != attempts {
 		t.Fatalf("answers to %d cookieless streams: %v; want all %q", attempts, answers, want)
 	}
-	if n := consumers(t, js); n != 1 {
+	if n := webtest.Consumers(t, js); n != 1 {
 		t.Fatalf("%d consumers on %s after the cookieless streams, want still 1", n, web.StreamName)
 	}
 
@@ -100,17 +96,17 @@ func TestFloodOfStreamsStillLetsAPersonChat(t *testing.T) {
 	console := watchConsole(ctx)
 
 	// One browser's cookie, 200 streams, from 127.0.0.2.
-	oneCookie := secret()
-	open, refused := flood(t, clientFrom(t, "127.0.0.2"), base, 200, func(int) string { return oneCookie })
+	oneCookie := webtest.NewCookie()
+	open, refused := flood(t, webtest.ClientFrom(t, "127.0.0.2"), base, 200, func(int) string { return oneCookie })
 	if open != streamsPerVisitor || refused != 200-streamsPerVisitor {
 		t.Fatalf("one visitor's 200 streams: %d open, %d refused; want %d open", open, refused, streamsPerVisitor)
 	}
 	// A new cookie for each of 200 streams, from 127.0.0.3.
-	open, refused = flood(t, clientFrom(t, "127.0.0.3"), base, 200, func(int) string { return secret() })
+	open, refused = flood(t, webtest.ClientFrom(t, "127.0.0.3"), base, 200, func(int) string { return webtest.NewCookie() })
 	if open != streamsPerAddress || refused != 200-streamsPerAddress {
 		t.Fatalf("one address's 200 streams: %d open, %d refused; want %d open", open, refused, streamsPerAddress)
 	}
-	if n := consumers(t, js); n != 1 {
+	if n := webtest.Consumers(t, js); n != 1 {
 		t.Fatalf("%d consumers on %s with %d streams open, want 1", n, web.StreamName, streamsPerVisitor+streamsPerAddress)
 	}
 
@@ -155,35 +151,35 @@ func TestClosedStreamsFreeTheirPlace(t *testing.T) {
 	_, js := bustest.RunServer(t).Connect()
 	ch, _ := serve(t, js, "home")
 	base := strings.TrimSuffix(ch.URL(), "/")
-	client := clientFrom(t, "127.0.0.4")
-	cookie := secret()
-	var tabs []*stream
+	client := webtest.ClientFrom(t, "127.0.0.4")
+	cookie := webtest.NewCookie()
+	var tabs []*webtest.Stream
 	for range streamsPerVisitor {
-		s := openStream(t, client, base, cookie)
-		if s.code != http.StatusOK {
-			t.Fatalf("stream %d: %d", len(tabs)+1, s.code)
+		s := webtest.OpenStream(t, client, base, cookie)
+		if s.Code != http.StatusOK {
+			t.Fatalf("stream %d: %d", len(tabs)+1, s.Code)
 		}
 		tabs = append(tabs, s)
 	}
-	s := openStream(t, client, base, cookie)
-	if s.code != http.StatusTooManyRequests {
-		t.Fatalf("a fifth tab: %d, want 429", s.code)
+	s := webtest.OpenStream(t, client, base, cookie)
+	if s.Code != http.StatusTooManyRequests {
+		t.Fatalf("a fifth tab: %d, want 429", s.Code)
 	}
-	if ra, err := strconv.Atoi(s.retryAfter); err != nil || ra <= 0 {
-		t.Fatalf("Retry-After %q, want seconds", s.retryAfter)
+	if ra, err := strconv.Atoi(s.RetryAfter); err != nil || ra <= 0 {
+		t.Fatalf("Retry-After %q, want seconds", s.RetryAfter)
 	}
-	if !strings.Contains(s.refusal, "tabs") {
-		t.Fatalf("the refusal says %q; want it to name the open tabs", s.refusal)
+	if !strings.Contains(s.Refusal, "tabs") {
+		t.Fatalf("the refusal says %q; want it to name the open tabs", s.Refusal)
 	}
-	tabs[0].close()
+	tabs[0].Close()
 	deadline := time.Now().Add(wait)
 	for {
-		s := openStream(t, client, base, cookie)
-		if s.code == http.StatusOK {
+		s := webtest.OpenStream(t, client, base, cookie)
+		if s.Code == http.StatusOK {
 			break
 		}
-		if s.code != http.StatusTooManyRequests || time.Now().After(deadline) {
-			t.Fatalf("after closing a tab a new one gets %d", s.code)
+		if s.Code != http.StatusTooManyRequests || time.Now().After(deadline) {
+			t.Fatalf("after closing a tab a new one gets %d", s.Code)
 		}
 		time.Sleep(20 * time.Millisecond) // the server notices the closed tab
 	}
@@ -211,7 +207,7 @@ func TestFanOutKeepsVisitorsApart(t *testing.T) {
 			}
 		}
 	}
-	if n := consumers(t, js); n != 1 {
+	if n := webtest.Consumers(t, js); n != 1 {
 		t.Fatalf("%d consumers with three tabs open, want 1", n)
 	}
 	send := func(recipient, text string) {
@@ -318,37 +314,6 @@ func TestStalledPageDoesNotHoldOthers(t *testing.T) {
 	}
 }
 
-// consumers is how many consumers the conversation stream has.
-func consumers(t *testing.T, js jetstream.JetStream) int {
-	t.Helper()
-	s, err := js.Stream(t.Context(), web.StreamName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := s.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.Consumers
-}
-
-// clientFrom is an HTTP client whose connections come from the loopback
-// address ip, so a test can stand for other machines.
-func clientFrom(t *testing.T, ip string) *http.Client {
-	t.Helper()
-	d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(ip)}}
-	tr := &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 64}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}
-}
-
-// secret is a made-up visitor cookie.
-func secret() string {
-	b := make([]byte, 32)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // get is one GET with the visitor cookie, if any.
 func get(t *testing.T, client *http.Client, url, cookie string) (int, http.Header, string) {
 	t.Helper()
@@ -366,50 +331,6 @@ func get(t *testing.T, client *http.Client, url, cookie string) (int, http.Heade
 	return resp.StatusCode, resp.Header, string(b)
 }
 
-// stream is an event stream request: open (its hello read) or refused.
-type stream struct {
-	code       int
-	retryAfter string
-	refusal    string
-	body       io.Closer
-	cancel     context.CancelFunc
-}
-
-func (s *stream) close() {
-	s.cancel()
-	if s.body != nil {
-		s.body.Close()
-	}
-}
-
-func openStream(t *testing.T, client *http.Client, base, cookie string) *stream {
-	t.Helper()
-	ctx, cancel := context.WithCancel(t.Context())
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, base+"/api/events", nil)
-	req.AddCookie(&http.Cookie{Name: "herald_web", Value: cookie})
-	resp, err := client.Do(req)
-	if err != nil {
-		cancel()
-		t.Error(err)
-		return &stream{cancel: func() {}}
-	}
-	s := &stream{code: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After"), cancel: cancel}
-	t.Cleanup(s.close)
-	if resp.StatusCode != http.StatusOK {
-		var refusal struct{ Error string }
-		_ = json.NewDecoder(resp.Body).Decode(&refusal)
-		s.refusal = refusal.Error
-		resp.Body.Close()
-		return s
-	}
-	s.body = resp.Body
-	line, err := bufio.NewReader(resp.Body).ReadString('\n')
-	if err != nil || line != "retry: 2000\n" {
-		t.Errorf("an open stream starts with %q (%v)", line, err)
-	}
-	return s
-}
-
 // flood opens n event streams at once, the cookie of the i-th from cookie,
 // and counts those open (left open until the test ends) and those refused
 // with 429 and a Retry-After.
@@ -419,16 +340,16 @@ func flood(t *testing.T, client *http.Client, base string, n int, cookie func(in
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			s := openStream(t, client, base, cookie(i))
+			s := webtest.OpenStream(t, client, base, cookie(i))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
-			case s.code == http.StatusOK:
+			case s.Code == http.StatusOK:
 				open++
-			case s.code == http.StatusTooManyRequests && s.retryAfter != "" && s.refusal != "":
+			case s.Code == http.StatusTooManyRequests && s.RetryAfter != "" && s.Refusal != "":
 				refused++
 			default:
-				t.Errorf("stream answered %d (Retry-After %q, %q)", s.code, s.retryAfter, s.refusal)
+				t.Errorf("stream answered %d (Retry-After %q, %q)", s.Code, s.RetryAfter, s.Refusal)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/messenger/deliver"
@@ -17,7 +18,10 @@ import (
 const thread = "pr-1234"
 
 func TestConformance(t *testing.T) {
-	var srv *webhooktest.Server
+	var (
+		srv    *webhooktest.Server
+		secret string
+	)
 	// accepted is every accepted webhook of intent react, or of any other.
 	accepted := func(react bool) []webhooktest.Request {
 		var out []webhooktest.Request
@@ -29,10 +33,10 @@ func TestConformance(t *testing.T) {
 		return out
 	}
 	delivertest.Run(t, delivertest.Harness{
-		New: func(t *testing.T) deliver.Sender {
-			secret := webhooktest.NewSecret()
+		NewTimeout: func(t *testing.T, timeout time.Duration) deliver.Sender {
+			secret = webhooktest.NewSecret()
 			srv = webhooktest.NewServer(t, secret)
-			return newSender(t, secret, map[string]string{"ops": srv.URL("/ops"), "pager": srv.URL("/pager")})
+			return newSenderTimeout(t, secret, map[string]string{"ops": srv.URL("/ops/s3cr3t-path-token"), "pager": srv.URL("/pager")}, timeout)
 		},
 		Delivered: func(t *testing.T) []string {
 			var out []string
@@ -46,7 +50,8 @@ func TestConformance(t *testing.T) {
 		// intent react.
 		Features: delivertest.Features{
 			Recipients: true, Threads: true, React: true,
-			Faults: []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
+			Faults:   []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
+			NoAnswer: true,
 		},
 		DefaultRecipient: "ops",
 		Recipient:        func(*testing.T) string { return "pager" },
@@ -79,6 +84,13 @@ func TestConformance(t *testing.T) {
 				srv.FailNext(429, delivertest.RetryAfter)
 			}
 		},
+		Stall: func(t *testing.T, release <-chan struct{}) {
+			srv.OnAccept(func(webhooktest.Request) { <-release })
+		},
+		HangUp: func(t *testing.T) { srv.HangUpNext(1) },
+		Down:   func(t *testing.T) { srv.Close() },
+		// The secret, and the token in the default recipient's path.
+		Secrets: func(t *testing.T) []string { return []string{secret, "s3cr3t-path-token"} },
 	})
 }
 

@@ -14,65 +14,43 @@ import (
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/schemas"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/webhook"
 )
 
 const secretEnv = "HERALD_TEST_WEBHOOK_SECRET"
 
 // env is a deliver.Env whose secret_env holds secret; its log lines go to
-// logs, if given, and the test's output.
-func env(t *testing.T, secret string, logs *syncBuffer) deliver.Env {
-	var out interface{ Write([]byte) (int, error) } = t.Output()
+// logs, if given, else to the test's output.
+func env(t *testing.T, secret string, logs *testkit.Buffer) deliver.Env {
+	e := delivertest.Env(t, map[string]string{secretEnv: secret})
 	if logs != nil {
-		out = logs
+		e.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	return deliver.Env{
-		Getenv: func(k string) string {
-			if k == secretEnv {
-				return secret
-			}
-			return ""
-		},
-		Logger: slog.New(slog.NewTextHandler(out, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	}
+	return e
 }
 
 // newSender builds the channel as a messenger would from herald.yaml:
-// recipients name → URL, the first name given is the default.
+// recipients name → URL, "ops" the default if given.
 func newSender(t *testing.T, secret string, recipients map[string]string, edit ...func(*config.Integration)) deliver.Sender {
+	t.Helper()
+	return newSenderTimeout(t, secret, recipients, 0, edit...)
+}
+
+// newSenderTimeout is newSender whose POSTs time out after timeout (0: the
+// channel's own limit).
+func newSenderTimeout(t *testing.T, secret string, recipients map[string]string, timeout time.Duration, edit ...func(*config.Integration)) deliver.Sender {
 	t.Helper()
 	in := config.Integration{ID: "ci", Type: "webhook", Settings: &webhook.Config{SecretEnv: secretEnv, Recipients: recipients}}
 	if _, ok := recipients["ops"]; ok {
 		in.Settings.(*webhook.Config).Default = "ops"
 	}
-	for _, e := range edit {
-		e(&in)
-	}
-	s, err := webhook.New(in, env(t, secret, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return s
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	e := env(t, secret, nil)
+	e.CallTimeout = timeout
+	return delivertest.NewSender(t, webhook.New, in, e, edit...)
 }
 
 // recorder is a deliver.Sink that keeps what it is given, checking every
@@ -90,10 +68,10 @@ type recorder struct {
 	// entered counts the calls that began.
 	hold    chan struct{}
 	entered int
-	changed chan struct{}
+	changed testkit.Signal
 }
 
-func newRecorder(t *testing.T) *recorder { return &recorder{t: t, changed: make(chan struct{})} }
+func newRecorder(t *testing.T) *recorder { return &recorder{t: t} }
 
 func (r *recorder) Ingress(ctx context.Context, in *envelope.Ingress) error {
 	if err := envelope.Check(schemas.Ingress, in); err != nil {
@@ -102,7 +80,7 @@ func (r *recorder) Ingress(ctx context.Context, in *envelope.Ingress) error {
 	r.mu.Lock()
 	r.entered++
 	hold := r.hold
-	r.notifyLocked()
+	r.changed.Notify()
 	r.mu.Unlock()
 	if hold != nil {
 		<-hold
@@ -114,7 +92,7 @@ func (r *recorder) Ingress(ctx context.Context, in *envelope.Ingress) error {
 		return r.failWith
 	}
 	r.ingress = append(r.ingress, in)
-	r.notifyLocked()
+	r.changed.Notify()
 	return nil
 }
 
@@ -122,19 +100,14 @@ func (r *recorder) Dropped(_ context.Context, _ *envelope.Ingress, reason string
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.dropped = append(r.dropped, reason)
-	r.notifyLocked()
+	r.changed.Notify()
 }
 
 func (r *recorder) Status(s deliver.Status) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.statuses = append(r.statuses, s)
-	r.notifyLocked()
-}
-
-func (r *recorder) notifyLocked() {
-	close(r.changed)
-	r.changed = make(chan struct{})
+	r.changed.Notify()
 }
 
 func (r *recorder) fail(n int, err error) {
@@ -152,24 +125,18 @@ func (r *recorder) got() (ingress []*envelope.Ingress, dropped []string) {
 // waitState waits until the receiver reports state.
 func (r *recorder) waitState(t *testing.T, state string) deliver.Status {
 	t.Helper()
-	deadline := time.After(10 * time.Second)
-	for {
+	var last deliver.Status
+	if !r.changed.Wait(10*time.Second, func() bool {
 		r.mu.Lock()
-		changed := r.changed
-		var last deliver.Status
+		defer r.mu.Unlock()
 		if n := len(r.statuses); n > 0 {
 			last = r.statuses[n-1]
 		}
-		r.mu.Unlock()
-		if last.State == state {
-			return last
-		}
-		select {
-		case <-changed:
-		case <-deadline:
-			t.Fatalf("receiver state %q after 10s, want %q", last.State, state)
-		}
+		return last.State == state
+	}) {
+		t.Fatalf("receiver state %q after 10s, want %q", last.State, state)
 	}
+	return last
 }
 
 // inbound is a webhook receiver served as the messenger serves it (behind
@@ -179,7 +146,7 @@ type inbound struct {
 	secret string
 	rec    *recorder
 	r      deliver.Receiver
-	logs   *syncBuffer
+	logs   *testkit.Buffer
 	stop   func() // stops Receive and waits for it
 }
 
@@ -191,7 +158,7 @@ func newInbound(t *testing.T, secret string, run bool, edit ...func(*config.Inte
 	for _, e := range edit {
 		e(&in)
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	e := env(t, secret, logs)
 	e.HTTP = deliver.NewHTTP()
 	r, err := webhook.NewReceiver(in, e)

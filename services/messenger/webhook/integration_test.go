@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/webhook"
@@ -30,7 +30,7 @@ func TestThroughTheMessenger(t *testing.T) {
 	nc, js := srv.Connect()
 	secret := webhooktest.NewSecret()
 	sink := webhooktest.NewServer(t, secret)
-	listen := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	listen := testkit.FreeAddr(t)
 	cfg, err := config.Parse(fmt.Appendf(nil, `
 http_listen: %s
 butlers: [{name: health, default_channel: "webhook:ci"}]
@@ -46,7 +46,7 @@ integrations:
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.Buffer{}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
 	go func() {
@@ -73,10 +73,10 @@ integrations:
 	url := "http://" + listen + webhook.Path("ci")
 	body := blob("text", "Build 812 failed", "sender", "github-actions")
 	var first *webhooktest.Response
-	waitFor(t, "the endpoint to take messages", func() bool {
+	testkit.Eventually(t, 20*time.Second, func() bool {
 		first, err = webhooktest.Post(url, secret, body, webhooktest.PostOptions{ID: "msg_812"})
 		return err == nil && first.Status == http.StatusOK
-	})
+	}, "the endpoint to take messages")
 	retry, err := webhooktest.Post(url, secret, body, webhooktest.PostOptions{ID: "msg_812"})
 	if err != nil || retry.Status != http.StatusOK {
 		t.Fatalf("retry: %v %+v", err, retry)
@@ -103,7 +103,7 @@ integrations:
 	if in.NativeID != "ci:msg_812" || in.Content.Text != "Build 812 failed" || in.RequestContext.SourceSenderIdentity != "github-actions" || m.Subject != bus.IngressSubject("webhook") {
 		t.Errorf("stored %s: %+v", m.Subject, in)
 	}
-	waitFor(t, "the refusal in the audit log", func() bool { return bustest.Dropped(t, js, "bad_signature") })
+	testkit.Eventually(t, 20*time.Second, func() bool { return bustest.Dropped(t, js, "bad_signature") }, "the refusal in the audit log")
 
 	// Outbound.
 	n := envelope.NewNotify("health", envelope.Delivery{Channel: "webhook:ci", Message: "Build 812 is fixed"}, nil)
@@ -116,31 +116,9 @@ integrations:
 	if _, err := bus.Publish(t.Context(), js, bus.DeliverSubject("messenger"), data, key, nil); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the webhook", func() bool { return len(sink.Accepted()) == 1 })
+	testkit.Eventually(t, 20*time.Second, func() bool { return len(sink.Accepted()) == 1 }, "the webhook")
 	got := sink.Accepted()[0]
 	if got.ID != envelope.DeliveryID(key) || got.Payload["message"] != "Build 812 is fixed" || got.Payload["butler"] != "health" || got.Path != "/ops" {
 		t.Errorf("webhook %s %s: %v", got.Path, got.ID, got.Payload)
 	}
-}
-
-// waitFor polls cond until it holds, for at most 20 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 20s for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }

@@ -219,14 +219,12 @@ func TestReceiveConcurrentCopies(t *testing.T) {
 	}
 	// Hold the first copy in the sink while the others arrive (the pause
 	// only gives a wrong receiver the chance to show itself).
-	for {
+	if !ib.rec.changed.Wait(20*time.Second, func() bool {
 		ib.rec.mu.Lock()
-		n, changed := ib.rec.entered, ib.rec.changed
-		ib.rec.mu.Unlock()
-		if n > 0 {
-			break
-		}
-		<-changed
+		defer ib.rec.mu.Unlock()
+		return ib.rec.entered > 0
+	}) {
+		t.Fatal("no copy reached the sink within 20s")
 	}
 	time.Sleep(200 * time.Millisecond)
 	close(hold)

@@ -9,6 +9,8 @@ package delivertest
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -36,6 +38,21 @@ type Features struct {
 	React bool
 	// Faults are the provider failures Harness.Fail can inject.
 	Faults []Fault
+	// NoAnswer: the fake can take a message and then hold its answer
+	// (Harness.Stall) or reset the connection instead (Harness.HangUp),
+	// and can be down (Harness.Down); the sender's calls can time out
+	// (Harness.NewTimeout). A message taken without the sender hearing so
+	// must be a timeout, the class the messenger treats as uncertain; one
+	// that never reached the provider, or that it refused, is
+	// target_unavailable and is simply retried. Needs FaultUnavailable.
+	NoAnswer bool
+	// APIURL: the sender talks to the provider at an api_url
+	// (Harness.NewAt). A redirect from it is not followed, and an api_url
+	// that is not the provider's is said to be wrong.
+	APIURL bool
+	// RefusesEmpty: a message with nothing to show (blank, an empty code
+	// block) is refused as a validation error, and no call is made.
+	RefusesEmpty bool
 }
 
 // Fault is a provider failure a harness injects into its fake.
@@ -86,7 +103,8 @@ var classes = map[Fault][]string{
 // Harness adapts one channel's sender to the suite.
 type Harness struct {
 	// New returns a sender whose default recipient is set, talking to a
-	// fresh fake provider.
+	// fresh fake provider; if nil, NewTimeout with no timeout (0, the
+	// channel's own).
 	New func(t *testing.T) deliver.Sender
 	// Delivered returns the text of every message the provider accepted, in
 	// order (the rendered text as the provider saw it); reactions are not
@@ -116,10 +134,42 @@ type Harness struct {
 	Reactions func(t *testing.T) int
 	// Fail makes the fake's next provider call fail with f (Faults).
 	Fail func(t *testing.T, f Fault)
+
+	// NewTimeout is New with the sender's calls to the provider timing out
+	// after timeout (NoAnswer).
+	NewTimeout func(t *testing.T, timeout time.Duration) deliver.Sender
+	// Stall makes the fake take the next message and hold its answer until
+	// release is closed (NoAnswer).
+	Stall func(t *testing.T, release <-chan struct{})
+	// HangUp makes the fake take the next message and then reset the
+	// connection instead of answering (NoAnswer).
+	HangUp func(t *testing.T)
+	// Down makes the fake unreachable (NoAnswer).
+	Down func(t *testing.T)
+
+	// NewAt is New with the sender's api_url set to url, a provider
+	// elsewhere (APIURL).
+	NewAt func(t *testing.T, url string) deliver.Sender
+	// NotJSON, if set, is what the sender's error says of an answer that is
+	// not the provider's JSON, such as a login page; the suite then checks
+	// that an api_url answering 404 is not_found naming api_url, and one
+	// answering a page is target_unavailable saying NotJSON (APIURL).
+	NotJSON string
+
+	// Calls, if set, returns how many calls the provider received,
+	// accepted or not (RefusesEmpty; else Delivered counts).
+	Calls func(t *testing.T) int
+
+	// Secrets, if set, returns what no error of the sender may show: a
+	// token, a password, the secret part of a URL.
+	Secrets func(t *testing.T) []string
 }
 
 // Run runs the sender suite.
 func Run(t *testing.T, h Harness) {
+	if h.New == nil {
+		h.New = func(t *testing.T) deliver.Sender { return h.NewTimeout(t, 0) }
+	}
 	t.Run("send reaches the provider and every chunk is reported", func(t *testing.T) {
 		s := h.New(t)
 		var sent []string
@@ -322,7 +372,108 @@ func Run(t *testing.T, h Harness) {
 			if got := h.Delivered(t); len(got) != 0 {
 				t.Fatalf("provider accepted %q despite the fault", got)
 			}
+			checkSecrets(t, h, err)
 		})
+	}
+
+	if h.Features.NoAnswer {
+		for _, tt := range []struct {
+			name  string
+			fault func(t *testing.T)
+			class string
+			taken int // messages the provider holds afterwards
+		}{
+			{"a message taken, answered after the sender's timeout, is a timeout", func(t *testing.T) {
+				release := make(chan struct{})
+				t.Cleanup(func() { close(release) })
+				h.Stall(t, release)
+			}, "timeout", 1},
+			{"a message taken, the connection reset before the answer, is a timeout", h.HangUp, "timeout", 1},
+			{"a provider down is target_unavailable", h.Down, "target_unavailable", 0},
+			{"a provider failing is target_unavailable", func(t *testing.T) { h.Fail(t, FaultUnavailable) }, "target_unavailable", 0},
+		} {
+			t.Run(tt.name, func(t *testing.T) {
+				s := h.NewTimeout(t, 300*time.Millisecond)
+				tt.fault(t)
+				_, err := s.Deliver(t.Context(), send(14, "Dose taken", nil))
+				t.Log(err)
+				if got := envelope.ClassOf(err); got != tt.class {
+					t.Fatalf("deliver: %v (class %s), want %s", err, got, tt.class)
+				}
+				if n := len(h.Delivered(t)); n != tt.taken {
+					t.Errorf("the provider holds %d messages, want %d", n, tt.taken)
+				}
+				checkSecrets(t, h, err)
+			})
+		}
+		t.Run("a delivery whose context ends while the provider holds its answer is a timeout", func(t *testing.T) {
+			s := h.NewTimeout(t, 0)
+			release := make(chan struct{})
+			t.Cleanup(func() { close(release) })
+			h.Stall(t, release)
+			ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+			defer cancel()
+			_, err := s.Deliver(ctx, send(15, "x", nil))
+			if envelope.ClassOf(err) != "timeout" {
+				t.Errorf("deliver: %v, want timeout (the provider may have the message)", err)
+			}
+		})
+	} else {
+		t.Run("NoAnswer", func(t *testing.T) { t.Skip("the fake cannot take a message without answering") })
+	}
+
+	if h.Features.APIURL {
+		t.Run("a redirect from the api_url is not followed", func(t *testing.T) {
+			moved := NewMoved(t)
+			_, err := h.NewAt(t, moved.URL).Deliver(t.Context(), send(16, "secret plans", nil))
+			if envelope.ClassOf(err) != "not_found" || !strings.Contains(err.Error(), "307") || !strings.Contains(err.Error(), moved.Target.URL) || !strings.Contains(err.Error(), "api_url") {
+				t.Fatalf("deliver: %v, want not_found naming the 307, where it pointed and api_url", err)
+			}
+			if n := moved.Followed(); n != 0 {
+				t.Fatalf("the redirect was followed %d times", n)
+			}
+			checkSecrets(t, h, err)
+		})
+		t.Run("an api_url that is not the provider's is named", func(t *testing.T) {
+			if h.NotJSON == "" {
+				t.Skip("the harness does not say how the sender names an answer not the provider's")
+			}
+			other := httptest.NewServer(http.NotFoundHandler())
+			t.Cleanup(other.Close)
+			_, err := h.NewAt(t, other.URL+"/nothing").Deliver(t.Context(), send(17, "x", nil))
+			if envelope.ClassOf(err) != "not_found" || !strings.Contains(err.Error(), "api_url") {
+				t.Errorf("deliver: %v, want not_found naming api_url", err)
+			}
+			page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("<html>login</html>")) }))
+			t.Cleanup(page.Close)
+			_, err = h.NewAt(t, page.URL).Deliver(t.Context(), send(18, "x", nil))
+			if envelope.ClassOf(err) != "target_unavailable" || !strings.Contains(err.Error(), h.NotJSON) {
+				t.Errorf("deliver: %v, want target_unavailable saying %q", err, h.NotJSON)
+			}
+		})
+	} else {
+		t.Run("APIURL", func(t *testing.T) { t.Skip("the sender has no api_url") })
+	}
+
+	if h.Features.RefusesEmpty {
+		t.Run("an empty message is refused, nothing sent", func(t *testing.T) {
+			s := h.New(t)
+			for i, md := range []string{"", "  \n ", "```\n```"} {
+				_, err := s.Deliver(t.Context(), send(19+i, md, nil))
+				if envelope.ClassOf(err) != "validation_error" {
+					t.Errorf("deliver %q: %v, want validation_error", md, err)
+				}
+			}
+			calls := len(h.Delivered(t))
+			if h.Calls != nil {
+				calls = h.Calls(t)
+			}
+			if calls != 0 {
+				t.Errorf("%d calls for empty messages", calls)
+			}
+		})
+	} else {
+		t.Run("RefusesEmpty", func(t *testing.T) { t.Skip("the channel sends a message as it is") })
 	}
 
 	t.Run("a cancelled context does not report success", func(t *testing.T) {
@@ -333,6 +484,19 @@ func Run(t *testing.T, h Harness) {
 			t.Fatal("delivered on a cancelled context")
 		}
 	})
+}
+
+// checkSecrets fails t if err shows one of h's secrets.
+func checkSecrets(t *testing.T, h Harness, err error) {
+	t.Helper()
+	if h.Secrets == nil || err == nil {
+		return
+	}
+	for _, secret := range h.Secrets(t) {
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("error %q shows a secret", err)
+		}
+	}
 }
 
 // send is a send of md with idempotency key i.

@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/schemas"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -244,8 +246,13 @@ type Drop struct {
 // Sink is a deliver.Sink that records what a receiver hands it and can be
 // told to fail.
 type Sink struct {
+	// Before, if set, runs first on every Ingress, with the sink locked;
+	// its error refuses the ingress (an attempt, not stored). Set it before
+	// the sink is used.
+	Before func(in *envelope.Ingress) error
+
+	changed  testkit.Signal
 	mu       sync.Mutex
-	changed  chan struct{}
 	attempts []*envelope.Ingress
 	stored   []*envelope.Ingress
 	drops    []Drop
@@ -254,7 +261,7 @@ type Sink struct {
 }
 
 // NewSink returns an empty Sink.
-func NewSink() *Sink { return &Sink{changed: make(chan struct{})} }
+func NewSink() *Sink { return &Sink{} }
 
 // FailNext makes the next n calls of Ingress return err.
 func (s *Sink) FailNext(n int, err error) {
@@ -269,8 +276,13 @@ func (s *Sink) FailNext(n int, err error) {
 func (s *Sink) Ingress(_ context.Context, in *envelope.Ingress) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	defer s.notifyLocked()
+	defer s.changed.Notify()
 	s.attempts = append(s.attempts, in)
+	if s.Before != nil {
+		if err := s.Before(in); err != nil {
+			return err
+		}
+	}
 	if len(s.fails) > 0 {
 		err := s.fails[0]
 		s.fails = s.fails[1:]
@@ -284,7 +296,7 @@ func (s *Sink) Ingress(_ context.Context, in *envelope.Ingress) error {
 func (s *Sink) Dropped(_ context.Context, in *envelope.Ingress, reason string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	defer s.notifyLocked()
+	defer s.changed.Notify()
 	s.drops = append(s.drops, Drop{Ingress: in, Reason: reason})
 }
 
@@ -292,13 +304,8 @@ func (s *Sink) Dropped(_ context.Context, in *envelope.Ingress, reason string) {
 func (s *Sink) Status(st deliver.Status) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	defer s.notifyLocked()
+	defer s.changed.Notify()
 	s.statuses = append(s.statuses, st)
-}
-
-func (s *Sink) notifyLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
 }
 
 // Attempts is every ingress offered, stored or not.
@@ -322,6 +329,25 @@ func (s *Sink) Drops() []Drop {
 	return append([]Drop(nil), s.drops...)
 }
 
+// Reasons is the reason of every drop.
+func (s *Sink) Reasons() []string {
+	var out []string
+	for _, d := range s.Drops() {
+		out = append(out, d.Reason)
+	}
+	return out
+}
+
+// StateAfter reports whether a status with state (and detail, unless "")
+// was reported after the first one with state after.
+func (s *Sink) StateAfter(after, state, detail string) bool {
+	st := s.Statuses()
+	i := slices.IndexFunc(st, func(s deliver.Status) bool { return s.State == after })
+	return i >= 0 && slices.ContainsFunc(st[i+1:], func(s deliver.Status) bool {
+		return s.State == state && (detail == "" || s.Detail == detail)
+	})
+}
+
 // Statuses is every status reported.
 func (s *Sink) Statuses() []deliver.Status {
 	s.mu.Lock()
@@ -332,20 +358,8 @@ func (s *Sink) Statuses() []deliver.Status {
 // Wait waits until cond holds, failing the test after a while.
 func (s *Sink) Wait(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(waitFor)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		changed := s.changed
-		s.mu.Unlock()
-		if cond() {
-			return
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("no %s after %s: %d offered, %d stored, drops %v", what, waitFor, len(s.Attempts()), len(s.Stored()), s.Drops())
-		}
+	if !s.changed.Wait(waitFor, cond) {
+		t.Fatalf("no %s after %s: %d offered, %d stored, drops %v", what, waitFor, len(s.Attempts()), len(s.Stored()), s.Drops())
 	}
 }
 

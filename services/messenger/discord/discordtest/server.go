@@ -306,13 +306,12 @@ type Server struct {
 	token string
 
 	calls   testkit.Recorder[Call]
-	changed testkit.Signal // notified whenever the gateway's state changes
+	hooks   testkit.Hooks[Call] // by route
+	changed testkit.Signal      // notified whenever the gateway's state changes
 
 	mu           sync.Mutex
 	faults       map[string][]*apiError
 	chanFaults   map[string]*apiError
-	onAccept     map[string]func(Call)
-	hangUps      map[string]int
 	channels     map[string]*Channel
 	users        map[string]*User
 	dms          map[string]string // user id -> DM channel id
@@ -342,8 +341,6 @@ func NewServer(t testing.TB) *Server {
 		token:        base64.RawStdEncoding.EncodeToString([]byte(BotID)) + ".GhK3pA." + randomSecret(38),
 		faults:       map[string][]*apiError{},
 		chanFaults:   map[string]*apiError{},
-		onAccept:     map[string]func(Call){},
-		hangUps:      map[string]int{},
 		channels:     map[string]*Channel{},
 		users:        map[string]*User{},
 		dms:          map[string]string{},
@@ -463,29 +460,23 @@ func (s *Server) FailChannel(channel string, status, code int, message string) {
 // OnAccept makes fn run each time the server accepted a call of route,
 // after recording it and before writing the answer: the client waits until
 // fn returns. fn runs without the server's lock. A nil fn removes the hook.
-func (s *Server) OnAccept(route string, fn func(Call)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if fn == nil {
-		delete(s.onAccept, route)
-		return
-	}
-	s.onAccept[route] = fn
-}
+func (s *Server) OnAccept(route string, fn func(Call)) { s.hooks.OnAccept(route, fn) }
 
 // HangUpNext makes the server carry out the next n calls of route it
 // accepts (a message is kept, a reaction added) and then reset the
 // connection instead of answering, after any OnAccept hook: Discord took
 // the call and the answer was lost on the way.
-func (s *Server) HangUpNext(route string, n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hangUps[route] += n
-}
+func (s *Server) HangUpNext(route string, n int) { s.hooks.HangUpNext(route, n) }
 
 // Calls returns the recorded calls of route, or of every route if route is
 // "", in the order they arrived.
 func (s *Server) Calls(route string) []Call { return s.calls.Select(ofRoute(route)) }
+
+// Accepted returns the recorded calls of route (or of every route, for "")
+// that the server carried out (Call.OK), in the order they arrived.
+func (s *Server) Accepted(route string) []Call {
+	return s.calls.Select(func(c Call) bool { return ofRoute(route)(c) && c.OK() })
+}
 
 // WaitCalls waits until at least n calls of route have arrived and returns
 // them all; it fails the test if they do not arrive within timeout.
@@ -684,7 +675,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		req := &request{r: r, params: params, body: body, call: &call}
 		status, result, err = rt.serve(s, req)
 	}
-	hangUp := false
+	var (
+		hook   func(Call)
+		hangUp bool
+	)
 	if e, isAPI := err.(*apiError); err != nil {
 		if !isAPI {
 			e = refuse(http.StatusInternalServerError, 0, "500: Internal Server Error")
@@ -693,16 +687,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		err = e
 	} else {
 		call.Status = status
-		if s.hangUps[rt.tmpl] > 0 {
-			s.hangUps[rt.tmpl]--
-			call.HungUp, hangUp = true, true
-		}
+		hook, hangUp = s.hooks.Accepted(rt.tmpl)
+		call.HungUp = hangUp
 	}
 	i := s.calls.Add(call)
-	var hook func(Call)
-	if err == nil {
-		hook = s.onAccept[rt.tmpl]
-	}
 	headers := s.headersLocked(bucketKey, err)
 	s.mu.Unlock()
 	if hook != nil {

@@ -44,6 +44,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 )
 
@@ -153,22 +154,21 @@ type Server struct {
 	ln      net.Listener
 	certPEM []byte
 
+	messages testkit.Recorder[Message]
+	hooks    testkit.Hooks[Message] // of key ""
+
 	mu       sync.Mutex
 	closed   bool
-	messages []Message
 	auths    []Auth
 	failData failure
 	failRcpt failure
-	onAccept func(Message)
-	hangUps  int           // accepted mails left to hang up on
-	changed  chan struct{} // closed and replaced whenever messages grows
 }
 
 // NewServer starts a sink on 127.0.0.1 on a free port and closes it when the
 // test ends.
 func NewServer(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	s := &Server{changed: make(chan struct{})}
+	s := &Server{}
 	for _, o := range opts {
 		o(&s.opts)
 	}
@@ -271,32 +271,13 @@ func (s *Server) ClientTLSConfig() *tls.Config {
 }
 
 // Messages returns the messages accepted so far, oldest first.
-func (s *Server) Messages() []Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]Message(nil), s.messages...)
-}
+func (s *Server) Messages() []Message { return s.messages.Select(nil) }
 
 // WaitMessages waits until at least n messages have been accepted and returns
 // them all; it fails the test if that takes longer than timeout.
 func (s *Server) WaitMessages(t testing.TB, n int, timeout time.Duration) []Message {
 	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		got, changed := len(s.messages), s.changed
-		s.mu.Unlock()
-		if got >= n {
-			return s.Messages()
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("smtptest: waited %s for %d messages, got %d", timeout, n, got)
-			return nil
-		}
-	}
+	return s.messages.Wait(t, timeout, n, nil, "smtptest: messages")
 }
 
 // Auths returns every AUTH attempt so far, oldest first.
@@ -327,35 +308,19 @@ func (s *Server) FailNextRcpt(n, code int, msg string) {
 // it and before its reply to the end of the mail (250): the client waits
 // until fn returns (a server slow to answer, one that never does). fn runs
 // without the server's lock. A nil fn removes the hook.
-func (s *Server) OnAccept(fn func(Message)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.onAccept = fn
-}
+func (s *Server) OnAccept(fn func(Message)) { s.hooks.OnAccept("", fn) }
 
 // HangUpNext makes the server take the next n mails (they are recorded) and
 // then reset the connection instead of replying to the end of the mail,
 // after any OnAccept hook: the mail is delivered, and the client cannot
 // know.
-func (s *Server) HangUpNext(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hangUps += n
-}
+func (s *Server) HangUpNext(n int) { s.hooks.HangUpNext("", n) }
 
 // accepted records m and says what follows: the hook to run, and whether to
 // hang up instead of replying.
 func (s *Server) accepted(m Message) (hook func(Message), hangUp bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.messages = append(s.messages, m)
-	close(s.changed)
-	s.changed = make(chan struct{})
-	if s.hangUps > 0 {
-		s.hangUps--
-		hangUp = true
-	}
-	return s.onAccept, hangUp
+	s.messages.Add(m)
+	return s.hooks.Accepted("")
 }
 
 // take consumes one injected failure, returning nil if none is pending.

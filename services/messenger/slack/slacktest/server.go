@@ -56,6 +56,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 )
 
@@ -153,13 +154,12 @@ type Server struct {
 
 	token, team, appID, botID, botUser string
 
+	calls testkit.Recorder[Call]
+	hooks testkit.Hooks[Call] // by method
+
 	mu       sync.Mutex
-	calls    []Call
-	changed  chan struct{} // closed and replaced whenever a call is recorded
 	faults   map[string][]fault
 	chanErrs map[string]string
-	onAccept map[string]func(Call)
-	hangUps  map[string]int // by method: calls left to hang up on
 	channels map[string]*channel
 	names    map[string]string // channel name -> id
 	users    map[string]string // user id -> name, for clicks
@@ -189,11 +189,9 @@ func NewServer(t testing.TB) *Server {
 		appID:    "A0HERALD1",
 		botID:    "B0HERALD1",
 		botUser:  "U0HERALDBOT",
-		changed:  make(chan struct{}),
+		calls:    testkit.Recorder[Call]{Clone: cloneCall},
 		faults:   map[string][]fault{},
 		chanErrs: map[string]string{},
-		onAccept: map[string]func(Call){},
-		hangUps:  map[string]int{},
 		channels: map[string]*channel{},
 		names:    map[string]string{},
 		emoji:    map[string]bool{},
@@ -296,66 +294,41 @@ func (s *Server) FailChannel(channel, code string) {
 // after recording it and before writing the answer: the client waits until
 // fn returns. fn runs without the server's lock, so it may call the server.
 // A nil fn removes the hook.
-func (s *Server) OnAccept(method string, fn func(Call)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if fn == nil {
-		delete(s.onAccept, method)
-		return
-	}
-	s.onAccept[method] = fn
-}
+func (s *Server) OnAccept(method string, fn func(Call)) { s.hooks.OnAccept(method, fn) }
 
 // HangUpNext makes the server carry out the next n calls of method it
 // accepts (a message is kept, a reaction added) and then reset the
 // connection instead of answering, after any OnAccept hook: Slack took the
 // call and the answer was lost on the way, so the client cannot know.
-func (s *Server) HangUpNext(method string, n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hangUps[method] += n
-}
+func (s *Server) HangUpNext(method string, n int) { s.hooks.HangUpNext(method, n) }
 
 // Calls returns the recorded calls of method, or of every method if method
 // is "", in the order they arrived.
-func (s *Server) Calls(method string) []Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.callsLocked(method)
-}
+func (s *Server) Calls(method string) []Call { return s.calls.Select(ofMethod(method)) }
 
-func (s *Server) callsLocked(method string) []Call {
-	var out []Call
-	for _, c := range s.calls {
-		if method == "" || c.Method == method {
-			c.Params = maps.Clone(c.Params)
-			c.Attachments = append([]Attachment(nil), c.Attachments...)
-			out = append(out, c)
-		}
-	}
-	return out
+// Accepted returns the recorded calls of method (or of every method, for
+// "") that the server carried out (Call.OK), in the order they arrived.
+func (s *Server) Accepted(method string) []Call {
+	return s.calls.Select(func(c Call) bool { return ofMethod(method)(c) && c.OK() })
 }
 
 // WaitCalls waits until at least n calls of method have arrived and returns
 // them all; it fails the test if they do not arrive within timeout.
 func (s *Server) WaitCalls(t testing.TB, method string, n int, timeout time.Duration) []Call {
 	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		calls, changed := s.callsLocked(method), s.changed
-		s.mu.Unlock()
-		if len(calls) >= n {
-			return calls
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("slacktest: got %d %s calls within %s, want %d", len(calls), method, timeout, n)
-			return nil
-		}
-	}
+	return s.calls.Wait(t, timeout, n, ofMethod(method), "slacktest: "+method+" calls")
+}
+
+// ofMethod keeps the calls of method, or every call if method is "".
+func ofMethod(method string) func(Call) bool {
+	return func(c Call) bool { return method == "" || c.Method == method }
+}
+
+// cloneCall is c with its own Params and Attachments, for a reader.
+func cloneCall(c Call) Call {
+	c.Params = maps.Clone(c.Params)
+	c.Attachments = append([]Attachment(nil), c.Attachments...)
+	return c
 }
 
 // Messages returns the messages the fake holds in channel, oldest first.
@@ -515,22 +488,22 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		call.Status = http.StatusOK
 	}
-	hangUp := err == nil && s.hangUps[name] > 0
-	if hangUp {
-		s.hangUps[name]--
-		call.HungUp = true
+	var (
+		hook   func(Call)
+		hangUp bool
+	)
+	if err == nil {
+		hook, hangUp = s.hooks.Accepted(name)
+		call.HungUp = hangUp
 	}
-	i := s.recordLocked(call)
-	hook := s.onAccept[name]
-	if err == nil && hook != nil {
-		accepted := s.calls[i]
-		accepted.Params = maps.Clone(accepted.Params)
-		accepted.Attachments = append([]Attachment(nil), accepted.Attachments...)
+	i := s.calls.Add(call)
+	if hook != nil {
+		accepted := s.calls.At(i)
 		s.mu.Unlock()
 		hook(accepted)
 		s.mu.Lock()
 	}
-	s.calls[i].Answered = time.Now()
+	s.calls.Update(i, func(c *Call) { c.Answered = time.Now() })
 	s.mu.Unlock()
 
 	if hangUp {
@@ -559,14 +532,6 @@ func (s *Server) injectedLocked(method string, params map[string]string) error {
 		return refuse(code)
 	}
 	return nil
-}
-
-// recordLocked appends a call and returns its index.
-func (s *Server) recordLocked(c Call) int {
-	s.calls = append(s.calls, c)
-	close(s.changed)
-	s.changed = make(chan struct{})
-	return len(s.calls) - 1
 }
 
 func writeError(w http.ResponseWriter, e *apiError, warnings []string) {

@@ -42,6 +42,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 )
 
@@ -192,14 +193,13 @@ type Server struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 
+	calls testkit.Recorder[Call]
+	hooks testkit.Hooks[Call] // by lower-case method
+
 	mu       sync.Mutex
 	bots     map[string]*botState // by token
-	calls    []Call
-	changed  chan struct{} // closed and replaced whenever a call is recorded
 	failures map[string][]failure
 	outages  map[string]outage // by lower-case method
-	onAccept map[string]func(Call)
-	hangUps  map[string]int // by lower-case method: calls left to hang up on
 	chatErrs map[int64]failure
 	chats    map[int64]*chatState
 	names    map[string]int64 // @username -> chat id
@@ -268,11 +268,9 @@ func NewServer(t testing.TB) *Server {
 		t:        t,
 		closed:   make(chan struct{}),
 		bots:     map[string]*botState{},
-		changed:  make(chan struct{}),
+		calls:    testkit.Recorder[Call]{Clone: cloneCall},
 		failures: map[string][]failure{},
 		outages:  map[string]outage{},
-		onAccept: map[string]func(Call){},
-		hangUps:  map[string]int{},
 		chatErrs: map[int64]failure{},
 		chats:    map[int64]*chatState{},
 		names:    map[string]int64{},
@@ -372,14 +370,7 @@ func (s *Server) FailUntil(method string, until time.Time, code int, description
 // without the server's lock, so it may call the server; calls run it
 // concurrently. A nil fn removes the hook.
 func (s *Server) OnAccept(method string, fn func(Call)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	key := strings.ToLower(method)
-	if fn == nil {
-		delete(s.onAccept, key)
-		return
-	}
-	s.onAccept[key] = fn
+	s.hooks.OnAccept(strings.ToLower(method), fn)
 }
 
 // HangUpNext makes the server carry out the next n calls of method it
@@ -387,9 +378,7 @@ func (s *Server) OnAccept(method string, fn func(Call)) {
 // instead of answering, after any OnAccept hook: Telegram took the call and
 // the answer was lost on the way, so the client cannot know it was taken.
 func (s *Server) HangUpNext(method string, n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hangUps[strings.ToLower(method)] += n
+	s.hooks.HangUpNext(strings.ToLower(method), n)
 }
 
 // FailChat makes every call addressed to chatID fail with code and
@@ -421,43 +410,32 @@ func (s *Server) MigrateChat(from, to int64) {
 
 // Calls returns the recorded calls of method (case-insensitive), or of every
 // method if method is "", in the order they arrived.
-func (s *Server) Calls(method string) []Call {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.callsLocked(method)
-}
+func (s *Server) Calls(method string) []Call { return s.calls.Select(ofMethod(method)) }
 
-func (s *Server) callsLocked(method string) []Call {
-	var out []Call
-	for _, c := range s.calls {
-		if method == "" || strings.EqualFold(c.Method, method) {
-			c.Params = maps.Clone(c.Params)
-			out = append(out, c)
-		}
-	}
-	return out
+// Accepted returns the recorded calls of method (case-insensitive, or of
+// every method for "") that the server carried out (Call.OK), in the order
+// they arrived.
+func (s *Server) Accepted(method string) []Call {
+	return s.calls.Select(func(c Call) bool { return ofMethod(method)(c) && c.OK() })
 }
 
 // WaitCalls waits until at least n calls of method have arrived and returns
 // them all; it fails the test if they do not arrive within timeout.
 func (s *Server) WaitCalls(t testing.TB, method string, n int, timeout time.Duration) []Call {
 	t.Helper()
-	deadline := time.NewTimer(timeout)
-	defer deadline.Stop()
-	for {
-		s.mu.Lock()
-		calls, changed := s.callsLocked(method), s.changed
-		s.mu.Unlock()
-		if len(calls) >= n {
-			return calls
-		}
-		select {
-		case <-changed:
-		case <-deadline.C:
-			t.Fatalf("telegramtest: got %d %s calls within %s, want %d", len(calls), method, timeout, n)
-			return nil
-		}
-	}
+	return s.calls.Wait(t, timeout, n, ofMethod(method), "telegramtest: "+method+" calls")
+}
+
+// ofMethod keeps the calls of method (case-insensitive), or every call if
+// method is "".
+func ofMethod(method string) func(Call) bool {
+	return func(c Call) bool { return method == "" || strings.EqualFold(c.Method, method) }
+}
+
+// cloneCall is c with its own Params, for a reader.
+func cloneCall(c Call) Call {
+	c.Params = maps.Clone(c.Params)
+	return c
 }
 
 // Messages returns the messages the fake holds in chatID, oldest first.
@@ -727,21 +705,21 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		result, err = m.handle(s, req)
 		i = s.recordLocked(call, err)
 	}
-	key := strings.ToLower(call.Method)
-	hangUp := err == nil && s.hangUps[key] > 0
-	if hangUp {
-		s.hangUps[key]--
-		s.calls[i].HungUp = true
+	var (
+		hook   func(Call)
+		hangUp bool
+	)
+	if err == nil {
+		hook, hangUp = s.hooks.Accepted(strings.ToLower(call.Method))
+		s.calls.Update(i, func(c *Call) { c.HungUp = hangUp })
 	}
-	hook := s.onAccept[key]
-	if err == nil && hook != nil {
-		accepted := s.calls[i]
-		accepted.Params = maps.Clone(accepted.Params)
+	if hook != nil {
+		accepted := s.calls.At(i)
 		s.mu.Unlock()
 		hook(accepted)
 		s.mu.Lock()
 	}
-	s.calls[i].Answered = time.Now()
+	s.calls.Update(i, func(c *Call) { c.Answered = time.Now() })
 	s.mu.Unlock()
 	if hangUp {
 		delivertest.HangUp(w)
@@ -797,22 +775,25 @@ func (s *Server) injectedLocked(method string, params map[string]string) error {
 	return nil
 }
 
-// recordLocked appends a call and returns its index.
+// recordLocked appends a call, failed with err if err is not nil, and
+// returns its index.
 func (s *Server) recordLocked(c Call, err error) int {
-	s.calls = append(s.calls, Call{})
-	i := len(s.calls) - 1
-	s.updateLocked(i, c, err)
-	return i
+	return s.calls.Add(failed(c, err))
 }
 
+// updateLocked replaces call i with c, failed with err if err is not nil.
 func (s *Server) updateLocked(i int, c Call, err error) {
+	s.calls.Update(i, func(old *Call) { *old = failed(c, err) })
+}
+
+// failed is c with err's code, description and retry_after, if err is not
+// nil.
+func failed(c Call, err error) Call {
 	if err != nil {
 		ae := asAPIError(err)
 		c.ErrorCode, c.Description, c.RetryAfter = ae.code, ae.description, ae.retryAfter
 	}
-	s.calls[i] = c
-	close(s.changed)
-	s.changed = make(chan struct{})
+	return c
 }
 
 func asAPIError(err error) *apiError {

@@ -14,6 +14,7 @@ import (
 	"github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
 
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
@@ -509,14 +510,9 @@ func TestConcurrentPollsConflict(t *testing.T) {
 	srv.QueueUpdate(srv.Token(), map[string]any{"message": map[string]any{"message_id": 1, "date": 1, "chat": map[string]any{"id": 42, "type": "private"}, "text": "x"}})
 	// The second poll, alone now, gets it.
 	srv.WaitCalls(t, "getUpdates", 2, 5*time.Second)
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		second := srv.Calls("getUpdates")[1]
-		if second.OK() {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the second poll did not end with the update: %+v", second)
-		}
+	var second telegramtest.Call
+	if !testkit.Poll(5*time.Second, 10*time.Millisecond, func() bool { second = srv.Calls("getUpdates")[1]; return second.OK() }) {
+		t.Fatalf("the second poll did not end with the update: %+v", second)
 	}
 }
 

@@ -31,6 +31,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 )
 
@@ -74,13 +75,13 @@ type Server struct {
 	secret string
 	http   *httptest.Server
 
-	mu       sync.Mutex
-	reqs     []Request
-	fails    []fault
-	seen     map[string][32]byte // accepted ids → body hash
-	now      func() time.Time
-	onAccept func(Request)
-	hangUps  int // accepted webhooks left to hang up on
+	hooks testkit.Hooks[Request] // of key ""
+
+	mu    sync.Mutex
+	reqs  []Request
+	fails []fault
+	seen  map[string][32]byte // accepted ids → body hash
+	now   func() time.Time
 }
 
 type fault struct {
@@ -137,21 +138,13 @@ func (s *Server) FailNextWith(code int, retryAfter string) {
 // recording it and before writing the answer: the sender waits until fn
 // returns (a slow receiver). fn runs without the server's lock, so it may
 // call the server; requests run it concurrently. A nil fn removes the hook.
-func (s *Server) OnAccept(fn func(Request)) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.onAccept = fn
-}
+func (s *Server) OnAccept(fn func(Request)) { s.hooks.OnAccept("", fn) }
 
 // HangUpNext makes the server take the next n new webhooks it accepts (a
 // retry with the same webhook-id is then a duplicate) and reset the
 // connection instead of answering, after any OnAccept hook: the receiver
 // has the webhook, and the sender cannot know.
-func (s *Server) HangUpNext(n int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.hangUps += n
-}
+func (s *Server) HangUpNext(n int) { s.hooks.HangUpNext("", n) }
 
 // Requests returns every request received, in order.
 func (s *Server) Requests() []Request {
@@ -189,15 +182,13 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 	s.mu.Lock()
 	code, problem, injected := s.judgeLocked(&rec, req, body, payload)
 	rec.Status, rec.Problem = code, problem
-	accepted := rec.Accepted()
-	if accepted && s.hangUps > 0 {
-		s.hangUps--
-		rec.HungUp = true
+	var hook func(Request)
+	if rec.Accepted() {
+		hook, rec.HungUp = s.hooks.Accepted("")
 	}
 	s.reqs = append(s.reqs, rec)
-	hook := s.onAccept
 	s.mu.Unlock()
-	if accepted && hook != nil {
+	if hook != nil {
 		hook(rec)
 	}
 	switch {

@@ -1,4 +1,4 @@
-package herald
+package process
 
 import (
 	"context"
@@ -12,43 +12,43 @@ import (
 	"github.com/heraldhq/herald/pkg/obs"
 )
 
-// process is what one Herald process shows an operator (design §9): its
+// Process is what one Herald process shows an operator (design §9): its
 // metrics, its readiness, and the HTTP listener serving them at /healthz,
 // /readyz and /metrics, shared by every service the process runs.
-type process struct {
+type Process struct {
 	Metrics *obs.Metrics
 	Health  *obs.Health
 	Server  *obs.Server
-	// Store probes whether NATS can store; runProbes runs it.
+	// Store probes whether NATS can store; RunProbes runs it.
 	Store *obs.StoreWatch
 }
 
-// newProcess is a process listening on listen, ready while nc is connected,
+// New is a Process listening on listen, ready while nc is connected,
 // JetStream answers and stores its probe record (key in herald_probe), and
 // while each service's own checks pass.
-func newProcess(nc *nats.Conn, listen, probe string, log *slog.Logger) *process {
+func New(nc *nats.Conn, listen, probe string, log *slog.Logger) *Process {
 	m, h := obs.NewMetrics(), obs.NewHealth()
 	h.Add("nats", obs.NATSCheck(nc))
-	return &process{Metrics: m, Health: h, Server: obs.NewServer(listen, h, m, log), Store: obs.NewStoreWatch(nc, probe, m, h)}
+	return &Process{Metrics: m, Health: h, Server: obs.NewServer(listen, h, m, log), Store: obs.NewStoreWatch(nc, probe, m, h)}
 }
 
-// runProbes runs the store's probes until ctx ends.
-func (p *process) runProbes(ctx context.Context) { go p.Store.Run(ctx) }
+// RunProbes runs the store's probes until ctx ends.
+func (p *Process) RunProbes(ctx context.Context) { go p.Store.Run(ctx) }
 
-// listen opens the listener; a taken address fails at start, saying how to
+// Listen opens the listener; a taken address fails at start, saying how to
 // give each process its own.
-func (p *process) listen() error {
+func (p *Process) Listen() error {
 	if err := p.Server.Listen(); err != nil {
 		return fmt.Errorf("%w (each process needs its own: --http-listen or HERALD_HTTP_LISTEN)", err)
 	}
 	return nil
 }
 
-// run runs service with the listener beside it. The listener opens first
+// Run runs service with the listener beside it. The listener opens first
 // and closes only once service has returned, so /readyz answers (503) while
 // the service drains at stop; if serving fails, service is stopped.
-func (p *process) run(ctx context.Context, service func(context.Context) error) error {
-	if err := p.listen(); err != nil {
+func (p *Process) Run(ctx context.Context, service func(context.Context) error) error {
+	if err := p.Listen(); err != nil {
 		return err
 	}
 	ctx, stopService := context.WithCancelCause(ctx)
@@ -70,10 +70,10 @@ func (p *process) run(ctx context.Context, service func(context.Context) error) 
 	return err
 }
 
-// knownOf is what cfg names of the labels of the metrics that process
+// KnownOf is what cfg names of the labels of the metrics that process
 // counts (obs.Known): "switchboard", "messenger", "butler" (butler name's
 // own), or "dev" (all of them, one process).
-func knownOf(cfg *config.Config, process, name string) obs.Known {
+func KnownOf(cfg *config.Config, process, name string) obs.Known {
 	routes := map[string][]string{}
 	var butlers, receiving []string
 	for _, b := range cfg.Butlers {

@@ -1,0 +1,43 @@
+package cmd_test
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestEachBinaryLinksItsOwnService: each service's binary links its own
+// service and what that needs, never another service's package; only
+// herald (whose dev runs the whole fleet in one process) links them all. As
+// go list -deps says, so a new import that drags a service into another's
+// binary fails here. The channel packages under services/messenger/ are
+// not the messenger service: every binary links them, for the channel
+// types the configuration names (docs/decisions.md).
+func TestEachBinaryLinksItsOwnService(t *testing.T) {
+	const services = "github.com/heraldhq/herald/services/"
+	all := []string{"switchboard", "messenger", "butler", "herald"}
+	for _, bin := range all {
+		t.Run(bin, func(t *testing.T) {
+			out, err := exec.Command("go", "list", "-deps", "./"+bin).Output()
+			if err != nil {
+				t.Fatalf("go list -deps ./%s: %v", bin, err)
+			}
+			linked := map[string]bool{}
+			for _, pkg := range strings.Fields(string(out)) {
+				if rest, ok := strings.CutPrefix(pkg, services); ok {
+					linked[rest] = true
+				}
+			}
+			for _, other := range all {
+				switch {
+				case bin == "herald" && !linked[other]:
+					t.Errorf("herald does not link %s; herald dev runs every service", other)
+				case bin != "herald" && other != bin && linked[other]:
+					t.Errorf("the %s binary links %s code; a binary carries only its own service", bin, other)
+				case bin != "herald" && !linked[bin]:
+					t.Errorf("the %s binary does not link its own service", bin)
+				}
+			}
+		})
+	}
+}
