@@ -17,7 +17,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,6 +24,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 // TestReadme runs what README.md tells a newcomer to run, as written there,
@@ -356,13 +356,13 @@ func runShell(t *testing.T, dir string, env []string, line string, code int) str
 // Ctrl-C reaches all of it (make and what it started).
 type shellProcess struct {
 	cmd            *exec.Cmd
-	stdout, stderr *lockedOutput
+	stdout, stderr *testkit.Buffer
 	done           chan struct{}
 }
 
 func startShell(t *testing.T, dir string, env []string, line string) *shellProcess {
 	t.Helper()
-	p := &shellProcess{cmd: exec.Command("sh", "-c", line), stdout: &lockedOutput{}, stderr: &lockedOutput{}, done: make(chan struct{})}
+	p := &shellProcess{cmd: exec.Command("sh", "-c", line), stdout: &testkit.Buffer{}, stderr: &testkit.Buffer{}, done: make(chan struct{})}
 	p.cmd.Dir, p.cmd.Env, p.cmd.WaitDelay = dir, env, 10*time.Second
 	p.cmd.Stdout, p.cmd.Stderr = p.stdout, p.stderr
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -411,24 +411,6 @@ func (p *shellProcess) stop(t *testing.T) {
 	}
 }
 
-// lockedOutput is what a process writes, read while it runs.
-type lockedOutput struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (o *lockedOutput) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.Write(p)
-}
-
-func (o *lockedOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.b.String()
-}
-
 // notifyOverStdio starts command as an MCP client does for a stdio server
 // of .mcp.json (in dir, with env), initializes, calls notify, and returns
 // the tool's text.
@@ -436,7 +418,7 @@ func notifyOverStdio(t *testing.T, dir string, env []string, command string, arg
 	t.Helper()
 	cmd := exec.Command(command, args...)
 	cmd.Dir, cmd.Env, cmd.WaitDelay = dir, env, 5*time.Second
-	var stderr lockedOutput
+	var stderr testkit.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {

@@ -7,31 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/herald"
 )
-
-// syncBuffer is a bytes.Buffer that herald dev's goroutines and the test
-// may share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestNotifyFindsRunningDev is `make run CONFIG=herald.yaml` and then, in
 // another terminal of the same directory, the banner's "Try it" line with no
@@ -48,7 +29,7 @@ butlers:
 	noEnv := func(string) string { return "" }
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	var banner, logs syncBuffer
+	var banner, logs testkit.Buffer
 	exited := make(chan int, 1)
 	go func() {
 		exited <- herald.Main(ctx, []string{"dev", "--config", "herald.yaml"}, herald.IO{Getenv: noEnv, Stdout: &banner, Stderr: &logs})

@@ -1,11 +1,11 @@
 package herald_test
 
 import (
-	"bytes"
 	"log/slog"
 	"os"
-	"sync"
 	"testing"
+
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 func writeFile(t *testing.T, path, content string) {
@@ -15,23 +15,5 @@ func writeFile(t *testing.T, path, content string) {
 	}
 }
 
-// syncWriter keeps what a running process writes, for a test to read.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-
-func (w *syncWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.String()
-}
-
 // testLogger logs text records to w.
-func testLogger(w *syncWriter) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }
+func testLogger(w *testkit.Buffer) *slog.Logger { return slog.New(slog.NewTextHandler(w, nil)) }

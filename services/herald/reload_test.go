@@ -14,6 +14,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/herald"
 )
 
@@ -42,7 +43,7 @@ func TestDevWatchesItsFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, logs := &syncWriter{}, &syncWriter{}
+	out, logs := &testkit.Buffer{}, &testkit.Buffer{}
 	ready := make(chan herald.Endpoints, 1)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)

@@ -1,47 +1,19 @@
 package herald_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/herald"
 )
-
-// lockedBuffer is a log sink safe to read while a service writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
-}
 
 // TestServicesWaitForNATS: a service started before NATS says where it waits,
 // and comes up once NATS and JetStream answer, instead of quitting.
@@ -52,7 +24,7 @@ func TestServicesWaitForNATS(t *testing.T) {
 	writeFile(t, path, "nats: { url: "+url+", wait: 1m }\n")
 	for _, service := range []string{"switchboard", "messenger"} {
 		t.Run(service, func(t *testing.T) {
-			var logs lockedBuffer
+			var logs testkit.Buffer
 			ctx, cancel := context.WithCancel(t.Context())
 			exit := make(chan int, 1)
 			go func() {
@@ -81,20 +53,23 @@ func TestServicesGiveUpNamingTheURL(t *testing.T) {
 	url := fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
 	path := filepath.Join(t.TempDir(), "herald.yaml")
 	writeFile(t, path, "nats: { url: "+url+", wait: 1s }\n")
-	var logs lockedBuffer
+	var logs testkit.Buffer
 	code := herald.RunService(t.Context(), "switchboard", []string{"--config", path, "--http-listen", "127.0.0.1:0"}, herald.IO{Getenv: func(string) string { return "" }, Stdout: &logs, Stderr: &logs})
 	if code != 1 || !strings.Contains(logs.String(), "NATS at "+url+" did not answer") {
 		t.Fatalf("exit %d:\n%s", code, logs.String())
 	}
 }
 
-func waitLog(t *testing.T, logs *lockedBuffer, want string) {
+func waitLog(t *testing.T, logs *testkit.Buffer, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(logs.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q in the log:\n%s", want, logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !testkit.Poll(30*time.Second, testkit.Interval, func() bool { return strings.Contains(logs.String(), want) }) {
+		t.Fatalf("no %q in the log:\n%s", want, logs.String())
 	}
+}
+
+// freePort is a port nothing listens on.
+func freePort(t *testing.T) int {
+	_, port, _ := net.SplitHostPort(testkit.FreeAddr(t))
+	n, _ := strconv.Atoi(port)
+	return n
 }
