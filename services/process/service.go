@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/nats-io/nats.go"
 
@@ -145,4 +148,13 @@ func run(ctx context.Context, spec Spec, args []string, o IO) error {
 	return spec.Serve(ctx, &Running{Config: cfg, NC: nc, Log: log, Process: p, IO: o, Listen: listen,
 		ListenGiven: *httpListen != "" || o.Getenv("HERALD_HTTP_LISTEN") != "",
 		Reloads:     ReloadOptions{NC: nc, Process: spec.Name, Path: *path, Current: cfg, Getenv: o.Getenv, Log: log, Audit: true, Prepare: prepare}})
+}
+
+// Exec is a service binary's main: it runs spec with the program's
+// arguments until SIGINT or SIGTERM, and exits with Main's code.
+func Exec(spec Spec) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := Main(ctx, spec, os.Args[1:], IO{Getenv: os.Getenv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+	stop()
+	os.Exit(code)
 }

@@ -2,11 +2,6 @@
 package main
 
 import (
-	"context"
-	"os"
-	"os/signal"
-	"syscall"
-
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/process"
 
@@ -15,9 +10,4 @@ import (
 	_ "github.com/heraldhq/herald/services/messenger/channels"
 )
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	code := process.Main(ctx, butler.Command(), os.Args[1:], process.IO{Getenv: os.Getenv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
-	stop()
-	os.Exit(code)
-}
+func main() { process.Exec(butler.Command()) }
