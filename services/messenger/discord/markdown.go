@@ -40,7 +40,7 @@ func chunks(md string, limit int, decorate func(text string, i, n int) string) [
 	for cut := limit; ; cut = cut * 3 / 4 {
 		var parts []string
 		for _, h := range markdown.TelegramChunks(md, cut) {
-			if text := render(parseHTML(h)); strings.TrimSpace(text) != "" {
+			if text := render(markdown.ParseHTML(h)); strings.TrimSpace(text) != "" {
 				parts = append(parts, text)
 			}
 		}
@@ -64,67 +64,7 @@ func chunks(md string, limit int, decorate func(text string, i, n int) string) [
 // is escaped with a backslash, so no text can format, mask a link, mention
 // someone or name a channel. Bare URLs are left as written, so they stay
 // links.
-func Markdown(md string) string { return render(parseHTML(markdown.TelegramHTML(md))) }
-
-// node is an element or a text of the HTML pkg/markdown writes.
-type node struct {
-	tag  string // "" for text
-	text string // a text as written, entities and all
-	attr string // an <a>'s href or a <code>'s language, escapes undone
-	kids []*node
-}
-
-// parseHTML reads the HTML of markdown.TelegramHTML: every "<" starts a tag
-// that its first ">" ends, text is escaped, tags are balanced. Anything else
-// is read as text, and a stray closing tag is skipped.
-func parseHTML(h string) []*node {
-	root := &node{tag: "root"}
-	stack := []*node{root}
-	top := func() *node { return stack[len(stack)-1] }
-	for len(h) > 0 {
-		i := strings.IndexByte(h, '<')
-		if i != 0 {
-			if i < 0 {
-				i = len(h)
-			}
-			top().kids = append(top().kids, &node{text: h[:i]})
-			h = h[i:]
-			continue
-		}
-		j := strings.IndexByte(h, '>')
-		if j < 0 {
-			top().kids = append(top().kids, &node{text: strings.ReplaceAll(h, "<", "&lt;")})
-			break
-		}
-		tag := h[1:j]
-		h = h[j+1:]
-		if name, ok := strings.CutPrefix(tag, "/"); ok {
-			if len(stack) > 1 && top().tag == name {
-				stack = stack[:len(stack)-1]
-			}
-			continue
-		}
-		name, attrs, _ := strings.Cut(tag, " ")
-		n := &node{tag: name}
-		switch {
-		case name == "a":
-			if v, ok := strings.CutPrefix(attrs, `href="`); ok {
-				n.attr = unescapeHTML(strings.TrimSuffix(v, `"`))
-			}
-		case name == "code":
-			if v, ok := strings.CutPrefix(attrs, `class="language-`); ok {
-				n.attr = unescapeHTML(strings.TrimSuffix(v, `"`))
-			}
-		}
-		top().kids = append(top().kids, n)
-		stack = append(stack, n)
-	}
-	return root.kids
-}
-
-var htmlEscapes = strings.NewReplacer("&quot;", `"`, "&lt;", "<", "&gt;", ">", "&amp;", "&")
-
-func unescapeHTML(s string) string { return htmlEscapes.Replace(s) }
+func Markdown(md string) string { return render(markdown.ParseHTML(markdown.TelegramHTML(md))) }
 
 // writer writes Discord markdown, knowing whether it stands at the start of
 // a line (where # and -# open a heading or a subtext).
@@ -135,22 +75,22 @@ func (w *writer) lineStart() bool {
 	return s == "" || strings.HasSuffix(s, "\n")
 }
 
-func render(nodes []*node) string {
+func render(nodes []*markdown.Node) string {
 	var w writer
 	w.nodes(nodes)
 	return w.b.String()
 }
 
-func (w *writer) nodes(nodes []*node) {
+func (w *writer) nodes(nodes []*markdown.Node) {
 	for _, n := range nodes {
 		w.node(n)
 	}
 }
 
-func (w *writer) node(n *node) {
-	switch n.tag {
+func (w *writer) node(n *markdown.Node) {
+	switch n.Tag {
 	case "":
-		w.text(unescapeHTML(n.text))
+		w.text(markdown.UnescapeHTML(n.Text))
 	case "b", "strong":
 		w.b.WriteString(wrapLines(renderKids(n), "**"))
 	case "i", "em":
@@ -160,7 +100,7 @@ func (w *writer) node(n *node) {
 	case "u":
 		w.b.WriteString(wrapLines(renderKids(n), "__"))
 	case "code":
-		w.b.WriteString(codeSpan(unescapeHTML(plain(n.kids))))
+		w.b.WriteString(codeSpan(markdown.UnescapeHTML(plain(n.Kids))))
 	case "pre":
 		w.b.WriteString(fence(n))
 	case "a":
@@ -168,11 +108,11 @@ func (w *writer) node(n *node) {
 	case "blockquote":
 		w.b.WriteString(quote(renderKids(n)))
 	default:
-		w.nodes(n.kids)
+		w.nodes(n.Kids)
 	}
 }
 
-func renderKids(n *node) string { return render(n.kids) }
+func renderKids(n *markdown.Node) string { return render(n.Kids) }
 
 // bareURL is a link written as its address: Discord makes it a link by
 // itself, and escapes inside it would change it.
@@ -253,18 +193,18 @@ func codeSpan(s string) string {
 
 // fence is a code block with its language. Three backticks inside would end
 // it, so runs of backticks are broken up.
-func fence(n *node) string {
+func fence(n *markdown.Node) string {
 	lang := ""
 	text := ""
-	for _, k := range n.kids {
-		if k.tag == "code" {
-			lang = k.attr
-			text += plain(k.kids)
+	for _, k := range n.Kids {
+		if k.Tag == "code" {
+			lang = k.Attr
+			text += plain(k.Kids)
 		} else {
-			text += plain([]*node{k})
+			text += plain([]*markdown.Node{k})
 		}
 	}
-	text = strings.TrimRight(breakRuns(unescapeHTML(text)), "\n")
+	text = strings.TrimRight(breakRuns(markdown.UnescapeHTML(text)), "\n")
 	if strings.TrimSpace(text) == "" {
 		return ""
 	}
@@ -286,15 +226,15 @@ func breakRuns(s string) string {
 // link is [text](url), or the bare url when the text is the address. The
 // text is plain: a masked link shows no formatting. An address with a
 // space or parenthesis is percent-encoded there, so it cannot end early.
-func link(n *node) string {
-	label := strings.ReplaceAll(unescapeHTML(plain(n.kids)), "\n", " ")
-	if n.attr == "" {
+func link(n *markdown.Node) string {
+	label := strings.ReplaceAll(markdown.UnescapeHTML(plain(n.Kids)), "\n", " ")
+	if n.Attr == "" {
 		var w writer
 		w.text(label)
 		return w.b.String()
 	}
-	url := linkEscapes.Replace(n.attr)
-	if strings.TrimSpace(label) == "" || label == n.attr {
+	url := linkEscapes.Replace(n.Attr)
+	if strings.TrimSpace(label) == "" || label == n.Attr {
 		return url
 	}
 	var w writer
@@ -324,14 +264,14 @@ func quote(s string) string {
 }
 
 // plain writes nodes as their text without tags, entities kept.
-func plain(nodes []*node) string {
+func plain(nodes []*markdown.Node) string {
 	var b strings.Builder
 	for _, n := range nodes {
-		if n.tag == "" {
-			b.WriteString(n.text)
+		if n.Tag == "" {
+			b.WriteString(n.Text)
 			continue
 		}
-		b.WriteString(plain(n.kids))
+		b.WriteString(plain(n.Kids))
 	}
 	return b.String()
 }

@@ -40,7 +40,7 @@ func chunks(md string) []chunk {
 		var out []chunk
 		fits := true
 		for _, h := range markdown.TelegramChunks(md, limit) {
-			nodes := parseHTML(h)
+			nodes := markdown.ParseHTML(h)
 			c := chunk{text: mrkdwn(nodes), fallback: plain(nodes)}
 			if strings.TrimSpace(c.text) == "" {
 				continue
@@ -68,69 +68,14 @@ func chunks(md string) []chunk {
 // that no text opens a code block), and Slack formats only at word
 // boundaries, so emphasis inside a word (foo**bar**baz) shows its markers.
 func Mrkdwn(md string) string {
-	return mrkdwn(parseHTML(markdown.TelegramHTML(md)))
+	return mrkdwn(markdown.ParseHTML(markdown.TelegramHTML(md)))
 }
-
-// node is an element or a text of the HTML pkg/markdown writes.
-type node struct {
-	tag  string // "" for text
-	text string // a text as written, entities and all
-	href string // an <a>'s destination, attribute escapes undone
-	kids []*node
-}
-
-// parseHTML reads the HTML of markdown.TelegramHTML: every "<" starts a tag
-// that its first ">" ends, text is escaped, tags are balanced. Anything else
-// is read as text, and a stray closing tag is skipped.
-func parseHTML(h string) []*node {
-	root := &node{tag: "root"}
-	stack := []*node{root}
-	top := func() *node { return stack[len(stack)-1] }
-	for len(h) > 0 {
-		i := strings.IndexByte(h, '<')
-		if i != 0 {
-			if i < 0 {
-				i = len(h)
-			}
-			top().kids = append(top().kids, &node{text: h[:i]})
-			h = h[i:]
-			continue
-		}
-		j := strings.IndexByte(h, '>')
-		if j < 0 {
-			top().kids = append(top().kids, &node{text: strings.ReplaceAll(h, "<", "&lt;")})
-			break
-		}
-		tag := h[1:j]
-		h = h[j+1:]
-		if name, ok := strings.CutPrefix(tag, "/"); ok {
-			if len(stack) > 1 && top().tag == name {
-				stack = stack[:len(stack)-1]
-			}
-			continue
-		}
-		name, attrs, _ := strings.Cut(tag, " ")
-		n := &node{tag: name}
-		if name == "a" {
-			if v, ok := strings.CutPrefix(attrs, `href="`); ok {
-				n.href = unescapeAttr(strings.TrimSuffix(v, `"`))
-			}
-		}
-		top().kids = append(top().kids, n)
-		stack = append(stack, n)
-	}
-	return root.kids
-}
-
-var attrEscapes = strings.NewReplacer("&quot;", `"`, "&lt;", "<", "&gt;", ">", "&amp;", "&")
-
-func unescapeAttr(s string) string { return attrEscapes.Replace(s) }
 
 // markers are the mrkdwn of the inline tags.
 var markers = map[string]string{"b": "*", "i": "_", "s": "~"}
 
 // mrkdwn writes nodes as Slack mrkdwn.
-func mrkdwn(nodes []*node) string {
+func mrkdwn(nodes []*markdown.Node) string {
 	var b strings.Builder
 	for _, n := range nodes {
 		b.WriteString(mrkdwnNode(n))
@@ -138,13 +83,13 @@ func mrkdwn(nodes []*node) string {
 	return b.String()
 }
 
-func mrkdwnNode(n *node) string {
-	switch n.tag {
+func mrkdwnNode(n *markdown.Node) string {
+	switch n.Tag {
 	case "":
 		// No text may open a code block.
-		return breakRuns(n.text)
+		return breakRuns(n.Text)
 	case "b", "i", "s":
-		return wrapLines(mrkdwn(n.kids), markers[n.tag])
+		return wrapLines(mrkdwn(n.Kids), markers[n.Tag])
 	case "code":
 		return code(textOf(n))
 	case "pre":
@@ -152,9 +97,9 @@ func mrkdwnNode(n *node) string {
 	case "a":
 		return link(n)
 	case "blockquote":
-		return quote(mrkdwn(n.kids))
+		return quote(mrkdwn(n.Kids))
 	}
-	return mrkdwn(n.kids)
+	return mrkdwn(n.Kids)
 }
 
 // wrapLines puts marker around the text of each line of s: Slack's
@@ -205,13 +150,13 @@ func breakRuns(s string) string {
 
 // link is <url|text>, or <url> when the text is the address. The text is
 // plain: Slack shows no formatting inside a link's label.
-func link(n *node) string {
-	text := strings.ReplaceAll(plain(n.kids), "\n", " ")
-	if n.href == "" {
+func link(n *markdown.Node) string {
+	text := strings.ReplaceAll(plain(n.Kids), "\n", " ")
+	if n.Attr == "" {
 		return text
 	}
-	url := linkEscapes.Replace(n.href)
-	if label := unescapeAttr(text); strings.TrimSpace(label) == "" || label == n.href {
+	url := linkEscapes.Replace(n.Attr)
+	if label := markdown.UnescapeHTML(text); strings.TrimSpace(label) == "" || label == n.Attr {
 		return "<" + url + ">"
 	}
 	return "<" + url + "|" + text + ">"
@@ -241,20 +186,20 @@ func quote(s string) string {
 
 // plain writes nodes as text without formatting, for notifications; it
 // keeps Slack's escapes, which Slack undoes when it shows the text.
-func plain(nodes []*node) string {
+func plain(nodes []*markdown.Node) string {
 	var b strings.Builder
 	for _, n := range nodes {
-		if n.tag == "" {
-			b.WriteString(n.text)
+		if n.Tag == "" {
+			b.WriteString(n.Text)
 			continue
 		}
-		b.WriteString(plain(n.kids))
+		b.WriteString(plain(n.Kids))
 	}
 	return b.String()
 }
 
 // textOf is the text inside n, without tags.
-func textOf(n *node) string { return plain(n.kids) }
+func textOf(n *markdown.Node) string { return plain(n.Kids) }
 
 func utf16Len(s string) int {
 	n := 0
