@@ -138,7 +138,7 @@ func (r *receiver) leaseKey() string {
 // Receive keeps the gateway session while this replica holds the bot's
 // lease and stands by while another does, until ctx is done.
 func (r *receiver) Receive(ctx context.Context, sink deliver.Sink) error {
-	st := &status{sink: sink, log: r.log, cur: deliver.Status{Integration: r.id, Channel: "discord", Instance: r.instance}}
+	st := deliver.NewReporter(sink, r.log, "discord receiving", deliver.Status{Integration: r.id, Channel: "discord", Instance: r.instance})
 	if r.js == nil {
 		r.run(ctx, sink, st, nil)
 		return nil
@@ -162,7 +162,7 @@ func (r *receiver) Receive(ctx context.Context, sink deliver.Sink) error {
 			if holder == r.instance {
 				detail = "this messenger lost its gateway lease; it takes the lease again once the lease expires"
 			}
-			st.set(deliver.StateStandby, detail)
+			st.Set(deliver.StateStandby, detail)
 		},
 	}
 	return l.Run(ctx, func(ctx context.Context) error {
@@ -172,7 +172,7 @@ func (r *receiver) Receive(ctx context.Context, sink deliver.Sink) error {
 }
 
 // bucket opens a KV bucket, retrying until it can or ctx is done.
-func (r *receiver) bucket(ctx context.Context, st *status, name string) (jetstream.KeyValue, bool) {
+func (r *receiver) bucket(ctx context.Context, st *deliver.Reporter, name string) (jetstream.KeyValue, bool) {
 	b := backoff{min: r.timing.retryMin, max: r.timing.retryMax}
 	for {
 		kv, err := r.js.KeyValue(ctx, name)
@@ -182,7 +182,7 @@ func (r *receiver) bucket(ctx context.Context, st *status, name string) (jetstre
 		if ctx.Err() != nil {
 			return nil, false
 		}
-		st.problem(deliver.StateError, fmt.Sprintf("cannot open the NATS bucket %s (%v); retrying", name, err))
+		st.Problem(deliver.StateError, fmt.Sprintf("cannot open the NATS bucket %s (%v); retrying", name, err))
 		if ratelimit.Sleep(ctx, b.next()) != nil {
 			return nil, false
 		}
@@ -199,7 +199,7 @@ type session struct {
 
 // run keeps connecting until ctx is done, or until Discord says that
 // reconnecting cannot help.
-func (r *receiver) run(ctx context.Context, sink deliver.Sink, st *status, store *sessionStore) {
+func (r *receiver) run(ctx context.Context, sink deliver.Sink, st *deliver.Reporter, store *sessionStore) {
 	g := &gatewayState{store: store}
 	if s, ok := store.load(ctx); ok {
 		g.sess = s
@@ -214,7 +214,7 @@ func (r *receiver) run(ctx context.Context, sink deliver.Sink, st *status, store
 		}
 		if out.kind == closeFatal {
 			r.log.Error("discord receiving stopped: reconnecting cannot help", "detail", out.why)
-			st.set(deliver.StateError, out.why)
+			st.Set(deliver.StateError, out.why)
 			<-ctx.Done()
 			return
 		}
@@ -241,7 +241,7 @@ func (r *receiver) run(ctx context.Context, sink deliver.Sink, st *status, store
 			r.log.Info("discord gateway asked to reconnect; resuming", "reason", out.why)
 		default:
 			if out.failed {
-				st.problem(deliver.StateError, out.why+"; reconnecting")
+				st.Problem(deliver.StateError, out.why+"; reconnecting")
 			} else {
 				r.log.Info("discord gateway connection ended; resuming", "reason", out.why)
 			}
@@ -299,7 +299,7 @@ type outcome struct {
 
 // connect runs one gateway connection: it identifies or resumes, then
 // handles what the gateway sends until the connection ends.
-func (r *receiver) connect(ctx context.Context, g *gatewayState, sink deliver.Sink, st *status) outcome {
+func (r *receiver) connect(ctx context.Context, g *gatewayState, sink deliver.Sink, st *deliver.Reporter) outcome {
 	resuming := g.sess.ID != ""
 	u := g.sess.ResumeURL
 	if !resuming || u == "" {
@@ -354,7 +354,7 @@ func (r *receiver) connect(ctx context.Context, g *gatewayState, sink deliver.Si
 // serve handles what the gateway sends on c until the connection ends:
 // dispatches (each handled before its sequence number counts), heartbeat
 // requests and ACKs, Reconnect and Invalid Session.
-func (r *receiver) serve(ctx, cctx context.Context, c *conn, g *gatewayState, sink deliver.Sink, st *status, resuming bool) outcome {
+func (r *receiver) serve(ctx, cctx context.Context, c *conn, g *gatewayState, sink deliver.Sink, st *deliver.Reporter, resuming bool) outcome {
 	established := false
 	for {
 		p, err := c.read()
@@ -455,7 +455,7 @@ type gatewayBot struct {
 // says how many sessions Discord still allows today; it waits when none
 // are left, and keeps identifies 5 seconds apart. A non-nil outcome ends
 // the attempt.
-func (r *receiver) identifyURL(ctx context.Context, g *gatewayState, st *status, resuming bool) (string, *outcome) {
+func (r *receiver) identifyURL(ctx context.Context, g *gatewayState, st *deliver.Reporter, resuming bool) (string, *outcome) {
 	if !resuming {
 		if wait := r.timing.identifyGap - time.Since(g.lastIdentify); wait > 0 {
 			if ratelimit.Sleep(ctx, wait) != nil {
@@ -492,7 +492,7 @@ func (r *receiver) identifyURL(ctx context.Context, g *gatewayState, st *status,
 	}
 	if l := gb.SessionStartLimit; !resuming && l.Total > 0 && l.Remaining <= 0 {
 		wait := time.Duration(max(l.ResetAfter, 100)) * time.Millisecond
-		st.problem(deliver.StateError, fmt.Sprintf("Discord allows no more new gateway sessions for this bot today (session_start_limit: 0 of %d left); waiting %s until it resets", l.Total, wait.Round(time.Second)))
+		st.Problem(deliver.StateError, fmt.Sprintf("Discord allows no more new gateway sessions for this bot today (session_start_limit: 0 of %d left); waiting %s until it resets", l.Total, wait.Round(time.Second)))
 		if ratelimit.Sleep(ctx, wait) != nil {
 			return "", &outcome{stopped: true}
 		}
@@ -502,7 +502,7 @@ func (r *receiver) identifyURL(ctx context.Context, g *gatewayState, st *status,
 
 // dispatch handles one event; false means ctx ended before it was handled
 // (a message not stored).
-func (r *receiver) dispatch(ctx context.Context, g *gatewayState, p *payload, sink deliver.Sink, st *status) bool {
+func (r *receiver) dispatch(ctx context.Context, g *gatewayState, p *payload, sink deliver.Sink, st *deliver.Reporter) bool {
 	switch p.T {
 	case "READY":
 		var d readyData
@@ -515,11 +515,11 @@ func (r *receiver) dispatch(ctx context.Context, g *gatewayState, p *payload, si
 			g.botUser = d.User.ID
 		}
 		r.log.Info("discord gateway session ready", "bot", d.User.Username, "bot_id", d.User.ID)
-		st.set(deliver.StateRunning, g.fresh)
+		st.Set(deliver.StateRunning, g.fresh)
 		g.fresh = ""
 	case "RESUMED":
 		r.log.Info("discord gateway session resumed", "seq", g.seq.Load())
-		st.set(deliver.StateRunning, "")
+		st.Set(deliver.StateRunning, "")
 	case "GUILD_CREATE":
 		r.kinds.learnGuild(p.D)
 	case "CHANNEL_CREATE", "CHANNEL_UPDATE", "THREAD_CREATE", "THREAD_UPDATE":
@@ -558,7 +558,7 @@ func (r *receiver) botUserID(g *gatewayState) string {
 }
 
 // message stores a MESSAGE_CREATE.
-func (r *receiver) message(ctx context.Context, g *gatewayState, d json.RawMessage, sink deliver.Sink, st *status) bool {
+func (r *receiver) message(ctx context.Context, g *gatewayState, d json.RawMessage, sink deliver.Sink, st *deliver.Reporter) bool {
 	m, err := decodeMessage(d)
 	if err != nil {
 		r.log.Warn("discord MESSAGE_CREATE unreadable; skipped", "err", err)
@@ -584,7 +584,7 @@ func (r *receiver) message(ctx context.Context, g *gatewayState, d json.RawMessa
 }
 
 // interaction stores a button press and then acknowledges it.
-func (r *receiver) interaction(ctx context.Context, g *gatewayState, d json.RawMessage, sink deliver.Sink, st *status) bool {
+func (r *receiver) interaction(ctx context.Context, g *gatewayState, d json.RawMessage, sink deliver.Sink, st *deliver.Reporter) bool {
 	var ev interactionEvent
 	if err := json.Unmarshal(d, &ev); err != nil {
 		r.log.Warn("discord INTERACTION_CREATE unreadable; skipped", "err", err)
@@ -609,16 +609,17 @@ func (r *receiver) interaction(ctx context.Context, g *gatewayState, d json.RawM
 // store hands in to the sink, holding it and trying again while the bus
 // refuses, until it is stored or ctx ends. ok reports whether it was
 // stored; done whether it is dealt with (stored, or dropped as invalid).
-func (r *receiver) store(ctx context.Context, sink deliver.Sink, in *envelope.Ingress, st *status) (ok, done bool) {
+func (r *receiver) store(ctx context.Context, sink deliver.Sink, in *envelope.Ingress, st *deliver.Reporter) (ok, done bool) {
 	b := backoff{min: r.timing.retryMin, max: r.timing.retryMax}
 	failed := false
 	for {
 		err := sink.Ingress(ctx, in)
 		if err == nil {
 			if failed {
-				st.set(deliver.StateRunning, "")
+				st.Set(deliver.StateRunning, "")
 			}
-			st.received(time.Now())
+			st.Received(time.Now())
+			st.Flush()
 			return true, true
 		}
 		if errors.Is(err, envelope.ErrValidation) {
@@ -631,7 +632,7 @@ func (r *receiver) store(ctx context.Context, sink deliver.Sink, in *envelope.In
 			return false, false
 		}
 		failed = true
-		st.problem(deliver.StateError, fmt.Sprintf("cannot store received messages on the bus (%v); holding them and retrying", err))
+		st.Problem(deliver.StateError, fmt.Sprintf("cannot store received messages on the bus (%v); holding them and retrying", err))
 		if ratelimit.Sleep(ctx, b.next()) != nil {
 			return false, false
 		}
@@ -678,58 +679,6 @@ func (r *receiver) channelKind(ctx context.Context, id string) (channelInfo, err
 	defer cancel()
 	err := r.api.call(ctx, "GET", "/channels/{channel}", "/channels/"+id, nil, &ch)
 	return ch, err
-}
-
-// status is the receiver's health as the sink last heard it. A change of
-// state or detail starts an episode, logged once; repeats are not logged.
-type status struct {
-	sink deliver.Sink
-	log  *slog.Logger
-
-	mu  sync.Mutex
-	cur deliver.Status
-}
-
-// set reports state and detail if they changed, and reports whether they did.
-func (s *status) set(state, detail string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur.State == state && s.cur.Detail == detail && !s.cur.UpdatedAt.IsZero() {
-		return false
-	}
-	was := s.cur.State
-	s.cur.State, s.cur.Detail = state, detail
-	s.reportLocked()
-	switch {
-	case state == deliver.StateRunning && was == deliver.StateError:
-		s.log.Info("discord receiving recovered")
-	case state == deliver.StateStandby:
-		s.log.Info("discord standing by", "detail", detail)
-	}
-	return true
-}
-
-// problem reports a failure; its first occurrence is logged as a warning,
-// repeats only at debug level.
-func (s *status) problem(state, detail string) {
-	level := slog.LevelDebug
-	if s.set(state, detail) {
-		level = slog.LevelWarn
-	}
-	s.log.Log(context.Background(), level, "discord receiving failed", "state", state, "detail", detail)
-}
-
-// received notes a message's arrival.
-func (s *status) received(t time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cur.LastInbound = t.UTC()
-	s.reportLocked()
-}
-
-func (s *status) reportLocked() {
-	s.cur.UpdatedAt = time.Now().UTC()
-	s.sink.Status(s.cur)
 }
 
 // sessionStore keeps the gateway session in herald_channel_state; a nil

@@ -6,12 +6,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/go-telegram/bot"
@@ -107,7 +105,7 @@ func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, erro
 // Receive polls Telegram while this replica holds the bot's lease and stands
 // by while another does, until ctx is done.
 func (r *receiver) Receive(ctx context.Context, sink deliver.Sink) error {
-	st := &status{sink: sink, log: r.log, cur: deliver.Status{Integration: r.id, Channel: "telegram", Instance: r.instance}}
+	st := deliver.NewReporter(sink, r.log, "telegram polling", deliver.Status{Integration: r.id, Channel: "telegram", Instance: r.instance})
 	leases, ok := r.bucket(ctx, st, bus.BucketLeases)
 	if !ok {
 		return nil
@@ -127,7 +125,7 @@ func (r *receiver) Receive(ctx context.Context, sink deliver.Sink) error {
 			if holder == r.instance {
 				detail = "this messenger lost its poller lease; it takes the lease again once the lease expires"
 			}
-			st.set(deliver.StateStandby, detail)
+			st.Set(deliver.StateStandby, detail)
 		},
 	}
 	return l.Run(ctx, func(ctx context.Context) error {
@@ -137,7 +135,7 @@ func (r *receiver) Receive(ctx context.Context, sink deliver.Sink) error {
 }
 
 // bucket opens a KV bucket, retrying until it can or ctx is done.
-func (r *receiver) bucket(ctx context.Context, st *status, name string) (jetstream.KeyValue, bool) {
+func (r *receiver) bucket(ctx context.Context, st *deliver.Reporter, name string) (jetstream.KeyValue, bool) {
 	b := backoff{min: r.timing.retryMin, max: r.timing.retryMax}
 	for {
 		kv, err := r.js.KeyValue(ctx, name)
@@ -147,7 +145,7 @@ func (r *receiver) bucket(ctx context.Context, st *status, name string) (jetstre
 		if ctx.Err() != nil {
 			return nil, false
 		}
-		st.problem(deliver.StateError, fmt.Sprintf("cannot open the NATS bucket %s (%v); retrying", name, err))
+		st.Problem(deliver.StateError, fmt.Sprintf("cannot open the NATS bucket %s (%v); retrying", name, err))
 		if ratelimit.Sleep(ctx, b.next()) != nil {
 			return nil, false
 		}
@@ -159,13 +157,13 @@ func (r *receiver) offsetKey() string { return "telegram." + r.botID + ".offset"
 
 // poll runs the getUpdates loop until ctx is done (this replica stops or
 // loses the lease).
-func (r *receiver) poll(ctx context.Context, sink deliver.Sink, kv jetstream.KeyValue, st *status) {
+func (r *receiver) poll(ctx context.Context, sink deliver.Sink, kv jetstream.KeyValue, st *deliver.Reporter) {
 	offset, ok := r.loadOffset(ctx, kv, st)
 	if !ok {
 		return
 	}
 	r.log.Info("telegram polling", "offset", offset)
-	st.set(deliver.StateRunning, "")
+	st.Set(deliver.StateRunning, "")
 	retry := backoff{min: r.timing.retryMin, max: r.timing.retryMax}
 	refused := backoff{min: r.timing.refusedMin, max: r.timing.refusedMax}
 	for ctx.Err() == nil {
@@ -179,7 +177,7 @@ func (r *receiver) poll(ctx context.Context, sink deliver.Sink, kv jetstream.Key
 		}
 		retry.reset()
 		refused.reset()
-		st.set(deliver.StateRunning, "")
+		st.Set(deliver.StateRunning, "")
 		for _, raw := range updates {
 			next, err := r.handle(ctx, sink, raw, st)
 			if err != nil {
@@ -188,7 +186,7 @@ func (r *receiver) poll(ctx context.Context, sink deliver.Sink, kv jetstream.Key
 				}
 				// Not stored: ask for the same update again after a pause;
 				// Telegram keeps it meanwhile.
-				st.problem(deliver.StateError, fmt.Sprintf("cannot store received messages on the bus (%v); Telegram keeps them, retrying", err))
+				st.Problem(deliver.StateError, fmt.Sprintf("cannot store received messages on the bus (%v); Telegram keeps them, retrying", err))
 				_ = ratelimit.Sleep(ctx, retry.next())
 				break
 			}
@@ -197,12 +195,12 @@ func (r *receiver) poll(ctx context.Context, sink deliver.Sink, kv jetstream.Key
 				r.saveOffset(ctx, kv, offset)
 			}
 		}
-		st.flush()
+		st.Flush()
 	}
 }
 
 // loadOffset reads the stored offset (0, "whatever Telegram holds", if none).
-func (r *receiver) loadOffset(ctx context.Context, kv jetstream.KeyValue, st *status) (int64, bool) {
+func (r *receiver) loadOffset(ctx context.Context, kv jetstream.KeyValue, st *deliver.Reporter) (int64, bool) {
 	b := backoff{min: r.timing.retryMin, max: r.timing.retryMax}
 	for {
 		e, err := kv.Get(ctx, r.offsetKey())
@@ -222,7 +220,7 @@ func (r *receiver) loadOffset(ctx context.Context, kv jetstream.KeyValue, st *st
 		if ctx.Err() != nil {
 			return 0, false
 		}
-		st.problem(deliver.StateError, fmt.Sprintf("cannot read the poll offset from NATS (%v); retrying", err))
+		st.Problem(deliver.StateError, fmt.Sprintf("cannot read the poll offset from NATS (%v); retrying", err))
 		if ratelimit.Sleep(ctx, b.next()) != nil {
 			return 0, false
 		}
@@ -240,7 +238,7 @@ func (r *receiver) saveOffset(ctx context.Context, kv jetstream.KeyValue, offset
 
 // handle stores one update and returns the offset that confirms it. An error
 // means it was not stored and must be asked for again.
-func (r *receiver) handle(ctx context.Context, sink deliver.Sink, raw json.RawMessage, st *status) (int64, error) {
+func (r *receiver) handle(ctx context.Context, sink deliver.Sink, raw json.RawMessage, st *deliver.Reporter) (int64, error) {
 	var head struct {
 		ID int64 `json:"update_id"`
 	}
@@ -269,7 +267,7 @@ func (r *receiver) handle(ctx context.Context, sink deliver.Sink, raw json.RawMe
 		r.log.Debug("telegram update not stored", "update_id", head.ID, "err", err)
 		return 0, err
 	}
-	st.received(time.Now())
+	st.Received(time.Now())
 	if queryID != "" {
 		r.answer(ctx, queryID)
 	}
@@ -288,7 +286,7 @@ func (r *receiver) answer(ctx context.Context, queryID string) {
 
 // pollFailed reports a failed getUpdates in the status (and the log, once per
 // episode) and says how long to wait.
-func (r *receiver) pollFailed(err error, st *status, retry, refused *backoff) time.Duration {
+func (r *receiver) pollFailed(err error, st *deliver.Reporter, retry, refused *backoff) time.Duration {
 	var tooMany *bot.TooManyRequestsError
 	switch {
 	case errors.Is(err, bot.ErrorConflict):
@@ -296,19 +294,19 @@ func (r *receiver) pollFailed(err error, st *status, retry, refused *backoff) ti
 		if strings.Contains(strings.ToLower(err.Error()), "webhook") {
 			detail = "a webhook is set for this bot token (409 Conflict): delete it (deleteWebhook), or remove this integration's inbound"
 		}
-		st.problem(deliver.StateConflict, detail)
+		st.Problem(deliver.StateConflict, detail)
 		return refused.next()
 	case errors.Is(err, bot.ErrorUnauthorized):
-		st.problem(deliver.StateError, fmt.Sprintf("the bot token was rejected by Telegram (401 Unauthorized): check that token_env or token_file of integration %q holds the current token from @BotFather", r.id))
+		st.Problem(deliver.StateError, fmt.Sprintf("the bot token was rejected by Telegram (401 Unauthorized): check that token_env or token_file of integration %q holds the current token from @BotFather", r.id))
 		return refused.next()
 	case errors.Is(err, bot.ErrorNotFound):
-		st.problem(deliver.StateError, fmt.Sprintf("Telegram answered 404 Not Found to getUpdates: check that api_url %s is a Bot API server and that the token of integration %q is complete", r.apiURL, r.id))
+		st.Problem(deliver.StateError, fmt.Sprintf("Telegram answered 404 Not Found to getUpdates: check that api_url %s is a Bot API server and that the token of integration %q is complete", r.apiURL, r.id))
 		return refused.next()
 	case errors.As(err, &tooMany):
-		st.problem(deliver.StateError, fmt.Sprintf("Telegram rate-limits getUpdates (429, retry_after %ds)", tooMany.RetryAfter))
+		st.Problem(deliver.StateError, fmt.Sprintf("Telegram rate-limits getUpdates (429, retry_after %ds)", tooMany.RetryAfter))
 		return max(time.Duration(tooMany.RetryAfter)*time.Second, retry.next())
 	}
-	st.problem(deliver.StateError, fmt.Sprintf("Telegram getUpdates at %s failed (%s): Telegram or the network is unavailable; retrying", r.apiURL, err))
+	st.Problem(deliver.StateError, fmt.Sprintf("Telegram getUpdates at %s failed (%s): Telegram or the network is unavailable; retrying", r.apiURL, err))
 	return retry.next()
 }
 
@@ -366,68 +364,6 @@ func (r *receiver) getUpdates(ctx context.Context, offset int64) ([]json.RawMess
 		return nil, &bot.TooManyRequestsError{Message: fmt.Sprintf("%s, %s", bot.ErrorTooManyRequests, desc), RetryAfter: answer.Parameters.RetryAfter}
 	}
 	return nil, fmt.Errorf("%d %s", answer.ErrorCode, desc)
-}
-
-// status is the receiver's health as the sink last heard it. A change of
-// state or detail starts an episode, logged once; repeats are not logged.
-type status struct {
-	sink deliver.Sink
-	log  *slog.Logger
-
-	mu    sync.Mutex
-	cur   deliver.Status
-	dirty bool // LastInbound moved since the last report
-}
-
-// set reports state and detail if they changed, and reports whether they did.
-func (s *status) set(state, detail string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.cur.State == state && s.cur.Detail == detail && !s.cur.UpdatedAt.IsZero() {
-		return false
-	}
-	was := s.cur.State
-	s.cur.State, s.cur.Detail = state, detail
-	s.reportLocked()
-	switch {
-	case state == deliver.StateRunning && (was == deliver.StateError || was == deliver.StateConflict):
-		s.log.Info("telegram polling recovered")
-	case state == deliver.StateStandby:
-		s.log.Info("telegram standing by", "detail", detail)
-	}
-	return true
-}
-
-// problem reports a failure; its first occurrence is logged as a warning,
-// repeats only at debug level.
-func (s *status) problem(state, detail string) {
-	level := slog.LevelDebug
-	if s.set(state, detail) {
-		level = slog.LevelWarn
-	}
-	s.log.Log(context.Background(), level, "telegram receiving failed", "state", state, "detail", detail)
-}
-
-// received notes a message's arrival; flush reports it.
-func (s *status) received(t time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.cur.LastInbound = t.UTC()
-	s.dirty = true
-}
-
-func (s *status) flush() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.dirty {
-		s.reportLocked()
-	}
-}
-
-func (s *status) reportLocked() {
-	s.dirty = false
-	s.cur.UpdatedAt = time.Now().UTC()
-	s.sink.Status(s.cur)
 }
 
 // backoff doubles a wait from min up to max.
