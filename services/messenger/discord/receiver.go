@@ -143,11 +143,11 @@ func (r *receiver) Receive(ctx context.Context, sink deliver.Sink) error {
 		r.run(ctx, sink, st, nil)
 		return nil
 	}
-	leases, ok := r.bucket(ctx, st, bus.BucketLeases)
+	leases, ok := deliver.OpenBucket(ctx, r.js, st, deliver.Backoff{Min: r.timing.retryMin, Max: r.timing.retryMax}, bus.BucketLeases)
 	if !ok {
 		return nil
 	}
-	state, ok := r.bucket(ctx, st, bus.BucketChannelState)
+	state, ok := deliver.OpenBucket(ctx, r.js, st, deliver.Backoff{Min: r.timing.retryMin, Max: r.timing.retryMax}, bus.BucketChannelState)
 	if !ok {
 		return nil
 	}
@@ -171,24 +171,6 @@ func (r *receiver) Receive(ctx context.Context, sink deliver.Sink) error {
 	})
 }
 
-// bucket opens a KV bucket, retrying until it can or ctx is done.
-func (r *receiver) bucket(ctx context.Context, st *deliver.Reporter, name string) (jetstream.KeyValue, bool) {
-	b := backoff{min: r.timing.retryMin, max: r.timing.retryMax}
-	for {
-		kv, err := r.js.KeyValue(ctx, name)
-		if err == nil {
-			return kv, true
-		}
-		if ctx.Err() != nil {
-			return nil, false
-		}
-		st.Problem(deliver.StateError, fmt.Sprintf("cannot open the NATS bucket %s (%v); retrying", name, err))
-		if ratelimit.Sleep(ctx, b.next()) != nil {
-			return nil, false
-		}
-	}
-}
-
 // session is what a resume needs; kept across connections and, with the
 // bus, across restarts.
 type session struct {
@@ -205,7 +187,7 @@ func (r *receiver) run(ctx context.Context, sink deliver.Sink, st *deliver.Repor
 		g.sess = s
 		g.seq.Store(s.Seq)
 	}
-	b := backoff{min: r.timing.retryMin, max: r.timing.retryMax}
+	b := deliver.Backoff{Min: r.timing.retryMin, Max: r.timing.retryMax}
 	for ctx.Err() == nil {
 		started := time.Now()
 		out := r.connect(ctx, g, sink, st)
@@ -219,7 +201,7 @@ func (r *receiver) run(ctx context.Context, sink deliver.Sink, st *deliver.Repor
 			return
 		}
 		if out.established && time.Since(started) >= r.timing.stable {
-			b.reset()
+			b.Reset()
 		}
 		switch {
 		case out.kind == closeFresh:
@@ -231,7 +213,7 @@ func (r *receiver) run(ctx context.Context, sink deliver.Sink, st *deliver.Repor
 			// a session that never got going backs off as any failure does.
 			pause := r.timing.invalidMin + rand.N(max(r.timing.invalidMax-r.timing.invalidMin, 0)+1)
 			if !out.established {
-				pause = max(pause, b.next())
+				pause = max(pause, b.Next())
 			}
 			if ratelimit.Sleep(ctx, pause) != nil {
 				return
@@ -245,7 +227,7 @@ func (r *receiver) run(ctx context.Context, sink deliver.Sink, st *deliver.Repor
 			} else {
 				r.log.Info("discord gateway connection ended; resuming", "reason", out.why)
 			}
-			if ratelimit.Sleep(ctx, b.next()) != nil {
+			if ratelimit.Sleep(ctx, b.Next()) != nil {
 				return
 			}
 		}
@@ -610,7 +592,7 @@ func (r *receiver) interaction(ctx context.Context, g *gatewayState, d json.RawM
 // refuses, until it is stored or ctx ends. ok reports whether it was
 // stored; done whether it is dealt with (stored, or dropped as invalid).
 func (r *receiver) store(ctx context.Context, sink deliver.Sink, in *envelope.Ingress, st *deliver.Reporter) (ok, done bool) {
-	b := backoff{min: r.timing.retryMin, max: r.timing.retryMax}
+	b := deliver.Backoff{Min: r.timing.retryMin, Max: r.timing.retryMax}
 	failed := false
 	for {
 		err := sink.Ingress(ctx, in)
@@ -633,7 +615,7 @@ func (r *receiver) store(ctx context.Context, sink deliver.Sink, in *envelope.In
 		}
 		failed = true
 		st.Problem(deliver.StateError, fmt.Sprintf("cannot store received messages on the bus (%v); holding them and retrying", err))
-		if ratelimit.Sleep(ctx, b.next()) != nil {
+		if ratelimit.Sleep(ctx, b.Next()) != nil {
 			return false, false
 		}
 	}
@@ -725,19 +707,3 @@ func (s *sessionStore) clear(ctx context.Context) {
 		s.log.Warn("discord session not cleared", "err", err)
 	}
 }
-
-// backoff doubles a wait from min up to max.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur
-}
-
-func (b *backoff) reset() { b.cur = 0 }

@@ -106,11 +106,11 @@ func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, erro
 // by while another does, until ctx is done.
 func (r *receiver) Receive(ctx context.Context, sink deliver.Sink) error {
 	st := deliver.NewReporter(sink, r.log, "telegram polling", deliver.Status{Integration: r.id, Channel: "telegram", Instance: r.instance})
-	leases, ok := r.bucket(ctx, st, bus.BucketLeases)
+	leases, ok := deliver.OpenBucket(ctx, r.js, st, deliver.Backoff{Min: r.timing.retryMin, Max: r.timing.retryMax}, bus.BucketLeases)
 	if !ok {
 		return nil
 	}
-	offsets, ok := r.bucket(ctx, st, bus.BucketChannelState)
+	offsets, ok := deliver.OpenBucket(ctx, r.js, st, deliver.Backoff{Min: r.timing.retryMin, Max: r.timing.retryMax}, bus.BucketChannelState)
 	if !ok {
 		return nil
 	}
@@ -134,24 +134,6 @@ func (r *receiver) Receive(ctx context.Context, sink deliver.Sink) error {
 	})
 }
 
-// bucket opens a KV bucket, retrying until it can or ctx is done.
-func (r *receiver) bucket(ctx context.Context, st *deliver.Reporter, name string) (jetstream.KeyValue, bool) {
-	b := backoff{min: r.timing.retryMin, max: r.timing.retryMax}
-	for {
-		kv, err := r.js.KeyValue(ctx, name)
-		if err == nil {
-			return kv, true
-		}
-		if ctx.Err() != nil {
-			return nil, false
-		}
-		st.Problem(deliver.StateError, fmt.Sprintf("cannot open the NATS bucket %s (%v); retrying", name, err))
-		if ratelimit.Sleep(ctx, b.next()) != nil {
-			return nil, false
-		}
-	}
-}
-
 // offsetKey is where the next update id to ask for is kept.
 func (r *receiver) offsetKey() string { return "telegram." + r.botID + ".offset" }
 
@@ -164,8 +146,8 @@ func (r *receiver) poll(ctx context.Context, sink deliver.Sink, kv jetstream.Key
 	}
 	r.log.Info("telegram polling", "offset", offset)
 	st.Set(deliver.StateRunning, "")
-	retry := backoff{min: r.timing.retryMin, max: r.timing.retryMax}
-	refused := backoff{min: r.timing.refusedMin, max: r.timing.refusedMax}
+	retry := deliver.Backoff{Min: r.timing.retryMin, Max: r.timing.retryMax}
+	refused := deliver.Backoff{Min: r.timing.refusedMin, Max: r.timing.refusedMax}
 	for ctx.Err() == nil {
 		updates, err := r.getUpdates(ctx, offset)
 		if err != nil {
@@ -175,8 +157,8 @@ func (r *receiver) poll(ctx context.Context, sink deliver.Sink, kv jetstream.Key
 			_ = ratelimit.Sleep(ctx, r.pollFailed(err, st, &retry, &refused))
 			continue
 		}
-		retry.reset()
-		refused.reset()
+		retry.Reset()
+		refused.Reset()
 		st.Set(deliver.StateRunning, "")
 		for _, raw := range updates {
 			next, err := r.handle(ctx, sink, raw, st)
@@ -187,7 +169,7 @@ func (r *receiver) poll(ctx context.Context, sink deliver.Sink, kv jetstream.Key
 				// Not stored: ask for the same update again after a pause;
 				// Telegram keeps it meanwhile.
 				st.Problem(deliver.StateError, fmt.Sprintf("cannot store received messages on the bus (%v); Telegram keeps them, retrying", err))
-				_ = ratelimit.Sleep(ctx, retry.next())
+				_ = ratelimit.Sleep(ctx, retry.Next())
 				break
 			}
 			if next > offset {
@@ -201,7 +183,7 @@ func (r *receiver) poll(ctx context.Context, sink deliver.Sink, kv jetstream.Key
 
 // loadOffset reads the stored offset (0, "whatever Telegram holds", if none).
 func (r *receiver) loadOffset(ctx context.Context, kv jetstream.KeyValue, st *deliver.Reporter) (int64, bool) {
-	b := backoff{min: r.timing.retryMin, max: r.timing.retryMax}
+	b := deliver.Backoff{Min: r.timing.retryMin, Max: r.timing.retryMax}
 	for {
 		e, err := kv.Get(ctx, r.offsetKey())
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -221,7 +203,7 @@ func (r *receiver) loadOffset(ctx context.Context, kv jetstream.KeyValue, st *de
 			return 0, false
 		}
 		st.Problem(deliver.StateError, fmt.Sprintf("cannot read the poll offset from NATS (%v); retrying", err))
-		if ratelimit.Sleep(ctx, b.next()) != nil {
+		if ratelimit.Sleep(ctx, b.Next()) != nil {
 			return 0, false
 		}
 	}
@@ -286,7 +268,7 @@ func (r *receiver) answer(ctx context.Context, queryID string) {
 
 // pollFailed reports a failed getUpdates in the status (and the log, once per
 // episode) and says how long to wait.
-func (r *receiver) pollFailed(err error, st *deliver.Reporter, retry, refused *backoff) time.Duration {
+func (r *receiver) pollFailed(err error, st *deliver.Reporter, retry, refused *deliver.Backoff) time.Duration {
 	var tooMany *bot.TooManyRequestsError
 	switch {
 	case errors.Is(err, bot.ErrorConflict):
@@ -295,19 +277,19 @@ func (r *receiver) pollFailed(err error, st *deliver.Reporter, retry, refused *b
 			detail = "a webhook is set for this bot token (409 Conflict): delete it (deleteWebhook), or remove this integration's inbound"
 		}
 		st.Problem(deliver.StateConflict, detail)
-		return refused.next()
+		return refused.Next()
 	case errors.Is(err, bot.ErrorUnauthorized):
 		st.Problem(deliver.StateError, fmt.Sprintf("the bot token was rejected by Telegram (401 Unauthorized): check that token_env or token_file of integration %q holds the current token from @BotFather", r.id))
-		return refused.next()
+		return refused.Next()
 	case errors.Is(err, bot.ErrorNotFound):
 		st.Problem(deliver.StateError, fmt.Sprintf("Telegram answered 404 Not Found to getUpdates: check that api_url %s is a Bot API server and that the token of integration %q is complete", r.apiURL, r.id))
-		return refused.next()
+		return refused.Next()
 	case errors.As(err, &tooMany):
 		st.Problem(deliver.StateError, fmt.Sprintf("Telegram rate-limits getUpdates (429, retry_after %ds)", tooMany.RetryAfter))
-		return max(time.Duration(tooMany.RetryAfter)*time.Second, retry.next())
+		return max(time.Duration(tooMany.RetryAfter)*time.Second, retry.Next())
 	}
 	st.Problem(deliver.StateError, fmt.Sprintf("Telegram getUpdates at %s failed (%s): Telegram or the network is unavailable; retrying", r.apiURL, err))
-	return retry.next()
+	return retry.Next()
 }
 
 // getUpdates asks for the updates from offset on, waiting up to the poll
@@ -365,19 +347,3 @@ func (r *receiver) getUpdates(ctx context.Context, offset int64) ([]json.RawMess
 	}
 	return nil, fmt.Errorf("%d %s", answer.ErrorCode, desc)
 }
-
-// backoff doubles a wait from min up to max.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	return b.cur
-}
-
-func (b *backoff) reset() { b.cur = 0 }
