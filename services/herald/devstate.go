@@ -36,6 +36,9 @@ type DevState struct {
 	// Butlers maps each butler's name to its MCP URL, as bound (a port 0 in
 	// the configuration is the port it got).
 	Butlers map[string]string `json:"butlers,omitempty"`
+	// HTTP is the URL of its listener of /healthz, /readyz and /metrics,
+	// as bound, for herald healthcheck.
+	HTTP string `json:"http,omitempty"`
 }
 
 // recordDevState writes the state of the fleet o runs to o.StateFile, if
@@ -45,7 +48,7 @@ func recordDevState(o DevOptions, ep Endpoints, log *slog.Logger) {
 	if o.StateFile == "" {
 		return
 	}
-	st := DevState{PID: os.Getpid(), Butlers: ep.Butlers}
+	st := DevState{PID: os.Getpid(), Butlers: ep.Butlers, HTTP: ep.HTTP}
 	if ep.Store != "" {
 		st.NATS = ep.NATS
 	}

@@ -57,6 +57,12 @@ butlers:
 		t.Fatalf("dev state names config %q (%v), want the absolute path of herald.yaml", st.Config, info)
 	}
 
+	// herald healthcheck with no URL asks this herald dev, on the port it got.
+	var health bytes.Buffer
+	if code := herald.Main(t.Context(), []string{"healthcheck"}, herald.IO{Getenv: noEnv, Stdout: &health, Stderr: &health}); code != 0 || st.HTTP == "" {
+		t.Fatalf("herald healthcheck beside herald dev (recorded at %q) exited %d: %s", st.HTTP, code, health.String())
+	}
+
 	notify := func() (int, string) {
 		var out bytes.Buffer
 		code := herald.Main(t.Context(), []string{"notify", "--butler", "health", "--timeout", "10s", "Hello from Herald"}, herald.IO{Getenv: noEnv, Stdout: &out, Stderr: &out})

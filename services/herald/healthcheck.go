@@ -22,14 +22,16 @@ import (
 const healthcheckUsage = `Usage:
   herald healthcheck [--timeout D] [URL]
 
-GETs URL (default http://<HERALD_HTTP_LISTEN or 127.0.0.1:8790>/readyz) and
-exits 0 on a 2xx answer, else 1 with the reason on one line. For health
+GETs URL (default: /readyz at HERALD_HTTP_LISTEN, else of the herald dev
+running in this directory, else at 127.0.0.1:8790) and exits 0 on a 2xx
+answer, else 1 with the reason on one line. For health
 checks of images with no shell (compose, Kubernetes exec probes). A ready
 process's parts that cannot work (an integration whose secret is missing)
 are printed, one line each, for docker inspect to show.
 
-Example:
-  herald healthcheck http://127.0.0.1:8790/readyz   # herald dev's readiness
+Examples:
+  herald healthcheck                                # the herald dev running here
+  herald healthcheck http://127.0.0.1:8790/readyz   # herald dev's readiness, on its default port
 `
 
 // runHealthcheck is `herald healthcheck [URL]`.
@@ -109,12 +111,15 @@ func notReadyReason(body []byte) string {
 }
 
 // defaultHealthURL is /readyz on this process's HTTP listener, as
-// HERALD_HTTP_LISTEN (or the default) names it; an address that listens on
-// every interface is asked on loopback.
+// HERALD_HTTP_LISTEN names it, else on the listener of the herald dev
+// running in this directory (DevStateFile), else on the default; an
+// address that listens on every interface is asked on loopback.
 func defaultHealthURL(getenv config.Getenv) string {
 	listen := config.DefaultHTTPListen
 	if getenv != nil && getenv("HERALD_HTTP_LISTEN") != "" {
 		listen = getenv("HERALD_HTTP_LISTEN")
+	} else if st, err := ReadDevState(DevStateFile); err == nil && st != nil && st.HTTP != "" {
+		return st.HTTP + "/readyz"
 	}
 	if host, port, err := net.SplitHostPort(listen); err == nil {
 		switch host {
