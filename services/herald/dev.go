@@ -64,157 +64,219 @@ type Endpoints struct {
 
 // Dev runs the fleet until ctx is done.
 func Dev(ctx context.Context, o DevOptions) error {
-	cfg, log, started := o.Config, o.Log, time.Now()
-	if log == nil {
-		log = slog.Default()
+	if o.Log == nil {
+		o.Log = slog.Default()
 	}
-	defer servePprof(o.Getenv, log)() // only with HERALD_PPROF=host:port (make bench PROFILE=1)
+	f := &devFleet{o: o, cfg: o.Config, log: o.Log, started: time.Now(), running: map[string]*butler.Butler{},
+		ep: Endpoints{NATS: o.Config.NATS.URL, Butlers: map[string]string{}, Web: map[string]string{}}}
+	defer servePprof(o.Getenv, f.log)() // only with HERALD_PPROF=host:port (make bench PROFILE=1)
 	defer forgetDevState(o.StateFile)
-	ep := Endpoints{NATS: cfg.NATS.URL, Butlers: map[string]string{}, Web: map[string]string{}}
-	freeDefaults(cfg, o.Out)
-	if ep.NATS == "" {
-		host, port, err := splitListen(cfg.NATS.Listen)
-		if err != nil {
-			return err
-		}
-		srv, err := bus.RunServer(bus.ServerOptions{Host: host, Port: port, StoreDir: cfg.NATS.StoreDir})
-		if err != nil {
-			return err
-		}
-		defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-		ep.NATS, ep.Store = srv.ClientURL(), cfg.NATS.StoreDir
-	}
-	nc, err := bus.Connect(ep.NATS, "herald-dev", cfg.NATS.CredsFile, log)
+	freeDefaults(f.cfg, o.Out)
+	stop, err := f.connect(ctx)
+	defer stop()
 	if err != nil {
 		return err
 	}
-	defer func() {
-		if err := bus.Drain(nc, bus.DrainTimeout); err != nil {
-			log.Warn("stopping", "err", err)
-		}
-	}()
-	// herald dev is its own operator: it sets up (and repairs) the whole
-	// topology, as `herald setup` does for a fleet.
-	if _, err := bus.Open(ctx, nc, bus.Topology{Replicas: cfg.NATS.Replicas, Repair: true, Log: log, Butlers: cfg.ButlerNames()}, time.Duration(cfg.NATS.Wait), log); err != nil {
-		return err
-	}
-
-	bearers, err := devTokens(cfg)
-	if err != nil {
+	if f.bearers, err = devTokens(f.cfg); err != nil {
 		return err
 	}
 	// /healthz, /readyz and /metrics of the whole fleet on http_listen.
-	proc := process.New(nc, cfg.HTTPListen, bus.ServiceProbeKey("dev"), log)
-	proc.Metrics.Init(process.KnownOf(cfg, "dev", ""))
-	if err := proc.Listen(); err != nil {
+	f.proc = process.New(f.nc, f.cfg.HTTPListen, bus.ServiceProbeKey("dev"), f.log)
+	f.proc.Metrics.Init(process.KnownOf(f.cfg, "dev", ""))
+	if err := f.proc.Listen(); err != nil {
 		return err
 	}
-	ep.HTTP = proc.Server.URL()
-	// Each butler checks its part of the bus as it starts: a few at a time,
-	// so a fleet of many is up in about the time of its slowest.
-	butlers := make([]*butler.Butler, len(cfg.Butlers))
-	starting, sctx := errgroup.WithContext(ctx)
-	starting.SetLimit(16)
-	for i, bc := range cfg.Butlers {
-		starting.Go(func() (err error) {
-			butlers[i], err = butler.New(sctx, butler.Options{Name: bc.Name, Config: cfg, NC: nc, Log: log, Getenv: o.Getenv, Metrics: proc.Metrics, Health: proc.Health, Store: proc.Store})
-			return err
-		})
-	}
-	if err := starting.Wait(); err != nil {
+	f.ep.HTTP = f.proc.Server.URL()
+	butlers, err := f.newButlers(ctx)
+	if err != nil {
 		return err
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return proc.Server.Serve(ctx) })
-	proc.RunProbes(ctx)
-	sb := process.NewRerunner("switchboard", log, func(ctx context.Context, cfg *config.Config, running func()) error {
-		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: nc, Log: log, Metrics: proc.Metrics, Health: proc.Health, Running: running})
-	})
-	ms := process.NewRerunner("messenger", log, func(ctx context.Context, cfg *config.Config, running func()) error {
-		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: nc, Log: log, Getenv: o.Getenv, Metrics: proc.Metrics, Health: proc.Health, HTTP: proc.Server, Running: running})
-	})
-	g.Go(func() error { return sb.Run(ctx, cfg) })
-	g.Go(func() error { return ms.Run(ctx, cfg) })
-	var (
-		mu      sync.Mutex
-		pending = len(cfg.Butlers)
-		running = map[string]*butler.Butler{}
-	)
-	for i, bc := range cfg.Butlers {
-		running[bc.Name] = butlers[i]
-		g.Go(func() error {
-			return butlers[i].ServeHTTP(ctx, bc.MCPHTTP, func(url string) {
-				mu.Lock()
-				defer mu.Unlock()
-				ep.Butlers[bc.Name] = url
-				if pending--; pending == 0 {
-					go func() {
-						webPages(ctx, nc, cfg, started, ep.Web)
-						ep.Unavailable = unavailable(nc)
-						recordDevState(o, ep, log)
-						printEndpoints(o.Out, cfg, ep, bearers)
-						if o.Ready != nil {
-							o.Ready(ep)
-						}
-					}()
-				}
-			})
-		})
-	}
-	// A reload: the topology for added butlers, the switchboard and the
-	// messenger restarted on the new file (each drains first), every
-	// butler given it, added ones started, removed ones retired.
-	apply := func(ctx context.Context, next *config.Config, _ []string) error {
-		if _, err := bus.Open(ctx, nc, bus.Topology{Replicas: next.NATS.Replicas, Repair: true, Log: log, Butlers: next.ButlerNames()}, time.Duration(next.NATS.Wait), log); err != nil {
-			return err
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		added := map[string]*butler.Butler{}
-		for _, bc := range next.Butlers {
-			if running[bc.Name] == nil {
-				b, err := butler.New(ctx, butler.Options{Name: bc.Name, Config: next, NC: nc, Log: log, Getenv: o.Getenv, Metrics: proc.Metrics, Health: proc.Health, Store: proc.Store})
-				if err != nil {
-					return fmt.Errorf("butler %s: %w", bc.Name, err)
-				}
-				added[bc.Name] = b
-			}
-		}
-		if err := sb.Apply(ctx, next); err != nil {
-			return err
-		}
-		if err := ms.Apply(ctx, next); err != nil {
-			return fmt.Errorf("%w (the switchboard already runs on the new configuration: fix the file and reload again)", err)
-		}
-		for _, b := range running {
-			b.SetConfig(next)
-		}
-		for _, bc := range next.Butlers {
-			b := added[bc.Name]
-			if b == nil {
-				continue
-			}
-			running[bc.Name] = b
-			g.Go(func() error {
-				return b.ServeHTTP(ctx, bc.MCPHTTP, func(url string) {
-					log.Info("butler added", "butler", bc.Name, "mcp", url)
-					if o.Out != nil {
-						fmt.Fprintf(o.Out, "Claude:   claude mcp add --transport http %s %s --header \"Authorization: Bearer %s\"\n", bc.Name, url, bearerShown(&bc))
-					}
-				})
-			})
-		}
-		return nil
-	}
-	if err := process.StartReloads(ctx, process.ReloadOptions{NC: nc, Process: "herald dev", Path: o.ConfigFile, Current: cfg, Getenv: o.Getenv, Log: log, Audit: true, Watch: true, Apply: apply,
+	f.g = g
+	g.Go(func() error { return f.proc.Server.Serve(ctx) })
+	f.proc.RunProbes(ctx)
+	f.runServices(ctx)
+	f.serveButlers(ctx, butlers)
+	if err := process.StartReloads(ctx, process.ReloadOptions{NC: f.nc, Process: "herald dev", Path: o.ConfigFile, Current: f.cfg, Getenv: o.Getenv, Log: f.log, Audit: true, Watch: true, Apply: f.apply,
 		Prepare: func(next *config.Config) {
 			if _, err := devTokens(next); err != nil {
-				log.Error("reload: a butler's MCP token", "err", err)
+				f.log.Error("reload: a butler's MCP token", "err", err)
 			}
 		}}); err != nil {
 		return err
 	}
 	return g.Wait()
+}
+
+// devFleet is a running herald dev: the whole fleet in one process.
+type devFleet struct {
+	o       DevOptions
+	cfg     *config.Config
+	log     *slog.Logger
+	started time.Time
+	nc      *nats.Conn
+	proc    *process.Process
+	bearers map[string]string
+	g       *errgroup.Group
+	// sb and ms are the switchboard and the messenger, which a reload
+	// restarts.
+	sb, ms *process.Rerunner
+
+	mu      sync.Mutex
+	ep      Endpoints
+	pending int                       // butlers not yet listening
+	running map[string]*butler.Butler // by name
+}
+
+// connect starts the embedded NATS server (unless nats.url names one),
+// connects to it and sets up (and repairs) the whole topology, as herald
+// setup does for a fleet: herald dev is its own operator. stop undoes what
+// was done, whatever failed.
+func (f *devFleet) connect(ctx context.Context) (stop func(), err error) {
+	var undo []func()
+	stop = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	if f.ep.NATS == "" {
+		host, port, err := splitListen(f.cfg.NATS.Listen)
+		if err != nil {
+			return stop, err
+		}
+		srv, err := bus.RunServer(bus.ServerOptions{Host: host, Port: port, StoreDir: f.cfg.NATS.StoreDir})
+		if err != nil {
+			return stop, err
+		}
+		undo = append(undo, func() { srv.Shutdown(); srv.WaitForShutdown() })
+		f.ep.NATS, f.ep.Store = srv.ClientURL(), f.cfg.NATS.StoreDir
+	}
+	if f.nc, err = bus.Connect(f.ep.NATS, "herald-dev", f.cfg.NATS.CredsFile, f.log); err != nil {
+		return stop, err
+	}
+	undo = append(undo, func() {
+		if err := bus.Drain(f.nc, bus.DrainTimeout); err != nil {
+			f.log.Warn("stopping", "err", err)
+		}
+	})
+	_, err = bus.Open(ctx, f.nc, bus.Topology{Replicas: f.cfg.NATS.Replicas, Repair: true, Log: f.log, Butlers: f.cfg.ButlerNames()}, time.Duration(f.cfg.NATS.Wait), f.log)
+	return stop, err
+}
+
+// newButler is butler name of cfg, its part of the bus checked.
+func (f *devFleet) newButler(ctx context.Context, cfg *config.Config, name string) (*butler.Butler, error) {
+	return butler.New(ctx, butler.Options{Name: name, Config: cfg, NC: f.nc, Log: f.log, Getenv: f.o.Getenv, Metrics: f.proc.Metrics, Health: f.proc.Health, Store: f.proc.Store})
+}
+
+// newButlers makes every butler: a few at a time, so a fleet of many is up
+// in about the time of its slowest.
+func (f *devFleet) newButlers(ctx context.Context) ([]*butler.Butler, error) {
+	butlers := make([]*butler.Butler, len(f.cfg.Butlers))
+	starting, sctx := errgroup.WithContext(ctx)
+	starting.SetLimit(16)
+	for i, bc := range f.cfg.Butlers {
+		starting.Go(func() (err error) {
+			butlers[i], err = f.newButler(sctx, f.cfg, bc.Name)
+			return err
+		})
+	}
+	return butlers, starting.Wait()
+}
+
+// runServices runs the switchboard and the messenger.
+func (f *devFleet) runServices(ctx context.Context) {
+	f.sb = process.NewRerunner("switchboard", f.log, func(ctx context.Context, cfg *config.Config, running func()) error {
+		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: f.nc, Log: f.log, Metrics: f.proc.Metrics, Health: f.proc.Health, Running: running})
+	})
+	f.ms = process.NewRerunner("messenger", f.log, func(ctx context.Context, cfg *config.Config, running func()) error {
+		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: f.nc, Log: f.log, Getenv: f.o.Getenv, Metrics: f.proc.Metrics, Health: f.proc.Health, HTTP: f.proc.Server, Running: running})
+	})
+	f.g.Go(func() error { return f.sb.Run(ctx, f.cfg) })
+	f.g.Go(func() error { return f.ms.Run(ctx, f.cfg) })
+}
+
+// serveButlers serves each butler's MCP endpoint; once the last listens,
+// the banner is printed.
+func (f *devFleet) serveButlers(ctx context.Context, butlers []*butler.Butler) {
+	f.pending = len(f.cfg.Butlers)
+	for i, bc := range f.cfg.Butlers {
+		f.running[bc.Name] = butlers[i]
+		f.g.Go(func() error {
+			return butlers[i].ServeHTTP(ctx, bc.MCPHTTP, func(url string) {
+				f.mu.Lock()
+				defer f.mu.Unlock()
+				f.ep.Butlers[bc.Name] = url
+				if f.pending--; f.pending == 0 {
+					f.g.Go(func() error { f.announce(ctx); return nil })
+				}
+			})
+		})
+	}
+}
+
+// announce prints the banner and records the fleet for the other commands,
+// once every butler listens.
+func (f *devFleet) announce(ctx context.Context) {
+	f.mu.Lock()
+	ep := f.ep
+	f.mu.Unlock()
+	webPages(ctx, f.nc, f.cfg, f.started, ep.Web)
+	ep.Unavailable = unavailable(f.nc)
+	recordDevState(f.o, ep, f.log)
+	printEndpoints(f.o.Out, f.cfg, ep, f.bearers)
+	if f.o.Ready != nil {
+		f.o.Ready(ep)
+	}
+}
+
+// apply is a reload: the topology for added butlers, the switchboard and
+// the messenger restarted on the new file (each drains first), every
+// butler given it, added ones started, removed ones retired.
+func (f *devFleet) apply(ctx context.Context, next *config.Config, _ []string) error {
+	if _, err := bus.Open(ctx, f.nc, bus.Topology{Replicas: next.NATS.Replicas, Repair: true, Log: f.log, Butlers: next.ButlerNames()}, time.Duration(next.NATS.Wait), f.log); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	added := map[string]*butler.Butler{}
+	for _, bc := range next.Butlers {
+		if f.running[bc.Name] == nil {
+			b, err := f.newButler(ctx, next, bc.Name)
+			if err != nil {
+				return fmt.Errorf("butler %s: %w", bc.Name, err)
+			}
+			added[bc.Name] = b
+		}
+	}
+	if err := f.sb.Apply(ctx, next); err != nil {
+		return err
+	}
+	if err := f.ms.Apply(ctx, next); err != nil {
+		return fmt.Errorf("%w (the switchboard already runs on the new configuration: fix the file and reload again)", err)
+	}
+	for _, b := range f.running {
+		b.SetConfig(next)
+	}
+	for _, bc := range next.Butlers {
+		if b := added[bc.Name]; b != nil {
+			f.running[bc.Name] = b
+			f.serveAdded(ctx, b, bc)
+		}
+	}
+	return nil
+}
+
+// serveAdded serves a butler a reload added, and prints its claude mcp add
+// line.
+func (f *devFleet) serveAdded(ctx context.Context, b *butler.Butler, bc config.Butler) {
+	f.g.Go(func() error {
+		return b.ServeHTTP(ctx, bc.MCPHTTP, func(url string) {
+			f.log.Info("butler added", "butler", bc.Name, "mcp", url)
+			if f.o.Out != nil {
+				fmt.Fprintf(f.o.Out, "Claude:   claude mcp add --transport http %s %s --header \"Authorization: Bearer %s\"\n", bc.Name, url, bearerShown(&bc))
+			}
+		})
+	})
 }
 
 // devTokens gives every butler without a static MCP token one, kept in
