@@ -104,34 +104,11 @@ func runLog(ctx context.Context, args []string, o IO) error {
 		return err
 	}
 	defer closeBus()
-	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: q.subjects()}
-	if !q.since.IsZero() {
-		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &q.since
-	}
-	if !*follow {
-		// A read that ends should end with an error if NATS goes away, not
-		// wait for it to come back.
-		cfg.MaxResetAttempts = 3
-	}
-	cons, err := js.OrderedConsumer(setup, bus.StreamAudit, cfg)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("NATS at %s has no audit stream yet; start Herald once first", redactURL(url))
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("reading the audit log at %s: JetStream did not answer in %s; under `herald nats-auth` permissions, connect as the operator user: %w", redactURL(url), *timeout, err)
-	}
+	cons, remove, err := auditConsumer(ctx, setup, js, redactURL(url), &q, *follow, *timeout)
 	if err != nil {
-		return fmt.Errorf("reading the audit log at %s: %w", redactURL(url), err)
+		return err
 	}
-	defer func() {
-		// Ordered consumers are ephemeral; delete ours rather than leave it
-		// to the server's inactivity timer.
-		if info := cons.CachedInfo(); info != nil {
-			c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
-			_ = js.DeleteConsumer(c, bus.StreamAudit, info.Name)
-			cancel()
-		}
-	}()
+	defer remove()
 	it, err := cons.Messages()
 	if err != nil {
 		return fmt.Errorf("reading the audit log: %w", err)
@@ -151,6 +128,38 @@ func runLog(ctx context.Context, args []string, o IO) error {
 		err = ferr
 	}
 	return err
+}
+
+// auditConsumer is an ordered consumer of the audit stream for q, from
+// q.since; without follow it fails rather than waits when NATS goes away.
+// remove deletes it (ordered consumers are ephemeral; deleting ours beats
+// leaving it to the server's inactivity timer).
+func auditConsumer(ctx, setup context.Context, js jetstream.JetStream, url string, q *logQuery, follow bool, timeout time.Duration) (cons jetstream.Consumer, remove func(), err error) {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: q.subjects()}
+	if !q.since.IsZero() {
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &q.since
+	}
+	if !follow {
+		// A read that ends should end with an error if NATS goes away, not
+		// wait for it to come back.
+		cfg.MaxResetAttempts = 3
+	}
+	cons, err = js.OrderedConsumer(setup, bus.StreamAudit, cfg)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		return nil, nil, fmt.Errorf("NATS at %s has no audit stream yet; start Herald once first", url)
+	case errors.Is(err, context.DeadlineExceeded):
+		return nil, nil, fmt.Errorf("reading the audit log at %s: JetStream did not answer in %s; under `herald nats-auth` permissions, connect as the operator user: %w", url, timeout, err)
+	case err != nil:
+		return nil, nil, fmt.Errorf("reading the audit log at %s: %w", url, err)
+	}
+	return cons, func() {
+		if info := cons.CachedInfo(); info != nil {
+			c, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+			_ = js.DeleteConsumer(c, bus.StreamAudit, info.Name)
+			cancel()
+		}
+	}, nil
 }
 
 // logReader reads the audit stream to its end (as it was when the read
