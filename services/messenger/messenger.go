@@ -339,77 +339,26 @@ func (m *Messenger) deliver(ctx context.Context, msg jetstream.Msg) error {
 // attempt delivers r on sender; fresh skips reading its ledger record first.
 func (m *Messenger) attempt(ctx context.Context, msg jetstream.Msg, r *envelope.Route, key string, sender deliver.Sender, fresh bool) error {
 	n := r.Notify()
-	var (
-		rec *ledger.Record
-		err error
-	)
-	if !fresh {
-		if rec, err = m.ledger.Get(ctx, n.OriginButler, key); err != nil {
-			return err
-		}
-	}
-	if rec != nil && rec.Status == ledger.Failed && msg.Headers().Get(bus.HeaderReplay) != "" {
-		// An operator replayed it: a failure is tried again (a delivery
-		// that got out is still answered from its record below).
-		m.log.InfoContext(ctx, "replayed; trying a failed delivery again", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "request_id", r.RequestContext.RequestID)
-		rec.Status, rec.Error = ledger.Sending, nil
-	}
-	if rec != nil && rec.Status == ledger.Refused {
-		// The switchboard refused an earlier copy and routes this one (its
-		// configuration changed): nothing was sent, so this is a first try.
-		rec.Status, rec.Error, rec.Channel = ledger.Sending, nil, n.Delivery.Channel
+	rec, err := m.startingRecord(ctx, msg, r, key, fresh)
+	if err != nil {
+		return err
 	}
 	if rec != nil && rec.Final() {
 		m.log.InfoContext(ctx, "already delivered; answering from the ledger", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "request_id", r.RequestContext.RequestID)
 		return m.answer(ctx, msg, r, key, rec.Response(r.RequestContext.RequestID))
 	}
 	if rec == nil {
-		rec = &ledger.Record{Key: key, Butler: n.OriginButler, Channel: n.Delivery.Channel, DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending}
-		if n.IdempotencyKey != "" {
-			rec.Args = msg.Headers().Get(bus.HeaderArgs) // the butler's arguments, before the switchboard's buttons
-			if rec.Args == "" {
-				rec.Args = n.ArgsDigest()
-			}
-		}
-	} else if held, left := rec.HeldBy("", m.leaseTTL); held {
-		// Another messenger is working on it (or was, until less than a
-		// lease ago): answer once it is done, unless that messenger is gone.
-		gone, wait := m.holderGone(ctx, rec.Attempt)
-		if !gone {
-			return &envelope.RetryAfterError{Wait: min(left, wait, 2*time.Second), Err: fmt.Errorf("%w: delivery %s is in progress elsewhere; this copy will be answered from its record", envelope.ErrTargetUnavailable, rec.DeliveryID)}
-		}
-		m.log.WarnContext(ctx, "taking over a delivery whose messenger is gone", "delivery_id", rec.DeliveryID, "holder", holderOf(rec.Attempt), "request_id", r.RequestContext.RequestID)
+		rec = newRecord(msg, n, key)
+	} else if err := m.heldElsewhere(ctx, r, rec); err != nil {
+		return err
 	}
 	// An earlier try may have found the delivery uncertain already.
-	outcome, note := rec.Outcome, rec.Note
-	if rec.Status == ledger.Sending && rec.Calling {
-		// The attempt before this one died while calling the provider.
-		if outcome, note, err = m.uncertain(ctx, r, key, rec); err != nil {
-			return err
-		}
-	} else if len(rec.MessageIDs) > 0 {
-		m.log.WarnContext(ctx, "resuming an interrupted delivery", "butler", n.OriginButler, "delivery_id", rec.DeliveryID, "chunks_sent", len(rec.MessageIDs))
+	outcome, note, err := m.resumed(ctx, r, key, rec)
+	if err != nil {
+		return err
 	}
 	a := m.newAttempt(rec)
-	d := deliver.Delivery{
-		Key: key, Intent: n.Delivery.Intent, Butler: n.OriginButler,
-		Recipient: n.Delivery.Recipient, Subject: n.Delivery.Subject, Message: n.Delivery.Message,
-		Emoji: n.Delivery.Emoji, Urgency: n.Delivery.Urgency, Topic: n.Delivery.Topic, Level: n.Delivery.Level, Actions: n.Delivery.Actions,
-		Done:  slices.Clone(rec.MessageIDs),
-		Begin: func() error { return a.begin(ctx) },
-		Sent:  a.sent,
-	}
-	if rc := n.RequestContext; rc != nil {
-		d.Thread, d.Sender = rc.SourceThreadIdentity, rc.SourceSenderIdentity
-	}
-	var receipt deliver.Receipt
-	if ed, ok := sender.(deliver.Editor); ok && msg.Headers().Get(bus.HeaderEdit) != "" {
-		d.Edit = msg.Headers().Get(bus.HeaderEdit)
-		receipt, err = ed.Edit(ctx, d)
-	} else {
-		// A channel that cannot edit says it anew (email: a follow-up mail).
-		receipt, err = sender.Deliver(ctx, d)
-	}
+	receipt, err := carryOut(ctx, msg, sender, newDelivery(ctx, n, key, rec, a))
 	if err != nil {
 		a.abandon(ctx, err)
 		if fresh && errors.Is(err, errTakenOver) && !a.claimed() {
@@ -426,12 +375,7 @@ func (m *Messenger) attempt(ctx context.Context, msg jetstream.Msg, r *envelope.
 		// stopped: the next attempt finds the call uncertain.
 		return err
 	}
-	counted := obs.OutcomeDelivered
-	if outcome == ledger.OutcomeUncertain {
-		counted = obs.OutcomeUncertain
-	}
-	m.metrics.Delivery(n.OriginButler, n.Delivery.Channel, counted, "", obs.RequestIDTime(r.RequestContext.RequestID))
-	m.log.InfoContext(ctx, "delivered", "butler", n.OriginButler, "channel", n.Delivery.Channel, "intent", n.Delivery.Intent, "delivery_id", rec.DeliveryID, "chunks", len(receipt.MessageIDs), "outcome", outcome, "request_id", r.RequestContext.RequestID)
+	m.reportDelivered(ctx, r, rec, receipt, outcome)
 	return m.answer(ctx, msg, r, key, rec.Response(r.RequestContext.RequestID))
 }
 

@@ -36,11 +36,32 @@ const (
 // classes, with a message saying what was wrong and what to do. Texts are
 // Discord's messages and scrubbed transport errors: they never hold the
 // token.
+//
+// A failure is looked at in steps, the first that names it winning: a call
+// with no answer of Discord's own, a rejected token, one of the JSON codes
+// Herald tells apart, then the HTTP status.
 func (s *sender) classify(ctx context.Context, ae *apiError, what, channel string) error {
 	where := ""
 	if channel != "" {
 		where = " in channel " + channel
 	}
+	if unanswered := s.unanswered(ctx, ae, what, where); unanswered != nil {
+		return unanswered
+	}
+	if ae.status == http.StatusUnauthorized {
+		return fmt.Errorf("%w: Discord rejected the bot token (401 Unauthorized); check that %s of integration %q holds the bot's current token (Developer Portal → your application → Bot → Reset Token)",
+			envelope.ErrForbidden, s.tokenSource(), s.id)
+	}
+	if known := s.byCode(ae, what, channel, where); known != nil {
+		return known
+	}
+	return s.byStatus(ctx, ae, what, where)
+}
+
+// unanswered is the error of a call that Discord itself did not answer:
+// the REST API's address sent it elsewhere, or it went out and no answer
+// came, so Discord may have taken it. Nil for any other failure.
+func (s *sender) unanswered(ctx context.Context, ae *apiError, what, where string) error {
 	var moved *deliver.RedirectError
 	switch {
 	case errors.As(ae, &moved):
@@ -54,49 +75,62 @@ func (s *sender) classify(ctx context.Context, ae *apiError, what, channel strin
 	case ae.unknown:
 		// Sent, and no answer: Discord may have taken it.
 		return fmt.Errorf("%w: discord %s%s got no answer (%v), and Discord may have taken it", envelope.ErrTimeout, what, where, ae.cause)
+	}
+	return nil
+}
 
-	case ae.status == http.StatusUnauthorized:
-		return fmt.Errorf("%w: Discord rejected the bot token (401 Unauthorized); check that %s of integration %q holds the bot's current token (Developer Portal → your application → Bot → Reset Token)",
-			envelope.ErrForbidden, s.tokenSource(), s.id)
-
-	case ae.code == codeUnknownChannel:
+// byCode is the error of a refusal whose JSON code Herald tells apart:
+// what it means for the delivery, and what to change. Nil for any other
+// code, or none.
+func (s *sender) byCode(ae *apiError, what, channel, where string) error {
+	switch ae.code {
+	case codeUnknownChannel:
 		return fmt.Errorf("%w: Discord channel %s not found (10003 Unknown Channel): use the channel's id (Developer Mode on, right-click the channel → Copy Channel ID) of a server the bot is in, or a user id for a direct message; check recipient or default_channel_id of integration %q",
 			envelope.ErrNotFound, channel, s.id)
 
-	case ae.code == codeUnknownMessage:
+	case codeUnknownMessage:
 		return fmt.Errorf("%w: Discord has no such message%s (10008 Unknown Message); check request_context.source_thread_identity", envelope.ErrNotFound, where)
 
-	case ae.code == codeUnknownUser:
+	case codeUnknownUser:
 		return fmt.Errorf("%w: Discord knows no such user (10013 Unknown User): %s; check recipient", envelope.ErrNotFound, what)
 
-	case ae.code == codeMissingAccess:
+	case codeMissingAccess:
 		return fmt.Errorf("%w: the bot cannot see channel %s (50001 Missing Access): invite it to the channel's server and give it View Channel there, or change recipient",
 			envelope.ErrForbidden, channel)
 
-	case ae.code == codeMissingPermissions, ae.code == codeCannotReplyWithoutPerms:
+	case codeMissingPermissions, codeCannotReplyWithoutPerms:
 		return fmt.Errorf("%w: the bot lacks a permission to %s%s (%d %s): give its role Send Messages, Send Messages in Threads, Read Message History and Add Reactions there",
 			envelope.ErrForbidden, what, where, ae.code, ae.message)
 
-	case ae.code == codeCannotMessageUser:
+	case codeCannotMessageUser:
 		return fmt.Errorf("%w: Discord does not let the bot write to this user directly (50007): they share no server with it, or do not accept direct messages from its server's members",
 			envelope.ErrForbidden)
 
-	case ae.code == codeThreadArchived:
+	case codeThreadArchived:
 		return fmt.Errorf("%w: the thread%s is archived or locked (50083): unarchive it, or write elsewhere", envelope.ErrForbidden, where)
 
-	case ae.code == codeReactionBlocked:
+	case codeReactionBlocked:
 		return fmt.Errorf("%w: Discord blocked the reaction%s (90001): the message's author has blocked the bot", envelope.ErrForbidden, where)
 
-	case ae.code == codeUnknownEmoji:
+	case codeUnknownEmoji:
 		return fmt.Errorf("%w: Discord knows no such emoji (10014 Unknown Emoji); react with a standard Unicode emoji like 👍, or a custom emoji of that server as name:id", envelope.ErrValidation)
 
-	case ae.code == codeMaxReactions:
+	case codeMaxReactions:
 		return fmt.Errorf("%w: the message%s has as many different reactions as Discord allows (30010)", envelope.ErrValidation, where)
 
-	case ae.code == codeInvalidFormBody, ae.code == codeCannotSendEmpty, ae.code == codeEntityTooLarge:
+	case codeInvalidFormBody, codeCannotSendEmpty, codeEntityTooLarge:
 		return fmt.Errorf("%w: Discord refused the request to %s%s (%d %s%s); simplify the message, and report this as a Herald bug if it persists",
 			envelope.ErrValidation, what, where, ae.code, ae.message, detail(ae))
+	}
+	return nil
+}
 
+// byStatus is the error of a failure no JSON code of Herald's list names,
+// by the HTTP status it got: a refusal, nothing found (a wrong api_url when
+// Discord gave no code), a request stopped before it went out, or Discord
+// or the network unavailable.
+func (s *sender) byStatus(ctx context.Context, ae *apiError, what, where string) error {
+	switch {
 	case ae.status == http.StatusForbidden:
 		return fmt.Errorf("%w: Discord refused to %s%s (%d %s): the bot may not do this there; check its role's permissions, or change recipient",
 			envelope.ErrForbidden, what, where, ae.code, ae.message)

@@ -48,12 +48,7 @@ const unknownSender = "unknown@herald.invalid"
 // source_sender_identity and user_id, so no allowlist lets it in. chat_id
 // is the bare address in both cases: it is where an answer goes.
 func newIngress(integrationID string, m *inbound, raw []byte, mailFrom string, rcpts []string, now time.Time, auth senderAuth) *envelope.Ingress {
-	id := m.messageID
-	if id == "" {
-		// No Message-ID: the same bytes, retried, still get the same id.
-		sum := sha256.Sum256(raw)
-		id = "<" + hex.EncodeToString(sum[:]) + "@herald.invalid>"
-	}
+	id := mailID(m, raw)
 	sender := m.fromAddr
 	if sender == "" {
 		sender = strings.ToLower(mailFrom)
@@ -67,6 +62,45 @@ func newIngress(integrationID string, m *inbound, raw []byte, mailFrom string, r
 	if len(rcpts) > 0 {
 		endpoint = identity(rcpts[0], unknownSender)
 	}
+
+	meta := mailMeta{}
+	meta.setSender(m, sender, who, auth)
+	meta.setMail(m, id, mailFrom, rcpts, now)
+	text := m.text
+	if utf8.RuneCountInString(text) > maxTextChars {
+		text = limit(text, maxTextChars-utf8.RuneCountInString(truncated)) + truncated
+	}
+
+	in := envelope.NewIngress(integrationID, channelType, endpoint, who, id, text, id, meta)
+	in.Attachments = meta.attachments(m, id)
+	return in
+}
+
+// mailID is the mail's Message-ID, or for a mail without one an id made of
+// its bytes: the same bytes, retried, still get the same id.
+func mailID(m *inbound, raw []byte) string {
+	if m.messageID != "" {
+		return m.messageID
+	}
+	sum := sha256.Sum256(raw)
+	return "<" + hex.EncodeToString(sum[:]) + "@herald.invalid>"
+}
+
+// mailMeta is the meta of a mail's ingress as it is filled in.
+type mailMeta map[string]string
+
+// set sets meta k to v made one line and cut to a meta value's bound, or
+// leaves it out when nothing of v is left.
+func (meta mailMeta) set(k, v string) {
+	if v = clean(v); v != "" {
+		meta[k] = limit(v, maxMetaChars)
+	}
+}
+
+// setSender says who wrote the mail (sender, their address; who, their
+// source_sender_identity) and whether that is authenticated. The
+// correspondent is the "chat", as in a Telegram DM.
+func (meta mailMeta) setSender(m *inbound, sender, who string, auth senderAuth) {
 	user := m.fromName
 	if user == "" {
 		user = sender
@@ -75,6 +109,21 @@ func newIngress(integrationID string, m *inbound, raw []byte, mailFrom string, r
 	if m.fromName != "" {
 		from = m.fromName + " <" + sender + ">"
 	}
+	meta.set("from", from)
+	meta.set("user", user)
+	meta.set("user_id", who)
+	meta.set("chat_id", sender)
+	authenticated, how := auth.meta()
+	meta.set(MetaSenderAuthenticated, authenticated)
+	meta.set(MetaSenderAuth, how)
+	meta.set("chat_type", "private")
+}
+
+// setMail says what the mail is: to whom it went, its subject (kept even
+// when empty), its id and the thread it belongs to, whose root is the first
+// of its References (else what it is In-Reply-To, else itself), and when
+// it was sent (its Date, else now).
+func (meta mailMeta) setMail(m *inbound, id, mailFrom string, rcpts []string, now time.Time) {
 	thread := id
 	switch {
 	case len(m.references) > 0:
@@ -86,51 +135,36 @@ func newIngress(integrationID string, m *inbound, raw []byte, mailFrom string, r
 	if !m.date.IsZero() {
 		ts = m.date
 	}
-
-	meta := map[string]string{}
-	set := func(k, v string) {
-		if v = clean(v); v != "" {
-			meta[k] = limit(v, maxMetaChars)
-		}
-	}
-	set("from", from)
-	set("user", user)
-	set("user_id", who)
-	set("chat_id", sender) // the correspondent is the "chat", as in a Telegram DM
-	authenticated, how := auth.meta()
-	set(MetaSenderAuthenticated, authenticated)
-	set(MetaSenderAuth, how)
-	set("chat_type", "private")
-	set("envelope_from", strings.ToLower(mailFrom))
-	set("to", joinLimited(rcpts, ", "))
-	set("header_to", joinLimited(m.to, ", "))
-	set("cc", joinLimited(m.cc, ", "))
+	meta.set("envelope_from", strings.ToLower(mailFrom))
+	meta.set("to", joinLimited(rcpts, ", "))
+	meta.set("header_to", joinLimited(m.to, ", "))
+	meta.set("cc", joinLimited(m.cc, ", "))
 	meta["subject"] = limit(m.subject, maxMetaChars)
-	set("message_id", id)
-	set("in_reply_to", m.inReplyTo)
-	set("references", joinLimited(m.references, " "))
-	set("thread_id", thread)
-	set("ts", strconv.FormatInt(ts.Unix(), 10))
+	meta.set("message_id", id)
+	meta.set("in_reply_to", m.inReplyTo)
+	meta.set("references", joinLimited(m.references, " "))
+	meta.set("thread_id", thread)
+	meta.set("ts", strconv.FormatInt(ts.Unix(), 10))
+}
 
-	text := m.text
-	if utf8.RuneCountInString(text) > maxTextChars {
-		text = limit(text, maxTextChars-utf8.RuneCountInString(truncated)) + truncated
-	}
-
-	in := envelope.NewIngress(integrationID, channelType, endpoint, who, id, text, id, meta)
+// attachments describes the mail's attachments, as many as ingress.v1
+// allows, each named by the mail's id and its place in the mail; how many
+// more there were goes in meta attachments_omitted.
+func (meta mailMeta) attachments(m *inbound, id string) []envelope.Attachment {
+	var out []envelope.Attachment
 	for i, a := range m.attachments {
 		if i == maxAttachments {
-			set("attachments_omitted", strconv.Itoa(len(m.attachments)-maxAttachments))
+			meta.set("attachments_omitted", strconv.Itoa(len(m.attachments)-maxAttachments))
 			break
 		}
-		in.Attachments = append(in.Attachments, envelope.Attachment{
+		out = append(out, envelope.Attachment{
 			Name: limit(a.name, maxNameChars),
 			Mime: limit(a.mime, maxMimeChars),
 			Size: a.size,
 			Ref:  "email:" + id + "/" + strconv.Itoa(a.index),
 		})
 	}
-	return in
+	return out
 }
 
 // withoutContent is what of an ingress goes to sink.Dropped: who, to whom,

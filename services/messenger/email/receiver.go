@@ -133,9 +133,6 @@ func newReceiver(in config.Integration, env deliver.Env, opts []ReceiverOption) 
 		getenv = os.Getenv
 	}
 	log := env.Log()
-	invalid := func(format string, a ...any) error {
-		return fmt.Errorf("%w: email integration %q: %s", config.ErrInvalid, in.ID, fmt.Sprintf(format, a...))
-	}
 	r := &Receiver{
 		id:        in.ID,
 		addr:      strings.TrimSpace(ib.Listen),
@@ -150,11 +147,38 @@ func newReceiver(in config.Integration, env deliver.Env, opts []ReceiverOption) 
 	if r.maxBytes <= 0 {
 		r.maxBytes = defaultMaxBytes
 	}
+	if err := r.takeDomains(ib.Domains, c.From); err != nil {
+		return nil, err
+	}
+	if err := r.loadTLS(ib.TLSCertFile, ib.TLSKeyFile); err != nil {
+		return nil, err
+	}
+	if err := r.requireAuth(ib.AuthEnv, getenv); err != nil {
+		return nil, err
+	}
+	if err := r.trustRelays(ib.TrustedRelays); err != nil {
+		return nil, err
+	}
+	for _, o := range opts {
+		o(r)
+	}
+	return r, nil
+}
 
-	for _, d := range ib.Domains {
+// invalid is an error in the receiver's configuration, naming its
+// integration.
+func (r *Receiver) invalid(format string, a ...any) error {
+	return fmt.Errorf("%w: email integration %q: %s", config.ErrInvalid, r.id, fmt.Sprintf(format, a...))
+}
+
+// takeDomains sets the domains the listener takes mail for, the first
+// named being the one it greets with: inbound.domains, else the domain of
+// from.
+func (r *Receiver) takeDomains(domains []string, from string) error {
+	for _, d := range domains {
 		d = strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSpace(d), "@"), "."))
 		if d == "" || strings.ContainsAny(d, "@ \t<>") {
-			return nil, invalid("inbound.domains entry %q is not a domain like example.com", d)
+			return r.invalid("inbound.domains entry %q is not a domain like example.com", d)
 		}
 		r.domains[d] = true
 		if r.host == "" {
@@ -164,38 +188,56 @@ func newReceiver(in config.Integration, env deliver.Env, opts []ReceiverOption) 
 	if len(r.domains) == 0 {
 		// No domains listed: take mail for the address we send from, and
 		// nothing else: never an open relay.
-		a, err := mail.ParseAddress(c.From)
+		a, err := mail.ParseAddress(from)
 		_, d, ok := strings.Cut(addressOf(a, err), "@")
 		if !ok || d == "" {
-			return nil, invalid("inbound.domains is empty and from %q names no domain; list the domains to take mail for in inbound.domains", c.From)
+			return r.invalid("inbound.domains is empty and from %q names no domain; list the domains to take mail for in inbound.domains", from)
 		}
 		r.domains[d], r.host = true, d
 	}
+	return nil
+}
 
-	if ib.TLSCertFile != "" {
-		cert, err := tls.LoadX509KeyPair(ib.TLSCertFile, ib.TLSKeyFile)
-		if err != nil {
-			return nil, invalid("inbound.tls_cert_file and tls_key_file: %v", err)
-		}
-		r.tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+// loadTLS enables STARTTLS with the certificate and key of
+// inbound.tls_cert_file and tls_key_file, when they are set.
+func (r *Receiver) loadTLS(certFile, keyFile string) error {
+	if certFile == "" {
+		return nil
 	}
-
-	if ib.AuthEnv != "" {
-		secret, err := config.Secret(getenv, ib.AuthEnv, "")
-		if err != nil {
-			return nil, fmt.Errorf("%w (email integration %q, inbound.auth_env)", err, in.ID)
-		}
-		user, pass, ok := strings.Cut(secret, ":")
-		if !ok || user == "" || pass == "" {
-			return nil, invalid("environment variable %s (inbound.auth_env) must hold user:password", ib.AuthEnv)
-		}
-		r.user, r.pass = user, pass
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return r.invalid("inbound.tls_cert_file and tls_key_file: %v", err)
 	}
+	r.tlsConfig = &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+	return nil
+}
 
-	for _, id := range ib.TrustedRelays {
+// requireAuth makes the listener require AUTH with the user:password held
+// by the variable inbound.auth_env names, when it names one. The errors
+// never hold the password.
+func (r *Receiver) requireAuth(authEnv string, getenv config.Getenv) error {
+	if authEnv == "" {
+		return nil
+	}
+	secret, err := config.Secret(getenv, authEnv, "")
+	if err != nil {
+		return fmt.Errorf("%w (email integration %q, inbound.auth_env)", err, r.id)
+	}
+	user, pass, ok := strings.Cut(secret, ":")
+	if !ok || user == "" || pass == "" {
+		return r.invalid("environment variable %s (inbound.auth_env) must hold user:password", authEnv)
+	}
+	r.user, r.pass = user, pass
+	return nil
+}
+
+// trustRelays takes the authserv-ids of inbound.trusted_relays, and warns
+// when anyone who can reach the listener could write a relay's header.
+func (r *Receiver) trustRelays(ids []string) error {
+	for _, id := range ids {
 		id = strings.ToLower(strings.TrimSpace(id))
 		if id == "" || strings.ContainsAny(id, " \t;()\"=") {
-			return nil, invalid("inbound.trusted_relays entry %q is not an authserv-id: name the relay as it names itself in the first word of its Authentication-Results header, like mx.example.com", id)
+			return r.invalid("inbound.trusted_relays entry %q is not an authserv-id: name the relay as it names itself in the first word of its Authentication-Results header, like mx.example.com", id)
 		}
 		r.trusted[id] = true
 	}
@@ -204,10 +246,7 @@ func newReceiver(in config.Integration, env deliver.Env, opts []ReceiverOption) 
 		// the relay's header themselves.
 		r.log.Warn("inbound.trusted_relays is set but the listener takes mail from anyone who can reach it; set auth_env so only the relay can deliver, or keep the port reachable from the relay alone", "addr", r.addr)
 	}
-	for _, o := range opts {
-		o(r)
-	}
-	return r, nil
+	return nil
 }
 
 // loopback reports whether addr (host:port) listens on loopback only.

@@ -37,24 +37,61 @@ func codes(c ...string) map[string]bool {
 // classify turns a failed Web API call into one of the envelope error
 // classes, with a message saying what was wrong and what to do. Texts are
 // Slack's codes and scrubbed transport errors: they never hold the token.
+//
+// A failure is looked at in three steps, the first that names it winning:
+// a call with no answer of Slack's own, then Slack's error code, then how
+// the request failed to reach Slack.
 func (s *sender) classify(ctx context.Context, method, chat string, params any, err error) error {
 	var ae *apiError
 	if !errors.As(err, &ae) {
 		return fmt.Errorf("%w: slack %s: %s", envelope.ErrInternal, method, s.secrets.Scrub(err.Error()))
 	}
-	where, edited := "", "" // edited: the message chat.update was to change
+	c := describe(method, chat, params)
+	if unanswered := s.unanswered(ctx, c, ae, err); unanswered != nil {
+		return unanswered
+	}
+	if ae.code != "" {
+		return s.refusal(c, ae)
+	}
+	return s.unreached(ctx, c, ae)
+}
+
+// failedCall is what a failed Web API call was doing, for its error's text.
+type failedCall struct {
+	method string
+	// where says what the call acted on (" to channel C…"), "" when its
+	// parameters do not say.
+	where string
+	// chat is the channel the call acted in.
+	chat string
+	// edited is the message chat.update was to change ("<ts> in channel
+	// C…"), "" for any other call.
+	edited string
+}
+
+// describe reads from a call's parameters what it acted on; chat is the
+// caller's word for the channel, which a reaction's or an edit's own
+// channel replaces.
+func describe(method, chat string, params any) failedCall {
+	c := failedCall{method: method, chat: chat}
 	switch p := params.(type) {
 	case postMessage:
-		where = " to channel " + p.Channel
+		c.where = " to channel " + p.Channel
 	case reactionsAdd:
-		where = " on message " + p.Timestamp + " of channel " + p.Channel
-		chat = p.Channel
+		c.where = " on message " + p.Timestamp + " of channel " + p.Channel
+		c.chat = p.Channel
 	case chatUpdate:
-		edited = p.TS + " in channel " + p.Channel
-		where = " of message " + edited
-		chat = p.Channel
+		c.edited = p.TS + " in channel " + p.Channel
+		c.where = " of message " + c.edited
+		c.chat = p.Channel
 	}
-	code := ae.code
+	return c
+}
+
+// unanswered is the error of a call that Slack itself did not answer: the
+// Web API's address sent it elsewhere, or it went out and no answer came,
+// so Slack may have taken the message. Nil for any other failure.
+func (s *sender) unanswered(ctx context.Context, c failedCall, ae *apiError, err error) error {
 	var moved *deliver.RedirectError
 	switch {
 	case errors.As(err, &moved):
@@ -63,19 +100,27 @@ func (s *sender) classify(ctx context.Context, method, chat string, params any, 
 
 	case ae.unknown && ctx.Err() != nil:
 		// Sent, and stopped waiting: Slack may have taken the message.
-		return fmt.Errorf("%w: slack %s%s did not finish, and Slack may have taken it: %w", envelope.ErrTimeout, method, where, ctx.Err())
+		return fmt.Errorf("%w: slack %s%s did not finish, and Slack may have taken it: %w", envelope.ErrTimeout, c.method, c.where, ctx.Err())
 
 	case ae.unknown:
 		// Sent, and no answer: Slack may have taken the message.
-		return fmt.Errorf("%w: slack %s%s got no answer (%v), and Slack may have taken it", envelope.ErrTimeout, method, where, ae.cause)
+		return fmt.Errorf("%w: slack %s%s got no answer (%v), and Slack may have taken it", envelope.ErrTimeout, c.method, c.where, ae.cause)
+	}
+	return nil
+}
 
+// refusal is the error of a call Slack answered with an error code (never
+// ""): what the code means for the delivery, and what to change.
+func (s *sender) refusal(c failedCall, ae *apiError) error {
+	code, chat, edited := ae.code, c.chat, c.edited
+	switch {
 	case code == "missing_scope":
 		needed, provided := "", ""
 		if ae.answer != nil {
 			needed, provided = ae.answer.Needed, ae.answer.Provided
 		}
 		return fmt.Errorf("%w: the bot token of integration %q lacks a scope for %s (needed: %s; it has: %s); add it under OAuth & Permissions, reinstall the app, and put the new token in token_env or token_file",
-			envelope.ErrForbidden, s.id, method, orUnknown(needed), orUnknown(provided))
+			envelope.ErrForbidden, s.id, c.method, orUnknown(needed), orUnknown(provided))
 
 	case authErrors[code]:
 		return fmt.Errorf("%w: Slack rejected the bot token (%s); check that token_env or token_file of integration %q holds the app's current Bot User OAuth Token (xoxb-…) and that the app is still installed",
@@ -106,7 +151,7 @@ func (s *sender) classify(ctx context.Context, method, chat string, params any, 
 
 	case refusedErrors[code]:
 		return fmt.Errorf("%w: Slack refused %s%s (%s): the app may not do this there; check the channel's settings and the app's permissions, or change recipient",
-			envelope.ErrForbidden, method, where, code)
+			envelope.ErrForbidden, c.method, c.where, code)
 
 	case code == "message_not_found", code == "thread_not_found":
 		return fmt.Errorf("%w: Slack has no such message in channel %s (%s); check request_context.source_thread_identity", envelope.ErrNotFound, chat, code)
@@ -121,28 +166,33 @@ func (s *sender) classify(ctx context.Context, method, chat string, params any, 
 		return fmt.Errorf("%w: Slack refused the formatted message (%s); simplify its markdown and report this as a Herald bug", envelope.ErrValidation, code)
 
 	case unavailableErrors[code]:
-		return fmt.Errorf("%w: Slack failed %s%s (%s): Slack is having trouble; try again later", envelope.ErrTargetUnavailable, method, where, code)
+		return fmt.Errorf("%w: Slack failed %s%s (%s): Slack is having trouble; try again later", envelope.ErrTargetUnavailable, c.method, c.where, code)
+	}
+	detail := code
+	if ae.answer != nil && len(ae.answer.ResponseMetadata.Messages) > 0 {
+		detail += ": " + strings.Join(ae.answer.ResponseMetadata.Messages, "; ")
+	}
+	return fmt.Errorf("%w: Slack refused %s%s (%s); check the notify's fields", envelope.ErrValidation, c.method, c.where, s.secrets.Scrub(detail))
+}
 
-	case code != "":
-		detail := code
-		if ae.answer != nil && len(ae.answer.ResponseMetadata.Messages) > 0 {
-			detail += ": " + strings.Join(ae.answer.ResponseMetadata.Messages, "; ")
-		}
-		return fmt.Errorf("%w: Slack refused %s%s (%s); check the notify's fields", envelope.ErrValidation, method, where, s.secrets.Scrub(detail))
-
+// unreached is the error of a call that got no Web API answer at all: a
+// wrong api_url, a request stopped before it went out, or Slack or the
+// network unavailable. Slack has nothing of it.
+func (s *sender) unreached(ctx context.Context, c failedCall, ae *apiError) error {
+	switch {
 	case ae.status == http.StatusNotFound:
 		return fmt.Errorf("%w: %s answered 404 Not Found to %s: check that api_url of integration %q is the Web API's base URL, like %s",
-			envelope.ErrNotFound, s.apiURL, method, s.id, DefaultAPIURL)
+			envelope.ErrNotFound, s.apiURL, c.method, s.id, DefaultAPIURL)
 
 	case ae.status == 0 && ctx.Err() != nil:
 		// Stopped before the request went out: Slack has nothing.
-		return fmt.Errorf("%w: slack %s%s was not sent: %w", envelope.ErrTargetUnavailable, method, where, ctx.Err())
+		return fmt.Errorf("%w: slack %s%s was not sent: %w", envelope.ErrTargetUnavailable, c.method, c.where, ctx.Err())
 	}
 	// No connection (refused, DNS, TLS), a 5xx, or an answer that is not Web
 	// API JSON (a proxy's error page): Slack is not available now, and has
 	// nothing.
 	return fmt.Errorf("%w: slack %s at %s failed (%s): Slack or the network is unavailable; try again later, and check api_url if it persists",
-		envelope.ErrTargetUnavailable, method, s.apiURL, s.secrets.Scrub(ae.Error()))
+		envelope.ErrTargetUnavailable, c.method, s.apiURL, s.secrets.Scrub(ae.Error()))
 }
 
 func orUnknown(s string) string {

@@ -104,26 +104,9 @@ func toIngress(integration string, cb *callback) (*envelope.Ingress, string) {
 	if ev.Type == "reaction_added" {
 		return reactionIngress(integration, cb, &ev)
 	}
-	switch {
-	case ev.Type != "message" && ev.Type != "app_mention":
-		return nil, "event " + ev.Type + " is not a message"
-	case !userSubtypes[ev.Subtype]:
-		return nil, "message subtype " + ev.Subtype
-	case ev.BotID != "" || ev.Subtype == "bot_message":
-		return nil, "a bot's message"
-	case ev.User == "":
-		return nil, "no user"
-	case !idPattern.MatchString(ev.Channel) || !tsPattern.MatchString(ev.TS):
-		return nil, "no channel or ts"
-	}
-	botUser := ""
-	for _, a := range cb.Authorizations {
-		if a.IsBot {
-			botUser = a.UserID
-		}
-		if a.UserID == ev.User && a.IsBot {
-			return nil, "the app's own message"
-		}
+	botUser, why := personsMessage(cb, &ev)
+	if why != "" {
+		return nil, why
 	}
 	if ev.ThreadTS != "" && !tsPattern.MatchString(ev.ThreadTS) {
 		ev.ThreadTS = ""
@@ -138,13 +121,50 @@ func toIngress(integration string, cb *callback) (*envelope.Ingress, string) {
 	if team == "" {
 		team = ev.Team
 	}
-	endpoint := team
-	if endpoint == "" {
-		endpoint = cb.APIAppID
+	at := place{channel: ev.Channel, ts: ev.TS, threadTS: ev.ThreadTS}
+	native := ev.Channel + ":" + ev.TS
+	if team != "" {
+		native = team + ":" + native
 	}
-	if endpoint == "" {
-		endpoint = integration
+	meta := clipMeta(messageMeta(&ev, at, team))
+	in := envelope.NewIngress(integration, "slack", clip(endpointFor(team, cb.APIAppID, integration), 512), clip(ev.User, 512),
+		at.thread(), clip(text, maxText), clip(native, 998), meta)
+	in.Attachments = files
+	return in, ""
+}
+
+// personsMessage says why a message or app_mention event is not a
+// person's message to pass on ("" when it is), and names the app's bot
+// user, whose mention starts a message to it.
+func personsMessage(cb *callback, ev *event) (botUser, why string) {
+	switch {
+	case ev.Type != "message" && ev.Type != "app_mention":
+		return "", "event " + ev.Type + " is not a message"
+	case !userSubtypes[ev.Subtype]:
+		return "", "message subtype " + ev.Subtype
+	case ev.BotID != "" || ev.Subtype == "bot_message":
+		return "", "a bot's message"
+	case ev.User == "":
+		return "", "no user"
+	case !idPattern.MatchString(ev.Channel) || !tsPattern.MatchString(ev.TS):
+		return "", "no channel or ts"
 	}
+	for _, a := range cb.Authorizations {
+		if a.IsBot {
+			botUser = a.UserID
+		}
+		if a.UserID == ev.User && a.IsBot {
+			return "", "the app's own message"
+		}
+	}
+	return botUser, ""
+}
+
+// messageMeta is the meta of a person's message at its place: who wrote
+// where, the thread it belongs to (in a channel, or a thread of a direct
+// message), and the message it answers in a thread, named as receipts name
+// Slack messages.
+func messageMeta(ev *event, at place, team string) map[string]string {
 	channelType := ev.ChannelType
 	if channelType == "" {
 		// app_mention events say no channel type.
@@ -153,18 +173,13 @@ func toIngress(integration string, cb *callback) (*envelope.Ingress, string) {
 			channelType = "im"
 		}
 	}
-	inThread := ev.ThreadTS != "" && ev.ThreadTS != ev.TS
-	root := ev.TS
-	if ev.ThreadTS != "" {
-		root = ev.ThreadTS
-	}
 	meta := map[string]string{
 		"chat_id":      ev.Channel,
 		"channel_id":   ev.Channel,
 		"channel_type": channelType,
 		"chat_type":    "group",
 		"user_id":      ev.User,
-		"user":         userName(&ev),
+		"user":         userName(ev),
 		"message_id":   ev.TS,
 		"ts":           ev.TS,
 		"event_type":   ev.Type,
@@ -175,26 +190,62 @@ func toIngress(integration string, cb *callback) (*envelope.Ingress, string) {
 	if team != "" {
 		meta["team_id"] = team
 	}
-	if inThread || channelType != "im" {
-		meta["thread_ts"] = root
-		meta["thread_id"] = root
+	if at.inThread() || channelType != "im" {
+		meta["thread_ts"] = at.root()
+		meta["thread_id"] = at.root()
 	}
-	thread := ev.Channel + ":" + ev.TS
-	if inThread {
-		// The message answered, named as receipts name Slack messages.
+	if at.inThread() {
 		meta["reply_to_message_id"] = ev.Channel + ":" + ev.ThreadTS
-		thread = ev.Channel + ":" + ev.ThreadTS + ":" + ev.TS
 	}
-	native := ev.Channel + ":" + ev.TS
-	if team != "" {
-		native = team + ":" + native
+	return meta
+}
+
+// place is where a message, or the message clicked, is: its channel, its
+// ts, and the ts of the thread it is in ("" for none).
+type place struct {
+	channel, ts, threadTS string
+}
+
+// inThread reports whether the message is a reply in a thread, not the
+// thread's first message or a message outside any thread.
+func (p place) inThread() bool { return p.threadTS != "" && p.threadTS != p.ts }
+
+// root is the ts of the thread the message belongs to: the message starts
+// one when it is in none.
+func (p place) root() string {
+	if p.threadTS != "" {
+		return p.threadTS
 	}
+	return p.ts
+}
+
+// thread is the source_thread_identity: "<channel>:<ts>", and
+// "<channel>:<thread ts>:<ts>" for a reply in a thread.
+func (p place) thread() string {
+	if p.inThread() {
+		return p.channel + ":" + p.threadTS + ":" + p.ts
+	}
+	return p.channel + ":" + p.ts
+}
+
+// endpointFor is the source_endpoint_identity: the workspace, else the
+// app, else the integration.
+func endpointFor(team, appID, integration string) string {
+	switch {
+	case team != "":
+		return team
+	case appID != "":
+		return appID
+	}
+	return integration
+}
+
+// clipMeta cuts every value of meta to what ingress.v1 allows.
+func clipMeta(meta map[string]string) map[string]string {
 	for k, v := range meta {
 		meta[k] = clip(v, maxMeta)
 	}
-	in := envelope.NewIngress(integration, "slack", clip(endpoint, 512), clip(ev.User, 512), thread, clip(text, maxText), clip(native, 998), meta)
-	in.Attachments = files
-	return in, ""
+	return meta
 }
 
 var inboundEscapes = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")
@@ -315,55 +366,21 @@ func clicks(integration string, p *interaction) ([]*envelope.Ingress, string) {
 	if p.Type != "block_actions" {
 		return nil, "interaction " + p.Type + " is not a click"
 	}
-	channel := p.Container.ChannelID
-	if p.Channel != nil && p.Channel.ID != "" {
-		channel = p.Channel.ID
-	}
-	ts, threadTS := p.Container.MessageTS, p.Container.ThreadTS
-	if m := p.Message; m != nil {
-		if ts == "" {
-			ts = m.TS
-		}
-		if m.ThreadTS != "" {
-			threadTS = m.ThreadTS
-		}
-	}
+	at := clicked(p)
 	switch {
-	case !idPattern.MatchString(channel) || !tsPattern.MatchString(ts):
+	case !idPattern.MatchString(at.channel) || !tsPattern.MatchString(at.ts):
 		return nil, "not on a message"
 	case !idPattern.MatchString(p.User.ID):
 		return nil, "no user"
 	}
-	if !tsPattern.MatchString(threadTS) {
-		threadTS = ""
+	if !tsPattern.MatchString(at.threadTS) {
+		at.threadTS = ""
 	}
 	team := p.User.TeamID
 	if p.Team != nil && p.Team.ID != "" {
 		team = p.Team.ID
 	}
-	endpoint := team
-	if endpoint == "" {
-		endpoint = p.APIAppID
-	}
-	if endpoint == "" {
-		endpoint = integration
-	}
-	user := p.User.ID
-	for _, n := range []string{p.User.Username, p.User.Name} {
-		if n = strings.TrimSpace(n); n != "" {
-			user = n
-			break
-		}
-	}
-	inThread := threadTS != "" && threadTS != ts
-	root := ts
-	if threadTS != "" {
-		root = threadTS
-	}
-	thread := channel + ":" + ts
-	if inThread {
-		thread = channel + ":" + threadTS + ":" + ts
-	}
+	endpoint := endpointFor(team, p.APIAppID, integration)
 	var out []*envelope.Ingress
 	why := "no button with a value"
 	for _, a := range p.Actions {
@@ -378,43 +395,78 @@ func clicks(integration string, p *interaction) ([]*envelope.Ingress, string) {
 			why = "a click with neither action_ts nor trigger_id"
 			continue
 		}
-		meta := map[string]string{
-			"chat_id":           channel,
-			"channel_id":        channel,
-			"channel_type":      "channel",
-			"chat_type":         "group",
-			"user_id":           p.User.ID,
-			"user":              user,
-			"message_id":        ts,
-			"ts":                click,
-			"event_type":        p.Type,
-			"callback_data":     a.Value,
-			"callback_query_id": click,
-		}
-		if isDM(channel) {
-			meta["channel_type"], meta["chat_type"] = "im", "private"
-		}
-		if team != "" {
-			meta["team_id"] = team
-		}
-		if inThread || !isDM(channel) {
-			meta["thread_ts"] = root
-			meta["thread_id"] = root
-		}
-		for k, v := range meta {
-			meta[k] = clip(v, maxMeta)
-		}
-		native := channel + ":" + ts + ":" + click
+		meta := clipMeta(clickMeta(p, at, team, a.Value, click))
+		native := at.channel + ":" + at.ts + ":" + click
 		if team != "" {
 			native = team + ":" + native
 		}
-		out = append(out, envelope.NewIngress(integration, "slack", clip(endpoint, 512), clip(p.User.ID, 512), thread,
+		out = append(out, envelope.NewIngress(integration, "slack", clip(endpoint, 512), clip(p.User.ID, 512), at.thread(),
 			clip(a.Value, maxText), clip("click:"+native, 998), meta))
 	}
 	if len(out) == 0 {
 		return nil, why
 	}
 	return out, ""
+}
+
+// clicked is the place of the message a click was on: the container's
+// channel and ts, which the payload's channel and message, when it has
+// them, complete or replace.
+func clicked(p *interaction) place {
+	at := place{channel: p.Container.ChannelID, ts: p.Container.MessageTS, threadTS: p.Container.ThreadTS}
+	if p.Channel != nil && p.Channel.ID != "" {
+		at.channel = p.Channel.ID
+	}
+	if m := p.Message; m != nil {
+		if at.ts == "" {
+			at.ts = m.TS
+		}
+		if m.ThreadTS != "" {
+			at.threadTS = m.ThreadTS
+		}
+	}
+	return at
+}
+
+// clickMeta is the meta of one click on a button with value, as the clicked
+// message's events would have it, with the click's own ts and
+// callback_data.
+func clickMeta(p *interaction, at place, team, value, click string) map[string]string {
+	meta := map[string]string{
+		"chat_id":           at.channel,
+		"channel_id":        at.channel,
+		"channel_type":      "channel",
+		"chat_type":         "group",
+		"user_id":           p.User.ID,
+		"user":              clickerName(p),
+		"message_id":        at.ts,
+		"ts":                click,
+		"event_type":        p.Type,
+		"callback_data":     value,
+		"callback_query_id": click,
+	}
+	if isDM(at.channel) {
+		meta["channel_type"], meta["chat_type"] = "im", "private"
+	}
+	if team != "" {
+		meta["team_id"] = team
+	}
+	if at.inThread() || !isDM(at.channel) {
+		meta["thread_ts"] = at.root()
+		meta["thread_id"] = at.root()
+	}
+	return meta
+}
+
+// clickerName is the best name the payload gives for who clicked, else
+// their id.
+func clickerName(p *interaction) string {
+	for _, n := range []string{p.User.Username, p.User.Name} {
+		if n = strings.TrimSpace(n); n != "" {
+			return n
+		}
+	}
+	return p.User.ID
 }
 
 // reactionIngress turns a reaction_added event on a message into an

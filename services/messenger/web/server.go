@@ -462,6 +462,24 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 
 	// Listen before reading the history, so nothing stored in between is
 	// missed; what both bring is sent once (by sequence).
+	l, ok := h.follow(ctx, w, visitor)
+	if !ok {
+		return
+	}
+	defer h.fan.unsubscribe(l)
+	s := &eventStream{
+		w: w, rc: http.NewResponseController(w), writeTimeout: h.c.timeouts.write,
+		visitor: visitor, integration: h.c.id, last: after,
+	}
+	if h.replay(ctx, s) {
+		s.live(ctx, l)
+	}
+}
+
+// follow listens to the visitor's conversations, waiting up to readyWait
+// for the fan-out to follow them. When it does not, a page still there is
+// answered 503 and retries, and ok is false.
+func (h *handler) follow(ctx context.Context, w http.ResponseWriter, visitor string) (l *listener, ok bool) {
 	waitCtx, cancelWait := context.WithTimeout(ctx, readyWait)
 	l, err := h.fan.subscribe(waitCtx, visitor)
 	cancelWait()
@@ -470,78 +488,109 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 			h.c.log.Warn("web chat not following its conversations yet; a page is told to retry")
 			fail(w, http.StatusServiceUnavailable, "the conversation cannot be loaded right now; the page retries")
 		}
-		return
+		return nil, false
 	}
-	defer h.fan.unsubscribe(l)
+	return l, true
+}
 
-	rc := http.NewResponseController(w)
-	// The server's write timeout bounds a whole response, and a stream is
-	// meant to stay open: each write gets a deadline of its own instead, so
-	// a page that stops reading still lets go of its connection. (The read
-	// deadline needs no lifting: net/http clears it once the request is read.)
-	send := func(format string, a ...any) bool {
-		_ = rc.SetWriteDeadline(time.Now().Add(h.c.timeouts.write))
-		if _, err := fmt.Fprintf(w, format, a...); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-	started := false
-	start := func() bool {
-		started = true
-		hdr := w.Header()
-		hdr.Set("Content-Type", "text/event-stream")
-		hdr.Set("Cache-Control", "no-store")
-		hdr.Set("X-Accel-Buffering", "no")
-		w.WriteHeader(http.StatusOK)
-		hello, _ := json.Marshal(map[string]string{"visitor": visitor, "integration": h.c.id})
-		return send("retry: 2000\nevent: hello\ndata: %s\n\n", hello)
-	}
-	last := after
-	err = h.history(ctx, visitor, after, func(s stored) error {
-		if !started && !start() {
+// replay sends the visitor's conversation after the stream's last event,
+// starting the stream before the first, or after the history if it brought
+// nothing. False when the stream is over: the page has gone, the request
+// ended, or the conversation could not be read.
+func (h *handler) replay(ctx context.Context, s *eventStream) bool {
+	err := h.history(ctx, s.visitor, s.last, func(st stored) error {
+		if !s.started && !s.start() {
 			return errGone
 		}
-		fr, err := render(s)
+		fr, err := render(st)
 		if err != nil {
 			return nil
 		}
-		if !send("id: %d\ndata: %s\n\n", fr.seq, fr.data) {
+		if !s.sendFrame(fr) {
 			return errGone
 		}
-		last = fr.seq
 		return nil
 	})
 	switch {
 	case errors.Is(err, errGone) || ctx.Err() != nil:
-		return
+		return false
 	case err != nil:
 		h.c.log.Warn("web conversation unavailable", "err", err)
-		if !started {
-			fail(w, http.StatusServiceUnavailable, "the conversation cannot be loaded right now; the page retries")
+		if !s.started {
+			fail(s.w, http.StatusServiceUnavailable, "the conversation cannot be loaded right now; the page retries")
 		}
-		return // a started page reconnects from its last event
+		return false // a started page reconnects from its last event
 	}
-	if !started && !start() {
-		return
-	}
+	return s.started || s.start()
+}
 
+// eventStream is one page's stream of Server-Sent Events: where it writes,
+// whether it has answered yet, and the last event it sent.
+type eventStream struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+	// writeTimeout bounds each write (see send).
+	writeTimeout         time.Duration
+	visitor, integration string
+	started              bool
+	last                 uint64
+}
+
+// send writes to the stream and flushes it; false when the page has gone.
+// The server's write timeout bounds a whole response, and a stream is
+// meant to stay open: each write gets a deadline of its own instead, so a
+// page that stops reading still lets go of its connection. (The read
+// deadline needs no lifting: net/http clears it once the request is read.)
+func (s *eventStream) send(format string, a ...any) bool {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.writeTimeout))
+	if _, err := fmt.Fprintf(s.w, format, a...); err != nil {
+		return false
+	}
+	return s.rc.Flush() == nil
+}
+
+// start answers the request as an event stream, and sends the hello event
+// naming the visitor and the integration.
+func (s *eventStream) start() bool {
+	s.started = true
+	hdr := s.w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+	hello, _ := json.Marshal(map[string]string{"visitor": s.visitor, "integration": s.integration})
+	return s.send("retry: 2000\nevent: hello\ndata: %s\n\n", hello)
+}
+
+// sendFrame sends one event of the conversation, and notes it as the last
+// sent.
+func (s *eventStream) sendFrame(fr frame) bool {
+	if !s.send("id: %d\ndata: %s\n\n", fr.seq, fr.data) {
+		return false
+	}
+	s.last = fr.seq
+	return true
+}
+
+// live sends each new event of the conversation as the fan-out brings it,
+// skipping what the history sent, and a ping while there is none, until
+// the page goes, the fan-out drops the stream, or ctx ends.
+func (s *eventStream) live(ctx context.Context, l *listener) {
 	tick := time.NewTicker(ping)
 	defer tick.Stop()
 	for {
 		select {
 		case fr := <-l.events:
-			if fr.seq <= last {
+			if fr.seq <= s.last {
 				continue // already sent from the history
 			}
-			if !send("id: %d\ndata: %s\n\n", fr.seq, fr.data) {
+			if !s.sendFrame(fr) {
 				return
 			}
-			last = fr.seq
 		case <-l.gone:
 			return // fell behind, or the feed restarted: the page reconnects and catches up
 		case <-tick.C:
-			if !send(": ping\n\n") {
+			if !s.send(": ping\n\n") {
 				return
 			}
 		case <-ctx.Done():
