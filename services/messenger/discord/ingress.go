@@ -5,9 +5,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
 // Limits of ingress.v1 on what comes from Discord; Discord's own are lower
@@ -168,7 +168,7 @@ func fromMessage(integration, botUser string, m *messageEvent, at where) (*envel
 		endpoint = integration
 	}
 	in := envelope.NewIngress(integration, "discord", endpoint, m.Author.ID, m.ChannelID+":"+m.ID,
-		clip(text, maxText), m.ChannelID+":"+m.ID, clipAll(meta))
+		deliver.Clip(text, maxText), m.ChannelID+":"+m.ID, deliver.ClipMeta(meta))
 	in.Attachments = files
 	return in, ""
 }
@@ -225,7 +225,7 @@ func fromInteraction(integration, botUser string, ev *interactionEvent, at where
 	if endpoint == "" {
 		endpoint = integration
 	}
-	return envelope.NewIngress(integration, "discord", endpoint, u.ID, thread, clip(ev.Data.CustomID, maxText), "interaction:"+ev.ID, clipAll(meta)), ""
+	return envelope.NewIngress(integration, "discord", endpoint, u.ID, thread, deliver.Clip(ev.Data.CustomID, maxText), "interaction:"+ev.ID, deliver.ClipMeta(meta)), ""
 }
 
 // inboundText is the text as the person wrote it, without the mention of
@@ -262,7 +262,7 @@ func messageFiles(m *messageEvent) []envelope.Attachment {
 		if ref == "" {
 			ref = "discord:attachment:" + a.ID
 		}
-		out = append(out, envelope.Attachment{Name: clip(name, maxFileName), Mime: clip(mime, maxMime), Size: max(a.Size, 0), Ref: clip(ref, maxRef)})
+		out = append(out, envelope.Attachment{Name: deliver.Clip(name, maxFileName), Mime: deliver.Clip(mime, maxMime), Size: max(a.Size, 0), Ref: deliver.Clip(ref, maxRef)})
 	}
 	return out
 }
@@ -286,25 +286,6 @@ func decodeMessage(d json.RawMessage) (*messageEvent, error) {
 		return nil, err
 	}
 	return &m, nil
-}
-
-// clip cuts text to at most n bytes, at a character boundary.
-func clip(text string, n int) string {
-	if len(text) <= n {
-		return text
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(text[cut]) {
-		cut--
-	}
-	return text[:cut]
-}
-
-func clipAll(meta map[string]string) map[string]string {
-	for k, v := range meta {
-		meta[k] = clip(v, maxMeta)
-	}
-	return meta
 }
 
 // reactionEvent is MESSAGE_REACTION_ADD's data.
@@ -357,5 +338,5 @@ func fromReaction(integration, botUser string, ev *reactionEvent) (*envelope.Ing
 		endpoint = integration
 	}
 	native := "reaction:" + ev.ChannelID + ":" + ev.MessageID + ":" + ev.UserID + ":" + ev.Emoji.Name
-	return envelope.NewIngress(integration, "discord", endpoint, ev.UserID, ev.ChannelID+":"+ev.MessageID, ev.Emoji.Name, clip(native, 998), clipAll(meta)), ""
+	return envelope.NewIngress(integration, "discord", endpoint, ev.UserID, ev.ChannelID+":"+ev.MessageID, ev.Emoji.Name, deliver.Clip(native, 998), deliver.ClipMeta(meta)), ""
 }

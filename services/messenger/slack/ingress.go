@@ -3,9 +3,9 @@ package slack
 import (
 	"encoding/json"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
 // Limits of ingress.v1 on what comes from Slack; Slack's own are lower
@@ -126,9 +126,9 @@ func toIngress(integration string, cb *callback) (*envelope.Ingress, string) {
 	if team != "" {
 		native = team + ":" + native
 	}
-	meta := clipMeta(messageMeta(&ev, at, team))
-	in := envelope.NewIngress(integration, "slack", clip(endpointFor(team, cb.APIAppID, integration), 512), clip(ev.User, 512),
-		at.thread(), clip(text, maxText), clip(native, 998), meta)
+	meta := deliver.ClipMeta(messageMeta(&ev, at, team))
+	in := envelope.NewIngress(integration, "slack", deliver.Clip(endpointFor(team, cb.APIAppID, integration), 512), deliver.Clip(ev.User, 512),
+		at.thread(), deliver.Clip(text, maxText), deliver.Clip(native, 998), meta)
 	in.Attachments = files
 	return in, ""
 }
@@ -240,14 +240,6 @@ func endpointFor(team, appID, integration string) string {
 	return integration
 }
 
-// clipMeta cuts every value of meta to what ingress.v1 allows.
-func clipMeta(meta map[string]string) map[string]string {
-	for k, v := range meta {
-		meta[k] = clip(v, maxMeta)
-	}
-	return meta
-}
-
 var inboundEscapes = strings.NewReplacer("&lt;", "<", "&gt;", ">", "&amp;", "&")
 
 // inboundText is the text as the person wrote it: Slack's escapes undone
@@ -290,22 +282,10 @@ func attachments(ev *event) []envelope.Attachment {
 			mime = "application/octet-stream"
 		}
 		out = append(out, envelope.Attachment{
-			Name: clip(name, maxFileName), Mime: clip(mime, maxMime), Size: max(f.Size, 0), Ref: clip(fileRefPrefix+f.ID, maxRef),
+			Name: deliver.Clip(name, maxFileName), Mime: deliver.Clip(mime, maxMime), Size: max(f.Size, 0), Ref: deliver.Clip(fileRefPrefix+f.ID, maxRef),
 		})
 	}
 	return out
-}
-
-// clip cuts text to at most n bytes, at a character boundary.
-func clip(text string, n int) string {
-	if len(text) <= n {
-		return text
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(text[cut]) {
-		cut--
-	}
-	return text[:cut]
 }
 
 // interaction is the payload of an interactivity request. Herald reads
@@ -395,13 +375,13 @@ func clicks(integration string, p *interaction) ([]*envelope.Ingress, string) {
 			why = "a click with neither action_ts nor trigger_id"
 			continue
 		}
-		meta := clipMeta(clickMeta(p, at, team, a.Value, click))
+		meta := deliver.ClipMeta(clickMeta(p, at, team, a.Value, click))
 		native := at.channel + ":" + at.ts + ":" + click
 		if team != "" {
 			native = team + ":" + native
 		}
-		out = append(out, envelope.NewIngress(integration, "slack", clip(endpoint, 512), clip(p.User.ID, 512), at.thread(),
-			clip(a.Value, maxText), clip("click:"+native, 998), meta))
+		out = append(out, envelope.NewIngress(integration, "slack", deliver.Clip(endpoint, 512), deliver.Clip(p.User.ID, 512), at.thread(),
+			deliver.Clip(a.Value, maxText), deliver.Clip("click:"+native, 998), meta))
 	}
 	if len(out) == 0 {
 		return nil, why
@@ -510,5 +490,5 @@ func reactionIngress(integration string, cb *callback, ev *event) (*envelope.Ing
 		native = team + ":" + native
 	}
 	thread := ev.Item.Channel + ":" + ev.Item.TS
-	return envelope.NewIngress(integration, "slack", clip(endpoint, 512), clip(ev.User, 512), thread, ":"+ev.Reaction+":", clip(native, 998), meta), ""
+	return envelope.NewIngress(integration, "slack", deliver.Clip(endpoint, 512), deliver.Clip(ev.User, 512), thread, ":"+ev.Reaction+":", deliver.Clip(native, 998), meta), ""
 }

@@ -3,12 +3,12 @@ package telegram
 import (
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-telegram/bot/models"
 
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/forum"
+	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
 // allowedUpdates are the update types the receiver asks for: messages to the
@@ -72,7 +72,7 @@ func fromReaction(integration, nativeID string, r *models.MessageReactionUpdated
 	meta["ts"] = strconv.Itoa(r.Date)
 	userMeta(meta, r.User)
 	sender := strconv.FormatInt(r.User.ID, 10)
-	return envelope.NewIngress(integration, "telegram", integration, sender, threadIdentity(r.Chat.ID, r.MessageID), clip(emoji, maxText), nativeID, clipAll(meta))
+	return envelope.NewIngress(integration, "telegram", integration, sender, threadIdentity(r.Chat.ID, r.MessageID), deliver.Clip(emoji, maxText), nativeID, deliver.ClipMeta(meta))
 }
 
 func fromMessage(integration, nativeID string, m *models.Message) *envelope.Ingress {
@@ -104,7 +104,7 @@ func fromMessage(integration, nativeID string, m *models.Message) *envelope.Ingr
 		meta["user_id"] = sender
 		meta["user"] = chatName(*m.SenderChat)
 	}
-	in := envelope.NewIngress(integration, "telegram", integration, sender, threadIdentity(m.Chat.ID, m.ID), clip(text, maxText), nativeID, clipAll(meta))
+	in := envelope.NewIngress(integration, "telegram", integration, sender, threadIdentity(m.Chat.ID, m.ID), deliver.Clip(text, maxText), nativeID, deliver.ClipMeta(meta))
 	in.Attachments = files
 	return in
 }
@@ -130,7 +130,7 @@ func fromCallback(integration, nativeID string, q *models.CallbackQuery, now tim
 	meta["callback_query_id"] = q.ID
 	userMeta(meta, &q.From)
 	sender := strconv.FormatInt(q.From.ID, 10)
-	return envelope.NewIngress(integration, "telegram", integration, sender, threadID, clip(q.Data, maxText), nativeID, clipAll(meta))
+	return envelope.NewIngress(integration, "telegram", integration, sender, threadID, deliver.Clip(q.Data, maxText), nativeID, deliver.ClipMeta(meta))
 }
 
 // chatMeta is the meta every message has: where it was written.
@@ -199,7 +199,7 @@ func attachments(m *models.Message) []envelope.Attachment {
 			mime = fallbackMime
 		}
 		out = append(out, envelope.Attachment{
-			Name: clip(name, maxFileName), Mime: clip(mime, maxMime), Size: max(size, 0), Ref: clip(fileRefPrefix+id, maxRef),
+			Name: deliver.Clip(name, maxFileName), Mime: deliver.Clip(mime, maxMime), Size: max(size, 0), Ref: deliver.Clip(fileRefPrefix+id, maxRef),
 		})
 	}
 	if n := len(m.Photo); n > 0 {
@@ -237,23 +237,4 @@ func attachments(m *models.Message) []envelope.Attachment {
 		add(s.FileID, "", "", name, mime, int64(s.FileSize))
 	}
 	return out
-}
-
-// clip cuts text to at most n bytes, at a character boundary.
-func clip(text string, n int) string {
-	if len(text) <= n {
-		return text
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(text[cut]) {
-		cut--
-	}
-	return text[:cut]
-}
-
-func clipAll(meta map[string]string) map[string]string {
-	for k, v := range meta {
-		meta[k] = clip(v, maxMeta)
-	}
-	return meta
 }

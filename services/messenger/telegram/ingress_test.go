@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/schemas"
+	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
 // FuzzToIngress feeds arbitrary updates, as Telegram (or a broken server)
@@ -52,7 +53,7 @@ func FuzzToIngress(f *testing.F) {
 		if !strings.HasPrefix(in.NativeID, "7000000001:") || in.RequestContext.SourceSenderIdentity == "" {
 			t.Fatalf("native_id %q, sender %q", in.NativeID, in.RequestContext.SourceSenderIdentity)
 		}
-		if u.CallbackQuery != nil && (queryID != u.CallbackQuery.ID || in.Meta["callback_data"] != clip(u.CallbackQuery.Data, maxMeta)) {
+		if u.CallbackQuery != nil && (queryID != u.CallbackQuery.ID || in.Meta["callback_data"] != deliver.Clip(u.CallbackQuery.Data, maxMeta)) {
 			t.Fatalf("callback: query %q, meta %v", queryID, in.Meta)
 		}
 	})

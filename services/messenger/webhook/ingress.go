@@ -6,9 +6,9 @@ import (
 	"errors"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
 // Limits on what an inbound body becomes, within ingress.v1's.
@@ -79,7 +79,7 @@ func parseBody(data []byte) (*body, error) {
 	if strings.TrimSpace(text) == "" {
 		return nil, errNoText
 	}
-	b.text = clip(text, maxText)
+	b.text = deliver.Clip(text, maxText)
 	first := func(keys ...string) string {
 		for _, k := range keys {
 			if v, _ := str(k); strings.TrimSpace(v) != "" {
@@ -88,9 +88,9 @@ func parseBody(data []byte) (*body, error) {
 		}
 		return ""
 	}
-	b.sender = clip(first("sender", "source"), maxIdentity)
-	b.thread = clip(first("thread"), maxThread)
-	b.chat = clip(first("chat", "channel"), maxMetaValue)
+	b.sender = deliver.Clip(first("sender", "source"), maxIdentity)
+	b.thread = deliver.Clip(first("thread"), maxThread)
+	b.chat = deliver.Clip(first("chat", "channel"), maxMetaValue)
 
 	// The other string fields, in a fixed order: keys already valid first,
 	// then those that had to be rewritten, each sorted, so which of two
@@ -123,7 +123,7 @@ func parseBody(data []byte) (*body, error) {
 		if _, dup := b.meta[key]; dup {
 			continue
 		}
-		b.meta[key] = clip(v, maxMetaValue)
+		b.meta[key] = deliver.Clip(v, maxMetaValue)
 	}
 	return b, nil
 }
@@ -206,15 +206,3 @@ func toIngress(r inbound, b *body) *envelope.Ingress {
 
 // nativeID is the dedup key of a message: "<integration>:<webhook-id>".
 func nativeID(integration, messageID string) string { return integration + ":" + messageID }
-
-// clip cuts text to at most n bytes, at a character boundary.
-func clip(text string, n int) string {
-	if len(text) <= n {
-		return text
-	}
-	cut := n
-	for cut > 0 && !utf8.RuneStart(text[cut]) {
-		cut--
-	}
-	return text[:cut]
-}

@@ -281,7 +281,7 @@ func (r *receiver) store(w http.ResponseWriter, req *http.Request, sink deliver.
 			// It can never be stored; a retry would not help.
 			r.log.Error("inbound webhook refused as invalid", "message_id", a.messageID, "err", err)
 			sink.Dropped(context.WithoutCancel(req.Context()), in, ReasonInvalid)
-			refuse(w, http.StatusBadRequest, "the message was refused as invalid: %s", clip(err.Error(), 500))
+			refuse(w, http.StatusBadRequest, "the message was refused as invalid: %s", deliver.Clip(err.Error(), 500))
 			return
 		}
 		r.log.Warn("inbound webhook not stored; the sender is asked to retry", "message_id", a.messageID, "err", err)

@@ -261,7 +261,7 @@ func (s *sender) recipient(d deliver.Delivery, intent string) (string, *recipien
 			return "", nil, fmt.Errorf("%w: webhook integration %q has no recipients: add a name and URL under its recipients", envelope.ErrValidation, s.id)
 		}
 		return "", nil, fmt.Errorf("%w: %q is not a recipient of webhook integration %q: the recipient is a name, one of %s (URLs are configured, never given in a notify)",
-			envelope.ErrValidation, clip(name, 100), s.id, s.list())
+			envelope.ErrValidation, deliver.Clip(name, 100), s.id, s.list())
 	}
 	return name, r, nil
 }
