@@ -189,7 +189,7 @@ func TestLongMessageIsChunked(t *testing.T) {
 	}
 }
 
-// TestValidationRules breaks every rule of design §3 through the tool and
+// TestValidationRules breaks every rule of architecture.md §3 through the tool and
 // checks the answer: isError, class validation_error, the field named.
 func TestValidationRules(t *testing.T) {
 	f := newFleet(t)

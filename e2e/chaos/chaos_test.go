@@ -1,6 +1,6 @@
 //go:build chaos
 
-// Package chaos is the fault-injection harness of `make chaos` (design §9):
+// Package chaos is the fault-injection harness of `make chaos` (architecture.md §9):
 // Herald's real binaries (switchboard, messenger, butler) run as separate
 // processes against real nats-server processes (one server, or a 3-node
 // cluster) on loopback, with the Telegram Bot API faked in this process. The

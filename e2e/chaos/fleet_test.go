@@ -25,7 +25,7 @@ import (
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
-// Names the harness relies on: streams and buckets of design §4, and the
+// Names the harness relies on: streams and buckets of architecture.md §4, and the
 // butler every scenario sends through.
 const (
 	butlerName     = "health"

@@ -1,6 +1,6 @@
 //go:build claude
 
-// Package claude is `make claude-test` (design §11): the Claude Code CLI its
+// Package claude is `make claude-test` (architecture.md §11): the Claude Code CLI its
 // users run (npm @anthropic-ai/claude-code, the version the Makefile pins)
 // against `bin/herald dev`, connected as the README and the banner tell a
 // user to, with real processes on loopback and nothing leaving the machine.

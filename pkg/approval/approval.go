@@ -1,5 +1,5 @@
 // Package approval holds the open permission prompts of the permission relay
-// (design §5) in the herald_approvals bucket. A butler opens one when its
+// (architecture.md §5) in the herald_approvals bucket. A butler opens one when its
 // model asks to run a tool; the switchboard closes it when an approver
 // answers. Each prompt is single use and expires.
 //

@@ -1,4 +1,4 @@
-// Package bus is Herald's use of NATS JetStream (design §4): subjects, the
+// Package bus is Herald's use of NATS JetStream (architecture.md §4): subjects, the
 // streams and buckets every service relies on, publishing with idempotency
 // keys, and a consumer runner that retries with backoff and dead-letters what
 // can never succeed.

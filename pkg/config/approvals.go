@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Approvals is how long permission prompts stay open (design §11):
+// Approvals is how long permission prompts stay open (architecture.md §11):
 // top-level `approvals: { expire_after: 10m, grant_ttl: 8h }`.
 type Approvals struct {
 	// ExpireAfter is how long a prompt can be answered; unset is

@@ -1,5 +1,5 @@
 // Package config loads and checks herald.yaml, the one configuration file of a
-// Herald fleet (design §6). Secrets never live in the file itself: it names the
+// Herald fleet (architecture.md §6). Secrets never live in the file itself: it names the
 // environment variables or files that hold them, and Secret resolves them.
 package config
 
@@ -46,7 +46,7 @@ var (
 	// go; no butler may take one.
 	ReservedButlerNames = []string{HeraldOrigin}
 	// Integration ids as seed 000 writes them: int_gXuDla4UZipcm2tg3McPX.
-	// ASCII spelled out: (?i) would fold in ſ and K (design §10).
+	// ASCII spelled out: (?i) would fold in ſ and K (architecture.md §10).
 	idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
 )
 
@@ -848,7 +848,7 @@ func (in *Integration) AllowsRecipient(recipient string) bool {
 // Channel is the fully qualified channel name of an integration, "type:id".
 func (in *Integration) Channel() string { return in.Type + ":" + in.ID }
 
-// ApplyEnv applies the environment overrides of design §6: NATS_URL,
+// ApplyEnv applies the environment overrides of architecture.md §6: NATS_URL,
 // HERALD_HTTP_LISTEN, and each channel's own (TELEGRAM_API_URL, SMTP_URL).
 func (c *Config) ApplyEnv(getenv Getenv) {
 	if v := getenv("NATS_URL"); v != "" {

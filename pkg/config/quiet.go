@@ -11,7 +11,7 @@ import (
 	_ "time/tzdata"
 )
 
-// QuietHours are an integration's quiet hours (design §11): notes sent
+// QuietHours are an integration's quiet hours (architecture.md §11): notes sent
 // through it while the wall clock of TZ is from From to To are held, unless
 // their urgency is Pass or above, and go out as one digest per recipient
 // when the hours end.

@@ -6,7 +6,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// Topics is a Telegram integration's topics key (design §11): whether each
+// Topics is a Telegram integration's topics key (architecture.md §11): whether each
 // butler's messages to a forum group go into a topic of the butler's own.
 //
 //	topics: per_butler

@@ -22,7 +22,7 @@ const (
 // base32's letters (128 random bits).
 var AckTokenPattern = regexp.MustCompile(`^[a-z2-7]{26}$`)
 
-// The bounds of notify's ack_within (design §11, issue 24).
+// The bounds of notify's ack_within (architecture.md §11, issue 24).
 const (
 	MinAckWithin = 30 * time.Second
 	MaxAckWithin = 7 * 24 * time.Hour

@@ -1,4 +1,4 @@
-// Package envelope holds Herald's versioned envelopes (design §3): their Go
+// Package envelope holds Herald's versioned envelopes (architecture.md §3): their Go
 // types, builders that fill defaults, schema validation whose errors name every
 // failing field by JSON pointer, and the idempotency key that makes a repeated
 // notify one delivery.
@@ -54,7 +54,7 @@ type Notify struct {
 	OriginButler   string          `json:"origin_butler"`
 	Delivery       Delivery        `json:"delivery"`
 	RequestContext *RequestContext `json:"request_context,omitempty"`
-	// IdempotencyKey is the caller's name for this notify (design §11): the
+	// IdempotencyKey is the caller's name for this notify (architecture.md §11): the
 	// same key from the same butler is one delivery, whatever the request.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
 }
@@ -215,7 +215,7 @@ type Timing struct {
 	DurationMS float64 `json:"duration_ms"`
 }
 
-// NewNotify builds a notify.v1 with the defaults of design §3 filled in:
+// NewNotify builds a notify.v1 with the defaults of architecture.md §3 filled in:
 // intent send, urgency normal.
 func NewNotify(origin string, d Delivery, rc *RequestContext) *Notify {
 	if d.Intent == "" {

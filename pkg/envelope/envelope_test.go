@@ -87,7 +87,7 @@ func TestGoldenInvalid(t *testing.T) {
 	}
 }
 
-// TestRules breaks each rule of design §3 on an otherwise valid notify and
+// TestRules breaks each rule of architecture.md §3 on an otherwise valid notify and
 // checks the field named.
 func TestRules(t *testing.T) {
 	rc := func() *envelope.RequestContext {

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// The error classes of design §3. Wrap them category first,
+// The error classes of architecture.md §3. Wrap them category first,
 // fmt.Errorf("%w: unknown channel %q", ErrValidation, ch), and ErrorBodyFrom maps
 // any error to the wire form a caller sees.
 var (

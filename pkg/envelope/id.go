@@ -32,12 +32,12 @@ func NewRequestID() string {
 	return string(s[:])
 }
 
-// IdempotencyKey is the key of design §4: a hash of (origin_butler, request_id,
+// IdempotencyKey is the key of architecture.md §4: a hash of (origin_butler, request_id,
 // intent, channel, recipient, thread, message, emoji). The request_id is the
 // notify's request_context.request_id when it answers an inbound request, else
 // the route's own: so a re-published route, or the same reply to the same
 // request, is one delivery, while two separate sends are two. A notify with an
-// idempotency_key (design §11) is keyed by (origin_butler, that key) alone.
+// idempotency_key (architecture.md §11) is keyed by (origin_butler, that key) alone.
 func (r *Route) IdempotencyKey() string {
 	n := r.Notify()
 	if n == nil {

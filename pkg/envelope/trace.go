@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 )
 
-// W3C trace context (design §3's trace_context): a notify's trace starts at
+// W3C trace context (architecture.md §3's trace_context): a notify's trace starts at
 // the butler's tool call, or continues the one the MCP client sent in the
 // request's _meta.traceparent, and goes with it through every envelope and
 // every NATS message (header traceparent), so each line that handles it can

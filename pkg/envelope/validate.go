@@ -224,7 +224,7 @@ func describePattern(ptr string, k jsonschema.ErrorKind) string {
 	return k.LocalizedString(printer)
 }
 
-// goRules are the rules of design §3 a schema cannot say well.
+// goRules are the rules of architecture.md §3 a schema cannot say well.
 func goRules(schema string, doc any) []FieldError {
 	var out []FieldError
 	check := func(prefix string, notify any) {

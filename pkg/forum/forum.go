@@ -1,5 +1,5 @@
 // Package forum keeps which Telegram forum topic of a group belongs to which
-// butler, for a Telegram integration with topics: per_butler (design §11).
+// butler, for a Telegram integration with topics: per_butler (architecture.md §11).
 // The messenger makes a butler's topic the first time the butler writes to
 // the group and records it here; the switchboard reads here whose topic a
 // person wrote in, and routes the message to that butler.

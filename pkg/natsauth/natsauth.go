@@ -15,7 +15,7 @@
 //     their work needs.
 //
 // NATS checks subjects, never request bodies: what a subject allows, any
-// body may ask (design §10). The rules below are written with that in mind.
+// body may ask (architecture.md §10). The rules below are written with that in mind.
 package natsauth
 
 import (

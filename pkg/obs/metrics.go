@@ -1,6 +1,6 @@
 // Package obs is what an operator sees of a Herald process from outside:
 // Prometheus metrics, liveness and readiness, the process's one HTTP
-// listener (design §9: /healthz, /readyz, /metrics and the channels' hooks),
+// listener (architecture.md §9: /healthz, /readyz, /metrics and the channels' hooks),
 // and NATS micro services that make each part discoverable ($SRV.PING).
 //
 // Services take a *Metrics and a *Health in their Options. Both are nil-safe:

@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// Server is a process's one HTTP listener (design §9, http_listen): it
+// Server is a process's one HTTP listener (architecture.md §9, http_listen): it
 // serves /healthz, /readyz and /metrics, and whatever else the process's
 // services mount on it (the messenger's /hooks/ and /slack/ endpoints).
 type Server struct {

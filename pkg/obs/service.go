@@ -17,7 +17,7 @@ import (
 // Version is Herald's version, as its services report it (discovery, MCP).
 const Version = "0.1.0"
 
-// Names of the fleet's NATS micro services (design §9): `nats micro ls`, or a
+// Names of the fleet's NATS micro services (architecture.md §9): `nats micro ls`, or a
 // request on $SRV.PING, lists every running part.
 const (
 	ServiceSwitchboard = "herald-switchboard"

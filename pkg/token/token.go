@@ -1,5 +1,5 @@
 // Package token mints, checks and revokes the bearer tokens an MCP client
-// presents to a butler (design §9: `herald token mint --butler NAME [--ttl D]`,
+// presents to a butler (architecture.md §9: `herald token mint --butler NAME [--ttl D]`,
 // `herald token revoke ID`).
 //
 // A minted token reads hrt_<id>_<secret>: the id (16 hex digits) names it, so

@@ -1,4 +1,4 @@
-// Package butler is the MCP server a model drives (design §5). Every butler
+// Package butler is the MCP server a model drives (architecture.md §5). Every butler
 // has the core `notify` tool: it builds a notify.v1 from the model's
 // arguments with the butler's own identity as origin, validates it, hands it
 // to the switchboard over JetStream and answers with what happened.

@@ -21,7 +21,7 @@ import (
 	"github.com/heraldhq/herald/pkg/envelope"
 )
 
-// MCP names of the channel contract (design §5).
+// MCP names of the channel contract (architecture.md §5).
 const (
 	CapabilityChannel           = "claude/channel"
 	CapabilityChannelPermission = "claude/channel/permission"

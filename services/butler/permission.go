@@ -43,7 +43,7 @@ func (b *Butler) permissionRequest(f *family) server.NotificationHandlerFunc {
 }
 
 // relayPermission relays a client's request to run a tool to the butler's
-// approvers (design §5): each gets the prompt in a direct chat, with Allow /
+// approvers (architecture.md §5): each gets the prompt in a direct chat, with Allow /
 // Deny buttons where the channel has them and a typed answer everywhere. The
 // approver's verdict comes back through the switchboard (channel.verdict).
 func (b *Butler) relayPermission(ctx context.Context, session server.ClientSession, p map[string]any) {

@@ -1,4 +1,4 @@
-// Package messenger is the only holder of channel credentials (design §1). It
+// Package messenger is the only holder of channel credentials (architecture.md §1). It
 // consumes deliveries from the switchboard, carries each out once on its
 // integration (Telegram, email, log, ...), records it in the herald_deliveries
 // ledger chunk by chunk, and answers the waiting butler (or, when nobody

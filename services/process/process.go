@@ -12,7 +12,7 @@ import (
 	"github.com/heraldhq/herald/pkg/obs"
 )
 
-// Process is what one Herald process shows an operator (design §9): its
+// Process is what one Herald process shows an operator (architecture.md §9): its
 // metrics, its readiness, and the HTTP listener serving them at /healthz,
 // /readyz and /metrics, shared by every service the process runs.
 type Process struct {

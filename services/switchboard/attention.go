@@ -22,7 +22,7 @@ import (
 	"github.com/heraldhq/herald/schemas"
 )
 
-// Attention (design §11): a notify with ack_within must be seen. Its copy
+// Attention (architecture.md §11): a notify with ack_within must be seen. Its copy
 // carries a "Got it" button (a line asking for a reply where the channel has
 // no buttons); a tap there, or a reply to any copy, acknowledges it. Not
 // acknowledged by its deadline, it is sent again through the next

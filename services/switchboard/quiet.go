@@ -24,7 +24,7 @@ import (
 	"github.com/heraldhq/herald/schemas"
 )
 
-// Quiet hours (design §11). A note sent through an integration with
+// Quiet hours (architecture.md §11). A note sent through an integration with
 // quiet_hours, while its zone's clock is in them, is held when its urgency
 // is below pass and nothing about it asks for an answer now: it is kept in
 // herald_held, the butler is answered "held until 07:00 Europe/Berlin", and

@@ -1,4 +1,4 @@
-// Package switchboard is Herald's only router (design §1). It takes every
+// Package switchboard is Herald's only router (architecture.md §1). It takes every
 // route.v1 a butler publishes, checks that it is well formed and that the
 // butler speaks only for itself, applies policy (which integration a butler
 // may use), forwards it to the messenger, relays the delivery's outcome to

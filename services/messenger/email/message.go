@@ -43,7 +43,7 @@ type composed struct {
 	data      []byte // CRLF line endings, 7-bit
 }
 
-// compose builds the mail of d from from to to: the headers of design §7 and
+// compose builds the mail of d from from to to: the headers of architecture.md §7 and
 // a multipart/alternative body with the markdown as text/plain and its HTML
 // rendering. Every header value passes through clean, so nothing in d can
 // start a header of its own.
@@ -118,7 +118,7 @@ func htmlDocument(title, fragment string) string {
 		fragment + "\n</body>\n</html>\n"
 }
 
-// Subject is the subject line of design §7: "[<butler>] <subject>", where
+// Subject is the subject line of architecture.md §7: "[<butler>] <subject>", where
 // subject is the notify's own (up to 200 characters) or else the first
 // non-empty line of the message with its markdown markers stripped, cut to
 // about 78 characters; urgency high puts "[URGENT] " in front. Line breaks

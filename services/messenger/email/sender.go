@@ -1,5 +1,5 @@
 // Package email is Herald's email channel: it delivers notify.v1 send and
-// reply as mail through an SMTP submission server (design §7), one SMTP
+// reply as mail through an SMTP submission server (architecture.md §7), one SMTP
 // session per delivery, and takes people's mail in through an SMTP listener
 // of its own (Receiver), one ingress.v1 per mail.
 //

@@ -1,4 +1,4 @@
-// Package logchannel is the `log` channel (design §7): each notify becomes one
+// Package logchannel is the `log` channel (architecture.md §7): each notify becomes one
 // structured record on the logger named llm_notify. It needs no account, so a
 // fresh `herald dev` can deliver somewhere at once.
 package logchannel

@@ -1,5 +1,5 @@
 // Package telegram is Herald's Telegram channel: it delivers notify.v1 sends,
-// replies and reactions through the Bot API with go-telegram/bot (design §7),
+// replies and reactions through the Bot API with go-telegram/bot (architecture.md §7),
 // and receives what people send the bot (NewReceiver).
 //
 // Markdown is converted to Telegram HTML and split into chunks Telegram

@@ -1,4 +1,4 @@
-// Package webhook is Herald's webhook channel, both ways (design §9): it
+// Package webhook is Herald's webhook channel, both ways (architecture.md §9): it
 // delivers notify.v1 as signed HTTP POSTs to named URLs (New), and takes
 // signed POSTs at /hooks/<integration id> as inbound messages for the bound
 // butler (NewReceiver) — how a CI failure or a monitoring alert reaches a

@@ -3,7 +3,7 @@
 // protocol (EHLO, STARTTLS, AUTH PLAIN, MAIL, RCPT, DATA) and records every
 // message it accepts, parsed into headers and MIME parts.
 //
-// go-smtp's server neither enforces AUTH nor parses MIME (design §9); the sink
+// go-smtp's server neither enforces AUTH nor parses MIME (architecture.md §9); the sink
 // does both, so a test sees what a real mailbox would: a MAIL before a
 // successful AUTH is refused with 530, and each recorded message carries its
 // decoded text/plain and text/html bodies.
@@ -227,7 +227,7 @@ func (s *Server) Close() {
 // Addr is host:port of the server.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// URL is the server's address in the form of design §6:
+// URL is the server's address in the form of architecture.md §6:
 // smtp://user:pass@127.0.0.1:port, smtps:// with WithImplicitTLS, without
 // userinfo unless WithAuth.
 func (s *Server) URL() string {
