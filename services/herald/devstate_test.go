@@ -57,10 +57,14 @@ butlers:
 		t.Fatalf("dev state names config %q (%v), want the absolute path of herald.yaml", st.Config, info)
 	}
 
-	// herald healthcheck with no URL asks this herald dev, on the port it got.
+	// herald healthcheck with no URL asks this herald dev, on the port it
+	// got, and passes once its services run (the banner may come first).
 	var health bytes.Buffer
-	if code := herald.Main(t.Context(), []string{"healthcheck"}, herald.IO{Getenv: noEnv, Stdout: &health, Stderr: &health}); code != 0 || st.HTTP == "" {
-		t.Fatalf("herald healthcheck beside herald dev (recorded at %q) exited %d: %s", st.HTTP, code, health.String())
+	if !testkit.Poll(20*time.Second, 100*time.Millisecond, func() bool {
+		health.Reset()
+		return herald.Main(t.Context(), []string{"healthcheck"}, herald.IO{Getenv: noEnv, Stdout: &health, Stderr: &health}) == 0
+	}) || st.HTTP == "" {
+		t.Fatalf("herald healthcheck beside herald dev (recorded at %q): %s", st.HTTP, health.String())
 	}
 
 	notify := func() (int, string) {
