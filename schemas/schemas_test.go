@@ -11,7 +11,7 @@ import (
 // TestChannelLists: the channel types notify.v1 names and the sources
 // request_context.v1 names are read from the schemas, are well formed, and
 // agree: every source but mcp, api and cli is a channel type. Which types
-// they are is the registry's to say (services/messenger/channels checks it).
+// they are is pkg/config's table's to say (services/messenger/channels checks it).
 func TestChannelLists(t *testing.T) {
 	name := regexp.MustCompile(`^[a-z][a-z0-9]*$`)
 	for _, list := range [][]string{schemas.ChannelTypes, schemas.SourceChannels} {

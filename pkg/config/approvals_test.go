@@ -16,12 +16,12 @@ const approversYAML = `butlers:
 integrations:
   - id: tg_main
     type: webhook
-    target: x
+    secret_env: HOOK_SECRET
     grants: all
     inbound: { enabled: true, approvers: ["111", "222"] }
   - id: sl
     type: webhook
-    target: x
+    secret_env: HOOK_SECRET
     grants: [health]
     inbound: { enabled: true, approvers: [U0BOSS] }
 `

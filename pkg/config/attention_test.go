@@ -13,9 +13,9 @@ func escalationYAML(tg, mail, hook string) string {
 	return `butlers:
   - { name: health }
 integrations:
-  - { id: tg, type: webhook, target: x, grants: all` + tg + ` }
-  - { id: mail, type: webhook, target: x, grants: all` + mail + ` }
-  - { id: hook, type: webhook, target: x, grants: all` + hook + ` }
+  - { id: tg, type: webhook, secret_env: S, recipients: {ops: https://example.com/h}, grants: all` + tg + ` }
+  - { id: mail, type: webhook, secret_env: S, recipients: {ops: https://example.com/h}, grants: all` + mail + ` }
+  - { id: hook, type: webhook, secret_env: S, recipients: {ops: https://example.com/h}, grants: all` + hook + ` }
 `
 }
 

@@ -2,16 +2,17 @@ package config
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
-	"sync"
 
 	"github.com/heraldhq/herald/pkg/markdown"
 )
 
-// Channel is what a channel type tells the configuration about itself: the
-// keys it adds to its integrations and what it can do. Each channel package
-// registers one (through deliver.Register), so configuration, validation and
-// the messenger know a channel from one place.
+// Channel is what configuration knows of a channel type: the keys it adds
+// to its integrations and what it can do. Herald's are in builtin, each
+// channel's keys in a file of its own (channel_telegram.go, ...), so every
+// binary reads herald.yaml without linking a channel's package.
 type Channel struct {
 	// Settings returns a new value of the channel's own keys, holding the
 	// defaults that do not depend on other keys; an integration's block is
@@ -63,48 +64,47 @@ type (
 	}
 )
 
-var (
-	channelsMu sync.RWMutex
-	channels   = map[string]Channel{}
-)
-
-// RegisterChannel makes typ known to configuration. It panics on a type
-// registered twice, a programming error of the build. A type the schemas do
-// not list yet is registered all the same, so that `make schemas` can write
-// it into them (services/messenger/channels' test fails until it has); an
+// builtin are the channel types built into Herald. The messenger
+// registers a sender for each (deliver.Register); a test of
+// services/messenger/channels holds the two together, and `make schemas`
+// writes the schemas' lists from them. A type the schemas do not list yet
+// is here all the same, so that `make schemas` can write it into them; an
 // integration of that type is refused meanwhile, as notifies naming it are.
-func RegisterChannel(typ string, c Channel) {
-	channelsMu.Lock()
-	defer channelsMu.Unlock()
-	if _, dup := channels[typ]; dup {
-		panic(fmt.Sprintf("config: channel type %q registered twice", typ))
-	}
-	channels[typ] = c
+var builtin = map[string]Channel{
+	"telegram": {Settings: func() ChannelSettings { return &TelegramSettings{} }, Buttons: true, Limit: &markdown.TelegramLimit},
+	"email":    {Settings: func() ChannelSettings { return &EmailSettings{Inbound: EmailInbound{MaxBytes: DefaultEmailMaxBytes}} }},
+	"slack":    {Settings: func() ChannelSettings { return &SlackSettings{} }, Buttons: true, Limit: &markdown.SlackLimit},
+	"webhook":  {Settings: func() ChannelSettings { return &WebhookSettings{} }, SignedSenders: true},
+	"web":      {Settings: func() ChannelSettings { return &WebSettings{Listen: DefaultWebListen} }, AlwaysReceives: true},
+	"log":      {},
+	"discord":  {Settings: func() ChannelSettings { return &DiscordSettings{} }, Buttons: true, Limit: &markdown.DiscordLimit},
 }
 
-// ChannelOf returns the registration of channel type typ.
+// ChannelOf returns what configuration knows of channel type typ.
 func ChannelOf(typ string) (Channel, bool) {
-	channelsMu.RLock()
-	defer channelsMu.RUnlock()
-	c, ok := channels[typ]
+	c, ok := builtin[typ]
 	return c, ok
 }
 
-// BuiltChannels are the registered channel types, in ChannelTypes' order.
+// BuiltChannels are the channel types built into Herald: in ChannelTypes'
+// order, then any the schemas do not list yet, sorted.
 func BuiltChannels() []string {
-	channelsMu.RLock()
-	defer channelsMu.RUnlock()
 	var out []string
 	for _, t := range ChannelTypes {
-		if _, ok := channels[t]; ok {
+		if _, ok := builtin[t]; ok {
+			out = append(out, t)
+		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(builtin)) {
+		if !slices.Contains(ChannelTypes, t) {
 			out = append(out, t)
 		}
 	}
 	return out
 }
 
-// MessageLimit is how much one message of channel type typ holds: what it
-// registered, or markdown.WholeLimit. A writer that needs one message (a
+// MessageLimit is how much one message of channel type typ holds: its
+// Limit, or markdown.WholeLimit. A writer that needs one message (a
 // permission prompt and its buttons) fits its text to it.
 func MessageLimit(typ string) markdown.Limit {
 	if c, ok := ChannelOf(typ); ok && c.Limit != nil {

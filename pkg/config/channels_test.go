@@ -18,13 +18,13 @@ func TestChannels(t *testing.T) {
 		rps        map[string]float64 // by integration id; 0: unthrottled
 		burst      map[string]int
 	}{
-		{"left out", "integrations: [{id: w, type: webhook, target: x}]", true, map[string]float64{"w": 0}, nil},
+		{"left out", "integrations: [{id: w, type: telegram}]", true, map[string]float64{"w": 0}, nil},
 		{"off", "channels: { enabled: false }", false, nil, nil},
-		{"on with a default", "channels: { enabled: true, default_rate_limit: { rps: 5, burst: 20 } }\nintegrations: [{id: w, type: webhook, target: x}]",
+		{"on with a default", "channels: { enabled: true, default_rate_limit: { rps: 5, burst: 20 } }\nintegrations: [{id: w, type: telegram}]",
 			true, map[string]float64{"w": 5, "log": 5}, map[string]int{"w": 20}},
-		{"an integration's own wins", "channels: { default_rate_limit: { rps: 5, burst: 20 } }\nintegrations: [{id: w, type: webhook, target: x, inbound: { channel_rate_limit: { rps: 0.5 } }}]",
+		{"an integration's own wins", "channels: { default_rate_limit: { rps: 5, burst: 20 } }\nintegrations: [{id: w, type: telegram, inbound: { channel_rate_limit: { rps: 0.5 } }}]",
 			true, map[string]float64{"w": 0.5, "log": 5}, map[string]int{"w": 1}},
-		{"0/0 of its own is unthrottled", "channels: { default_rate_limit: { rps: 5, burst: 20 } }\nintegrations: [{id: w, type: webhook, target: x, inbound: { channel_rate_limit: { rps: 0, burst: 0 } }}]",
+		{"0/0 of its own is unthrottled", "channels: { default_rate_limit: { rps: 5, burst: 20 } }\nintegrations: [{id: w, type: telegram, inbound: { channel_rate_limit: { rps: 0, burst: 0 } }}]",
 			true, map[string]float64{"w": 0, "log": 5}, nil},
 		{"at the cap", "channels: { default_rate_limit: { rps: 1000, burst: 1000 } }", true, map[string]float64{"log": 1000}, nil},
 	} {
@@ -62,7 +62,7 @@ func TestChannelRateLimitMistakes(t *testing.T) {
 	for _, tt := range []struct{ name, yaml, want string }{
 		{"default above the cap", "channels:\n  enabled: true\n  default_rate_limit:\n    burst: 10\n    rps: 5000\n",
 			"line 5: channels.default_rate_limit.rps 5000 is above 1000 channel notifications a second"},
-		{"an integration's above the cap", "integrations:\n- id: w\n  type: webhook\n  target: x\n  inbound:\n    channel_rate_limit: { rps: 1001, burst: 1 }\n",
+		{"an integration's above the cap", "integrations:\n- id: w\n  type: telegram\n  token_env: X\n  inbound:\n    channel_rate_limit: { rps: 1001, burst: 1 }\n",
 			"line 6: integrations[0].inbound.channel_rate_limit.rps 1001 is above 1000"},
 		{"negative", "channels: { default_rate_limit: { rps: -1 } }", "line 1: channels.default_rate_limit.rps must be a number of channel notifications a second from 0"},
 		{"negative burst", "channels: { default_rate_limit: { rps: 1, burst: -2 } }", "channels.default_rate_limit.burst must not be negative"},

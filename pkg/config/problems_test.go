@@ -20,12 +20,12 @@ butlers:
     default_chanel: log
 integrations:
   - id: tg
-    type: webhook
-    target: x
+    type: telegram
+    token_env: TG_TOKEN
     grants: [health, ghost]
   - id: tg
-    type: webhook
-    target: y
+    type: telegram
+    token_env: TG_TOKEN
     grants: all
   - id: hook
     type: webhook
@@ -38,7 +38,8 @@ integrations:
   line 7: butlers[0].default_chanel is not a setting; did you mean default_channel?
   line 12: integrations[0].grants[1] names butler "ghost", which is not configured
   line 13: integrations[1].id "tg" is used twice
-  line 17: integrations[2] (webhook hook): needs target`
+  line 17: integrations[2] (webhook hook): needs secret_env, the variable holding its Standard Webhooks secret (whsec_ followed by base64; make one with: echo whsec_$(openssl rand -base64 32))
+  line 17: integrations[2] (webhook hook): needs recipients to send to, or an inbound block to receive`
 	_, err := config.Parse([]byte(file))
 	if !errors.Is(err, config.ErrInvalid) || err.Error() != want {
 		t.Fatalf("got\n%v\nwant\n%s", err, want)
@@ -53,8 +54,8 @@ func TestWrongKindsAllReported(t *testing.T) {
 channels: { enabled: maybe }
 integrations:
   - id: w
-    type: webhook
-    target: x
+    type: telegram
+    token_env: TG_TOKEN
     grants: everyone
     rate_limit_out: { per_chat: fast, burst: x }
     inbound:
@@ -62,8 +63,8 @@ integrations:
       rate_limit: { rps: [5] }
   - id: w2
     id: w3
-    type: webhook
-    target: x
+    type: telegram
+    token_env: TG_TOKEN
 `
 	const want = `invalid configuration:
   line 1: notify_timeout "soon" is not a duration like 30s, 2m, 8h or 7d
@@ -81,18 +82,19 @@ integrations:
 }
 
 // TestMistakeNotRepeated: a key misspelt in an integration is named once,
-// not again as the setting it leaves out ("needs target"); a mistake
+// not again as the setting it leaves out ("needs secret_env"); a mistake
 // elsewhere is still named in the same run.
 func TestMistakeNotRepeated(t *testing.T) {
 	const file = `default_butler: nobody
 integrations:
   - id: w
     type: webhook
-    targte: x
+    secert_env: S
+    recipients: { ops: "https://example.com/h" }
 `
 	const want = `invalid configuration:
   line 1: default_butler "nobody" is not a configured butler
-  line 5: integrations[0].targte is not a setting; did you mean target?`
+  line 5: integrations[0].secert_env is not a setting; did you mean secret_env?`
 	_, err := config.Parse([]byte(file))
 	if !errors.Is(err, config.ErrInvalid) || err.Error() != want {
 		t.Fatalf("got\n%v\nwant\n%s", err, want)

@@ -16,11 +16,11 @@ func TestTopicsValues(t *testing.T) {
 		name, yaml string
 		want       string // in the error; "" for none
 	}{
-		{"off", "integrations: [{id: w, type: webhook, target: x, topics: off}]", ""},
-		{"unset", "integrations: [{id: w, type: webhook, target: x}]", ""},
-		{"a typo", "integrations:\n  - id: w\n    type: webhook\n    target: x\n    topics: per-butler\n", `line 5: integrations[0].topics "per-butler" must be off or per_butler`},
-		{"a list", "integrations:\n  - {id: w, type: webhook, target: x, topics: [per_butler]}\n", `line 2: integrations[0].topics (not a word) must be off or per_butler`},
-		{"not telegram", "integrations: [{id: w, type: webhook, target: x, topics: per_butler}]",
+		{"off", "integrations: [{id: w, type: webhook, secret_env: S, recipients: {ops: https://example.com/h}, topics: off}]", ""},
+		{"unset", "integrations: [{id: w, type: webhook, secret_env: S, recipients: {ops: https://example.com/h}}]", ""},
+		{"a typo", "integrations:\n  - id: w\n    type: webhook\n    secret_env: S\n    recipients: {ops: https://example.com/h}\n    topics: per-butler\n", `line 6: integrations[0].topics "per-butler" must be off or per_butler`},
+		{"a list", "integrations:\n  - {id: w, type: webhook, secret_env: S, recipients: {ops: https://example.com/h}, topics: [per_butler]}\n", `line 2: integrations[0].topics (not a word) must be off or per_butler`},
+		{"not telegram", "integrations: [{id: w, type: webhook, secret_env: S, recipients: {ops: https://example.com/h}, topics: per_butler}]",
 			"integrations[0].topics: per_butler puts each butler's messages in a Telegram forum topic; w is a webhook integration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -41,7 +41,7 @@ func TestTopicsValues(t *testing.T) {
 // TestTopicsInCode: a configuration built in code is held to the same
 // values.
 func TestTopicsInCode(t *testing.T) {
-	c, err := config.Parse([]byte("integrations: [{id: w, type: webhook, target: x}]"))
+	c, err := config.Parse([]byte("integrations: [{id: w, type: webhook, secret_env: S, recipients: {ops: https://example.com/h}}]"))
 	if err != nil {
 		t.Fatal(err)
 	}

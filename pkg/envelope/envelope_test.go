@@ -29,7 +29,18 @@ func schemaOf(name string) string {
 }
 
 func TestGoldenValid(t *testing.T) {
-	files, _ := filepath.Glob("testdata/valid/*.json")
+	eachGolden(t, "valid", func(t *testing.T, f string, b []byte) {
+		if err := envelope.Validate(schemaOf(filepath.Base(f)), b); err != nil {
+			t.Fatalf("valid envelope rejected: %v", err)
+		}
+	})
+}
+
+// eachGolden runs test on each envelope of testdata/dir, as a subtest named
+// for the file.
+func eachGolden(t *testing.T, dir string, test func(t *testing.T, file string, b []byte)) {
+	t.Helper()
+	files, _ := filepath.Glob(filepath.Join("testdata", dir, "*.json"))
 	if len(files) == 0 {
 		t.Fatal("no golden files")
 	}
@@ -39,9 +50,7 @@ func TestGoldenValid(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := envelope.Validate(schemaOf(filepath.Base(f)), b); err != nil {
-				t.Fatalf("valid envelope rejected: %v", err)
-			}
+			test(t, f, b)
 		})
 	}
 }
@@ -49,42 +58,32 @@ func TestGoldenValid(t *testing.T) {
 // TestGoldenInvalid checks that each broken envelope is refused with exactly
 // the fields named in its .golden file (sorted; run with -update to rewrite).
 func TestGoldenInvalid(t *testing.T) {
-	files, _ := filepath.Glob("testdata/invalid/*.json")
-	if len(files) == 0 {
-		t.Fatal("no golden files")
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			b, err := os.ReadFile(f)
-			if err != nil {
+	eachGolden(t, "invalid", func(t *testing.T, f string, b []byte) {
+		err := envelope.Validate(schemaOf(filepath.Base(f)), b)
+		var ve *envelope.ValidationError
+		if !errors.As(err, &ve) || !errors.Is(err, envelope.ErrValidation) {
+			t.Fatalf("want a validation error, got %v", err)
+		}
+		var got strings.Builder
+		for _, fe := range ve.Fields {
+			// The list of channel types is pkg/config's table's: a channel
+			// added changes no golden file.
+			got.WriteString(fe.Pointer + ": " + strings.ReplaceAll(fe.Message, strings.Join(schemas.ChannelTypes, ", "), "<channel types>") + "\n")
+		}
+		golden := strings.TrimSuffix(f, ".json") + ".golden"
+		if *update {
+			if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			err = envelope.Validate(schemaOf(filepath.Base(f)), b)
-			var ve *envelope.ValidationError
-			if !errors.As(err, &ve) || !errors.Is(err, envelope.ErrValidation) {
-				t.Fatalf("want a validation error, got %v", err)
-			}
-			var got strings.Builder
-			for _, fe := range ve.Fields {
-				// The list of channel types is the registry's: a channel
-				// added changes no golden file.
-				got.WriteString(fe.Pointer + ": " + strings.ReplaceAll(fe.Message, strings.Join(schemas.ChannelTypes, ", "), "<channel types>") + "\n")
-			}
-			golden := strings.TrimSuffix(f, ".json") + ".golden"
-			if *update {
-				if err := os.WriteFile(golden, []byte(got.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(golden)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if got.String() != string(want) {
-				t.Errorf("field errors differ (-want +got):\n-%s\n+%s", strings.ReplaceAll(string(want), "\n", "\n-"), strings.ReplaceAll(got.String(), "\n", "\n+"))
-			}
-		})
-	}
+		}
+		want, err := os.ReadFile(golden)
+		if err != nil {
+			t.Fatalf("%v (run go test -update to create it)", err)
+		}
+		if got.String() != string(want) {
+			t.Errorf("field errors differ (-want +got):\n-%s\n+%s", strings.ReplaceAll(string(want), "\n", "\n-"), strings.ReplaceAll(got.String(), "\n", "\n+"))
+		}
+	})
 }
 
 // TestRules breaks each rule of architecture.md §3 on an otherwise valid notify and
@@ -269,23 +268,10 @@ func TestErrorBodyFrom(t *testing.T) {
 // FuzzDecodeRoute feeds arbitrary bytes to decode + validate: it must never
 // panic, and whatever it accepts must re-encode to something it accepts again.
 func FuzzDecodeRoute(f *testing.F) {
-	for _, g := range []string{"testdata/valid/route_notify.json", "testdata/invalid/route_wrong_tool.json"} {
-		b, err := os.ReadFile(g)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b)
-	}
+	addSeeds(f, "testdata/valid/route_notify.json", "testdata/invalid/route_wrong_tool.json")
 	f.Add([]byte(`{"schema_version":"route.v1"}`))
 	f.Add([]byte(`[]`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		r, err := envelope.DecodeRoute(b)
-		if err != nil {
-			if !errors.Is(err, envelope.ErrValidation) {
-				t.Fatalf("decode error is not a validation error: %v", err)
-			}
-			return
-		}
+	fuzzDecode(f, envelope.DecodeRoute, func(t *testing.T, b []byte, r *envelope.Route) {
 		again, err := json.Marshal(r)
 		if err != nil {
 			t.Fatal(err)
@@ -298,19 +284,8 @@ func FuzzDecodeRoute(f *testing.F) {
 
 // FuzzDecodeNotify does the same for notify.v1 alone.
 func FuzzDecodeNotify(f *testing.F) {
-	files, _ := filepath.Glob("testdata/*/notify_*.json")
-	for _, g := range files {
-		b, _ := os.ReadFile(g)
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		n, err := envelope.DecodeNotify(b)
-		if err != nil {
-			if !errors.Is(err, envelope.ErrValidation) {
-				t.Fatalf("decode error is not a validation error: %v", err)
-			}
-			return
-		}
+	addSeeds(f, globSeeds(f, "testdata/*/notify_*.json")...)
+	fuzzDecode(f, envelope.DecodeNotify, func(t *testing.T, _ []byte, n *envelope.Notify) {
 		if n.SchemaVersion != envelope.NotifyV1 {
 			t.Fatalf("accepted schema_version %q", n.SchemaVersion)
 		}
@@ -320,19 +295,8 @@ func FuzzDecodeNotify(f *testing.F) {
 // FuzzDecodeIngress: whatever a channel hands in, decoding never panics and
 // what it accepts keeps its lineage.
 func FuzzDecodeIngress(f *testing.F) {
-	files, _ := filepath.Glob("testdata/*/ingress_*.json")
-	for _, g := range files {
-		b, _ := os.ReadFile(g)
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		in, err := envelope.DecodeIngress(b)
-		if err != nil {
-			if !errors.Is(err, envelope.ErrValidation) {
-				t.Fatalf("decode error is not a validation error: %v", err)
-			}
-			return
-		}
+	addSeeds(f, globSeeds(f, "testdata/*/ingress_*.json")...)
+	fuzzDecode(f, envelope.DecodeIngress, func(t *testing.T, b []byte, in *envelope.Ingress) {
 		if in.NativeID == "" || in.RequestContext.SourceSenderIdentity == "" {
 			t.Fatalf("accepted an ingress without native_id or sender: %s", b)
 		}
@@ -344,6 +308,43 @@ func FuzzDecodeIngress(f *testing.F) {
 			}
 		}
 	})
+}
+
+// fuzzDecode fuzzes decode: it never panics, refuses only with a validation
+// error, and accepts only what check finds sound.
+func fuzzDecode[T any](f *testing.F, decode func([]byte) (T, error), check func(t *testing.T, b []byte, v T)) {
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := decode(b)
+		if err != nil {
+			if !errors.Is(err, envelope.ErrValidation) {
+				t.Fatalf("decode error is not a validation error: %v", err)
+			}
+			return
+		}
+		check(t, b, v)
+	})
+}
+
+// addSeeds adds the files to f's seed corpus.
+func addSeeds(f *testing.F, files ...string) {
+	f.Helper()
+	for _, g := range files {
+		b, err := os.ReadFile(g)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+}
+
+// globSeeds is the files pattern matches.
+func globSeeds(f *testing.F, pattern string) []string {
+	f.Helper()
+	files, err := filepath.Glob(pattern)
+	if err != nil {
+		f.Fatal(err)
+	}
+	return files
 }
 
 func TestInboundRouteKeepsTheRequestID(t *testing.T) {

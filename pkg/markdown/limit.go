@@ -26,18 +26,16 @@ var (
 	// SlackLimit: the sender cuts messages at 3000 UTF-16 code units of
 	// mrkdwn, what a person reads on one screen (Slack takes more).
 	SlackLimit = Limit{Max: 3000, size: slackSize}
+	// DiscordLimit: DiscordMax UTF-16 code units of the Discord markdown
+	// the sender writes, with room for what it adds to a prompt: the urgent
+	// mark, and the subtext line naming the butler (63 characters, each
+	// escaped at worst) and its topic.
+	DiscordLimit = Limit{Max: DiscordMax, Mark: 160, size: func(md string) int { return utf16Len(Discord(md)) }}
 	// WholeLimit is that of a channel that shows a message whole (email,
 	// web chat, webhook, log): the notify's own bound on delivery.message,
 	// 64 KiB (envelope.MaxMessageBytes).
 	WholeLimit = Limit{Max: 64 << 10}
 )
-
-// NewLimit is the limit of a channel whose messages hold max units of what
-// size measures (nil: bytes), with room mark for what its sender adds.
-// Each channel declares its own where it registers (config.Channel.Limit).
-func NewLimit(max, mark int, size func(md string) int) Limit {
-	return Limit{Max: max, Mark: mark, size: size}
-}
 
 // Size is how long md is on the channel, in the units of Max.
 func (l Limit) Size(md string) int {

@@ -1,10 +1,11 @@
 // Package markdown turns the markdown a language model writes into the rich
-// text Herald's channels deliver: Telegram Bot API HTML (parse_mode HTML) and
-// an HTML fragment for the text/html part of an email. Telegram caps a message
-// at 4096 characters, so TelegramChunks also splits a long message into pieces
-// that Telegram accepts one by one. Escape and CodeBlock put text from
-// elsewhere into a message so that it shows literally, and Limit says how
-// much one message of each channel type holds.
+// text Herald's channels deliver: Telegram Bot API HTML (parse_mode HTML), an
+// HTML fragment for the text/html part of an email, and Discord's markdown
+// (written from the Telegram HTML). Telegram caps a message at 4096
+// characters, so TelegramChunks also splits a long message into pieces that
+// Telegram accepts one by one. Escape and CodeBlock put text from elsewhere
+// into a message so that it shows literally, and Limit says how much one
+// message of each channel type holds.
 //
 // The parser covers the markdown models actually produce (emphasis, code,
 // links, headings, lists, quotes, fenced code) rather than all of CommonMark.

@@ -18,11 +18,6 @@ import (
 	"github.com/heraldhq/herald/pkg/testkit"
 )
 
-func init() {
-	// A build with the log channel, as the messenger registers it.
-	config.RegisterChannel("log", config.Channel{})
-}
-
 const base = `
 butlers:
   - { name: health, default_channel: log }

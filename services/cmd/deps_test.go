@@ -10,9 +10,11 @@ import (
 // service and what that needs, never another service's package; only
 // herald (whose dev runs the whole fleet in one process) links them all. As
 // go list -deps says, so a new import that drags a service into another's
-// binary fails here. The channel packages under services/messenger/ are
-// not the messenger service: every binary links them, for the channel
-// types the configuration names (docs/decisions.md).
+// binary fails here. Everything under services/messenger/ (the channel
+// packages and deliver too) is the messenger's: configuration knows the
+// channel types without them (pkg/config), so the switchboard and butler
+// binaries link none, and with them no channel's code or credentials
+// (docs/decisions.md).
 func TestEachBinaryLinksItsOwnService(t *testing.T) {
 	const services = "github.com/heraldhq/herald/services/"
 	all := []string{"switchboard", "messenger", "butler", "herald"}
@@ -23,9 +25,13 @@ func TestEachBinaryLinksItsOwnService(t *testing.T) {
 				t.Fatalf("go list -deps ./%s: %v", bin, err)
 			}
 			linked := map[string]bool{}
+			var messenger []string // every package under services/messenger/
 			for _, pkg := range strings.Fields(string(out)) {
 				if rest, ok := strings.CutPrefix(pkg, services); ok {
 					linked[rest] = true
+					if strings.HasPrefix(rest, "messenger/") {
+						messenger = append(messenger, rest)
+					}
 				}
 			}
 			for _, other := range all {
@@ -36,6 +42,16 @@ func TestEachBinaryLinksItsOwnService(t *testing.T) {
 					t.Errorf("the %s binary links %s code; a binary carries only its own service", bin, other)
 				case bin != "herald" && !linked[bin]:
 					t.Errorf("the %s binary does not link its own service", bin)
+				}
+			}
+			switch bin {
+			case "switchboard", "butler":
+				if len(messenger) > 0 {
+					t.Errorf("the %s binary links %s; nothing under services/messenger/ belongs in it", bin, strings.Join(messenger, ", "))
+				}
+			default:
+				if !linked["messenger/channels"] {
+					t.Errorf("the %s binary does not link services/messenger/channels; its messenger would have no channels", bin)
 				}
 			}
 		})

@@ -21,7 +21,6 @@ import (
 	"github.com/heraldhq/herald/pkg/ledger"
 	"github.com/heraldhq/herald/pkg/markdown"
 	"github.com/heraldhq/herald/pkg/testkit"
-	_ "github.com/heraldhq/herald/services/messenger/channels" // telegram, and its message limit
 )
 
 const quietYAML = `

@@ -1,6 +1,8 @@
-// Package channels is the list of channels built into Herald: importing it
-// registers each with the configuration and the messenger. Adding a channel
-// is its folder under services/messenger and one line here.
+// Package channels is the list of channels built into the messenger:
+// importing it registers each one's sender and receiver. Configuration
+// knows the channel types without it (pkg/config), so only the messenger
+// and herald link it. Adding a channel is its keys in pkg/config, its
+// folder under services/messenger and one line here.
 package channels
 
 import (

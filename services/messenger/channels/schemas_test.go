@@ -9,27 +9,49 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/schemas"
+	_ "github.com/heraldhq/herald/services/messenger/channels"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
-var update = flag.Bool("update", false, "write the channel lists of schemas/ from the registry (make schemas)")
+var update = flag.Bool("update", false, "write the channel lists of schemas/ from the built-in channels (make schemas)")
 
 // schemaDir is the schemas module's folder, from this package's.
 const schemaDir = "../../../schemas"
 
+// TestEveryChannelIsBuilt: every channel type configuration knows
+// (pkg/config's table) has a sender registered in the messenger's build,
+// and every registered sender a type configuration knows; otherwise an
+// integration could be configured that no messenger can deliver through,
+// or a sender built that no herald.yaml can name.
+func TestEveryChannelIsBuilt(t *testing.T) {
+	known := config.BuiltChannels()
+	for _, typ := range known {
+		if _, ok := deliver.Lookup(typ); !ok {
+			t.Errorf("configuration knows channel type %s, but no package registers its sender: add its line to channels.go", typ)
+		}
+	}
+	for _, c := range deliver.Channels() {
+		if !slices.Contains(known, c.Type) {
+			t.Errorf("channel type %s registers a sender, but configuration does not know it: add it to pkg/config's table of built-in channels", c.Type)
+		}
+	}
+}
+
 // TestSchemasListTheRegisteredChannels: the channel types notify.v1 names
-// are the channels built into Herald, and request_context.v1's and
-// route.v1's source_channel enums are those that receive, with mcp, api and
-// cli. Adding a channel is its folder and its line in channels.go; `make
-// schemas` (this test with -update) then writes the lists, and this test
-// fails until it has.
+// are the channels built into Herald (pkg/config's table), and
+// request_context.v1's and route.v1's source_channel enums are those that
+// receive, with mcp, api and cli. Adding a channel is its keys in
+// pkg/config, its folder and its line in channels.go; `make schemas` (this
+// test with -update) then writes the lists, and this test fails until it
+// has.
 func TestSchemasListTheRegisteredChannels(t *testing.T) {
 	var types, receivers []string
-	for _, c := range deliver.Channels() {
-		types = append(types, c.Type)
-		if c.Receives() {
-			receivers = append(receivers, c.Type)
+	for _, typ := range config.BuiltChannels() {
+		types = append(types, typ)
+		if c, _ := deliver.Lookup(typ); c.Receives() {
+			receivers = append(receivers, typ)
 		}
 	}
 	// The schemas' order is kept (it is the order error messages list the
@@ -67,7 +89,7 @@ func TestSchemasListTheRegisteredChannels(t *testing.T) {
 				t.Logf("%s: wrote %s", f.name, f.want)
 				continue
 			}
-			t.Errorf("%s lists %s, the registry %s: run `make schemas`", f.name, have, f.want)
+			t.Errorf("%s lists %s, the built-in channels %s: run `make schemas`", f.name, have, f.want)
 		}
 	}
 }

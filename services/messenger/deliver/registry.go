@@ -10,14 +10,14 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 )
 
-// Channel is one channel type of this build: its configuration (its own keys
-// and what it can do), its sender and its receiver. Each channel package
-// registers one from its init; services/messenger/channels imports them all,
-// one line each.
+// Channel is one channel type's sender and receiver in this build. What
+// the type is configured with and what it can do is pkg/config's
+// (config.ChannelOf), so that binaries without the messenger read
+// herald.yaml too. Each channel package registers its Channel from its
+// init; services/messenger/channels imports them all, one line each.
 type Channel struct {
-	// Type is the channel type, one of the schemas' (config.ChannelTypes).
-	Type   string
-	Config config.Channel
+	// Type is the channel type, one of config's (config.BuiltChannels).
+	Type string
 	// New builds an integration's sender.
 	New Factory
 	// NewReceiver builds its receiver; nil for a channel that cannot
@@ -27,23 +27,28 @@ type Channel struct {
 
 // Receives reports whether the channel takes inbound messages: it has a
 // receiver, or its sender receives too (the web chat).
-func (c Channel) Receives() bool { return c.NewReceiver != nil || c.Config.AlwaysReceives }
+func (c Channel) Receives() bool {
+	cfg, _ := config.ChannelOf(c.Type)
+	return c.NewReceiver != nil || cfg.AlwaysReceives
+}
 
 var (
 	registryMu sync.RWMutex
 	registry   = map[string]Channel{}
 )
 
-// Register makes a channel type known to the configuration and the
-// messenger. It panics if the type is registered twice, a mistake of the
-// build. The schemas' lists follow the registry (`make schemas`).
+// Register makes a channel type's sender and receiver known to the
+// messenger. It panics if the type is registered twice or without a
+// sender, a mistake of the build.
 func Register(c Channel) {
 	if c.New == nil {
 		panic(fmt.Sprintf("deliver: channel %q registered without a sender", c.Type))
 	}
-	config.RegisterChannel(c.Type, c.Config)
 	registryMu.Lock()
 	defer registryMu.Unlock()
+	if _, dup := registry[c.Type]; dup {
+		panic(fmt.Sprintf("deliver: channel %q registered twice", c.Type))
+	}
 	registry[c.Type] = c
 }
 

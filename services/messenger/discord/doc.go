@@ -28,10 +28,10 @@
 // channel is tried as a user, so an approver's user id works as the
 // recipient of a permission prompt. "<@id>" names a user outright.
 //
-// Markdown is rendered as Discord's own (Markdown): bold, italic, strike,
-// code, fenced blocks, links, quotes; every other character Discord reads
-// as markup is escaped, so no text mentions anyone or masks a link, and
-// allowed_mentions lets no message notify anyone by its text (a reply
+// Markdown is rendered as Discord's own (markdown.Discord): bold, italic,
+// strike, code, fenced blocks, links, quotes; every other character Discord
+// reads as markup is escaped, so no text mentions anyone or masks a link,
+// and allowed_mentions lets no message notify anyone by its text (a reply
 // notifies the person answered). Messages over 2000 characters are split,
 // each chunk well formed. The subject is the first chunk's bold first line,
 // high urgency starts it with ‼️, low urgency arrives silently

@@ -15,6 +15,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/markdown"
 	"github.com/heraldhq/herald/pkg/ratelimit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -85,14 +86,14 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	token = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(token), "Bot "))
 	if !tokenPattern.MatchString(token) {
 		return nil, fmt.Errorf("%w: discord integration %q: the bot token from %s is not shaped like a Discord bot token (three parts joined by dots); copy it whole from Developer Portal → your application → Bot → Reset Token",
-			config.ErrInvalid, in.ID, c.source())
+			config.ErrInvalid, in.ID, c.TokenSource())
 	}
 	log = log.With("channel", "discord:"+in.ID)
 	s := &sender{
 		id:             in.ID,
-		api:            newREST(in.ID, c.api(), token, env.Timeout(requestTimeout), log),
+		api:            newREST(in.ID, c.API(), token, env.Timeout(requestTimeout), log),
 		botID:          botIDOf(token),
-		source:         c.source(),
+		source:         c.TokenSource(),
 		defaultChannel: strings.TrimSpace(c.DefaultChannelID),
 		log:            log,
 	}
@@ -185,12 +186,6 @@ func (t target) String() string {
 	}
 	return "user " + t.user
 }
-
-// userForm is a user written as one: <@id>, <@!id> (as Discord writes a
-// mention) or @id.
-var userForm = regexp.MustCompile(`^(?:<@!?([0-9]{1,20})>|@([0-9]{1,20}))$`)
-
-func validRecipient(r string) bool { return snowflakePattern.MatchString(r) || userForm.MatchString(r) }
 
 // recipient is where to write: the delivery's recipient, else the channel
 // of the message replied to, else the integration's default.
@@ -478,18 +473,14 @@ func decorator(d deliver.Delivery) func(text string, i, n int) string {
 	}
 	return func(text string, i, n int) string {
 		if i == 0 && subject != "" {
-			var w writer
-			w.escaped(subject)
-			text = "**" + w.b.String() + "**\n" + text
+			text = "**" + markdown.DiscordEscape(subject) + "**\n" + text
 		}
 		if i == 0 && d.Urgency == "high" {
 			text = urgentPrefix + text
 		}
 		if i == n-1 && len(who) > 0 {
-			var w writer
-			w.b.WriteString("x") // not at a line start: # needs no escape here
-			w.escaped(strings.Join(who, " · "))
-			text += "\n-# " + w.b.String()[1:]
+			// "x" first: not at a line start, # needs no escape here.
+			text += "\n-# " + markdown.DiscordEscape("x" + strings.Join(who, " · "))[1:]
 		}
 		return text
 	}

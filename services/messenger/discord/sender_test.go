@@ -9,6 +9,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/markdown"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/discord"
@@ -109,7 +110,7 @@ func TestMarkdown(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := discord.Markdown(tt.md); got != tt.want {
+			if got := markdown.Discord(tt.md); got != tt.want {
 				t.Errorf("Markdown(%q) = %q, want %q", tt.md, got, tt.want)
 			}
 		})

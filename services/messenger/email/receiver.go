@@ -40,7 +40,7 @@ const (
 	drainTimeout = 10 * time.Second
 	// maxRecipients per mail: the minimum RFC 5321 §4.5.3.1.8 asks for.
 	maxRecipients   = 100
-	defaultMaxBytes = 10 << 20
+	defaultMaxBytes = config.DefaultEmailMaxBytes
 )
 
 // relistenBackoff are the waits before listening again after the listener

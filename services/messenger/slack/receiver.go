@@ -96,7 +96,7 @@ func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, erro
 	if err != nil {
 		return nil, err
 	}
-	if errs := c.checkInbound(&in); len(errs) > 0 {
+	if errs := c.CheckInbound(&in); len(errs) > 0 {
 		return nil, fmt.Errorf("%w: slack integration %q: %s", config.ErrInvalid, in.ID, strings.Join(errs, "; "))
 	}
 	getenv := env.Lookup()

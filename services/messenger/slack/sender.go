@@ -70,7 +70,7 @@ import (
 
 const (
 	// DefaultAPIURL is the Web API's base URL.
-	DefaultAPIURL = "https://slack.com/api/"
+	DefaultAPIURL = config.DefaultSlackAPIURL
 	// MaxRateLimitWait is how long Deliver waits out 429s in all before it
 	// hands the delivery back with an *envelope.RetryAfterError.
 	MaxRateLimitWait = 60 * time.Second
@@ -89,11 +89,9 @@ const (
 )
 
 var (
-	// idPattern is a Slack id: a channel (C…, G…), a direct message (D…) or
-	// a user (U…, W…), whose direct message with the app Slack opens.
-	idPattern = regexp.MustCompile(`^[A-Z][A-Z0-9]{1,31}$`)
-	// namePattern is a channel written by name.
-	namePattern = regexp.MustCompile(`^#[a-z0-9][a-z0-9._-]{0,79}$`)
+	// idPattern is a Slack id (config.SlackID, which checks
+	// default_channel_id too).
+	idPattern = config.SlackID
 	// tsPattern is a message's ts, "1700000000.000100".
 	tsPattern = regexp.MustCompile(`^[0-9]{1,12}\.[0-9]{1,9}$`)
 )
@@ -132,7 +130,7 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 		return nil, fmt.Errorf("%w: slack integration %q: the token from %s is not a Slack token; copy the Bot User OAuth Token (xoxb-…) whole from OAuth & Permissions",
 			config.ErrInvalid, in.ID, config.SecretSource("token_env", c.TokenEnv, "token_file", c.TokenFile))
 	}
-	apiURL := c.api()
+	apiURL := c.API()
 	defaultChannel := strings.TrimSpace(c.DefaultChannelID)
 	s := &sender{
 		id:             in.ID,
@@ -204,14 +202,12 @@ func (s *sender) recipient(d deliver.Delivery, threadChannel string) (string, er
 		return "", fmt.Errorf("%w: no Slack channel to send to: set the notify's recipient (a channel id like C0123456789) or default_channel_id of integration %q",
 			envelope.ErrValidation, s.id)
 	}
-	if !validChannel(channel) {
+	if !config.SlackChannel(channel) {
 		return "", fmt.Errorf("%w: recipient %q is not a Slack channel: use a channel id like C0123456789 (in Slack: the channel's details, at the bottom), a user id like U0123456789 for a direct message, or #channel-name",
 			envelope.ErrValidation, channel)
 	}
 	return channel, nil
 }
-
-func validChannel(c string) bool { return idPattern.MatchString(c) || namePattern.MatchString(c) }
 
 // attachment is a legacy message attachment: the only way a Slack message
 // has a colour.

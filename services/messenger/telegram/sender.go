@@ -94,9 +94,9 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	}
 	if !tokenPattern.MatchString(token) {
 		return nil, fmt.Errorf("%w: telegram integration %q: the bot token from %s is not shaped like <bot id>:<secret>; copy it whole from @BotFather",
-			config.ErrInvalid, in.ID, c.source())
+			config.ErrInvalid, in.ID, c.TokenSource())
 	}
-	apiURL := c.api()
+	apiURL := c.API()
 	s := &sender{
 		id:          in.ID,
 		client:      deliver.NewClient(env.Timeout(requestTimeout)),

@@ -52,7 +52,7 @@ import (
 const (
 	// DefaultListen is where the page is served when the integration names
 	// no listen address.
-	DefaultListen = "127.0.0.1:8787"
+	DefaultListen = config.DefaultWebListen
 	// MaxText is the longest message a visitor may send, in bytes.
 	MaxText = 16 << 10
 	// Broadcast is the visitor part of the subject that every visitor of an
@@ -73,8 +73,7 @@ const (
 var (
 	// visitorPattern is a visitor id: 96 bits of a hash, in hex, so it is safe
 	// as a NATS subject token.
-	visitorPattern     = regexp.MustCompile(`^[0-9a-f]{24}$`)
-	integrationPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
+	visitorPattern = regexp.MustCompile(`^[0-9a-f]{24}$`)
 	// butlerIDPattern is the id of a butler message (entryID "b"): the only
 	// entries an edit may replace.
 	butlerIDPattern = regexp.MustCompile(`^b[0-9a-f]{24}$`)

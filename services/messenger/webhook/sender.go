@@ -81,7 +81,7 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	}
 	scrub := deliver.NewScrubber("<redacted>", hide...)
 	for name, raw := range c.Recipients {
-		u, err := parseURL(raw)
+		u, err := config.WebhookURL(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%w: webhook integration %q: recipients.%s %s", config.ErrInvalid, in.ID, name, err)
 		}
@@ -122,17 +122,6 @@ func loadSecrets(in config.Integration, getenv config.Getenv) (*Config, *secrets
 type recipient struct {
 	url  *url.URL
 	call deliver.Caller
-}
-
-// parseURL checks a recipient's URL; its error does not repeat the URL,
-// which may hold a token.
-func parseURL(raw string) (*url.URL, error) {
-	u, err := url.Parse(strings.TrimSpace(raw))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Opaque != "" {
-		return nil, fmt.Errorf("is not an http(s) URL like https://hooks.example.com/herald")
-	}
-	u.Fragment, u.RawFragment = "", ""
-	return u, nil
 }
 
 // Close releases idle connections (deliver.Closer).

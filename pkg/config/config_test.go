@@ -1,4 +1,4 @@
-package channels_test
+package config_test
 
 import (
 	"errors"
@@ -7,10 +7,6 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
-	_ "github.com/heraldhq/herald/services/messenger/channels"
-	"github.com/heraldhq/herald/services/messenger/email"
-	"github.com/heraldhq/herald/services/messenger/telegram"
-	"github.com/heraldhq/herald/services/messenger/web"
 )
 
 const designExample = `
@@ -67,7 +63,7 @@ func TestDefault(t *testing.T) {
 	if len(c.Butlers) != 1 || c.Butlers[0].Name != "assistant" || c.Butlers[0].DefaultChannel != "log" {
 		t.Fatalf("default butlers %+v", c.Butlers)
 	}
-	if w := c.Integration("web"); w == nil || w.Settings.(*web.Config).Listen != "127.0.0.1:8787" || !w.Inbound.Enabled {
+	if w := c.Integration("web"); w == nil || w.Settings.(*config.WebSettings).Listen != "127.0.0.1:8787" || !w.Inbound.Enabled {
 		t.Fatalf("default web chat %+v", w)
 	}
 	if err := c.Validate(); err != nil {
@@ -163,10 +159,10 @@ func TestEnvOverrides(t *testing.T) {
 	}
 	env := map[string]string{"NATS_URL": "nats://bus:4222", "TELEGRAM_API_URL": "http://127.0.0.1:8081", "SMTP_URL": "smtp://u:p@h:587"}
 	c.ApplyEnv(func(k string) string { return env[k] })
-	if c.NATS.URL != "nats://bus:4222" || c.Integration("t").Settings.(*telegram.Config).APIURL != "http://127.0.0.1:8081" || c.Integration("m").Settings.(*email.Config).SMTPURLEnv != "SMTP_URL" {
+	if c.NATS.URL != "nats://bus:4222" || c.Integration("t").Settings.(*config.TelegramSettings).APIURL != "http://127.0.0.1:8081" || c.Integration("m").Settings.(*config.EmailSettings).SMTPURLEnv != "SMTP_URL" {
 		t.Fatalf("overrides not applied: %+v", c)
 	}
-	if c.Integration("t").Settings.(*telegram.Config).TokenEnv != "TELEGRAM_BOT_TOKEN" {
+	if c.Integration("t").Settings.(*config.TelegramSettings).TokenEnv != "TELEGRAM_BOT_TOKEN" {
 		t.Fatal("telegram token defaults to TELEGRAM_BOT_TOKEN")
 	}
 }
