@@ -2,8 +2,10 @@
 // poll until a condition holds; Buffer, a log sink safe for the goroutines
 // that write it while the test reads it; FreeAddr and SkipWithoutEnv; and
 // for fake servers, Signal (wake the waiters when state changes), Recorder
-// (the calls a fake received, to read and to wait for) and Hooks (what a
-// test asks of the calls a fake accepts: a hook, a hang-up).
+// (the calls a fake received, to read and to wait for), Hooks (what a
+// test asks of the calls a fake accepts: a hook, a hang-up), and Calls, the
+// two together for a fake HTTP API of several methods, with RandomString and
+// WriteJSON for its tokens and answers.
 //
 // It imports only the standard library, so that every module's tests (pkg,
 // services, e2e) may use it.

@@ -5,6 +5,10 @@ import (
 	"log/slog"
 	"maps"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,4 +186,67 @@ func TestFreeAddr(t *testing.T) {
 		t.Fatalf("%s is not free: %v", addr, err)
 	}
 	_ = ln.Close()
+}
+
+func TestCalls(t *testing.T) {
+	l := testkit.Calls[call]{
+		Fake: "fake",
+		Key:  func(c call) string { return c.method },
+		Fold: true,
+		OK:   func(c call) bool { return c.done },
+	}
+	var hooked []string
+	l.OnAccept("sendMessage", func(c call) { hooked = append(hooked, c.params["k"]) })
+	l.HangUpNext("SENDMESSAGE", 1)
+	for i, key := range []string{"sendMessage", "sendmessage", "getMe"} {
+		hook, hangUp := l.Accept(key)
+		if (hook != nil) != (i < 2) || hangUp != (i == 0) {
+			t.Fatalf("call %d (%s): hook %v, hang up %v", i, key, hook != nil, hangUp)
+		}
+		n := l.Add(call{method: key, params: map[string]string{"k": strconv.Itoa(i)}})
+		l.Answer(n, hook, func(c *call) { c.done = i != 1 })
+	}
+	if !slices.Equal(hooked, []string{"0", "1"}) {
+		t.Errorf("the hook ran on %q, want the two sendMessage calls", hooked)
+	}
+	if got := l.Of("SendMessage"); len(got) != 2 {
+		t.Errorf("Of(SendMessage): %+v, want both sendMessage calls, the case aside", got)
+	}
+	if got := l.Of(""); len(got) != 3 {
+		t.Errorf("Of(\"\"): %d calls, want 3", len(got))
+	}
+	if got := l.Accepted("sendMessage"); len(got) != 1 || got[0].params["k"] != "0" {
+		t.Errorf("Accepted(sendMessage): %+v, want the first call only", got)
+	}
+	f := &fatalT{TB: t}
+	if got := l.WaitCalls(f, "getMe", 2, 20*time.Millisecond); len(got) != 1 || f.failed != "fake: getMe calls: got 1 within 20ms, want 2" {
+		t.Errorf("waiting for a second getMe: %v, failed with %q", got, f.failed)
+	}
+}
+
+func TestRandomString(t *testing.T) {
+	a, b := testkit.RandomString("ab", 64), testkit.RandomString("ab", 64)
+	if len(a) != 64 || strings.Trim(a, "ab") != "" || a == b {
+		t.Errorf("RandomString: %q and %q", a, b)
+	}
+}
+
+func TestWriteJSON(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		body       any
+		wantStatus int
+		wantBody   string
+	}{
+		{"a body", map[string]int{"a": 1}, http.StatusTeapot, `{"a":1}`},
+		{"one that does not marshal", func() {}, http.StatusInternalServerError, `{"error":true}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := httptest.NewRecorder()
+			testkit.WriteJSON(w, http.StatusTeapot, "application/json; charset=utf-8", tt.body, `{"error":true}`)
+			if w.Code != tt.wantStatus || w.Body.String() != tt.wantBody || w.Header().Get("Content-Type") != "application/json; charset=utf-8" {
+				t.Errorf("answered %d %q (%s)", w.Code, w.Body, w.Header().Get("Content-Type"))
+			}
+		})
+	}
 }

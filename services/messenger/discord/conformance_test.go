@@ -22,13 +22,7 @@ func TestConformance(t *testing.T) {
 			srv = discordtest.NewServer(t)
 			return newSenderTimeout(t, srv, srv.Token(), timeout)
 		},
-		Delivered: func(t *testing.T) []string {
-			var out []string
-			for _, c := range posts() {
-				out = append(out, c.Create.Content)
-			}
-			return out
-		},
+		Delivered: delivertest.Each(posts, func(c discordtest.Call) string { return c.Create.Content }),
 		Features: delivertest.Features{
 			Chunks: true, Recipients: true, Threads: true, React: true,
 			Faults:   []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
@@ -45,13 +39,7 @@ func TestConformance(t *testing.T) {
 		LongMessage:      delivertest.Paragraphs(240),
 		DefaultRecipient: discordtest.ChannelDefault,
 		Recipient:        func(*testing.T) string { return discordtest.ChannelGeneral },
-		DeliveredTo: func(t *testing.T) []string {
-			var out []string
-			for _, c := range posts() {
-				out = append(out, c.Channel)
-			}
-			return out
-		},
+		DeliveredTo:      delivertest.Each(posts, func(c discordtest.Call) string { return c.Channel }),
 		Thread: func(t *testing.T) string {
 			thread = srv.UserMessage(discordtest.MessageOptions{Content: "how full is the disk?"})
 			return thread.ChannelID + ":" + thread.ID

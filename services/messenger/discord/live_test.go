@@ -8,6 +8,7 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/discord"
 )
 
@@ -17,20 +18,9 @@ import (
 func TestLive(t *testing.T) {
 	testkit.SkipWithoutEnv(t, "live Discord test, sending one real message", "DISCORD_BOT_TOKEN", "DISCORD_CHANNEL_ID")
 	cfg := &discord.Config{TokenEnv: "DISCORD_BOT_TOKEN", APIURL: os.Getenv("DISCORD_API_URL"), DefaultChannelID: os.Getenv("DISCORD_CHANNEL_ID")}
-	s, err := discord.New(config.Integration{ID: "live", Type: "discord", Settings: cfg}, deliver.Env{Getenv: os.Getenv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := s.Deliver(t.Context(), deliver.Delivery{
+	delivertest.Live(t, discord.New, config.Integration{ID: "live", Type: "discord", Settings: cfg}, deliver.Delivery{
 		Intent: "send", Butler: "herald",
 		Message: "Herald live test at " + time.Now().Format(time.RFC3339) + ": **bold**, *italic*, `code` & <escaped> @everyone.",
 		Urgency: "low",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.MessageIDs) != 1 {
-		t.Errorf("receipt %v, want one message id", r.MessageIDs)
-	}
-	t.Logf("delivered message %v", r.MessageIDs)
 }

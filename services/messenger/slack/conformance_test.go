@@ -50,25 +50,13 @@ func TestConformance(t *testing.T) {
 		LongMessage:      delivertest.Paragraphs(480),
 		DefaultRecipient: "C0DEFAULT",
 		Recipient:        func(*testing.T) string { return "C0GENERAL" },
-		DeliveredTo: func(t *testing.T) []string {
-			var out []string
-			for _, c := range posts() {
-				out = append(out, c.Channel)
-			}
-			return out
-		},
+		DeliveredTo:      delivertest.Each(posts, func(c slacktest.Call) string { return c.Channel }),
 		Thread: func(t *testing.T) string {
 			cb := srv.UserMessage(slacktest.MessageEvent{Channel: "C0GENERAL", Text: "how full is the disk?"})
 			thread = cb.Event.TS
 			return "C0GENERAL:" + thread
 		},
-		InThread: func(t *testing.T) []bool {
-			var out []bool
-			for _, c := range posts() {
-				out = append(out, c.Channel == "C0GENERAL" && c.Params["thread_ts"] == thread)
-			}
-			return out
-		},
+		InThread:  delivertest.Each(posts, func(c slacktest.Call) bool { return c.Channel == "C0GENERAL" && c.Params["thread_ts"] == thread }),
 		Reactions: func(t *testing.T) int { return len(srv.Accepted("reactions.add")) },
 		Fail: func(t *testing.T, f delivertest.Fault) {
 			switch f {

@@ -8,6 +8,7 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/slack"
 )
 
@@ -19,21 +20,10 @@ func TestLive(t *testing.T) {
 	in := config.Integration{ID: "live", Type: "slack", Settings: &slack.Config{
 		TokenEnv: "SLACK_BOT_TOKEN", APIURL: os.Getenv("SLACK_API_URL"), DefaultChannelID: os.Getenv("SLACK_CHANNEL_ID"),
 	}}
-	s, err := slack.New(in, deliver.Env{Getenv: os.Getenv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := s.Deliver(t.Context(), deliver.Delivery{
+	delivertest.Live(t, slack.New, in, deliver.Delivery{
 		Key:     "live-" + time.Now().Format("20060102T150405"),
 		Intent:  "send",
 		Message: "Herald live test at " + time.Now().Format(time.RFC3339) + ": **bold**, _italic_, `code` & <escaped>.",
 		Urgency: "high",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.MessageIDs) != 1 {
-		t.Fatalf("receipt %v, want one message id", r.MessageIDs)
-	}
-	t.Logf("posted message %v", r.MessageIDs)
 }

@@ -25,13 +25,7 @@ func TestConformance(t *testing.T) {
 			srv = telegramtest.NewServer(t)
 			return newSenderTimeout(t, srv, srv.Token(), timeout)
 		},
-		Delivered: func(t *testing.T) []string {
-			var out []string
-			for _, c := range sent() {
-				out = append(out, c.Params["text"])
-			}
-			return out
-		},
+		Delivered: delivertest.Each(sent, func(c telegramtest.Call) string { return c.Params["text"] }),
 		Features: delivertest.Features{
 			Chunks: true, Recipients: true, Threads: true, React: true,
 			Faults:   []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
@@ -47,25 +41,15 @@ func TestConformance(t *testing.T) {
 		LongMessage:      delivertest.Paragraphs(600),
 		DefaultRecipient: "42",
 		Recipient:        func(*testing.T) string { return "77" },
-		DeliveredTo: func(t *testing.T) []string {
-			var out []string
-			for _, c := range sent() {
-				out = append(out, c.Params["chat_id"])
-			}
-			return out
-		},
+		DeliveredTo:      delivertest.Each(sent, func(c telegramtest.Call) string { return c.Params["chat_id"] }),
 		Thread: func(t *testing.T) string {
 			_, m := srv.SendUserMessage(srv.Token(), telegramtest.Message{Chat: telegramtest.Chat{ID: 42}, Text: "how full is the disk?"})
 			thread = m.MessageID
 			return "42:" + strconv.FormatInt(m.MessageID, 10)
 		},
-		InThread: func(t *testing.T) []bool {
-			var out []bool
-			for _, c := range sent() {
-				out = append(out, c.ReplyParameters != nil && c.ReplyParameters.MessageID == thread && c.Params["chat_id"] == "42")
-			}
-			return out
-		},
+		InThread: delivertest.Each(sent, func(c telegramtest.Call) bool {
+			return c.ReplyParameters != nil && c.ReplyParameters.MessageID == thread && c.Params["chat_id"] == "42"
+		}),
 		Reactions: func(t *testing.T) int { return len(srv.Accepted("setMessageReaction")) },
 		Fail: func(t *testing.T, f delivertest.Fault) {
 			switch f {

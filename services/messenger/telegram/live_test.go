@@ -8,6 +8,7 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/telegram"
 )
 
@@ -19,20 +20,9 @@ func TestLive(t *testing.T) {
 	if u := os.Getenv("TELEGRAM_API_URL"); u != "" {
 		in.Settings.(*telegram.Config).APIURL = u
 	}
-	s, err := telegram.New(in, deliver.Env{Getenv: os.Getenv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := s.Deliver(t.Context(), deliver.Delivery{
+	delivertest.Live(t, telegram.New, in, deliver.Delivery{
 		Intent:  "send",
 		Message: "Herald live test at " + time.Now().Format(time.RFC3339) + ": **bold**, _italic_, `code` & <escaped>.",
 		Urgency: "low",
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(r.MessageIDs) != 1 {
-		t.Errorf("receipt %v, want one message id", r.MessageIDs)
-	}
-	t.Logf("delivered message %v", r.MessageIDs)
 }

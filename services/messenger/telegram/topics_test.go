@@ -47,6 +47,19 @@ func topicSender(t *testing.T, srv *telegramtest.Server, js jetstream.JetStream,
 	return s
 }
 
+// startForum starts a fake Telegram, whose chat forum has topics if
+// isForum, and a bus, for topicSender; js is a connection to the bus.
+func startForum(t *testing.T, isForum bool) (*telegramtest.Server, *bustest.Server, jetstream.JetStream) {
+	t.Helper()
+	srv := telegramtest.NewServer(t)
+	if isForum {
+		srv.MakeForum(forum)
+	}
+	bus := bustest.RunServer(t)
+	_, js := bus.Connect()
+	return srv, bus, js
+}
+
 // threadOf is the forum topic each sendMessage went into, by text.
 func threadOf(srv *telegramtest.Server) map[string]int64 {
 	out := map[string]int64{}
@@ -74,10 +87,7 @@ func topicID(t *testing.T, srv *telegramtest.Server, name string) int64 {
 // topic each, named after the butler and made once however many notes go
 // out at once; a sender started later (a restarted messenger) finds them.
 func TestTopicPerButler(t *testing.T) {
-	srv := telegramtest.NewServer(t)
-	srv.MakeForum(forum)
-	bus := bustest.RunServer(t)
-	_, js := bus.Connect()
+	srv, bus, js := startForum(t, true)
 	s := topicSender(t, srv, js)
 
 	var wg sync.WaitGroup
@@ -117,10 +127,7 @@ func TestTopicPerButler(t *testing.T) {
 // TestTopicReplies: a butler's reply to a person's message in its topic
 // goes into that topic, answering the message, every chunk of it.
 func TestTopicReplies(t *testing.T) {
-	srv := telegramtest.NewServer(t)
-	srv.MakeForum(forum)
-	bus := bustest.RunServer(t)
-	_, js := bus.Connect()
+	srv, _, js := startForum(t, true)
 	s := topicSender(t, srv, js)
 	if _, err := s.Deliver(t.Context(), deliver.Delivery{Butler: "health", Message: "first"}); err != nil {
 		t.Fatal(err)
@@ -150,9 +157,7 @@ func TestTopicReplies(t *testing.T) {
 // TestNotAForum: per_butler to a group without topics is a clear error at
 // the first send, naming the key, and nothing is sent to the group.
 func TestNotAForum(t *testing.T) {
-	srv := telegramtest.NewServer(t)
-	bus := bustest.RunServer(t)
-	_, js := bus.Connect()
+	srv, _, js := startForum(t, false)
 	s := topicSender(t, srv, js)
 	for try := range 2 {
 		_, err := s.Deliver(t.Context(), deliver.Delivery{Butler: "health", Message: "hello", Recipient: plainGroup})
@@ -177,10 +182,7 @@ func TestNotAForum(t *testing.T) {
 // messages stay out of them, topics: off sends to the General topic, and
 // a group named by @name cannot keep topics.
 func TestTopicsWhereNone(t *testing.T) {
-	srv := telegramtest.NewServer(t)
-	srv.MakeForum(forum)
-	bus := bustest.RunServer(t)
-	_, js := bus.Connect()
+	srv, _, js := startForum(t, true)
 	s := topicSender(t, srv, js)
 	for _, d := range []deliver.Delivery{
 		{Butler: "health", Message: "to a person", Recipient: "42"},
@@ -210,10 +212,7 @@ func TestTopicsWhereNone(t *testing.T) {
 // TestDeletedTopic: once someone deletes a butler's topic, the next send
 // fails with a retryable error and the one after makes a new topic.
 func TestDeletedTopic(t *testing.T) {
-	srv := telegramtest.NewServer(t)
-	srv.MakeForum(forum)
-	bus := bustest.RunServer(t)
-	_, js := bus.Connect()
+	srv, _, js := startForum(t, true)
 	s := topicSender(t, srv, js)
 	if _, err := s.Deliver(t.Context(), deliver.Delivery{Butler: "health", Message: "one"}); err != nil {
 		t.Fatal(err)
@@ -235,10 +234,7 @@ func TestDeletedTopic(t *testing.T) {
 // TestTopicRights: a bot that may not make topics in the forum is
 // forbidden, saying what right it needs.
 func TestTopicRights(t *testing.T) {
-	srv := telegramtest.NewServer(t)
-	srv.MakeForum(forum)
-	bus := bustest.RunServer(t)
-	_, js := bus.Connect()
+	srv, _, js := startForum(t, true)
 	srv.FailNext("createForumTopic", 1, 400, "Bad Request: not enough rights to create a topic", 0)
 	_, err := topicSender(t, srv, js).Deliver(t.Context(), deliver.Delivery{Butler: "health", Message: "hello"})
 	if !errors.Is(err, envelope.ErrForbidden) || !strings.Contains(err.Error(), "make the bot an admin of the group that may manage topics") {

@@ -170,6 +170,21 @@ func Run(t *testing.T, h Harness) {
 	if h.New == nil {
 		h.New = func(t *testing.T) deliver.Sender { return h.NewTimeout(t, 0) }
 	}
+	runSend(t, h)
+	runChunks(t, h)
+	runRecipients(t, h)
+	runThreads(t, h)
+	runReact(t, h)
+	runFaults(t, h)
+	runNoAnswer(t, h)
+	runAPIURL(t, h)
+	runRefusesEmpty(t, h)
+	runCancelled(t, h)
+}
+
+// runSend holds what every send does: reach the provider, report every
+// message, and stop cleanly when the ledger fails.
+func runSend(t *testing.T, h Harness) {
 	t.Run("send reaches the provider and every chunk is reported", func(t *testing.T) {
 		s := h.New(t)
 		var sent []string
@@ -239,84 +254,95 @@ func Run(t *testing.T, h Harness) {
 			t.Fatalf("provider received %d messages, Sent called %d times; want the first chunk only", len(got), calls)
 		}
 	})
+}
 
-	if h.Features.Chunks {
-		t.Run("a long message goes out in chunks, each reported", func(t *testing.T) {
-			s := h.New(t)
-			var sent []string
-			r, err := s.Deliver(t.Context(), send(5, h.LongMessage(3), func(id string) error { sent = append(sent, id); return nil }))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := h.Delivered(t); len(got) != 3 || len(r.MessageIDs) != 3 || !slices.Equal(r.MessageIDs, sent) {
-				t.Fatalf("provider received %d messages, receipt %v, Sent %v; want 3 chunks, each reported", len(got), r.MessageIDs, sent)
-			}
-		})
-
-		t.Run("a resumed delivery sends only the chunks not done", func(t *testing.T) {
-			md := h.LongMessage(3)
-			if _, err := h.New(t).Deliver(t.Context(), send(6, md, nil)); err != nil {
-				t.Fatal(err)
-			}
-			whole := h.Delivered(t)
-
-			s := h.New(t)
-			var sent []string
-			d := send(6, md, func(id string) error { sent = append(sent, id); return nil })
-			d.Done = []string{"earlier-chunk-1"}
-			r, err := s.Deliver(t.Context(), d)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := h.Delivered(t); !slices.Equal(got, whole[1:]) {
-				t.Fatalf("provider received %d messages %.200q, want chunks 2 and 3 of %d", len(got), got, len(whole))
-			}
-			if len(r.MessageIDs) != 3 || r.MessageIDs[0] != "earlier-chunk-1" || !slices.Equal(r.MessageIDs[1:], sent) {
-				t.Fatalf("receipt %v, Sent %v; want the done chunk's id then the two sent", r.MessageIDs, sent)
-			}
-		})
-	} else {
-		t.Run("Chunks", func(t *testing.T) { t.Skip("the channel sends every message whole") })
+// runChunks: a long message goes out in chunks, and a resumed delivery
+// sends only those not done (Chunks).
+func runChunks(t *testing.T, h Harness) {
+	if lacks(t, h.Features.Chunks, "Chunks", "the channel sends every message whole") {
+		return
 	}
+	t.Run("a long message goes out in chunks, each reported", func(t *testing.T) {
+		s := h.New(t)
+		var sent []string
+		r, err := s.Deliver(t.Context(), send(5, h.LongMessage(3), func(id string) error { sent = append(sent, id); return nil }))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := h.Delivered(t); len(got) != 3 || len(r.MessageIDs) != 3 || !slices.Equal(r.MessageIDs, sent) {
+			t.Fatalf("provider received %d messages, receipt %v, Sent %v; want 3 chunks, each reported", len(got), r.MessageIDs, sent)
+		}
+	})
 
-	if h.Features.Recipients {
-		t.Run("a delivery goes to its recipient, else to the default", func(t *testing.T) {
-			s := h.New(t)
-			if _, err := s.Deliver(t.Context(), send(7, "to the default", nil)); err != nil {
-				t.Fatal(err)
-			}
-			d := send(8, "to someone else", nil)
-			d.Recipient = h.Recipient(t)
-			if _, err := s.Deliver(t.Context(), d); err != nil {
-				t.Fatal(err)
-			}
-			if got, want := h.DeliveredTo(t), []string{h.DefaultRecipient, d.Recipient}; !slices.Equal(got, want) {
-				t.Fatalf("messages went to %q, want %q", got, want)
-			}
-		})
-	} else {
-		t.Run("Recipients", func(t *testing.T) { t.Skip("the channel has one recipient") })
+	t.Run("a resumed delivery sends only the chunks not done", func(t *testing.T) {
+		md := h.LongMessage(3)
+		if _, err := h.New(t).Deliver(t.Context(), send(6, md, nil)); err != nil {
+			t.Fatal(err)
+		}
+		whole := h.Delivered(t)
+
+		s := h.New(t)
+		var sent []string
+		d := send(6, md, func(id string) error { sent = append(sent, id); return nil })
+		d.Done = []string{"earlier-chunk-1"}
+		r, err := s.Deliver(t.Context(), d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := h.Delivered(t); !slices.Equal(got, whole[1:]) {
+			t.Fatalf("provider received %d messages %.200q, want chunks 2 and 3 of %d", len(got), got, len(whole))
+		}
+		if len(r.MessageIDs) != 3 || r.MessageIDs[0] != "earlier-chunk-1" || !slices.Equal(r.MessageIDs[1:], sent) {
+			t.Fatalf("receipt %v, Sent %v; want the done chunk's id then the two sent", r.MessageIDs, sent)
+		}
+	})
+}
+
+// runRecipients: a delivery goes to its recipient, else to the default
+// (Recipients).
+func runRecipients(t *testing.T, h Harness) {
+	if lacks(t, h.Features.Recipients, "Recipients", "the channel has one recipient") {
+		return
 	}
+	t.Run("a delivery goes to its recipient, else to the default", func(t *testing.T) {
+		s := h.New(t)
+		if _, err := s.Deliver(t.Context(), send(7, "to the default", nil)); err != nil {
+			t.Fatal(err)
+		}
+		d := send(8, "to someone else", nil)
+		d.Recipient = h.Recipient(t)
+		if _, err := s.Deliver(t.Context(), d); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := h.DeliveredTo(t), []string{h.DefaultRecipient, d.Recipient}; !slices.Equal(got, want) {
+			t.Fatalf("messages went to %q, want %q", got, want)
+		}
+	})
+}
 
-	if h.Features.Threads {
-		t.Run("a reply lands in the thread it answers", func(t *testing.T) {
-			s := h.New(t)
-			if _, err := s.Deliver(t.Context(), send(9, "not a reply", nil)); err != nil {
-				t.Fatal(err)
-			}
-			d := send(10, "a reply", nil)
-			d.Intent, d.Thread = envelope.IntentReply, h.Thread(t)
-			if _, err := s.Deliver(t.Context(), d); err != nil {
-				t.Fatal(err)
-			}
-			if got := h.InThread(t); !slices.Equal(got, []bool{false, true}) {
-				t.Fatalf("in the thread: %v, want [false true] (the send outside it, the reply in it)", got)
-			}
-		})
-	} else {
-		t.Run("Threads", func(t *testing.T) { t.Skip("the channel has no threads") })
+// runThreads: a reply lands in its thread (Threads).
+func runThreads(t *testing.T, h Harness) {
+	if lacks(t, h.Features.Threads, "Threads", "the channel has no threads") {
+		return
 	}
+	t.Run("a reply lands in the thread it answers", func(t *testing.T) {
+		s := h.New(t)
+		if _, err := s.Deliver(t.Context(), send(9, "not a reply", nil)); err != nil {
+			t.Fatal(err)
+		}
+		d := send(10, "a reply", nil)
+		d.Intent, d.Thread = envelope.IntentReply, h.Thread(t)
+		if _, err := s.Deliver(t.Context(), d); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.InThread(t); !slices.Equal(got, []bool{false, true}) {
+			t.Fatalf("in the thread: %v, want [false true] (the send outside it, the reply in it)", got)
+		}
+	})
+}
 
+// runReact: react sets one reaction (React), or is refused.
+func runReact(t *testing.T, h Harness) {
 	if h.Features.React {
 		t.Run("react sets one reaction and sends no message", func(t *testing.T) {
 			s := h.New(t)
@@ -350,7 +376,10 @@ func Run(t *testing.T, h Harness) {
 			}
 		})
 	}
+}
 
+// runFaults: each provider fault is reported in its class (Faults).
+func runFaults(t *testing.T, h Harness) {
 	for _, f := range []Fault{FaultRefused, FaultNoRecipient, FaultUnavailable, FaultRateLimit} {
 		if !slices.Contains(h.Features.Faults, f) {
 			t.Run("fault "+f.String(), func(t *testing.T) { t.Skip("the fake cannot inject it") })
@@ -375,107 +404,119 @@ func Run(t *testing.T, h Harness) {
 			checkSecrets(t, h, err)
 		})
 	}
+}
 
-	if h.Features.NoAnswer {
-		for _, tt := range []struct {
-			name  string
-			fault func(t *testing.T)
-			class string
-			taken int // messages the provider holds afterwards
-		}{
-			{"a message taken, answered after the sender's timeout, is a timeout", func(t *testing.T) {
-				release := make(chan struct{})
-				t.Cleanup(func() { close(release) })
-				h.Stall(t, release)
-			}, "timeout", 1},
-			{"a message taken, the connection reset before the answer, is a timeout", h.HangUp, "timeout", 1},
-			{"a provider down is target_unavailable", h.Down, "target_unavailable", 0},
-			{"a provider failing is target_unavailable", func(t *testing.T) { h.Fail(t, FaultUnavailable) }, "target_unavailable", 0},
-		} {
-			t.Run(tt.name, func(t *testing.T) {
-				s := h.NewTimeout(t, 300*time.Millisecond)
-				tt.fault(t)
-				_, err := s.Deliver(t.Context(), send(14, "Dose taken", nil))
-				t.Log(err)
-				if got := envelope.ClassOf(err); got != tt.class {
-					t.Fatalf("deliver: %v (class %s), want %s", err, got, tt.class)
-				}
-				if n := len(h.Delivered(t)); n != tt.taken {
-					t.Errorf("the provider holds %d messages, want %d", n, tt.taken)
-				}
-				checkSecrets(t, h, err)
-			})
-		}
-		t.Run("a delivery whose context ends while the provider holds its answer is a timeout", func(t *testing.T) {
-			s := h.NewTimeout(t, 0)
+// runNoAnswer: a message the provider may have taken without the sender
+// hearing so is a timeout (NoAnswer).
+func runNoAnswer(t *testing.T, h Harness) {
+	if lacks(t, h.Features.NoAnswer, "NoAnswer", "the fake cannot take a message without answering") {
+		return
+	}
+	for _, tt := range []struct {
+		name  string
+		fault func(t *testing.T)
+		class string
+		taken int // messages the provider holds afterwards
+	}{
+		{"a message taken, answered after the sender's timeout, is a timeout", func(t *testing.T) {
 			release := make(chan struct{})
 			t.Cleanup(func() { close(release) })
 			h.Stall(t, release)
-			ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-			defer cancel()
-			_, err := s.Deliver(ctx, send(15, "x", nil))
-			if envelope.ClassOf(err) != "timeout" {
-				t.Errorf("deliver: %v, want timeout (the provider may have the message)", err)
+		}, "timeout", 1},
+		{"a message taken, the connection reset before the answer, is a timeout", h.HangUp, "timeout", 1},
+		{"a provider down is target_unavailable", h.Down, "target_unavailable", 0},
+		{"a provider failing is target_unavailable", func(t *testing.T) { h.Fail(t, FaultUnavailable) }, "target_unavailable", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := h.NewTimeout(t, 300*time.Millisecond)
+			tt.fault(t)
+			_, err := s.Deliver(t.Context(), send(14, "Dose taken", nil))
+			t.Log(err)
+			if got := envelope.ClassOf(err); got != tt.class {
+				t.Fatalf("deliver: %v (class %s), want %s", err, got, tt.class)
 			}
-		})
-	} else {
-		t.Run("NoAnswer", func(t *testing.T) { t.Skip("the fake cannot take a message without answering") })
-	}
-
-	if h.Features.APIURL {
-		t.Run("a redirect from the api_url is not followed", func(t *testing.T) {
-			moved := NewMoved(t)
-			_, err := h.NewAt(t, moved.URL).Deliver(t.Context(), send(16, "secret plans", nil))
-			if envelope.ClassOf(err) != "not_found" || !strings.Contains(err.Error(), "307") || !strings.Contains(err.Error(), moved.Target.URL) || !strings.Contains(err.Error(), "api_url") {
-				t.Fatalf("deliver: %v, want not_found naming the 307, where it pointed and api_url", err)
-			}
-			if n := moved.Followed(); n != 0 {
-				t.Fatalf("the redirect was followed %d times", n)
+			if n := len(h.Delivered(t)); n != tt.taken {
+				t.Errorf("the provider holds %d messages, want %d", n, tt.taken)
 			}
 			checkSecrets(t, h, err)
 		})
-		t.Run("an api_url that is not the provider's is named", func(t *testing.T) {
-			if h.NotJSON == "" {
-				t.Skip("the harness does not say how the sender names an answer not the provider's")
-			}
-			other := httptest.NewServer(http.NotFoundHandler())
-			t.Cleanup(other.Close)
-			_, err := h.NewAt(t, other.URL+"/nothing").Deliver(t.Context(), send(17, "x", nil))
-			if envelope.ClassOf(err) != "not_found" || !strings.Contains(err.Error(), "api_url") {
-				t.Errorf("deliver: %v, want not_found naming api_url", err)
-			}
-			page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("<html>login</html>")) }))
-			t.Cleanup(page.Close)
-			_, err = h.NewAt(t, page.URL).Deliver(t.Context(), send(18, "x", nil))
-			if envelope.ClassOf(err) != "target_unavailable" || !strings.Contains(err.Error(), h.NotJSON) {
-				t.Errorf("deliver: %v, want target_unavailable saying %q", err, h.NotJSON)
-			}
-		})
-	} else {
-		t.Run("APIURL", func(t *testing.T) { t.Skip("the sender has no api_url") })
 	}
+	t.Run("a delivery whose context ends while the provider holds its answer is a timeout", func(t *testing.T) {
+		s := h.NewTimeout(t, 0)
+		release := make(chan struct{})
+		t.Cleanup(func() { close(release) })
+		h.Stall(t, release)
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		_, err := s.Deliver(ctx, send(15, "x", nil))
+		if envelope.ClassOf(err) != "timeout" {
+			t.Errorf("deliver: %v, want timeout (the provider may have the message)", err)
+		}
+	})
+}
 
-	if h.Features.RefusesEmpty {
-		t.Run("an empty message is refused, nothing sent", func(t *testing.T) {
-			s := h.New(t)
-			for i, md := range []string{"", "  \n ", "```\n```"} {
-				_, err := s.Deliver(t.Context(), send(19+i, md, nil))
-				if envelope.ClassOf(err) != "validation_error" {
-					t.Errorf("deliver %q: %v, want validation_error", md, err)
-				}
-			}
-			calls := len(h.Delivered(t))
-			if h.Calls != nil {
-				calls = h.Calls(t)
-			}
-			if calls != 0 {
-				t.Errorf("%d calls for empty messages", calls)
-			}
-		})
-	} else {
-		t.Run("RefusesEmpty", func(t *testing.T) { t.Skip("the channel sends a message as it is") })
+// runAPIURL: the sender does not follow a redirect from its api_url, and
+// names an api_url that is not the provider's (APIURL).
+func runAPIURL(t *testing.T, h Harness) {
+	if lacks(t, h.Features.APIURL, "APIURL", "the sender has no api_url") {
+		return
 	}
+	t.Run("a redirect from the api_url is not followed", func(t *testing.T) {
+		moved := NewMoved(t)
+		_, err := h.NewAt(t, moved.URL).Deliver(t.Context(), send(16, "secret plans", nil))
+		if envelope.ClassOf(err) != "not_found" || !strings.Contains(err.Error(), "307") || !strings.Contains(err.Error(), moved.Target.URL) || !strings.Contains(err.Error(), "api_url") {
+			t.Fatalf("deliver: %v, want not_found naming the 307, where it pointed and api_url", err)
+		}
+		if n := moved.Followed(); n != 0 {
+			t.Fatalf("the redirect was followed %d times", n)
+		}
+		checkSecrets(t, h, err)
+	})
+	t.Run("an api_url that is not the provider's is named", func(t *testing.T) {
+		if h.NotJSON == "" {
+			t.Skip("the harness does not say how the sender names an answer not the provider's")
+		}
+		other := httptest.NewServer(http.NotFoundHandler())
+		t.Cleanup(other.Close)
+		_, err := h.NewAt(t, other.URL+"/nothing").Deliver(t.Context(), send(17, "x", nil))
+		if envelope.ClassOf(err) != "not_found" || !strings.Contains(err.Error(), "api_url") {
+			t.Errorf("deliver: %v, want not_found naming api_url", err)
+		}
+		page := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte("<html>login</html>")) }))
+		t.Cleanup(page.Close)
+		_, err = h.NewAt(t, page.URL).Deliver(t.Context(), send(18, "x", nil))
+		if envelope.ClassOf(err) != "target_unavailable" || !strings.Contains(err.Error(), h.NotJSON) {
+			t.Errorf("deliver: %v, want target_unavailable saying %q", err, h.NotJSON)
+		}
+	})
+}
 
+// runRefusesEmpty: an empty message is refused and nothing sent
+// (RefusesEmpty).
+func runRefusesEmpty(t *testing.T, h Harness) {
+	if lacks(t, h.Features.RefusesEmpty, "RefusesEmpty", "the channel sends a message as it is") {
+		return
+	}
+	t.Run("an empty message is refused, nothing sent", func(t *testing.T) {
+		s := h.New(t)
+		for i, md := range []string{"", "  \n ", "```\n```"} {
+			_, err := s.Deliver(t.Context(), send(19+i, md, nil))
+			if envelope.ClassOf(err) != "validation_error" {
+				t.Errorf("deliver %q: %v, want validation_error", md, err)
+			}
+		}
+		calls := len(h.Delivered(t))
+		if h.Calls != nil {
+			calls = h.Calls(t)
+		}
+		if calls != 0 {
+			t.Errorf("%d calls for empty messages", calls)
+		}
+	})
+}
+
+// runCancelled: a cancelled context does not report success.
+func runCancelled(t *testing.T, h Harness) {
 	t.Run("a cancelled context does not report success", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
@@ -484,6 +525,17 @@ func Run(t *testing.T, h Harness) {
 			t.Fatal("delivered on a cancelled context")
 		}
 	})
+}
+
+// lacks reports whether the harness lacks a feature (has is false), and
+// if so says so in a skipped subtest named for it, so that a missing
+// capability shows in the test output.
+func lacks(t *testing.T, has bool, feature, why string) bool {
+	t.Helper()
+	if !has {
+		t.Run(feature, func(t *testing.T) { t.Skip(why) })
+	}
+	return !has
 }
 
 // checkSecrets fails t if err shows one of h's secrets.

@@ -65,6 +65,15 @@ const waitFor = 20 * time.Second
 
 // RunReceiver runs the receiver suite.
 func RunReceiver(t *testing.T, h ReceiverHarness) {
+	runIngress(t, h)
+	runReceiveThreads(t, h)
+	runRefuses(t, h)
+	runDropsInvalid(t, h)
+}
+
+// runIngress: a message is stored once, as one ingress with one native id,
+// however often the provider delivers it.
+func runIngress(t *testing.T, h ReceiverHarness) {
 	t.Run("a message is one ingress with its sender, native id and meta", func(t *testing.T) {
 		sink := NewSink()
 		h.Start(t, sink)
@@ -114,60 +123,68 @@ func RunReceiver(t *testing.T, h ReceiverHarness) {
 		}
 		checkOneNativeID(t, twice)
 	})
+}
 
-	if h.Features.Threads {
-		t.Run("a message in a thread names it", func(t *testing.T) {
-			sink := NewSink()
-			h.Start(t, sink)
-			h.SendInThread(t, "in a thread")
-			in := sink.WaitStored(t, 1)[0]
-			checkIngress(t, in, "in a thread", h.Sender())
-			if in.Meta["thread_id"] == "" || in.RequestContext.SourceThreadIdentity == "" {
-				t.Errorf("meta thread_id %q, source_thread_identity %q; want both set", in.Meta["thread_id"], in.RequestContext.SourceThreadIdentity)
-			}
-		})
-	} else {
-		t.Run("Threads", func(t *testing.T) { t.Skip("the channel has no threads") })
+// runReceiveThreads: a message in a thread names it (Threads).
+func runReceiveThreads(t *testing.T, h ReceiverHarness) {
+	if lacks(t, h.Features.Threads, "Threads", "the channel has no threads") {
+		return
 	}
+	t.Run("a message in a thread names it", func(t *testing.T) {
+		sink := NewSink()
+		h.Start(t, sink)
+		h.SendInThread(t, "in a thread")
+		in := sink.WaitStored(t, 1)[0]
+		checkIngress(t, in, "in a thread", h.Sender())
+		if in.Meta["thread_id"] == "" || in.RequestContext.SourceThreadIdentity == "" {
+			t.Errorf("meta thread_id %q, source_thread_identity %q; want both set", in.Meta["thread_id"], in.RequestContext.SourceThreadIdentity)
+		}
+	})
+}
 
-	if h.Features.Refuses {
-		t.Run("what the receiver must refuse is dropped with a reason", func(t *testing.T) {
-			sink := NewSink()
-			h.Start(t, sink)
-			h.Refuse(t)
-			drops := sink.WaitDropped(t, 1)
-			checkReason(t, drops[0])
-			if got := sink.Stored(); len(got) != 0 {
-				t.Errorf("stored %d ingresses of a refused message", len(got))
-			}
-		})
-	} else {
-		t.Run("Refuses", func(t *testing.T) { t.Skip("the channel refuses nothing on arrival") })
+// runRefuses: what the receiver must refuse is dropped with a reason
+// (Refuses).
+func runRefuses(t *testing.T, h ReceiverHarness) {
+	if lacks(t, h.Features.Refuses, "Refuses", "the channel refuses nothing on arrival") {
+		return
 	}
+	t.Run("what the receiver must refuse is dropped with a reason", func(t *testing.T) {
+		sink := NewSink()
+		h.Start(t, sink)
+		h.Refuse(t)
+		drops := sink.WaitDropped(t, 1)
+		checkReason(t, drops[0])
+		if got := sink.Stored(); len(got) != 0 {
+			t.Errorf("stored %d ingresses of a refused message", len(got))
+		}
+	})
+}
 
-	if h.Features.DropsInvalid {
-		t.Run("a message the sink refuses as invalid is dropped, and the next one stored", func(t *testing.T) {
-			sink := NewSink()
-			sink.FailNext(1, fmt.Errorf("%w: the suite refuses it", envelope.ErrValidation))
-			h.Start(t, sink)
-			// No redeliver: a provider retrying it is refused again by the
-			// bus; what matters is that the receiver goes on by itself.
-			h.Send(t, "invalid")
-			checkReason(t, sink.WaitDropped(t, 1)[0])
-			h.Send(t, "valid")
-			sink.Wait(t, "the next message", func() bool {
-				s := sink.Stored()
-				return len(s) > 0 && s[len(s)-1].Content.Text == "valid"
-			})
-			for _, in := range sink.Stored() {
-				if in.Content.Text == "invalid" {
-					t.Errorf("the invalid message was stored after it was dropped")
-				}
-			}
-		})
-	} else {
-		t.Run("DropsInvalid", func(t *testing.T) { t.Skip("the channel answers an invalid message to its sender instead") })
+// runDropsInvalid: a message the sink refuses as invalid is dropped, and
+// the receiver goes on (DropsInvalid).
+func runDropsInvalid(t *testing.T, h ReceiverHarness) {
+	if lacks(t, h.Features.DropsInvalid, "DropsInvalid", "the channel answers an invalid message to its sender instead") {
+		return
 	}
+	t.Run("a message the sink refuses as invalid is dropped, and the next one stored", func(t *testing.T) {
+		sink := NewSink()
+		sink.FailNext(1, fmt.Errorf("%w: the suite refuses it", envelope.ErrValidation))
+		h.Start(t, sink)
+		// No redeliver: a provider retrying it is refused again by the
+		// bus; what matters is that the receiver goes on by itself.
+		h.Send(t, "invalid")
+		checkReason(t, sink.WaitDropped(t, 1)[0])
+		h.Send(t, "valid")
+		sink.Wait(t, "the next message", func() bool {
+			s := sink.Stored()
+			return len(s) > 0 && s[len(s)-1].Content.Text == "valid"
+		})
+		for _, in := range sink.Stored() {
+			if in.Content.Text == "invalid" {
+				t.Errorf("the invalid message was stored after it was dropped")
+			}
+		}
+	})
 }
 
 // Receive runs r with sink until the test ends, and returns once r reports

@@ -40,7 +40,6 @@
 package discordtest
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
@@ -305,8 +304,7 @@ type Server struct {
 
 	token string
 
-	calls   testkit.Recorder[Call]
-	hooks   testkit.Hooks[Call] // by route
+	calls   testkit.Calls[Call] // by route
 	changed testkit.Signal      // notified whenever the gateway's state changes
 
 	mu           sync.Mutex
@@ -350,6 +348,7 @@ func NewServer(t testing.TB) *Server {
 		limit:        5,
 		window:       5 * time.Second,
 	}
+	s.calls = testkit.Calls[Call]{Fake: "discordtest", Key: func(c Call) string { return c.Route }, OK: Call.OK}
 	s.gw.init()
 	s.users[BotID] = &User{ID: BotID, Username: "herald", Discriminator: "0", Bot: true}
 	s.users[HumanID] = &User{ID: HumanID, Username: "ada", GlobalName: ptr("Ada"), Discriminator: "0"}
@@ -364,13 +363,7 @@ func NewServer(t testing.TB) *Server {
 func ptr[T any](v T) *T { return &v }
 
 func randomSecret(n int) string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-"
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return string(b)
+	return testkit.RandomString("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-", n)
 }
 
 // URL is the REST API's base URL with its version, what the real API's
@@ -460,34 +453,27 @@ func (s *Server) FailChannel(channel string, status, code int, message string) {
 // OnAccept makes fn run each time the server accepted a call of route,
 // after recording it and before writing the answer: the client waits until
 // fn returns. fn runs without the server's lock. A nil fn removes the hook.
-func (s *Server) OnAccept(route string, fn func(Call)) { s.hooks.OnAccept(route, fn) }
+func (s *Server) OnAccept(route string, fn func(Call)) { s.calls.OnAccept(route, fn) }
 
 // HangUpNext makes the server carry out the next n calls of route it
 // accepts (a message is kept, a reaction added) and then reset the
 // connection instead of answering, after any OnAccept hook: Discord took
 // the call and the answer was lost on the way.
-func (s *Server) HangUpNext(route string, n int) { s.hooks.HangUpNext(route, n) }
+func (s *Server) HangUpNext(route string, n int) { s.calls.HangUpNext(route, n) }
 
 // Calls returns the recorded calls of route, or of every route if route is
 // "", in the order they arrived.
-func (s *Server) Calls(route string) []Call { return s.calls.Select(ofRoute(route)) }
+func (s *Server) Calls(route string) []Call { return s.calls.Of(route) }
 
 // Accepted returns the recorded calls of route (or of every route, for "")
 // that the server carried out (Call.OK), in the order they arrived.
-func (s *Server) Accepted(route string) []Call {
-	return s.calls.Select(func(c Call) bool { return ofRoute(route)(c) && c.OK() })
-}
+func (s *Server) Accepted(route string) []Call { return s.calls.Accepted(route) }
 
 // WaitCalls waits until at least n calls of route have arrived and returns
 // them all; it fails the test if they do not arrive within timeout.
 func (s *Server) WaitCalls(t testing.TB, route string, n int, timeout time.Duration) []Call {
 	t.Helper()
-	return s.calls.Wait(t, timeout, n, ofRoute(route), "discordtest: "+route+" calls")
-}
-
-// ofRoute keeps the calls of route, or every call if route is "".
-func ofRoute(route string) func(Call) bool {
-	return func(c Call) bool { return route == "" || c.Route == route }
+	return s.calls.WaitCalls(t, route, n, timeout)
 }
 
 // wait waits until cond (run with s.mu held) holds.
@@ -639,18 +625,50 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		Authorization: r.Header.Get("Authorization"), UserAgent: r.Header.Get("User-Agent"), ContentType: r.Header.Get("Content-Type")}
 	body, _ := io.ReadAll(io.LimitReader(r.Body, maxBody))
 	call.Body = body
-	rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/api/v10/")
-	var rt *route
-	var params map[string]string
-	if ok {
+
+	s.mu.Lock()
+	status, result, bucketKey, err := s.carryOutLocked(r, &call)
+	var (
+		hook   func(Call)
+		hangUp bool
+	)
+	if err == nil {
+		hook, hangUp = s.calls.Accept(call.Route)
+		call.HungUp = hangUp
+	}
+	i := s.calls.Add(call)
+	headers := s.headersLocked(bucketKey, err)
+	s.mu.Unlock()
+	s.calls.Answer(i, hook, func(c *Call) { c.Answered = time.Now() })
+
+	if hangUp {
+		delivertest.HangUp(w)
+		return
+	}
+	maps.Copy(w.Header(), headers)
+	switch {
+	case err != nil:
+		writeError(w, err)
+	case status == http.StatusNoContent:
+		w.WriteHeader(status)
+	default:
+		writeJSON(w, status, result)
+	}
+}
+
+// carryOutLocked finds call's route, checks the call (its token, the faults
+// injected, its rate limit bucket, named by bucketKey) and carries it out,
+// and records the outcome in it: the answer's status and body, or an
+// *apiError.
+func (s *Server) carryOutLocked(r *http.Request, call *Call) (status int, result any, bucketKey string, _ *apiError) {
+	var (
+		rt     *route
+		params map[string]string
+	)
+	if rest, ok := strings.CutPrefix(r.URL.EscapedPath(), "/api/v10/"); ok {
 		rt, params = match(r.Method, rest)
 	}
-	s.mu.Lock()
-	var (
-		status = http.StatusOK
-		result any
-		err    error
-	)
+	var err error
 	switch {
 	case rt == nil:
 		err = refuse(http.StatusNotFound, 0, "404: Not Found")
@@ -660,58 +678,28 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	if rt != nil {
 		call.Route = rt.tmpl
 		call.Channel, call.Message, call.Emoji = params["channel"], params["message"], params["emoji"]
+		bucketKey = rt.tmpl + " " + call.Channel
 	}
 	if err == nil {
 		err = s.injectedLocked(rt.tmpl, call.Channel)
 	}
-	bucketKey := ""
-	if rt != nil {
-		bucketKey = rt.tmpl + " " + call.Channel
-		if err == nil {
-			err = s.spendLocked(bucketKey)
-		}
-	}
 	if err == nil {
-		req := &request{r: r, params: params, body: body, call: &call}
-		status, result, err = rt.serve(s, req)
+		err = s.spendLocked(bucketKey)
 	}
-	var (
-		hook   func(Call)
-		hangUp bool
-	)
-	if e, isAPI := err.(*apiError); err != nil {
+	status = http.StatusOK
+	if err == nil {
+		status, result, err = rt.serve(s, &request{r: r, params: params, body: call.Body, call: call})
+	}
+	if err != nil {
+		e, isAPI := err.(*apiError)
 		if !isAPI {
 			e = refuse(http.StatusInternalServerError, 0, "500: Internal Server Error")
 		}
 		call.Status, call.Code, call.ErrMessage, call.RetryAfter = e.status, e.code, e.message, e.retryAfter
-		err = e
-	} else {
-		call.Status = status
-		hook, hangUp = s.hooks.Accepted(rt.tmpl)
-		call.HungUp = hangUp
+		return status, nil, bucketKey, e
 	}
-	i := s.calls.Add(call)
-	headers := s.headersLocked(bucketKey, err)
-	s.mu.Unlock()
-	if hook != nil {
-		hook(call)
-	}
-	s.calls.Update(i, func(c *Call) { c.Answered = time.Now() })
-
-	if hangUp {
-		delivertest.HangUp(w)
-		return
-	}
-	maps.Copy(w.Header(), headers)
-	if err != nil {
-		writeError(w, err.(*apiError))
-		return
-	}
-	if status == http.StatusNoContent {
-		w.WriteHeader(status)
-		return
-	}
-	writeJSON(w, status, result)
+	call.Status = status
+	return status, result, bucketKey, nil
 }
 
 // injectedLocked returns the fault queued for route, or channel's, if any.
@@ -748,7 +736,7 @@ func (s *Server) spendLocked(key string) error {
 }
 
 // headersLocked are the rate limit headers of an answer.
-func (s *Server) headersLocked(key string, err error) http.Header {
+func (s *Server) headersLocked(key string, e *apiError) http.Header {
 	h := http.Header{}
 	if b := s.buckets[key]; b != nil {
 		after := max(time.Until(b.reset).Seconds(), 0)
@@ -758,7 +746,7 @@ func (s *Server) headersLocked(key string, err error) http.Header {
 		h.Set("X-RateLimit-Reset-After", strconv.FormatFloat(after, 'f', 3, 64))
 		h.Set("X-RateLimit-Bucket", b.hash)
 	}
-	if e, ok := err.(*apiError); ok && e.status == http.StatusTooManyRequests {
+	if e != nil && e.status == http.StatusTooManyRequests {
 		h.Set("Retry-After", strconv.Itoa(int(math.Ceil(e.retryAfter))))
 		scope := "user"
 		if e.global {
@@ -790,13 +778,7 @@ func writeError(w http.ResponseWriter, e *apiError) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, body any) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"message":"500: Internal Server Error","code":0}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	testkit.WriteJSON(w, status, "application/json", body, `{"message":"500: Internal Server Error","code":0}`)
 }
 
 // decode reads req's JSON body into v, as Discord refuses one it cannot.

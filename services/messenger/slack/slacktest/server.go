@@ -40,7 +40,6 @@ package slacktest
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -154,8 +153,7 @@ type Server struct {
 
 	token, team, appID, botID, botUser string
 
-	calls testkit.Recorder[Call]
-	hooks testkit.Hooks[Call] // by method
+	calls testkit.Calls[Call] // by method
 
 	mu       sync.Mutex
 	faults   map[string][]fault
@@ -189,12 +187,17 @@ func NewServer(t testing.TB) *Server {
 		appID:    "A0HERALD1",
 		botID:    "B0HERALD1",
 		botUser:  "U0HERALDBOT",
-		calls:    testkit.Recorder[Call]{Clone: cloneCall},
 		faults:   map[string][]fault{},
 		chanErrs: map[string]string{},
 		channels: map[string]*channel{},
 		names:    map[string]string{},
 		emoji:    map[string]bool{},
+	}
+	s.calls = testkit.Calls[Call]{
+		Recorder: testkit.Recorder[Call]{Clone: cloneCall},
+		Fake:     "slacktest",
+		Key:      func(c Call) string { return c.Method },
+		OK:       Call.OK,
 	}
 	s.http = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
 	t.Cleanup(s.Close)
@@ -202,13 +205,7 @@ func NewServer(t testing.TB) *Server {
 }
 
 func randomSecret(n int) string {
-	const alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return string(b)
+	return testkit.RandomString("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789", n)
 }
 
 // URL is the Web API's base URL, what the real API's https://slack.com/api/
@@ -294,34 +291,27 @@ func (s *Server) FailChannel(channel, code string) {
 // after recording it and before writing the answer: the client waits until
 // fn returns. fn runs without the server's lock, so it may call the server.
 // A nil fn removes the hook.
-func (s *Server) OnAccept(method string, fn func(Call)) { s.hooks.OnAccept(method, fn) }
+func (s *Server) OnAccept(method string, fn func(Call)) { s.calls.OnAccept(method, fn) }
 
 // HangUpNext makes the server carry out the next n calls of method it
 // accepts (a message is kept, a reaction added) and then reset the
 // connection instead of answering, after any OnAccept hook: Slack took the
 // call and the answer was lost on the way, so the client cannot know.
-func (s *Server) HangUpNext(method string, n int) { s.hooks.HangUpNext(method, n) }
+func (s *Server) HangUpNext(method string, n int) { s.calls.HangUpNext(method, n) }
 
 // Calls returns the recorded calls of method, or of every method if method
 // is "", in the order they arrived.
-func (s *Server) Calls(method string) []Call { return s.calls.Select(ofMethod(method)) }
+func (s *Server) Calls(method string) []Call { return s.calls.Of(method) }
 
 // Accepted returns the recorded calls of method (or of every method, for
 // "") that the server carried out (Call.OK), in the order they arrived.
-func (s *Server) Accepted(method string) []Call {
-	return s.calls.Select(func(c Call) bool { return ofMethod(method)(c) && c.OK() })
-}
+func (s *Server) Accepted(method string) []Call { return s.calls.Accepted(method) }
 
 // WaitCalls waits until at least n calls of method have arrived and returns
 // them all; it fails the test if they do not arrive within timeout.
 func (s *Server) WaitCalls(t testing.TB, method string, n int, timeout time.Duration) []Call {
 	t.Helper()
-	return s.calls.Wait(t, timeout, n, ofMethod(method), "slacktest: "+method+" calls")
-}
-
-// ofMethod keeps the calls of method, or every call if method is "".
-func ofMethod(method string) func(Call) bool {
-	return func(c Call) bool { return method == "" || c.Method == method }
+	return s.calls.WaitCalls(t, method, n, timeout)
 }
 
 // cloneCall is c with its own Params and Attachments, for a reader.
@@ -444,67 +434,22 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	params, contentType, warnings, perr := parseParams(r)
 	call.Params, call.ContentType, call.Warnings = params, contentType, warnings
-	switch auth := r.Header.Get("Authorization"); {
-	case auth != "":
-		call.Token, call.TokenIn = strings.TrimPrefix(auth, "Bearer "), "header"
-		if !strings.HasPrefix(auth, "Bearer ") {
-			call.Token = ""
-		}
-	case params["token"] != "" && contentType != "application/json":
-		call.Token, call.TokenIn = params["token"], "form"
-	}
+	call.Token, call.TokenIn = token(r, params, contentType)
 	delete(call.Params, "token")
 
 	s.mu.Lock()
-	handle, known := methods[name]
-	var err error
-	switch {
-	case perr != nil:
-		err = perr
-	case !known:
-		err = refuse("unknown_method")
-	case call.TokenIn == "":
-		err = refuse("not_authed")
-	case call.Token != s.token:
-		err = refuse("invalid_auth")
-	default:
-		err = s.injectedLocked(name, params)
-	}
-	var result map[string]any
-	if err == nil {
-		req := &request{params: params, call: &call}
-		req.attachments, err = parseAttachments(params["attachments"])
-		call.Attachments = req.attachments
-		if err == nil {
-			result, err = handle(s, req)
-		}
-	}
-	if err != nil {
-		ae, ok := err.(*apiError)
-		if !ok {
-			ae = refuse("internal_error")
-		}
-		call.Status, call.Error, call.RetryAfter = ae.status, ae.code, ae.retryAfter
-	} else {
-		call.Status = http.StatusOK
-	}
+	result, err := s.carryOutLocked(&call, perr)
 	var (
 		hook   func(Call)
 		hangUp bool
 	)
 	if err == nil {
-		hook, hangUp = s.hooks.Accepted(name)
+		hook, hangUp = s.calls.Accept(name)
 		call.HungUp = hangUp
 	}
 	i := s.calls.Add(call)
-	if hook != nil {
-		accepted := s.calls.At(i)
-		s.mu.Unlock()
-		hook(accepted)
-		s.mu.Lock()
-	}
-	s.calls.Update(i, func(c *Call) { c.Answered = time.Now() })
 	s.mu.Unlock()
+	s.calls.Answer(i, hook, func(c *Call) { c.Answered = time.Now() })
 
 	if hangUp {
 		delivertest.HangUp(w)
@@ -518,6 +463,60 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	maps.Copy(body, result)
 	addWarnings(body, warnings)
 	writeJSON(w, http.StatusOK, body)
+}
+
+// token is the token a call came with and where: "header" (Authorization:
+// Bearer) or "form" (a token field of a form), "" for none.
+func token(r *http.Request, params map[string]string, contentType string) (token, in string) {
+	switch auth := r.Header.Get("Authorization"); {
+	case auth != "":
+		token, in = strings.TrimPrefix(auth, "Bearer "), "header"
+		if !strings.HasPrefix(auth, "Bearer ") {
+			token = ""
+		}
+	case params["token"] != "" && contentType != "application/json":
+		token, in = params["token"], "form"
+	}
+	return token, in
+}
+
+// carryOutLocked checks call (perr: its parameters did not parse) and
+// carries it out, and records the outcome in it: the answer's fields, or an
+// *apiError.
+func (s *Server) carryOutLocked(call *Call, perr error) (map[string]any, error) {
+	handle, known := methods[call.Method]
+	var err error
+	switch {
+	case perr != nil:
+		err = perr
+	case !known:
+		err = refuse("unknown_method")
+	case call.TokenIn == "":
+		err = refuse("not_authed")
+	case call.Token != s.token:
+		err = refuse("invalid_auth")
+	default:
+		err = s.injectedLocked(call.Method, call.Params)
+	}
+	var result map[string]any
+	if err == nil {
+		req := &request{params: call.Params, call: call}
+		req.attachments, err = parseAttachments(call.Params["attachments"])
+		call.Attachments = req.attachments
+		if err == nil {
+			result, err = handle(s, req)
+		}
+	}
+	if err != nil {
+		ae, ok := err.(*apiError)
+		if !ok {
+			ae = refuse("internal_error")
+		}
+		call.Status, call.Error, call.RetryAfter = ae.status, ae.code, ae.retryAfter
+		return nil, ae
+	}
+	call.Status = http.StatusOK
+	return result, nil
 }
 
 // injectedLocked returns the fault queued for this call, or the channel's
@@ -558,13 +557,7 @@ func addWarnings(body map[string]any, warnings []string) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, body any) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		status, b = http.StatusInternalServerError, []byte(`{"ok":false,"error":"fatal_error"}`)
-	}
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	testkit.WriteJSON(w, status, "application/json; charset=utf-8", body, `{"ok":false,"error":"fatal_error"}`)
 }
 
 // maxBody bounds a request body.

@@ -51,173 +51,228 @@ type openTag struct {
 // tags, unbalanced or crossed tags and a span without class tg-spoiler are
 // errors; a stray '&' that starts no entity is kept as text, as Telegram does.
 func ParseHTML(text string) (string, []Entity, error) {
-	var (
-		out      strings.Builder
-		entities []Entity
-		stack    []openTag
-		u16      int // UTF-16 length of out
-		i        int
-	)
-	at := func(i int) byte {
-		if i < len(text) {
-			return text[i]
+	p := &htmlParser{text: text}
+	for p.i < len(text) {
+		var err error
+		switch {
+		case text[p.i] != '<':
+			p.char()
+		case p.at(p.i+1) == '/':
+			err = p.endTag()
+		default:
+			err = p.startTag()
 		}
-		return 0
-	}
-	skipSpaces := func() {
-		for i < len(text) && isSpace(text[i]) {
-			i++
+		if err != nil {
+			return "", nil, err
 		}
 	}
-	for i < len(text) {
-		c := text[i]
-		if c == '&' {
-			if r, n := decodeEntity(text[i:]); n > 0 {
-				out.WriteRune(r)
-				u16 += utf16.RuneLen(r)
-				i += n
-				continue
-			}
-		}
-		if c != '<' {
-			r, n := utf8.DecodeRuneInString(text[i:])
-			out.WriteString(text[i : i+n])
-			u16 += utf16.RuneLen(r)
-			i += n
-			continue
-		}
-
-		begin := i
-		i++
-		if at(i) != '/' {
-			for i < len(text) && !isSpace(text[i]) && text[i] != '>' {
-				i++
-			}
-			if i >= len(text) {
-				return "", nil, parseErr("Unclosed start tag at byte offset %d", begin)
-			}
-			name := strings.ToLower(text[begin+1 : i])
-			if _, ok := entityTypes[name]; !ok {
-				return "", nil, parseErr("Unsupported start tag %q at byte offset %d", name, begin)
-			}
-			var arg string
-			for at(i) != '>' {
-				skipSpaces()
-				if at(i) == '>' {
-					break
-				}
-				attrBegin := i
-				for i < len(text) && !isSpace(text[i]) && text[i] != '=' && text[i] != '>' {
-					i++
-				}
-				attr := text[attrBegin:i]
-				if attr == "" {
-					return "", nil, parseErr("Empty attribute name in the tag %q at byte offset %d", name, begin)
-				}
-				skipSpaces()
-				if at(i) != '=' {
-					if name == "blockquote" && attr == "expandable" && at(i) == '>' {
-						arg = "expandable"
-						continue
-					}
-					return "", nil, parseErr("Expected equal sign in declaration of an attribute of the tag %q at byte offset %d", name, begin)
-				}
-				i++
-				skipSpaces()
-				if i >= len(text) {
-					return "", nil, parseErr("Unclosed start tag %q at byte offset %d", name, begin)
-				}
-				var value string
-				if q := text[i]; q == '"' || q == '\'' {
-					i++
-					var v strings.Builder
-					for i < len(text) && text[i] != q {
-						if text[i] == '&' {
-							if r, n := decodeEntity(text[i:]); n > 0 {
-								v.WriteRune(r)
-								i += n
-								continue
-							}
-						}
-						v.WriteByte(text[i])
-						i++
-					}
-					if i < len(text) {
-						i++
-					}
-					value = v.String()
-				} else {
-					tokenBegin := i
-					for i < len(text) && (isAlnum(text[i]) || text[i] == '.' || text[i] == '-') {
-						i++
-					}
-					value = strings.ToLower(text[tokenBegin:i])
-					if c := at(i); !isSpace(c) && c != '>' {
-						return "", nil, parseErr("Unexpected end of name token at byte offset %d", tokenBegin)
-					}
-				}
-				if i >= len(text) {
-					return "", nil, parseErr("Unclosed start tag at byte offset %d", begin)
-				}
-				switch {
-				case name == "a" && attr == "href":
-					arg = value
-				case name == "code" && attr == "class" && strings.HasPrefix(value, "language-"):
-					arg = value[len("language-"):]
-				case name == "span" && attr == "class" && strings.HasPrefix(value, "tg-"):
-					arg = value[len("tg-"):]
-				case name == "tg-emoji" && attr == "emoji-id":
-					arg = value
-				case name == "blockquote" && attr == "expandable":
-					arg = "expandable"
-				}
-			}
-			i++ // '>'
-			if name == "span" && arg != "spoiler" {
-				return "", nil, parseErr("Tag \"span\" must have class \"tg-spoiler\" at byte offset %d", begin)
-			}
-			stack = append(stack, openTag{name: name, arg: arg, offset: u16})
-			continue
-		}
-
-		// An end tag.
-		if len(stack) == 0 {
-			return "", nil, parseErr("Unexpected end tag at byte offset %d", begin)
-		}
-		for i < len(text) && !isSpace(text[i]) && text[i] != '>' {
-			i++
-		}
-		endName := strings.ToLower(text[begin+2 : i])
-		skipSpaces()
-		if at(i) != '>' {
-			return "", nil, parseErr("Unclosed end tag at byte offset %d", begin)
-		}
-		i++
-		top := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
-		if endName != "" && endName != top.name {
-			return "", nil, parseErr("Unmatched end tag at byte offset %d, expected \"</%s>\", found \"</%s>\"", begin, top.name, endName)
-		}
-		if length := u16 - top.offset; length > 0 {
-			e := makeEntity(top, length, stack)
-			// <pre><code class="language-go">…</code></pre> is one pre entity.
-			if n := len(entities); n > 0 && e.Type == "pre" && top.name == "pre" &&
-				entities[n-1].Type == "pre" && entities[n-1].Offset == e.Offset && entities[n-1].Length == e.Length {
-				continue
-			}
-			entities = append(entities, e)
-		}
+	if len(p.stack) > 0 {
+		return "", nil, parseErr("Can't find end tag corresponding to start tag %q", p.stack[len(p.stack)-1].name)
 	}
-	if len(stack) > 0 {
-		return "", nil, parseErr("Can't find end tag corresponding to start tag %q", stack[len(stack)-1].name)
-	}
+	entities := p.entities
 	sort.SliceStable(entities, func(a, b int) bool {
 		if entities[a].Offset != entities[b].Offset {
 			return entities[a].Offset < entities[b].Offset
 		}
 		return entities[a].Length > entities[b].Length
 	})
-	return out.String(), entities, nil
+	return p.out.String(), entities, nil
+}
+
+// htmlParser is ParseHTML's state: text read up to byte i, the visible
+// text so far (out, u16 its UTF-16 length), the entities of the tags
+// closed and the tags open.
+type htmlParser struct {
+	text     string
+	i        int
+	out      strings.Builder
+	u16      int
+	entities []Entity
+	stack    []openTag
+}
+
+// at is the byte at i, 0 past the end.
+func (p *htmlParser) at(i int) byte {
+	if i < len(p.text) {
+		return p.text[i]
+	}
+	return 0
+}
+
+func (p *htmlParser) skipSpaces() {
+	for p.i < len(p.text) && isSpace(p.text[p.i]) {
+		p.i++
+	}
+}
+
+// skipName moves past a name: up to a space, a '>' or a byte of stop.
+func (p *htmlParser) skipName(stop string) {
+	for p.i < len(p.text) && !isSpace(p.text[p.i]) && p.text[p.i] != '>' && strings.IndexByte(stop, p.text[p.i]) < 0 {
+		p.i++
+	}
+}
+
+// char reads one character of visible text, or a character entity.
+func (p *htmlParser) char() {
+	if p.text[p.i] == '&' {
+		if r, n := decodeEntity(p.text[p.i:]); n > 0 {
+			p.out.WriteRune(r)
+			p.u16 += utf16.RuneLen(r)
+			p.i += n
+			return
+		}
+	}
+	r, n := utf8.DecodeRuneInString(p.text[p.i:])
+	p.out.WriteString(p.text[p.i : p.i+n])
+	p.u16 += utf16.RuneLen(r)
+	p.i += n
+}
+
+// startTag reads a start tag with its attributes, and opens it.
+func (p *htmlParser) startTag() error {
+	begin := p.i
+	p.i++
+	p.skipName("")
+	if p.i >= len(p.text) {
+		return parseErr("Unclosed start tag at byte offset %d", begin)
+	}
+	name := strings.ToLower(p.text[begin+1 : p.i])
+	if _, ok := entityTypes[name]; !ok {
+		return parseErr("Unsupported start tag %q at byte offset %d", name, begin)
+	}
+	var arg string
+	for p.at(p.i) != '>' {
+		p.skipSpaces()
+		if p.at(p.i) == '>' {
+			break
+		}
+		a, ok, err := p.attribute(name, begin)
+		if err != nil {
+			return err
+		}
+		if ok {
+			arg = a
+		}
+	}
+	p.i++ // '>'
+	if name == "span" && arg != "spoiler" {
+		return parseErr("Tag \"span\" must have class \"tg-spoiler\" at byte offset %d", begin)
+	}
+	p.stack = append(p.stack, openTag{name: name, arg: arg, offset: p.u16})
+	return nil
+}
+
+// attribute reads one attribute of the start tag name at byte offset begin,
+// and returns the tag's argument it gives, if it gives one (ok).
+func (p *htmlParser) attribute(name string, begin int) (arg string, ok bool, err error) {
+	attrBegin := p.i
+	p.skipName("=")
+	attr := p.text[attrBegin:p.i]
+	if attr == "" {
+		return "", false, parseErr("Empty attribute name in the tag %q at byte offset %d", name, begin)
+	}
+	p.skipSpaces()
+	if p.at(p.i) != '=' {
+		if name == "blockquote" && attr == "expandable" && p.at(p.i) == '>' {
+			return "expandable", true, nil
+		}
+		return "", false, parseErr("Expected equal sign in declaration of an attribute of the tag %q at byte offset %d", name, begin)
+	}
+	p.i++
+	p.skipSpaces()
+	if p.i >= len(p.text) {
+		return "", false, parseErr("Unclosed start tag %q at byte offset %d", name, begin)
+	}
+	value, err := p.attrValue()
+	if err != nil {
+		return "", false, err
+	}
+	if p.i >= len(p.text) {
+		return "", false, parseErr("Unclosed start tag at byte offset %d", begin)
+	}
+	arg, ok = tagArg(name, attr, value)
+	return arg, ok, nil
+}
+
+// attrValue reads an attribute's value: quoted, with character entities,
+// or a name token.
+func (p *htmlParser) attrValue() (string, error) {
+	if q := p.text[p.i]; q == '"' || q == '\'' {
+		p.i++
+		var v strings.Builder
+		for p.i < len(p.text) && p.text[p.i] != q {
+			if p.text[p.i] == '&' {
+				if r, n := decodeEntity(p.text[p.i:]); n > 0 {
+					v.WriteRune(r)
+					p.i += n
+					continue
+				}
+			}
+			v.WriteByte(p.text[p.i])
+			p.i++
+		}
+		if p.i < len(p.text) {
+			p.i++
+		}
+		return v.String(), nil
+	}
+	tokenBegin := p.i
+	for p.i < len(p.text) && (isAlnum(p.text[p.i]) || p.text[p.i] == '.' || p.text[p.i] == '-') {
+		p.i++
+	}
+	if c := p.at(p.i); !isSpace(c) && c != '>' {
+		return "", parseErr("Unexpected end of name token at byte offset %d", tokenBegin)
+	}
+	return strings.ToLower(p.text[tokenBegin:p.i]), nil
+}
+
+// tagArg is the argument attribute attr="value" gives the tag name, if
+// Telegram reads one from it (ok).
+func tagArg(name, attr, value string) (arg string, ok bool) {
+	switch {
+	case name == "a" && attr == "href":
+		return value, true
+	case name == "code" && attr == "class" && strings.HasPrefix(value, "language-"):
+		return value[len("language-"):], true
+	case name == "span" && attr == "class" && strings.HasPrefix(value, "tg-"):
+		return value[len("tg-"):], true
+	case name == "tg-emoji" && attr == "emoji-id":
+		return value, true
+	case name == "blockquote" && attr == "expandable":
+		return "expandable", true
+	}
+	return "", false
+}
+
+// endTag reads an end tag and closes the tag open last, making its entity.
+func (p *htmlParser) endTag() error {
+	begin := p.i
+	if len(p.stack) == 0 {
+		return parseErr("Unexpected end tag at byte offset %d", begin)
+	}
+	p.i++
+	p.skipName("")
+	endName := strings.ToLower(p.text[begin+2 : p.i])
+	p.skipSpaces()
+	if p.at(p.i) != '>' {
+		return parseErr("Unclosed end tag at byte offset %d", begin)
+	}
+	p.i++
+	top := p.stack[len(p.stack)-1]
+	p.stack = p.stack[:len(p.stack)-1]
+	if endName != "" && endName != top.name {
+		return parseErr("Unmatched end tag at byte offset %d, expected \"</%s>\", found \"</%s>\"", begin, top.name, endName)
+	}
+	if length := p.u16 - top.offset; length > 0 {
+		e := makeEntity(top, length, p.stack)
+		// <pre><code class="language-go">…</code></pre> is one pre entity.
+		if n := len(p.entities); n > 0 && e.Type == "pre" && top.name == "pre" &&
+			p.entities[n-1].Type == "pre" && p.entities[n-1].Offset == e.Offset && p.entities[n-1].Length == e.Length {
+			return nil
+		}
+		p.entities = append(p.entities, e)
+	}
+	return nil
 }
 
 func makeEntity(t openTag, length int, outer []openTag) Entity {

@@ -27,7 +27,6 @@ package telegramtest
 
 import (
 	"bytes"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -193,8 +192,7 @@ type Server struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 
-	calls testkit.Recorder[Call]
-	hooks testkit.Hooks[Call] // by lower-case method
+	calls testkit.Calls[Call] // by method, without regard to case
 
 	mu       sync.Mutex
 	bots     map[string]*botState // by token
@@ -265,10 +263,16 @@ type outage struct {
 func NewServer(t testing.TB) *Server {
 	t.Helper()
 	s := &Server{
-		t:        t,
-		closed:   make(chan struct{}),
-		bots:     map[string]*botState{},
-		calls:    testkit.Recorder[Call]{Clone: cloneCall},
+		t:      t,
+		closed: make(chan struct{}),
+		bots:   map[string]*botState{},
+		calls: testkit.Calls[Call]{
+			Recorder: testkit.Recorder[Call]{Clone: cloneCall},
+			Fake:     "telegramtest",
+			Key:      func(c Call) string { return c.Method },
+			Fold:     true,
+			OK:       Call.OK,
+		},
 		failures: map[string][]failure{},
 		outages:  map[string]outage{},
 		chatErrs: map[int64]failure{},
@@ -284,13 +288,7 @@ func NewServer(t testing.TB) *Server {
 
 // randomSecret is shaped like the secret half of a BotFather token.
 func randomSecret() string {
-	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
-	b := make([]byte, 35)
-	_, _ = rand.Read(b)
-	for i := range b {
-		b[i] = alphabet[int(b[i])%len(alphabet)]
-	}
-	return "AA" + string(b)
+	return "AA" + testkit.RandomString("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-", 35)
 }
 
 // URL is the base URL of the server, what the real API's
@@ -370,7 +368,7 @@ func (s *Server) FailUntil(method string, until time.Time, code int, description
 // without the server's lock, so it may call the server; calls run it
 // concurrently. A nil fn removes the hook.
 func (s *Server) OnAccept(method string, fn func(Call)) {
-	s.hooks.OnAccept(strings.ToLower(method), fn)
+	s.calls.OnAccept(method, fn)
 }
 
 // HangUpNext makes the server carry out the next n calls of method it
@@ -378,7 +376,7 @@ func (s *Server) OnAccept(method string, fn func(Call)) {
 // instead of answering, after any OnAccept hook: Telegram took the call and
 // the answer was lost on the way, so the client cannot know it was taken.
 func (s *Server) HangUpNext(method string, n int) {
-	s.hooks.HangUpNext(strings.ToLower(method), n)
+	s.calls.HangUpNext(method, n)
 }
 
 // FailChat makes every call addressed to chatID fail with code and
@@ -410,26 +408,18 @@ func (s *Server) MigrateChat(from, to int64) {
 
 // Calls returns the recorded calls of method (case-insensitive), or of every
 // method if method is "", in the order they arrived.
-func (s *Server) Calls(method string) []Call { return s.calls.Select(ofMethod(method)) }
+func (s *Server) Calls(method string) []Call { return s.calls.Of(method) }
 
 // Accepted returns the recorded calls of method (case-insensitive, or of
 // every method for "") that the server carried out (Call.OK), in the order
 // they arrived.
-func (s *Server) Accepted(method string) []Call {
-	return s.calls.Select(func(c Call) bool { return ofMethod(method)(c) && c.OK() })
-}
+func (s *Server) Accepted(method string) []Call { return s.calls.Accepted(method) }
 
 // WaitCalls waits until at least n calls of method have arrived and returns
 // them all; it fails the test if they do not arrive within timeout.
 func (s *Server) WaitCalls(t testing.TB, method string, n int, timeout time.Duration) []Call {
 	t.Helper()
-	return s.calls.Wait(t, timeout, n, ofMethod(method), "telegramtest: "+method+" calls")
-}
-
-// ofMethod keeps the calls of method (case-insensitive), or every call if
-// method is "".
-func ofMethod(method string) func(Call) bool {
-	return func(c Call) bool { return method == "" || strings.EqualFold(c.Method, method) }
+	return s.calls.WaitCalls(t, method, n, timeout)
 }
 
 // cloneCall is c with its own Params, for a reader.
@@ -668,59 +658,24 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	bot := s.bots[token]
-	var err error
-	switch {
-	case bot == nil:
-		err = &apiError{code: http.StatusUnauthorized, description: "Unauthorized"}
-	case !known:
-		err = &apiError{code: http.StatusNotFound, description: "Not Found"}
-	case perr != nil:
-		err = perr
-	default:
-		err = s.injectedLocked(m.name, params)
-	}
-	if err != nil {
+	if err := s.refusalLocked(bot, known, m.name, params, perr); err != nil {
 		call.Answered = time.Now()
 		s.recordLocked(call, err)
 		s.mu.Unlock()
 		writeError(w, err)
 		return
 	}
-	req := &request{r: r, token: token, bot: bot, params: params, call: &call}
-	var (
-		result any
-		i      int
-	)
-	if m.unlocked {
-		// A long poll is visible while it waits, so that tests can tell a
-		// poller is listening.
-		call.Pending = true
-		i = s.recordLocked(call, nil)
-		s.mu.Unlock()
-		result, err = m.handle(s, req)
-		s.mu.Lock()
-		call.Pending = false
-		s.updateLocked(i, call, err)
-	} else {
-		result, err = m.handle(s, req)
-		i = s.recordLocked(call, err)
-	}
+	result, i, err := s.handleLocked(m, &request{r: r, token: token, bot: bot, params: params, call: &call})
 	var (
 		hook   func(Call)
 		hangUp bool
 	)
 	if err == nil {
-		hook, hangUp = s.hooks.Accepted(strings.ToLower(call.Method))
+		hook, hangUp = s.calls.Accept(call.Method)
 		s.calls.Update(i, func(c *Call) { c.HungUp = hangUp })
 	}
-	if hook != nil {
-		accepted := s.calls.At(i)
-		s.mu.Unlock()
-		hook(accepted)
-		s.mu.Lock()
-	}
-	s.calls.Update(i, func(c *Call) { c.Answered = time.Now() })
 	s.mu.Unlock()
+	s.calls.Answer(i, hook, func(c *Call) { c.Answered = time.Now() })
 	if hangUp {
 		delivertest.HangUp(w)
 		return
@@ -730,6 +685,41 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"ok": true, "result": result})
+}
+
+// refusalLocked is why a call of method is refused before it is carried
+// out (bot is the caller's, nil for an unknown token; perr says its
+// parameters did not parse), or nil.
+func (s *Server) refusalLocked(bot *botState, known bool, method string, params map[string]string, perr error) error {
+	switch {
+	case bot == nil:
+		return &apiError{code: http.StatusUnauthorized, description: "Unauthorized"}
+	case !known:
+		return &apiError{code: http.StatusNotFound, description: "Not Found"}
+	case perr != nil:
+		return perr
+	default:
+		return s.injectedLocked(method, params)
+	}
+}
+
+// handleLocked carries out req's call with m and records it (and its
+// outcome), returning its index. A method that runs unlocked (a long poll)
+// is recorded pending first, so that tests can tell a poller is listening
+// while it waits; s.mu is released while it runs.
+func (s *Server) handleLocked(m method, req *request) (result any, i int, err error) {
+	if !m.unlocked {
+		result, err = m.handle(s, req)
+		return result, s.recordLocked(*req.call, err), err
+	}
+	req.call.Pending = true
+	i = s.recordLocked(*req.call, nil)
+	s.mu.Unlock()
+	result, err = m.handle(s, req)
+	s.mu.Lock()
+	req.call.Pending = false
+	s.updateLocked(i, *req.call, err)
+	return result, i, err
 }
 
 // splitPath splits "/bot<token>/<method>" (also "/bot<token>/test/<method>",
@@ -817,14 +807,7 @@ func writeError(w http.ResponseWriter, err error) {
 }
 
 func writeJSON(w http.ResponseWriter, status int, body any) {
-	b, err := json.Marshal(body)
-	if err != nil {
-		status = http.StatusInternalServerError
-		b = []byte(`{"ok":false,"error_code":500,"description":"Internal Server Error"}`)
-	}
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	testkit.WriteJSON(w, status, "application/json", body, `{"ok":false,"error_code":500,"description":"Internal Server Error"}`)
 }
 
 // maxBody bounds a request body; the real API takes uploads up to 50 MB.
