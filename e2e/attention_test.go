@@ -5,8 +5,6 @@ import (
 	"io"
 	"net/http"
 	"net/smtp"
-	"os"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"syscall"
@@ -275,19 +273,8 @@ func TestEscalationAcrossASwitchboardKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFleet(t)
-	file := filepath.Join(t.TempDir(), "herald.yaml")
 	mcpAddr := testkit.FreeAddr(t)
-	yaml := fmt.Sprintf(`default_butler: health
-butlers:
-  - { name: health, default_channel: telegram, mcp_http: %q, mcp_token_env: MCP_TOKEN }
-integrations:
-  - id: tg_main
-    type: telegram
-    token_env: TG_TOKEN
-    default_chat: %q
-    grants: all
-    rate_limit_out: { disabled: true }
-    escalate_to: [mail]
+	env, sb := f.startProcesses(mcpAddr, fmt.Sprintf(`    escalate_to: [mail]
   - id: mail
     type: email
     smtp_url_env: SMTP_URL
@@ -296,18 +283,7 @@ integrations:
     ca_file: %q
     grants: all
     inbound: { listen: 127.0.0.1:0, domains: [example.com], allow_from: [alice@example.com], trusted_relays: [mx.example.com] }
-`, mcpAddr, chatID, f.smtp.WriteCertFile(t))
-	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"NATS_URL=" + f.bus.URL(), "HERALD_CONFIG=" + file, "MCP_TOKEN=" + f.env["HERALD_E2E_MCP_TOKEN"],
-		"TG_TOKEN=" + f.tg.Token(), "TELEGRAM_API_URL=" + f.tg.URL(), "SMTP_URL=" + f.smtp.URL()}
-	if _, err := heraldCLI(t, env, "setup"); err != nil {
-		t.Fatal(err)
-	}
-	sb := startService(t, "switchboard", "switchboard", env)
-	startService(t, "messenger", "messenger", env)
-	startService(t, "butler", "butler health", env, "--name", "health")
+`, f.smtp.WriteCertFile(t)), "SMTP_URL="+f.smtp.URL())
 	c := butlertest.Connect(t, "http://"+mcpAddr+"/mcp", "2025-06-18", f.bearer())
 
 	if res := c.Call("notify", map[string]any{"message": "The server is down.", "ack_within": "30s"}); res.IsError {

@@ -430,13 +430,21 @@ func (f *fleet) listen(name string) *butlertest.Client {
 // listenAt is listen, and the MCP endpoint's URL.
 func (f *fleet) listenAt(name string) (*butlertest.Client, string) {
 	f.t.Helper()
+	url := f.serveHTTP(name)
+	return butlertest.Connect(f.t, url, "2025-06-18", f.bearer()), url
+}
+
+// serveHTTP serves butler name's MCP endpoint with its background work
+// running (once, however many clients connect) and returns the URL.
+func (f *fleet) serveHTTP(name string) string {
+	f.t.Helper()
 	srv := httptest.NewServer(f.butler(name).Handler())
 	f.t.Cleanup(srv.Close)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = f.butler(name).Run(ctx); close(done) }()
 	f.t.Cleanup(func() { cancel(); <-done })
-	return butlertest.Connect(f.t, srv.URL+butler.MCPPath, "2025-06-18", f.bearer()), srv.URL + butler.MCPPath
+	return srv.URL + butler.MCPPath
 }
 
 // endSession ends MCP session id at url with a DELETE, as a client does

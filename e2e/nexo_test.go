@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"io"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -29,19 +28,6 @@ import (
 var nexoHello = butlertest.Hello{Name: "agent"}
 
 const nexoRevision = "2024-11-05"
-
-// serveHTTP serves butler name's MCP endpoint with its background work
-// running (once, however many clients connect) and returns the URL.
-func (f *fleet) serveHTTP(name string) string {
-	f.t.Helper()
-	srv := httptest.NewServer(f.butler(name).Handler())
-	f.t.Cleanup(srv.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = f.butler(name).Run(ctx); close(done) }()
-	f.t.Cleanup(func() { cancel(); <-done })
-	return srv.URL + butler.MCPPath
-}
 
 // askIn sends a permission request in the protocol of method.
 func askIn(c *butlertest.Client, method, id string) {

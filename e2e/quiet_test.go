@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -50,8 +48,6 @@ func TestQuietHoursDigest(t *testing.T) {
 		t.Fatal(err)
 	}
 	f := newFleet(t)
-	dir := t.TempDir()
-	file := filepath.Join(dir, "herald.yaml")
 	mcpAddr := testkit.FreeAddr(t)
 
 	// The hours end at the first whole minute at least a minute away.
@@ -62,23 +58,8 @@ func TestQuietHoursDigest(t *testing.T) {
 		end = end.Add(time.Minute)
 	}
 	to := end.Format("15:04")
-	yaml := fmt.Sprintf(`default_butler: health
-butlers:
-  - { name: health, default_channel: telegram, mcp_http: %q, mcp_token_env: MCP_TOKEN }
-integrations:
-  - id: tg_main
-    type: telegram
-    token_env: TG_TOKEN
-    default_chat: %q
-    grants: all
-    rate_limit_out: { disabled: true }
-    quiet_hours: { from: "23:00", to: %q, tz: %s, pass: high }
-`, mcpAddr, chatID, to, zone)
-	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"NATS_URL=" + f.bus.URL(), "HERALD_CONFIG=" + file, "MCP_TOKEN=" + f.env["HERALD_E2E_MCP_TOKEN"],
-		"TG_TOKEN=" + f.tg.Token(), "TELEGRAM_API_URL=" + f.tg.URL()}
+	env, sb := f.startProcesses(mcpAddr, fmt.Sprintf(`    quiet_hours: { from: "23:00", to: %q, tz: %s, pass: high }
+`, to, zone))
 	cli := func(args ...string) string {
 		t.Helper()
 		out, err := heraldCLI(t, env, args...)
@@ -87,10 +68,6 @@ integrations:
 		}
 		return out
 	}
-	cli("setup")
-	sb := startService(t, "switchboard", "switchboard", env)
-	startService(t, "messenger", "messenger", env)
-	startService(t, "butler", "butler health", env, "--name", "health")
 	c := f.connect("http://"+mcpAddr+"/mcp", "")
 	chat, _ := strconv.ParseInt(chatID, 10, 64)
 	inChat := func(s string) int {
@@ -198,13 +175,7 @@ integrations:
 // valid herald.yaml with those hours, and the mistakes it shows are the
 // errors Herald gives for them in that example, lines included.
 func TestQuietHoursDocParses(t *testing.T) {
-	doc := mustRead(t, "../docs/attention.md")
-	_, section, ok := strings.Cut(doc, "\n## Quiet hours and digests\n")
-	if !ok {
-		t.Fatal("docs/attention.md has no section Quiet hours and digests")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	blocks := codeBlocks(section)
+	blocks := codeBlocks(docSection(t, "attention.md", "Quiet hours and digests"))
 	var example string
 	for _, b := range blocks {
 		if b.lang == "yaml" {

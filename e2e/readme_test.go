@@ -317,6 +317,17 @@ func copyTree(t *testing.T, root, dst string) {
 	}
 }
 
+// docSection is the section "## heading" of docs/file, up to the next "## ".
+func docSection(t *testing.T, file, heading string) string {
+	t.Helper()
+	_, section, ok := strings.Cut(mustRead(t, "../docs/"+file), "\n## "+heading+"\n")
+	if !ok {
+		t.Fatalf("docs/%s has no section %s", file, heading)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	return section
+}
+
 func mustRead(t *testing.T, path string) string {
 	t.Helper()
 	b, err := os.ReadFile(path)

@@ -28,8 +28,9 @@ import (
 // inFlight is what a messenger killed mid-call leaves: the first chunk
 // recorded, the call for the second in flight, no word for over a lease.
 func inFlight(key string) ledger.Record {
-	return ledger.Record{Key: key, Butler: "health", Channel: "telegram:tg_main", DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending,
-		MessageIDs: []string{"901"}, Calling: true, Attempts: 1, Attempt: "killed.7", UpdatedAt: time.Now().Add(-2 * ledger.LeaseTTL)}
+	rec := leftBehind(key)
+	rec.Calling, rec.Attempt = true, "killed.7"
+	return rec
 }
 
 // TestUncertainCallIsResentAndSaid: with on_uncertain: resend (the default),
@@ -38,20 +39,8 @@ func inFlight(key string) ledger.Record {
 func TestUncertainCallIsResentAndSaid(t *testing.T) {
 	f := newFleet(t)
 	f.start("switchboard", "messenger")
-	md, chunks := longMessage(t)
-	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg_main", Message: md}, nil))
-	key := r.IdempotencyKey()
-	f.putRecord(inFlight(key))
-
-	resp, err := f.routeClient().Send(t.Context(), r)
-	if err != nil || resp.Status != "ok" {
-		t.Fatalf("send: %v %+v", err, resp)
-	}
-	calls := f.tg.Calls("sendMessage")
-	if len(calls) != len(chunks)-1 || calls[0].Params["text"] != chunks[1] {
-		t.Fatalf("%d calls, first %.40q: want chunk 2 again and the rest", len(calls), calls[0].Params["text"])
-	}
-	d := resp.Result.NotifyResponse.Delivery
+	r, chunks, d := f.sendOverLeftover(inFlight)
+	f.wantSent(chunks, 1, "chunk 2 again and the rest")
 	if d.Outcome != ledger.OutcomeUncertain || !strings.Contains(d.Note, "twice") || len(d.MessageIDs) != len(chunks) {
 		t.Fatalf("delivery %+v: want outcome uncertain, a note saying it may be there twice, an id per chunk", d)
 	}
@@ -67,24 +56,8 @@ func TestUncertainCallIsSkipped(t *testing.T) {
 	f := newFleet(t)
 	f.cfg.Integration("tg_main").OnUncertain = "skip"
 	f.start("switchboard", "messenger")
-	md, chunks := longMessage(t)
-	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg_main", Message: md}, nil))
-	f.putRecord(inFlight(r.IdempotencyKey()))
-
-	resp, err := f.routeClient().Send(t.Context(), r)
-	if err != nil || resp.Status != "ok" {
-		t.Fatalf("send: %v %+v", err, resp)
-	}
-	calls := f.tg.Calls("sendMessage")
-	if len(calls) != len(chunks)-2 {
-		t.Fatalf("%d calls, want %d: chunk 1 was done and chunk 2 is skipped", len(calls), len(chunks)-2)
-	}
-	for i, c := range calls {
-		if c.Params["text"] != chunks[i+2] {
-			t.Fatalf("call %d sent %.40q, want chunk %d", i, c.Params["text"], i+3)
-		}
-	}
-	d := resp.Result.NotifyResponse.Delivery
+	_, chunks, d := f.sendOverLeftover(inFlight)
+	f.wantSent(chunks, 2, "chunk 1 was done and chunk 2 is skipped")
 	if d.Outcome != ledger.OutcomeUncertain || !strings.Contains(d.Note, "may not have it") || len(d.MessageIDs) != len(chunks) || d.MessageIDs[1] != "" {
 		t.Fatalf("delivery %+v: want outcome uncertain, a note saying it may be missing, no id for chunk 2", d)
 	}
@@ -455,16 +428,10 @@ func TestDeadLetterReplay(t *testing.T) {
 func TestUncertainIsSaidOnceAndKept(t *testing.T) {
 	f := newFleet(t)
 	f.start("switchboard", "messenger")
-	md, chunks := longMessage(t)
-	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg_main", Message: md}, nil))
-	f.putRecord(inFlight(r.IdempotencyKey()))
 	f.tg.FailNext("sendMessage", 1, 502, "Bad Gateway", 0)
+	_, chunks, d := f.sendOverLeftover(inFlight)
 
-	resp, err := f.routeClient().Send(t.Context(), r)
-	if err != nil || resp.Status != "ok" {
-		t.Fatalf("send: %v %+v", err, resp)
-	}
-	if d := resp.Result.NotifyResponse.Delivery; d.Outcome != ledger.OutcomeUncertain || len(d.MessageIDs) != len(chunks) {
+	if d.Outcome != ledger.OutcomeUncertain || len(d.MessageIDs) != len(chunks) {
 		t.Fatalf("delivery %+v: the retried resend must still say uncertain", d)
 	}
 	if audits := f.auditN("uncertain", 1); len(audits) != 1 {

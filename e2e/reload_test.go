@@ -95,6 +95,42 @@ func startService(t *testing.T, service, name string, env []string, args ...stri
 	return p
 }
 
+// startProcesses runs the fleet as processes of their own: herald setup,
+// then the switchboard, the messenger and the butler health, from a
+// herald.yaml of health (its MCP endpoint at mcpAddr) and the integration
+// tg_main to chatID, with the rest of tg_main's keys and any more
+// integrations in rest. The processes' environment has NATS, the file, the
+// MCP token and the fake Telegram, and env; it is returned with the
+// switchboard, for restarts and the CLI.
+func (f *fleet) startProcesses(mcpAddr, rest string, env ...string) ([]string, *serviceProc) {
+	t := f.t
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "herald.yaml")
+	yaml := fmt.Sprintf(`default_butler: health
+butlers:
+  - { name: health, default_channel: telegram, mcp_http: %q, mcp_token_env: MCP_TOKEN }
+integrations:
+  - id: tg_main
+    type: telegram
+    token_env: TG_TOKEN
+    default_chat: %q
+    grants: all
+    rate_limit_out: { disabled: true }
+`, mcpAddr, chatID) + rest
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env = append([]string{"NATS_URL=" + f.bus.URL(), "HERALD_CONFIG=" + file, "MCP_TOKEN=" + f.env["HERALD_E2E_MCP_TOKEN"],
+		"TG_TOKEN=" + f.tg.Token(), "TELEGRAM_API_URL=" + f.tg.URL()}, env...)
+	if out, err := heraldCLI(t, env, "setup"); err != nil {
+		t.Fatalf("herald setup: %v\n%s", err, out)
+	}
+	sb := startService(t, "switchboard", "switchboard", env)
+	startService(t, "messenger", "messenger", env)
+	startService(t, "butler", "butler health", env, "--name", "health")
+	return env, sb
+}
+
 func (p *serviceProc) waitReady(t *testing.T) {
 	t.Helper()
 	testkit.Eventually(t, 30*time.Second, func() bool {

@@ -19,33 +19,53 @@ import (
 func TestInterruptedDeliveryResumes(t *testing.T) {
 	f := newFleet(t)
 	f.start("switchboard", "messenger")
-	md, chunks := longMessage(t)
-	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg_main", Message: md}, nil))
-	key := r.IdempotencyKey()
-
-	// What a crashed messenger leaves: in progress, first chunk sent and
-	// recorded, no call in flight, and no word from it for longer than a lease.
-	f.putRecord(ledger.Record{Key: key, Butler: "health", Channel: "telegram:tg_main", DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending, MessageIDs: []string{"901"}, Attempts: 1, Attempt: "gone.1", UpdatedAt: time.Now().Add(-2 * ledger.LeaseTTL)})
-
-	resp, err := f.routeClient().Send(t.Context(), r)
-	if err != nil || resp.Status != "ok" {
-		t.Fatalf("send: %v %+v", err, resp)
-	}
-	calls := f.tg.Calls("sendMessage")
-	if len(calls) != len(chunks)-1 {
-		t.Fatalf("%d chunks sent, want the %d not sent before", len(calls), len(chunks)-1)
-	}
-	for i, c := range calls {
-		if c.Params["text"] != chunks[i+1] {
-			t.Fatalf("call %d sent chunk %q..., want chunk %d", i, c.Params["text"][:40], i+1)
-		}
-	}
-	d := resp.Result.NotifyResponse.Delivery
+	_, chunks, d := f.sendOverLeftover(leftBehind)
+	f.wantSent(chunks, 1, "the chunks not sent before")
 	if len(d.MessageIDs) != len(chunks) || d.MessageIDs[0] != "901" {
 		t.Fatalf("message ids %v: want the earlier chunk's id first, one per chunk", d.MessageIDs)
 	}
 	if d.Outcome != ledger.Confirmed {
 		t.Fatalf("outcome %q: nothing was in flight, so nothing is uncertain", d.Outcome)
+	}
+}
+
+// leftBehind is what a crashed messenger leaves of the delivery key: in
+// progress, first chunk sent and recorded, no call in flight, and no word
+// from it for longer than a lease.
+func leftBehind(key string) ledger.Record {
+	return ledger.Record{Key: key, Butler: "health", Channel: "telegram:tg_main", DeliveryID: envelope.DeliveryID(key), Status: ledger.Sending,
+		MessageIDs: []string{"901"}, Attempts: 1, Attempt: "gone.1", UpdatedAt: time.Now().Add(-2 * ledger.LeaseTTL)}
+}
+
+// sendOverLeftover sends a long message to telegram:tg_main after putting in
+// the ledger what a messenger that died delivering it left (left, of the
+// delivery's idempotency key). It fails the test unless the answer is ok,
+// and returns the route, the message's chunks and the delivery answered.
+func (f *fleet) sendOverLeftover(left func(key string) ledger.Record) (*envelope.Route, []string, *envelope.DeliveryResult) {
+	f.t.Helper()
+	md, chunks := longMessage(f.t)
+	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg_main", Message: md}, nil))
+	f.putRecord(left(r.IdempotencyKey()))
+	resp, err := f.routeClient().Send(f.t.Context(), r)
+	if err != nil || resp.Status != "ok" {
+		f.t.Fatalf("send: %v %+v", err, resp)
+	}
+	return r, chunks, resp.Result.NotifyResponse.Delivery
+}
+
+// wantSent fails the test unless the sendMessage calls Telegram took are
+// chunks[from:], the chunks of a message from chunk from+1 on, in order and
+// nothing else; what says why those.
+func (f *fleet) wantSent(chunks []string, from int, what string) {
+	f.t.Helper()
+	calls, want := f.tg.Calls("sendMessage"), chunks[from:]
+	if len(calls) != len(want) {
+		f.t.Fatalf("%d calls, want %d: %s", len(calls), len(want), what)
+	}
+	for i, c := range calls {
+		if c.Params["text"] != want[i] {
+			f.t.Fatalf("call %d sent %.40q, want chunk %d: %s", i+1, c.Params["text"], from+i+1, what)
+		}
 	}
 }
 

@@ -221,13 +221,7 @@ func TestTopicsUnderLeastPrivilege(t *testing.T) {
 // TestTopicsDocParses: docs/attention.md's example for forum topics is a
 // valid herald.yaml with topics per_butler.
 func TestTopicsDocParses(t *testing.T) {
-	doc := mustRead(t, "../docs/attention.md")
-	_, section, ok := strings.Cut(doc, "\n## Forum topics per butler\n")
-	if !ok {
-		t.Fatal("docs/attention.md has no section Forum topics per butler")
-	}
-	section, _, _ = strings.Cut(section, "\n## ")
-	for _, b := range codeBlocks(section) {
+	for _, b := range codeBlocks(docSection(t, "attention.md", "Forum topics per butler")) {
 		if b.lang != "yaml" {
 			continue
 		}

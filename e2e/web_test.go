@@ -16,13 +16,18 @@ import (
 // the butler's model gets it as a channel notification, and its reply appears
 // in the page, live.
 func TestWebChatRoundTrip(t *testing.T) {
-	f := newFleet(t)
-	ctx := webtest.Browser(t)
-	f.start("switchboard", "messenger")
-	c := f.listen("health")
-	page := f.statusDetail("web")
-
+	_, ctx, c, page := webFleet(t)
 	webChat(t, ctx, c, page, "What is on my calendar?", "A **dentist** at 15:00.", "A dentist at 15:00.")
+}
+
+// webFleet is a fleet with its switchboard and messenger running, a real
+// browser (ctx), the butler health listening (c) and the web chat's page.
+func webFleet(t *testing.T) (f *fleet, ctx context.Context, c *butlertest.Client, page string) {
+	t.Helper()
+	f = newFleet(t)
+	ctx = webtest.Browser(t)
+	f.start("switchboard", "messenger")
+	return f, ctx, f.listen("health"), f.statusDetail("web")
 }
 
 // webChat opens page in the browser of ctx and sends question from it; the

@@ -17,11 +17,8 @@ import (
 // consumer on the bus, and meanwhile a person in a real browser writes to
 // the butler and sees its reply.
 func TestWebChatHoldsUnderLoad(t *testing.T) {
-	f := newFleet(t)
-	ctx := webtest.Browser(t)
-	f.start("switchboard", "messenger")
-	c := f.listen("health")
-	page := strings.TrimSuffix(f.statusDetail("web"), "/")
+	f, ctx, c, page := webFleet(t)
+	page = strings.TrimSuffix(page, "/")
 
 	// A page open already: the web chat follows its conversations.
 	jar, _ := cookiejar.New(nil)

@@ -508,12 +508,7 @@ func reportsOf(ft fate) string {
 // answered from the ledger, never sent again (no duplicates, the tally's
 // goal).
 func checkRetries(f *fleet, l *load) {
-	type group struct {
-		n       int
-		example string
-	}
-	groups := map[string]*group{}
-	var order []string
+	var groups answerGroups
 	retried := 0
 	firstTry := ""
 	for i, a := range l.answers[:l.issued.Load()] {
@@ -524,13 +519,7 @@ func checkRetries(f *fleet, l *load) {
 		if firstTry == "" {
 			firstTry = firstLine(a.firstTry.text)
 		}
-		key := a.kind
-		switch {
-		case a.class != "":
-			key += " (" + a.class + ")"
-		case a.uncertain:
-			key += " (uncertain)"
-		}
+		key := a.key()
 		if at := l.acceptedTime(i); !at.IsZero() && at.Before(a.retriedAt) {
 			key += ", the first call's message at Telegram before the retry"
 		} else if f.out.fates[i].copies > 0 {
@@ -538,18 +527,10 @@ func checkRetries(f *fleet, l *load) {
 		} else {
 			key += ", never at Telegram"
 		}
-		g := groups[key]
-		if g == nil {
-			g = &group{example: firstLine(a.text)}
-			groups[key] = g
-			order = append(order, key)
-		}
-		g.n++
+		groups.add(key, a)
 	}
 	f.note("retried: %d calls failed at the MCP level (e.g. %q) and were made once more with the same idempotency_key on a new session", retried, firstTry)
-	for _, key := range order {
-		f.note("retries answered %s: %d, e.g. %q", key, groups[key].n, groups[key].example)
-	}
+	groups.note(f, "retries answered")
 	if retried == 0 {
 		f.res.violate("no call failed at the MCP level: the kill caught none in flight, and no retry was made")
 	}

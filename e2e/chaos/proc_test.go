@@ -11,10 +11,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 // proc is one OS process of the fleet (nats-server, switchboard, messenger,
@@ -95,7 +96,7 @@ func (p *proc) waitReady(within time.Duration) error {
 		}
 		select {
 		case <-done:
-			return fmt.Errorf("%s exited at start:\n%s\n(log: %s)", p.name, tail(logPath, 8), logPath)
+			return fmt.Errorf("%s exited at start:\n%s\n(log: %s)", p.name, testkit.Tail(logPath, 8), logPath)
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
@@ -197,19 +198,6 @@ func (p *proc) logFiles() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.logs...)
-}
-
-// tail is the last n lines of a file.
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // freePort is a TCP port on 127.0.0.1 that nothing listens on now, for a

@@ -377,33 +377,50 @@ func firstLine(s string) string {
 // noteAnswers notes every kind of answer but a plain sent, by class, with
 // an example text: the evidence for what the butler was told.
 func (f *fleet) noteAnswers(l *load) {
-	type group struct {
-		n       int
-		example string
-	}
-	groups := map[string]*group{}
-	var order []string
+	var groups answerGroups
 	for _, a := range l.answers[:l.issued.Load()] {
 		if a.kind == answerSent && !a.uncertain {
 			continue
 		}
-		key := a.kind
-		switch {
-		case a.class != "":
-			key += " (" + a.class + ")"
-		case a.uncertain:
-			key += " (uncertain)"
-		}
-		g := groups[key]
-		if g == nil {
-			g = &group{example: firstLine(a.text)}
-			groups[key] = g
-			order = append(order, key)
-		}
-		g.n++
+		groups.add(a.key(), a)
 	}
-	for _, key := range order {
-		f.note("answers %s: %d, e.g. %q", key, groups[key].n, groups[key].example)
+	groups.note(f, "answers")
+}
+
+// key is the kind of answer a is, with its error class or "uncertain".
+func (a answer) key() string {
+	switch {
+	case a.class != "":
+		return a.kind + " (" + a.class + ")"
+	case a.uncertain:
+		return a.kind + " (uncertain)"
+	}
+	return a.kind
+}
+
+// answerGroups counts answers by key, keeping the keys in the order they
+// first came and the text of the first answer of each, as an example.
+type answerGroups struct {
+	order  []string
+	counts map[string]int
+	texts  map[string]string
+}
+
+func (g *answerGroups) add(key string, a answer) {
+	if _, ok := g.counts[key]; !ok {
+		if g.counts == nil {
+			g.counts, g.texts = map[string]int{}, map[string]string{}
+		}
+		g.order = append(g.order, key)
+		g.texts[key] = firstLine(a.text)
+	}
+	g.counts[key]++
+}
+
+// note notes each group, "what KEY: N, e.g. TEXT".
+func (g *answerGroups) note(f *fleet, what string) {
+	for _, key := range g.order {
+		f.note("%s %s: %d, e.g. %q", what, key, g.counts[key], g.texts[key])
 	}
 }
 

@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 // rig is one user's machine: a project directory where `herald dev` runs
@@ -95,7 +97,7 @@ func newRig(t *testing.T) *rig {
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("Messages API stand-in saw:\n  %s", strings.Join(r.api.log(), "\n  "))
-			t.Logf("herald dev's log ends:\n%s", tail(r.dev.stderr, 30))
+			t.Logf("herald dev's log ends:\n%s", testkit.Tail(r.dev.stderr, 30))
 		}
 		if hosts := r.proxy.hosts(); len(hosts) > 0 {
 			t.Logf("Claude Code tried to reach, through the proxy that keeps it on this machine (refused): %s", strings.Join(hosts, ", "))
@@ -292,11 +294,11 @@ func startDev(t *testing.T, bin, project string) *devFleet {
 	for !strings.Contains(d.banner, "Stop:") {
 		select {
 		case <-d.done:
-			t.Fatalf("herald dev exited at start:\n%s", tail(d.stderr, 20))
+			t.Fatalf("herald dev exited at start:\n%s", testkit.Tail(d.stderr, 20))
 		case <-time.After(100 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("herald dev printed no banner within 90s; its log:\n%s", tail(d.stderr, 20))
+			t.Fatalf("herald dev printed no banner within 90s; its log:\n%s", testkit.Tail(d.stderr, 20))
 		}
 		b, _ := os.ReadFile(d.stdout)
 		d.banner = string(b)
@@ -371,18 +373,6 @@ func grepFile(path, s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-func tail(path string, n int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // sinkProxy is the HTTP(S) proxy Claude Code is given: it refuses every
@@ -508,10 +498,10 @@ func (r *rig) channelSession(t *testing.T, servers []string, flags ...string) ma
 		}
 		screen := s.text()
 		if how, ok := s.exited(); ok {
-			t.Fatalf("Claude Code %s before every server's channel gate ran; screen:\n%s\ndebug log: %s", how, screen, tail(debug, 30))
+			t.Fatalf("Claude Code %s before every server's channel gate ran; screen:\n%s\ndebug log: %s", how, screen, testkit.Tail(debug, 30))
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the debug log has no channel gate result for every one of %v within 2 minutes; screen:\n%s\ndebug log, MCP lines:\n%s\nand its end:\n%s\nthe project's .claude/settings.local.json (where approving its .mcp.json servers goes):\n%s", servers, screen, grepFile(debug, "MCP"), tail(debug, 15), tail(filepath.Join(r.project, ".claude", "settings.local.json"), 20))
+			t.Fatalf("the debug log has no channel gate result for every one of %v within 2 minutes; screen:\n%s\ndebug log, MCP lines:\n%s\nand its end:\n%s\nthe project's .claude/settings.local.json (where approving its .mcp.json servers goes):\n%s", servers, screen, grepFile(debug, "MCP"), testkit.Tail(debug, 15), testkit.Tail(filepath.Join(r.project, ".claude", "settings.local.json"), 20))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -621,14 +611,14 @@ func (r *rig) notifyThrough(t *testing.T, server string) {
 		t.Fatalf("%s failed: %s", tool, result)
 	}
 	if _, ok := r.dev.logLine(30*time.Second, "logger=llm_notify", "butler=assistant", fmt.Sprintf("message=%q", msg)); !ok {
-		t.Errorf("herald dev's log channel has no llm_notify line with %q:\n%s", msg, tail(r.dev.stderr, 10))
+		t.Errorf("herald dev's log channel has no llm_notify line with %q:\n%s", msg, testkit.Tail(r.dev.stderr, 10))
 	}
 	id := deliveryID.FindString(result)
 	if id == "" || !strings.Contains(result, "log:log") {
 		t.Fatalf("the model was not told the channel (log:log) and delivery id: %s", result)
 	}
 	if _, ok := r.dev.logLine(30*time.Second, "msg=delivered", "channel=log:log", "delivery_id="+id); !ok {
-		t.Errorf("herald dev logged no delivery %s on log:log:\n%s", id, tail(r.dev.stderr, 10))
+		t.Errorf("herald dev logged no delivery %s on log:log:\n%s", id, testkit.Tail(r.dev.stderr, 10))
 	}
 	// Claude Code gives the model the structured content, not the text: the
 	// sentence must be in it too (its "summary").

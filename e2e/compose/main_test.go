@@ -35,6 +35,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 // bridge is the Linux bridge of the fleet's network (compose.test.yaml).
@@ -199,7 +201,7 @@ func startDaemon(work, sock string) (stop func(), err error) {
 		select {
 		case err := <-exited:
 			_ = logf.Close()
-			return nil, fmt.Errorf("dockerd exited (%v):\n%s", err, tail(logPath, 15))
+			return nil, fmt.Errorf("dockerd exited (%v):\n%s", err, testkit.Tail(logPath, 15))
 		default:
 		}
 		if out, err := cmd(context.Background(), "", "docker", "version", "--format", "{{.Server.Version}}"); err == nil {
@@ -208,7 +210,7 @@ func startDaemon(work, sock string) (stop func(), err error) {
 		}
 		if time.Now().After(deadline) {
 			stop()
-			return nil, fmt.Errorf("dockerd did not answer within a minute:\n%s", tail(logPath, 15))
+			return nil, fmt.Errorf("dockerd did not answer within a minute:\n%s", testkit.Tail(logPath, 15))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -275,15 +277,6 @@ func cmd(ctx context.Context, dir, name string, args ...string) ([]byte, error) 
 	c.Stdout, c.Stderr = &out, &out
 	err := c.Run()
 	return out.Bytes(), err
-}
-
-func tail(path string, n int) string {
-	b, _ := os.ReadFile(path)
-	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // unmountUnder detaches every mount dockerd may have left under dir.

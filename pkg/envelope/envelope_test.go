@@ -284,7 +284,7 @@ func FuzzDecodeRoute(f *testing.F) {
 
 // FuzzDecodeNotify does the same for notify.v1 alone.
 func FuzzDecodeNotify(f *testing.F) {
-	addSeeds(f, globSeeds(f, "testdata/*/notify_*.json")...)
+	addSeeds(f, "testdata/*/notify_*.json")
 	fuzzDecode(f, envelope.DecodeNotify, func(t *testing.T, _ []byte, n *envelope.Notify) {
 		if n.SchemaVersion != envelope.NotifyV1 {
 			t.Fatalf("accepted schema_version %q", n.SchemaVersion)
@@ -295,7 +295,7 @@ func FuzzDecodeNotify(f *testing.F) {
 // FuzzDecodeIngress: whatever a channel hands in, decoding never panics and
 // what it accepts keeps its lineage.
 func FuzzDecodeIngress(f *testing.F) {
-	addSeeds(f, globSeeds(f, "testdata/*/ingress_*.json")...)
+	addSeeds(f, "testdata/*/ingress_*.json")
 	fuzzDecode(f, envelope.DecodeIngress, func(t *testing.T, b []byte, in *envelope.Ingress) {
 		if in.NativeID == "" || in.RequestContext.SourceSenderIdentity == "" {
 			t.Fatalf("accepted an ingress without native_id or sender: %s", b)
@@ -325,26 +325,23 @@ func fuzzDecode[T any](f *testing.F, decode func([]byte) (T, error), check func(
 	})
 }
 
-// addSeeds adds the files to f's seed corpus.
-func addSeeds(f *testing.F, files ...string) {
+// addSeeds adds the files the patterns match to f's seed corpus; a pattern
+// that matches none is an error.
+func addSeeds(f *testing.F, patterns ...string) {
 	f.Helper()
-	for _, g := range files {
-		b, err := os.ReadFile(g)
-		if err != nil {
-			f.Fatal(err)
+	for _, p := range patterns {
+		files, _ := filepath.Glob(p)
+		if len(files) == 0 {
+			f.Fatalf("no seed file matches %s", p)
 		}
-		f.Add(b)
+		for _, g := range files {
+			b, err := os.ReadFile(g)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(b)
+		}
 	}
-}
-
-// globSeeds is the files pattern matches.
-func globSeeds(f *testing.F, pattern string) []string {
-	f.Helper()
-	files, err := filepath.Glob(pattern)
-	if err != nil {
-		f.Fatal(err)
-	}
-	return files
 }
 
 func TestInboundRouteKeepsTheRequestID(t *testing.T) {

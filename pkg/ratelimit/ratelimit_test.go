@@ -15,6 +15,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/ratelimit"
+	"github.com/heraldhq/herald/pkg/testkit"
 )
 
 const scope = "telegram.123456"
@@ -25,48 +26,8 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // botInterval is the spacing of 30 messages a second, rounded up.
 const botInterval = (time.Second + 29) / 30
 
-// clock is a fake clock for the limiters of a test: time stands still until
-// Advance, and Sleep records how long it was asked to sleep and returns at
-// once.
-type clock struct {
-	mu    sync.Mutex
-	now   time.Time
-	slept []time.Duration
-}
-
-func newClock() *clock { return &clock{now: t0} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-func (c *clock) Sleep(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.slept = append(c.slept, d)
-	c.now = c.now.Add(d) // time passes while one sleeps
-	return nil
-}
-
-// Slept returns the sleeps asked for since the last call.
-func (c *clock) Slept() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s := c.slept
-	c.slept = nil
-	return s
-}
+// newClock is a fake clock for the limiters of a test, from t0.
+func newClock() *testkit.Clock { return testkit.NewClock(t0) }
 
 var bucketSeq atomic.Int64
 
@@ -93,7 +54,34 @@ func openBucket(t *testing.T, s *bustest.Server, name string) jetstream.KeyValue
 	return kv
 }
 
-func newLimiter(kv jetstream.KeyValue, l ratelimit.Limits, c *clock) *ratelimit.Limiter {
+// rig is a test's own bucket on a server of its own, and the fake clock of
+// the limiters on it.
+type rig struct {
+	t     *testing.T
+	s     *bustest.Server
+	js    jetstream.JetStream
+	name  string
+	kv    jetstream.KeyValue
+	clock *testkit.Clock
+}
+
+func newRig(t *testing.T) *rig {
+	t.Helper()
+	s := bustest.RunServer(t)
+	_, js := s.Connect()
+	name, kv := newBucket(t, js)
+	return &rig{t: t, s: s, js: js, name: name, kv: kv, clock: newClock()}
+}
+
+// limiter is a limiter with limits l on the rig's bucket and clock.
+func (r *rig) limiter(l ratelimit.Limits) *ratelimit.Limiter { return newLimiter(r.kv, l, r.clock) }
+
+// replica is another replica's limiter: the same, on a connection of its own.
+func (r *rig) replica(l ratelimit.Limits) *ratelimit.Limiter {
+	return newLimiter(openBucket(r.t, r.s, r.name), l, r.clock)
+}
+
+func newLimiter(kv jetstream.KeyValue, l ratelimit.Limits, c *testkit.Clock) *ratelimit.Limiter {
 	lim := ratelimit.New(kv, scope, l)
 	ratelimit.SetClock(lim, c.Now, c.Sleep)
 	return lim
@@ -292,12 +280,8 @@ func TestPauseAcrossReplicas(t *testing.T) {
 // A chat paused by one replica queues its messages behind the pause without
 // holding up the bot's other chats on another replica.
 func TestPausedChatDoesNotHoldUpOthers(t *testing.T) {
-	s := bustest.RunServer(t)
-	_, js := s.Connect()
-	name, kv := newBucket(t, js)
-	c := newClock()
-	a := newLimiter(kv, ratelimit.TelegramDefaults(), c)
-	b := newLimiter(openBucket(t, s, name), ratelimit.TelegramDefaults(), c)
+	r := newRig(t)
+	a, b := r.limiter(ratelimit.TelegramDefaults()), r.replica(ratelimit.TelegramDefaults())
 	if err := a.Pause(t.Context(), "42", t0.Add(30*time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -461,11 +445,8 @@ func TestWaitCancelled(t *testing.T) {
 // pauses hold in the process, the caller is told once per outage window, and
 // what was kept locally reaches the bucket when it is back.
 func TestBucketUnreachable(t *testing.T) {
-	s := bustest.RunServer(t)
-	_, js := s.Connect()
-	name, kv := newBucket(t, js)
-	c := newClock()
-	a := newLimiter(kv, ratelimit.Limits{PerChat: ratelimit.Rate{N: 1, Per: time.Second}}, c)
+	r := newRig(t)
+	a, c := r.limiter(ratelimit.Limits{PerChat: ratelimit.Rate{N: 1, Per: time.Second}}), r.clock
 	ctx := t.Context()
 
 	wait := func(chat string, wantErr error, wantSleep time.Duration) {
@@ -485,7 +466,7 @@ func TestBucketUnreachable(t *testing.T) {
 	}
 	wait("a", nil, 2*time.Second)
 
-	if err := js.DeleteKeyValue(ctx, name); err != nil {
+	if err := r.js.DeleteKeyValue(ctx, r.name); err != nil {
 		t.Fatal(err)
 	}
 	// The pause and the chat's turn known before the outage still hold.
@@ -498,13 +479,13 @@ func TestBucketUnreachable(t *testing.T) {
 	wait("b", nil, 10*time.Second)
 
 	// The bucket is back, and the outage window over.
-	if _, err := js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: name, History: 1}); err != nil {
+	if _, err := r.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: r.name, History: 1}); err != nil {
 		t.Fatal(err)
 	}
 	// The outage window (5 s from the failure at 2 s) is over by now.
 	wait("a", nil, 10*time.Second)
 	// Another replica sees the pause kept during the outage.
-	b := newLimiter(openBucket(t, s, name), ratelimit.Limits{}, c)
+	b := r.replica(ratelimit.Limits{})
 	if at, err := ratelimit.Reserve(b, ctx, "c", false); err != nil || !at.Equal(t0.Add(10*time.Second)) {
 		t.Errorf("other replica's Reserve = %v, %v; want 10s from t0, nil", at.Sub(t0), err)
 	}
@@ -512,11 +493,8 @@ func TestBucketUnreachable(t *testing.T) {
 
 // The key holds only what is still ahead, however many chats were sent to.
 func TestStateStaysSmall(t *testing.T) {
-	s := bustest.RunServer(t)
-	_, js := s.Connect()
-	_, kv := newBucket(t, js)
-	c := newClock()
-	l := newLimiter(kv, ratelimit.TelegramDefaults(), c)
+	r := newRig(t)
+	l := r.limiter(ratelimit.TelegramDefaults())
 	for i := range 100 {
 		if _, err := ratelimit.Reserve(l, t.Context(), fmt.Sprint(i), i%2 == 0); err != nil {
 			t.Fatal(err)
@@ -525,12 +503,12 @@ func TestStateStaysSmall(t *testing.T) {
 	if err := l.Pause(t.Context(), "paused", t0.Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
-	c.Advance(10 * time.Second)
+	r.clock.Advance(10 * time.Second)
 	if _, err := ratelimit.Reserve(l, t.Context(), "last", false); err != nil {
 		t.Fatal(err)
 	}
 
-	e, err := kv.Get(t.Context(), ratelimit.Key(scope))
+	e, err := r.kv.Get(t.Context(), ratelimit.Key(scope))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -617,12 +595,8 @@ func TestKey(t *testing.T) {
 // pause, waits the pause out too: no message goes inside a retry_after the
 // account was given, whichever replica heard it.
 func TestPauseDuringAWait(t *testing.T) {
-	s := bustest.RunServer(t)
-	_, js := s.Connect()
-	name, kv := newBucket(t, js)
-	c := newClock()
-	a := newLimiter(kv, ratelimit.Limits{PerChat: ratelimit.Rate{N: 1, Per: time.Second}}, c)
-	b := newLimiter(openBucket(t, s, name), ratelimit.Limits{}, c)
+	r := newRig(t)
+	a, b, c := r.limiter(ratelimit.Limits{PerChat: ratelimit.Rate{N: 1, Per: time.Second}}), r.replica(ratelimit.Limits{}), r.clock
 	if _, err := ratelimit.Reserve(a, t.Context(), "42", false); err != nil { // now's turn is taken
 		t.Fatal(err)
 	}

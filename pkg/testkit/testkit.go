@@ -1,6 +1,7 @@
 // Package testkit is what Herald's tests share: Eventually (and Poll), a
 // poll until a condition holds; Buffer, a log sink safe for the goroutines
-// that write it while the test reads it; FreeAddr and SkipWithoutEnv; and
+// that write it while the test reads it; FreeAddr and SkipWithoutEnv; Clock,
+// a clock the test moves; Tail, the last lines of a process's log file; and
 // for fake servers, Signal (wake the waiters when state changes), Recorder
 // (the calls a fake received, to read and to wait for), Hooks (what a
 // test asks of the calls a fake accepts: a hook, a hang-up), and Calls, the

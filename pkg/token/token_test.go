@@ -3,7 +3,6 @@ package token_test
 import (
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,43 +10,26 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/bus/bustest"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/pkg/token"
 )
-
-// clock is a settable time for expiry and cache tests.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // tokens is the operator's store and, for verifiers, the bucket as a butler
 // reads it (its own keys' subjects only), on one clock.
 type tokens struct {
 	*token.Store
 	js    jetstream.JetStream
-	clock *clock
+	clock *testkit.Clock
 }
 
-func openStore(t *testing.T) (*tokens, *clock) {
+func openStore(t *testing.T) (*tokens, *testkit.Clock) {
 	t.Helper()
 	_, js := bustest.RunServer(t).Connect()
 	s, err := token.Open(t.Context(), js)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &clock{now: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)}
+	c := testkit.NewClock(time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC))
 	token.SetClock(s, c.Now)
 	return &tokens{Store: s, js: js, clock: c}, c
 }
@@ -134,11 +116,11 @@ func TestExpiredTokenRefused(t *testing.T) {
 		t.Fatalf("expires %v, want %v", rec.Expires, want)
 	}
 	v := s.verifier("health", time.Minute)
-	c.Add(59 * time.Minute)
+	c.Advance(59 * time.Minute)
 	if _, err := v.Verify(t.Context(), tok); err != nil {
 		t.Fatalf("before expiry: %v", err)
 	}
-	c.Add(time.Minute)
+	c.Advance(time.Minute)
 	if _, err := v.Verify(t.Context(), tok); !errors.Is(err, token.ErrExpired) {
 		t.Fatalf("at expiry: %v, want ErrExpired", err)
 	}
@@ -160,11 +142,11 @@ func TestRevokeWithinCacheTime(t *testing.T) {
 	if _, err := s.Revoke(ctx, rec.ID); err != nil {
 		t.Fatal(err)
 	}
-	c.Add(2 * time.Second)
+	c.Advance(2 * time.Second)
 	if _, err := v.Verify(ctx, tok); err != nil {
 		t.Fatalf("within the cache time the lookup is kept: %v", err)
 	}
-	c.Add(time.Second)
+	c.Advance(time.Second)
 	if _, err := v.Verify(ctx, tok); !errors.Is(err, token.ErrUnknown) {
 		t.Fatalf("after the cache time: %v, want ErrUnknown", err)
 	}
@@ -180,7 +162,7 @@ func TestList(t *testing.T) {
 			t.Fatal(err)
 		}
 		ids = append(ids, rec.ID)
-		c.Add(time.Second)
+		c.Advance(time.Second)
 	}
 	all, err := s.List(ctx, "")
 	if err != nil || len(all) != 3 || all[0].ID != ids[0] || all[2].ID != ids[2] {

@@ -3,7 +3,6 @@ package herald
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -135,16 +134,10 @@ Example:
 `
 
 func runDev(ctx context.Context, args []string, o IO) error {
-	fs := flag.NewFlagSet("herald dev", flag.ContinueOnError)
-	fs.SetOutput(o.Stderr)
-	fs.Usage = process.UsageFunc(fs, devUsage)
+	fs := commandFlags("dev", devUsage, o)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG; none: the butler \"assistant\", the log channel and a web chat)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return flag.ErrHelp
 	}
 	// Never the state of an earlier herald dev: no file is the defaults.
 	if *path == "" {
@@ -192,9 +185,7 @@ Examples:
 `
 
 func runNotify(ctx context.Context, args []string, o IO) error {
-	fs := flag.NewFlagSet("herald notify", flag.ContinueOnError)
-	fs.SetOutput(o.Stderr)
-	fs.Usage = process.UsageFunc(fs, notifyUsage)
+	fs := commandFlags("notify", notifyUsage, o)
 	var a NotifyArgs
 	path := fs.String("config", "", "herald.yaml, to find the butler's MCP endpoint (default $HERALD_CONFIG, else the running herald dev's)")
 	name := fs.String("butler", "", "the butler to notify through (default: the first configured)")

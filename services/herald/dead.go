@@ -3,11 +3,9 @@ package herald
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -36,13 +34,7 @@ Examples:
 // retries past delivery.retry_for), and replaying it once the cause is fixed.
 // A replay keeps the idempotency key, so what did get out is not sent again.
 func runDead(ctx context.Context, args []string, o IO) error {
-	sub := "" // none: the usage
-	if len(args) > 0 {
-		sub, args = args[0], args[1:]
-	}
-	fs := flag.NewFlagSet("herald dead "+sub, flag.ContinueOnError)
-	fs.SetOutput(o.Stderr)
-	fs.Usage = process.UsageFunc(fs, deadUsage)
+	sub, fs, args := subcommandFlags("dead", deadUsage, args, o)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
 	all := fs.Bool("all", false, "replay every dead letter (replay)")
 	timeout := process.DurationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
@@ -54,28 +46,28 @@ func runDead(ctx context.Context, args []string, o IO) error {
 	case sub == "ls" && len(pos) == 0 && !*all:
 	case sub == "replay" && (len(pos) == 1) != *all:
 	default:
-		fs.Usage()
-		return flag.ErrHelp
+		return badUsage(fs)
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	js, _, closeBus, err := connectCLI(ctx, *path, o)
-	if err != nil {
-		return err
-	}
-	defer closeBus()
-	dead, err := bus.DeadLetters(ctx, js)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("no dead-letter stream yet; start Herald once first")
-	}
-	if err != nil {
-		return err
-	}
-	if sub == "ls" {
-		return listDead(dead, o)
-	}
+	return withFleet(ctx, *path, *timeout, o, func(ctx context.Context, js jetstream.JetStream, _ string) error {
+		dead, err := bus.DeadLetters(ctx, js)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return fmt.Errorf("no dead-letter stream yet; start Herald once first")
+		}
+		if err != nil {
+			return err
+		}
+		if sub == "ls" {
+			return listDead(dead, o)
+		}
+		return replayDead(ctx, js, dead, pos, *all, o)
+	})
+}
+
+// replayDead puts back on their queues the dead letter pos names (one ID),
+// or all of them.
+func replayDead(ctx context.Context, js jetstream.JetStream, dead []bus.DeadLetter, pos []string, all bool, o IO) error {
 	ids := make([]uint64, 0, len(dead))
-	if *all {
+	if all {
 		for _, d := range dead {
 			ids = append(ids, d.ID)
 		}
@@ -103,8 +95,7 @@ func listDead(dead []bus.DeadLetter, o IO) error {
 		fmt.Fprintln(o.Stdout, "No dead letters.")
 		return nil
 	}
-	w := tabwriter.NewWriter(o.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tWHEN\tFROM\tREQUEST\tTRIES\tCLASS\tWHY")
+	w := newTable(o.Stdout, "ID\tWHEN\tFROM\tREQUEST\tTRIES\tCLASS\tWHY")
 	for _, d := range dead {
 		why := d.Error
 		if len(why) > 120 {

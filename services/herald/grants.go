@@ -3,9 +3,7 @@ package herald
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,13 +29,7 @@ Examples:
 
 // runGrants is `herald grants`.
 func runGrants(ctx context.Context, args []string, o IO) error {
-	sub := "" // none: the usage
-	if len(args) > 0 {
-		sub, args = args[0], args[1:]
-	}
-	fs := flag.NewFlagSet("herald grants "+sub, flag.ContinueOnError)
-	fs.SetOutput(o.Stderr)
-	fs.Usage = process.UsageFunc(fs, grantsUsage)
+	sub, fs, args := subcommandFlags("grants", grantsUsage, args, o)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
 	timeout := process.DurationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
 	pos, err := parseInterleaved(fs, args)
@@ -48,31 +40,29 @@ func runGrants(ctx context.Context, args []string, o IO) error {
 	case sub == "ls" && len(pos) == 0:
 	case sub == "revoke" && len(pos) == 1:
 	default:
-		fs.Usage()
-		return flag.ErrHelp
+		return badUsage(fs)
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	js, _, closeBus, err := connectCLI(ctx, *path, o)
-	if err != nil {
-		return err
-	}
-	defer closeBus()
-	store, err := approval.Open(ctx, js)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return fmt.Errorf("no approvals bucket yet; start Herald once first")
-	}
-	if err != nil {
-		return err
-	}
-	if sub == "revoke" {
-		g, err := store.Revoke(ctx, pos[0])
+	return withFleet(ctx, *path, *timeout, o, func(ctx context.Context, js jetstream.JetStream, _ string) error {
+		store, err := approval.Open(ctx, js)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return fmt.Errorf("no approvals bucket yet; start Herald once first")
+		}
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(o.Stdout, "Revoked %s: butler %s's session no longer runs %s without asking.\n", g.ID, g.Butler, g.ToolName)
-		return nil
-	}
+		if sub == "revoke" {
+			g, err := store.Revoke(ctx, pos[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(o.Stdout, "Revoked %s: butler %s's session no longer runs %s without asking.\n", g.ID, g.Butler, g.ToolName)
+			return nil
+		}
+		return listGrants(ctx, store, o)
+	})
+}
+
+func listGrants(ctx context.Context, store *approval.Store, o IO) error {
 	grants, err := store.Grants(ctx)
 	if err != nil {
 		return err
@@ -81,8 +71,7 @@ func runGrants(ctx context.Context, args []string, o IO) error {
 		fmt.Fprintln(o.Stdout, "No standing grants.")
 		return nil
 	}
-	w := tabwriter.NewWriter(o.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tBUTLER\tTOOL\tSESSION\tBY\tVIA\tUNTIL")
+	w := newTable(o.Stdout, "ID\tBUTLER\tTOOL\tSESSION\tBY\tVIA\tUNTIL")
 	for _, g := range grants {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", g.ID, g.Butler, cell(g.ToolName), cell(shortSession(g.Session)), cell(g.GrantedBy), g.Channel, g.ExpiresAt.Local().Format(time.DateTime))
 	}

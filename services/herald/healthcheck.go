@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -36,17 +35,14 @@ Examples:
 
 // runHealthcheck is `herald healthcheck [URL]`.
 func runHealthcheck(ctx context.Context, args []string, o IO) error {
-	fs := flag.NewFlagSet("herald healthcheck", flag.ContinueOnError)
-	fs.SetOutput(o.Stderr)
-	fs.Usage = process.UsageFunc(fs, healthcheckUsage)
+	fs := commandFlags("healthcheck", healthcheckUsage, o)
 	timeout := process.DurationFlag(fs, "timeout", 2500*time.Millisecond, "how long to wait for the answer; keep it under the prober's own timeout")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 1 {
-		fs.Usage()
-		return flag.ErrHelp
+		return badUsage(fs)
 	}
 	url := defaultHealthURL(o.Getenv)
 	if len(pos) == 1 {

@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/natsauth"
-	"github.com/heraldhq/herald/services/process"
 )
 
 // runInit is `herald init`: the secrets and the butlers' services of a
@@ -50,18 +48,12 @@ Example:
 `
 
 func runInit(_ context.Context, args []string, o IO) error {
-	fs := flag.NewFlagSet("herald init", flag.ContinueOnError)
-	fs.SetOutput(o.Stderr)
-	fs.Usage = process.UsageFunc(fs, initUsage)
+	fs := commandFlags("init", initUsage, o)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG, else deploy/herald.yaml or ./herald.yaml)")
 	envPath := fs.String("env-file", "", "the secrets file (default .env beside the configuration)")
 	composePath := fs.String("compose-file", "", "the butlers' compose services (default compose.butlers.yaml beside the configuration)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return flag.ErrHelp
 	}
 	if *path == "" {
 		*path = o.Getenv("HERALD_CONFIG")

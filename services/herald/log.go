@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"regexp"
@@ -59,9 +58,7 @@ const logIdle = 2 * time.Second
 // (herald.audit.<kind>.<type>), so the server filters on those; butler,
 // integration and request id are matched here.
 func runLog(ctx context.Context, args []string, o IO) error {
-	fs := flag.NewFlagSet("herald log", flag.ContinueOnError)
-	fs.SetOutput(o.Stderr)
-	fs.Usage = process.UsageFunc(fs, logUsage)
+	fs := commandFlags("log", logUsage, o)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
 	var q logQuery
 	fs.StringVar(&q.butler, "butler", "", "records of this butler")
@@ -79,8 +76,7 @@ func runLog(ctx context.Context, args []string, o IO) error {
 		return err
 	}
 	if len(pos) != 0 {
-		fs.Usage()
-		return flag.ErrHelp
+		return badUsage(fs)
 	}
 	if err := q.setKinds(*kind); err != nil {
 		return err

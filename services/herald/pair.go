@@ -41,13 +41,7 @@ Examples:
 // writes to an integration with dm_policy pairing is sent a code; only this
 // command, run by whoever can reach the fleet's NATS, lets them in.
 func runPair(ctx context.Context, args []string, o IO) error {
-	sub := "" // none: the usage
-	if len(args) > 0 {
-		sub, args = args[0], args[1:]
-	}
-	fs := flag.NewFlagSet("herald pair "+sub, flag.ContinueOnError)
-	fs.SetOutput(o.Stderr)
-	fs.Usage = process.UsageFunc(fs, pairUsage)
+	sub, fs, args := subcommandFlags("pair", pairUsage, args, o)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
 	integration := fs.String("integration", "", "the integration the sender is paired on (revoke)")
 	timeout := process.DurationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
@@ -58,16 +52,22 @@ func runPair(ctx context.Context, args []string, o IO) error {
 	want := map[string]int{"list": 0, "approve": 1, "revoke": 1}
 	n, ok := want[sub]
 	if !ok || len(pos) != n || (sub == "revoke" && *integration == "") {
-		fs.Usage()
-		return flag.ErrHelp
+		return badUsage(fs)
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	p, closeBus, err := openPairing(ctx, *path, o)
-	if err != nil {
-		return err
-	}
-	defer closeBus()
+	return withFleet(ctx, *path, *timeout, o, func(ctx context.Context, js jetstream.JetStream, url string) error {
+		p, err := switchboard.OpenPairing(ctx, js)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return fmt.Errorf("NATS at %s has no pairing bucket yet; start Herald once first", redactURL(url))
+		}
+		if err != nil {
+			return err
+		}
+		return pairCommand(ctx, p, sub, *integration, pos, o)
+	})
+}
+
+// pairCommand carries out `herald pair SUB` on the fleet's registry.
+func pairCommand(ctx context.Context, p *switchboard.Pairing, sub, integration string, pos []string, o IO) error {
 	switch sub {
 	case "list":
 		return listPairing(ctx, p, o.Stdout)
@@ -78,10 +78,10 @@ func runPair(ctx context.Context, args []string, o IO) error {
 		}
 		fmt.Fprintf(o.Stdout, "Paired %s on %s; their next message goes through.\n", ps.Sender, ps.Integration)
 	case "revoke":
-		if err := p.Revoke(ctx, *integration, pos[0]); err != nil {
+		if err := p.Revoke(ctx, integration, pos[0]); err != nil {
 			return err
 		}
-		fmt.Fprintf(o.Stdout, "Unpaired %s on %s.\n", pos[0], *integration)
+		fmt.Fprintf(o.Stdout, "Unpaired %s on %s.\n", pos[0], integration)
 	}
 	return nil
 }
@@ -123,23 +123,6 @@ func connectBus(ctx context.Context, cfg *config.Config, o IO) (js jetstream.Jet
 		return nil, "", nil, err
 	}
 	return js, url, closeBus, nil
-}
-
-// openPairing opens the pairing registry on the fleet's NATS.
-func openPairing(ctx context.Context, path string, o IO) (*switchboard.Pairing, func(), error) {
-	js, url, closeBus, err := connectCLI(ctx, path, o)
-	if err != nil {
-		return nil, nil, err
-	}
-	p, err := switchboard.OpenPairing(ctx, js)
-	if err != nil {
-		closeBus()
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			return nil, nil, fmt.Errorf("NATS at %s has no pairing bucket yet; start Herald once first", redactURL(url))
-		}
-		return nil, nil, err
-	}
-	return p, closeBus, nil
 }
 
 func listPairing(ctx context.Context, p *switchboard.Pairing, out io.Writer) error {

@@ -3,7 +3,6 @@ package herald
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"strings"
 	"time"
@@ -28,17 +27,11 @@ Example:
 
 // runReload is `herald reload`.
 func runReload(ctx context.Context, args []string, o IO) error {
-	fs := flag.NewFlagSet("herald reload", flag.ContinueOnError)
-	fs.SetOutput(o.Stderr)
-	fs.Usage = process.UsageFunc(fs, reloadUsage)
+	fs := commandFlags("reload", reloadUsage, o)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
 	wait := process.DurationFlag(fs, "wait", 3*time.Second, "how long the processes have to answer the check")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return flag.ErrHelp
 	}
 	// The file may be the broken one the processes are to refuse: then
 	// NATS is found from the environment (NATS_URL) and the defaults.

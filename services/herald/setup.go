@@ -2,10 +2,11 @@ package herald
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/natsauth"
@@ -30,35 +31,24 @@ Example:
 `
 
 func runSetup(ctx context.Context, args []string, o IO) error {
-	fs := flag.NewFlagSet("herald setup", flag.ContinueOnError)
-	fs.SetOutput(o.Stderr)
-	fs.Usage = process.UsageFunc(fs, setupUsage)
+	fs := commandFlags("setup", setupUsage, o)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), for nats.url and nats.replicas")
 	timeout := process.DurationFlag(fs, "timeout", 2*time.Minute, "how long to wait for NATS and JetStream")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return flag.ErrHelp
 	}
 	cfg, err := LoadConfig(*path, o.Getenv)
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	js, url, closeBus, err := connectCLI(ctx, *path, o)
-	if err != nil {
-		return err
-	}
-	defer closeBus()
-	log := slog.New(slog.NewTextHandler(o.Stderr, nil))
-	if _, err := bus.Open(ctx, js.Conn(), bus.Topology{Replicas: cfg.NATS.Replicas, Repair: true, Log: log, Butlers: cfg.ButlerNames()}, *timeout, log); err != nil {
-		return err
-	}
-	fmt.Fprintf(o.Stdout, "Herald's streams and buckets are in place on %s (replicas %d).\n", redactURL(url), cfg.NATS.Replicas)
-	return nil
+	return withFleet(ctx, *path, *timeout, o, func(ctx context.Context, js jetstream.JetStream, url string) error {
+		log := slog.New(slog.NewTextHandler(o.Stderr, nil))
+		if _, err := bus.Open(ctx, js.Conn(), bus.Topology{Replicas: cfg.NATS.Replicas, Repair: true, Log: log, Butlers: cfg.ButlerNames()}, *timeout, log); err != nil {
+			return err
+		}
+		fmt.Fprintf(o.Stdout, "Herald's streams and buckets are in place on %s (replicas %d).\n", redactURL(url), cfg.NATS.Replicas)
+		return nil
+	})
 }
 
 // runNATSAuth is `herald nats-auth`: prints the NATS server authorization for
@@ -77,16 +67,10 @@ Examples:
 `
 
 func runNATSAuth(_ context.Context, args []string, o IO) error {
-	fs := flag.NewFlagSet("herald nats-auth", flag.ContinueOnError)
-	fs.SetOutput(o.Stderr)
-	fs.Usage = process.UsageFunc(fs, natsAuthUsage)
+	fs := commandFlags("nats-auth", natsAuthUsage, o)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
-	}
-	if fs.NArg() > 0 {
-		fs.Usage()
-		return flag.ErrHelp
 	}
 	cfg, err := LoadConfig(*path, o.Getenv)
 	if err != nil {

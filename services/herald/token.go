@@ -3,14 +3,12 @@ package herald
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,13 +41,7 @@ Examples:
 // kept (as hashes) in the fleet's herald_tokens bucket. Whoever can reach the
 // fleet's NATS with the operator's rights can mint them.
 func runToken(ctx context.Context, args []string, o IO) error {
-	sub := "" // none: the usage
-	if len(args) > 0 {
-		sub, args = args[0], args[1:]
-	}
-	fs := flag.NewFlagSet("herald token "+sub, flag.ContinueOnError)
-	fs.SetOutput(o.Stderr)
-	fs.Usage = process.UsageFunc(fs, tokenUsage)
+	sub, fs, args := subcommandFlags("token", tokenUsage, args, o)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS and the butlers")
 	name := fs.String("butler", "", "the butler the token is for (mint), or whose tokens to list (ls)")
 	ttl := process.DurationFlag(fs, "ttl", 0, "how long the token works, e.g. 30d or 12h (default: until revoked)")
@@ -61,8 +53,7 @@ func runToken(ctx context.Context, args []string, o IO) error {
 	want := map[string]int{"mint": 0, "revoke": 1, "ls": 0}
 	n, ok := want[sub]
 	if !ok || len(pos) != n || (sub == "mint" && *name == "") {
-		fs.Usage()
-		return flag.ErrHelp
+		return badUsage(fs)
 	}
 	if *ttl < 0 {
 		return fmt.Errorf("--ttl %s is negative", *ttl)
@@ -74,23 +65,23 @@ func runToken(ctx context.Context, args []string, o IO) error {
 	if sub == "mint" && cfg.Butler(*name) == nil {
 		return fmt.Errorf("no butler %q in the configuration", *name)
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	js, url, closeBus, err := connectCLI(ctx, *path, o)
-	if err != nil {
-		return err
-	}
-	defer closeBus()
-	store, err := token.Open(ctx, js)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return fmt.Errorf("NATS at %s has no %s bucket yet; start Herald once first (or run herald setup)", redactURL(url), "herald_tokens")
-	}
-	if err != nil {
-		return err
-	}
+	return withFleet(ctx, *path, *timeout, o, func(ctx context.Context, js jetstream.JetStream, url string) error {
+		store, err := token.Open(ctx, js)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			return fmt.Errorf("NATS at %s has no %s bucket yet; start Herald once first (or run herald setup)", redactURL(url), "herald_tokens")
+		}
+		if err != nil {
+			return err
+		}
+		return tokenCommand(ctx, store, sub, *name, *ttl, pos, o)
+	})
+}
+
+// tokenCommand carries out `herald token SUB` on the fleet's store.
+func tokenCommand(ctx context.Context, store *token.Store, sub, name string, ttl time.Duration, pos []string, o IO) error {
 	switch sub {
 	case "mint":
-		tok, rec, err := store.Mint(ctx, *name, *ttl)
+		tok, rec, err := store.Mint(ctx, name, ttl)
 		if err != nil {
 			return err
 		}
@@ -106,7 +97,7 @@ func runToken(ctx context.Context, args []string, o IO) error {
 		}
 		fmt.Fprintf(o.Stdout, "Revoked token %s of butler %s; it stops working within %s.\n", rec.ID, rec.Butler, butler.TokenCacheFor)
 	case "ls":
-		recs, err := store.List(ctx, *name)
+		recs, err := store.List(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -127,8 +118,7 @@ func listTokens(out io.Writer, recs []token.Record) error {
 		fmt.Fprintln(out, "No minted tokens.")
 		return nil
 	}
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "ID\tBUTLER\tCREATED\tEXPIRES")
+	w := newTable(out, "ID\tBUTLER\tCREATED\tEXPIRES")
 	now := time.Now()
 	for _, r := range recs {
 		exp := "never"

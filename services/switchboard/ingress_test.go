@@ -274,6 +274,17 @@ func (f *fleet) inbox(t *testing.T, butler string) []*envelope.Route {
 	return out
 }
 
+// approvals is the fleet's approvals store, as the butlers record prompts
+// in it.
+func (f *fleet) approvals(t *testing.T) *approval.Store {
+	t.Helper()
+	store, err := approval.Open(t.Context(), f.js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
 // deliveries returns the notifies waiting for the messenger.
 func (f *fleet) deliveries(t *testing.T) []*envelope.Notify {
 	t.Helper()
@@ -546,10 +557,7 @@ func TestRestartKeepsSessions(t *testing.T) {
 func TestPermissionVerdicts(t *testing.T) {
 	f := newFleet(t)
 	f.start(t)
-	store, err := approval.Open(t.Context(), f.js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := f.approvals(t)
 	now := time.Now()
 	for _, r := range []approval.Request{
 		{ID: "abcde", Butler: "health", Session: "sess-1", ToolName: "Bash", CreatedAt: now, ExpiresAt: now.Add(approval.DefaultTTL)},

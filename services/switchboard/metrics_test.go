@@ -41,10 +41,7 @@ func TestInboundCounted(t *testing.T) {
 	f := newFleet(t)
 	m, h := obs.NewMetrics(), obs.NewHealth()
 	f.startObserved(t, m, h)
-	store, err := approval.Open(t.Context(), f.js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := f.approvals(t)
 	now := time.Now()
 	if err := store.Create(t.Context(), approval.Request{ID: "abcde", Butler: "health", Session: "s", ToolName: "Bash", CreatedAt: now, ExpiresAt: now.Add(approval.DefaultTTL)}); err != nil {
 		t.Fatal(err)

@@ -59,10 +59,7 @@ func TestRateLimitPerSender(t *testing.T) {
 func TestVerdictsSkipRateLimits(t *testing.T) {
 	f := newFleet(t)
 	f.start(t)
-	store, err := approval.Open(t.Context(), f.js)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store := f.approvals(t)
 	now := time.Now()
 	for _, id := range []string{"abcde", "fghij", "qwert"} {
 		r := approval.Request{ID: id, Butler: "health", Session: "sess-" + id, ToolName: "Bash", CreatedAt: now, ExpiresAt: now.Add(approval.DefaultTTL)}
