@@ -59,15 +59,17 @@ lint:
 ## its figure (about 3 minutes on 2 cores): the raw JetStream baseline, the route
 ## pipeline, herald dev (bin/herald) over MCP HTTP, the 100/1,000-butler fleets, and
 ## mcp-go alone as the MCP rows' floor. ROWS='raw|route' runs only those rows (raw,
-## route, mcp, scale, floor); PROFILE=1 also writes CPU and allocation profiles of
+## route, mcp, hold, scale, floor); PROFILE=1 also writes CPU and allocation profiles of
 ## every measured process to a directory it prints; HERALD_BIN=path measures another
-## herald binary (an older build, say).
+## herald binary (an older build, say); CLUSTER=3 runs the rows on NATS (raw, route,
+## mcp) on a 3-node cluster of nats-server processes, replicas 3, beside the floor.
 ROWS       ?=
 PROFILE    ?=
+CLUSTER    ?=
 HERALD_BIN ?= $(CURDIR)/bin/herald
 bench: build
 	@dir=""; if [ -n "$(PROFILE)" ]; then dir=$$(mktemp -d "$${TMPDIR:-/tmp}/herald-profiles.XXXXXX"); echo "profiles go to $$dir"; fi; \
-	cd e2e && HERALD_BIN=$(HERALD_BIN) BENCH_PROFILE_DIR=$$dir $(GO) test -run '^$$' \
+	cd e2e && HERALD_BIN=$(HERALD_BIN) BENCH_PROFILE_DIR=$$dir BENCH_CLUSTER=$(CLUSTER) $(GO) test -run '^$$' \
 		-bench '^BenchmarkHerald$$$(if $(ROWS),/^($(ROWS))$$)' -benchtime 1x -count 1 -timeout 20m \
 		$$([ -n "$$dir" ] && echo "-o $$dir/e2e.test -cpuprofile $$dir/bench.cpu.pprof -memprofile $$dir/bench.allocs.pprof") . ; \
 	status=$$?; if [ -n "$$dir" ]; then \

@@ -40,6 +40,7 @@ type devProc struct {
 	js      jetstream.JetStream
 	logs    *arrivals // the log channel's records (logger llm_notify)
 	pprof   string    // the process's profiler address, when profiling
+	natsURL string    // the NATS it was given, if not its embedded server
 	env     []string
 	exited  chan struct{}
 
@@ -81,8 +82,10 @@ func TestMain(m *testing.M) {
 
 // goBuild builds the command pkg into a directory of its own and returns the
 // binary's path.
-func goBuild(pkg string) (string, error) {
-	name := path.Base(pkg)
+func goBuild(pkg string) (string, error) { return goBuildAs(pkg, path.Base(pkg)) }
+
+// goBuildAs is goBuild with the binary named name.
+func goBuildAs(pkg, name string) (string, error) {
 	dir, err := os.MkdirTemp("", "herald-bench-"+name+"-")
 	if err != nil {
 		return "", err
@@ -105,7 +108,15 @@ func goBuild(pkg string) (string, error) {
 // waitStartProfile waits for it.
 func startDev(b testing.TB, t *table, name, yaml string, profileStart time.Duration, env ...string) *devProc {
 	b.Helper()
-	p := &devProc{b: b, name: name, dir: b.TempDir(), logs: newArrivals()}
+	return startDevOn(b, t, name, yaml, "", profileStart, env...)
+}
+
+// startDevOn is startDev for a configuration whose nats.url is natsURL (a
+// cluster of the benchmark's): herald dev records the URL of its embedded
+// server only, so the benchmark connects to natsURL itself.
+func startDevOn(b testing.TB, t *table, name, yaml, natsURL string, profileStart time.Duration, env ...string) *devProc {
+	b.Helper()
+	p := &devProc{b: b, name: name, dir: b.TempDir(), logs: newArrivals(), natsURL: natsURL}
 	if err := os.WriteFile(filepath.Join(p.dir, "herald.yaml"), []byte(yaml), 0o600); err != nil {
 		b.Fatal(err)
 	}
@@ -182,7 +193,11 @@ func (p *devProc) launch(t *table, phase string, profileStart time.Duration) {
 	if p.state, err = herald.ReadDevState(filepath.Join(p.dir, herald.DevStateFile)); err != nil || p.state == nil {
 		b.Fatalf("herald dev (%s) recorded no state: %v", p.name, err)
 	}
-	if p.nc, err = nats.Connect(p.state.NATS, nats.Name("herald-bench")); err != nil {
+	url := p.state.NATS
+	if p.natsURL != "" {
+		url = p.natsURL
+	}
+	if p.nc, err = nats.Connect(url, nats.Name("herald-bench")); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(p.nc.Close)

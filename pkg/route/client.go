@@ -1,7 +1,8 @@
 // Package route is how a butler hands a notify to the switchboard and waits
 // for the answer: publish route.v1 on herald.route.<butler> with its
-// idempotency key until JetStream has stored it, listen on
-// herald.reply.<butler>.<request_id>, and if JetStream says the publish was a
+// idempotency key until JetStream has stored it, wait for the answer on
+// herald.reply.<butler>.<request_id> (one subscription per butler serves
+// every request: replies.go), and if JetStream says the publish was a
 // duplicate, answer from the delivery ledger.
 //
 // Every answer is true. Sent and failed come from the messenger's outcome.
@@ -20,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -52,6 +54,9 @@ type Client struct {
 	// Store, if set, counts the routes NATS did not store and says why in
 	// the error when the process's probe finds NATS cannot store.
 	Store *obs.StoreWatch
+
+	mu      sync.Mutex
+	replies map[string]*replies // by butler: one subscription each
 }
 
 // Send publishes r until JetStream stores it and waits for its
@@ -82,12 +87,12 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 			return resp, err
 		}
 	}
-	replies := make(chan *nats.Msg, 1)
-	sub, err := c.NC.ChanSubscribe(bus.ReplySubject(butler, id), replies)
+	rs, err := c.repliesFor(butler)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w: NATS: %w", envelope.ErrTargetUnavailable, ErrNotAccepted, err)
 	}
-	defer func() { _ = sub.Unsubscribe() }()
+	replies, leave := rs.wait(id)
+	defer leave()
 
 	ack, maybe, err := c.publish(ctx, bus.RouteSubject(butler), data, key)
 	if err != nil {

@@ -1,0 +1,78 @@
+package route
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/bus/bustest"
+	"github.com/heraldhq/herald/pkg/testkit"
+)
+
+// The one reply subscription of a butler hands each answer to the Send
+// waiting for it, and tells whoever answers a request nobody waits for, at
+// once and as NATS itself would, that nobody took it: the messenger then
+// keeps the outcome for the butler's inbox.
+func TestRepliesOneSubscriptionForEveryRequest(t *testing.T) {
+	srv := bustest.RunServer(t)
+	butlerNC, _ := srv.Connect()
+	messengerNC, _ := srv.Connect()
+	c := &Client{NC: butlerNC}
+	rs, err := c.repliesFor("health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, _ := c.repliesFor("health"); again != rs {
+		t.Fatal("a second Send of the same butler made a second subscription")
+	}
+
+	// Many requests waiting at once: each gets its own answer, and the
+	// answerer sees each confirmed.
+	var wg sync.WaitGroup
+	for i := range 50 {
+		id := fmt.Sprintf("req-%d", i)
+		answers, leave := rs.wait(id)
+		wg.Go(func() {
+			defer leave()
+			m := <-answers
+			if string(m.Data) != "answer to "+id {
+				t.Errorf("waiting for %s, got %q", id, m.Data)
+			}
+			_ = m.Respond(nil)
+		})
+		wg.Go(func() {
+			if _, err := messengerNC.Request(bus.ReplySubject("health", id), []byte("answer to "+id), bus.AnswerWait); err != nil {
+				t.Errorf("answering %s: %v, want it confirmed", id, err)
+			}
+		})
+	}
+	wg.Wait()
+
+	// Nobody waits for this one: no responders, as from the server.
+	if _, err := messengerNC.Request(bus.ReplySubject("health", "never-asked"), []byte("late"), bus.AnswerWait); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("answering a request nobody waits for: %v, want nats.ErrNoResponders", err)
+	}
+	// One that waited and left ("queued"): the same.
+	_, leave := rs.wait("left")
+	leave()
+	if _, err := messengerNC.Request(bus.ReplySubject("health", "left"), []byte("late"), bus.AnswerWait); !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("answering a request whose caller left: %v, want nats.ErrNoResponders", err)
+	}
+	// An answer that came as its Send gave up, never taken: the answerer
+	// hears nobody took it, not a confirmation.
+	answers, leave := rs.wait("racing")
+	got := make(chan error, 1)
+	go func() {
+		_, err := messengerNC.Request(bus.ReplySubject("health", "racing"), []byte("just in time"), bus.AnswerWait)
+		got <- err
+	}()
+	testkit.Eventually(t, bus.AnswerWait, func() bool { return len(answers) > 0 }, "the answer, before its Send leaves")
+	leave()
+	if err := <-got; !errors.Is(err, nats.ErrNoResponders) {
+		t.Errorf("an answer its Send did not take: %v, want nats.ErrNoResponders", err)
+	}
+}
