@@ -56,9 +56,9 @@ lint:
 	@echo "lint: staticcheck and deadcode clean"
 
 ## bench: every measurement of docs/performance.md in one table, each goal beside
-## its figure (about 3 minutes on 2 cores): the raw JetStream baseline, the route
-## pipeline, herald dev (bin/herald) over MCP HTTP, the 100/1,000-butler fleets, and
-## mcp-go alone as the MCP rows' floor. ROWS='raw|route' runs only those rows (raw,
+## its figure with its verdict (about 4 minutes on 2 cores): the raw JetStream
+## baseline, the route pipeline, herald dev (bin/herald) over MCP HTTP, a minute held
+## at 500/s, the 100/1,000-butler fleets, and mcp-go alone as the MCP rows' floor. ROWS='raw|route' runs only those rows (raw,
 ## route, mcp, hold, scale, floor); PROFILE=1 also writes CPU and allocation profiles of
 ## every measured process to a directory it prints; HERALD_BIN=path measures another
 ## herald binary (an older build, say); CLUSTER=3 runs the rows on NATS (raw, route,

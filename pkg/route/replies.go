@@ -32,7 +32,10 @@ type replies struct {
 // words it (nats.go checks for it on every request's answer).
 var noResponders = nats.Header{"Status": []string{"503"}}
 
-// subscribeReplies starts butler's reply subscription on nc.
+// subscribeReplies starts butler's reply subscription on nc. A Send
+// publishes its route on nc after this, and the server takes one
+// connection's messages in order, so the subscription is in place before
+// anything can answer the route.
 func subscribeReplies(nc *nats.Conn, butler string) (*replies, error) {
 	r := &replies{prefix: bus.ReplySubject(butler, ""), waiting: map[string]chan *nats.Msg{}}
 	sub, err := nc.Subscribe(bus.ReplySubject(butler, ">"), r.dispatch)

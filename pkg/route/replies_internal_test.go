@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -29,6 +30,12 @@ func TestRepliesOneSubscriptionForEveryRequest(t *testing.T) {
 	if again, _ := c.repliesFor("health"); again != rs {
 		t.Fatal("a second Send of the same butler made a second subscription")
 	}
+	// A Send publishes its route on the same connection after subscribing,
+	// so the server has the subscription before anyone can answer; here the
+	// answers come at once from another connection: wait until it has it.
+	if err := butlerNC.Flush(); err != nil {
+		t.Fatal(err)
+	}
 
 	// Many requests waiting at once: each gets its own answer, and the
 	// answerer sees each confirmed.
@@ -38,11 +45,15 @@ func TestRepliesOneSubscriptionForEveryRequest(t *testing.T) {
 		answers, leave := rs.wait(id)
 		wg.Go(func() {
 			defer leave()
-			m := <-answers
-			if string(m.Data) != "answer to "+id {
-				t.Errorf("waiting for %s, got %q", id, m.Data)
+			select {
+			case m := <-answers:
+				if string(m.Data) != "answer to "+id {
+					t.Errorf("waiting for %s, got %q", id, m.Data)
+				}
+				_ = m.Respond(nil)
+			case <-time.After(2 * bus.AnswerWait):
+				t.Errorf("waiting for %s: no answer", id)
 			}
-			_ = m.Respond(nil)
 		})
 		wg.Go(func() {
 			if _, err := messengerNC.Request(bus.ReplySubject("health", id), []byte("answer to "+id), bus.AnswerWait); err != nil {
