@@ -195,10 +195,7 @@ func (s *Store) MarkSent(ctx context.Context, butler, id, integration, chat stri
 // SentTo returns the butler whose prompt id was sent to chat on
 // integration; ErrUnknown if none was.
 func (s *Store) SentTo(ctx context.Context, integration, chat, id string) (string, error) {
-	e, err := s.kv.Get(ctx, sentKey(integration, chat, id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return "", ErrUnknown
-	}
+	e, err := s.entry(ctx, sentKey(integration, chat, id))
 	if err != nil {
 		return "", err
 	}
@@ -215,10 +212,7 @@ func (s *Store) Answer(ctx context.Context, butler, id, behavior, by string) (*R
 }
 
 func (s *Store) answer(ctx context.Context, butler, id, behavior, by string, tries int) (*Request, error) {
-	e, err := s.kv.Get(ctx, Key(butler, id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, ErrUnknown
-	}
+	e, err := s.entry(ctx, Key(butler, id))
 	if err != nil {
 		return nil, err
 	}
@@ -271,13 +265,19 @@ const maxTries = 5
 
 // Get returns butler's prompt id.
 func (s *Store) Get(ctx context.Context, butler, id string) (*Request, error) {
-	e, err := s.kv.Get(ctx, Key(butler, id))
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, ErrUnknown
-	}
+	e, err := s.entry(ctx, Key(butler, id))
 	if err != nil {
 		return nil, err
 	}
 	var r Request
 	return &r, json.Unmarshal(e.Value(), &r)
+}
+
+// entry reads key; ErrUnknown if there is none.
+func (s *Store) entry(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, ErrUnknown
+	}
+	return e, err
 }

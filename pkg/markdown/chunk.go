@@ -29,7 +29,7 @@ const minLimit = 64
 func TelegramChunks(md string, limit int) []string {
 	limit = max(limit, minLimit)
 	h := TelegramHTML(md)
-	if utf16Len(h) <= limit {
+	if UTF16Len(h) <= limit {
 		// One chunk, the common case: no need to split it into tokens.
 		if !visible(h) {
 			return nil // Telegram refuses a message with nothing to show.
@@ -242,14 +242,16 @@ func tokenize(h string) []token {
 			_, n := utf8.DecodeRuneInString(h[i:])
 			t.s = h[i : i+n]
 		}
-		t.units = utf16Len(t.s)
+		t.units = UTF16Len(t.s)
 		toks = append(toks, t)
 		i += len(t.s)
 	}
 	return toks
 }
 
-func utf16Len(s string) int {
+// UTF16Len is the length of s in UTF-16 code units, the unit in which
+// Telegram, Slack and Discord count a message's length.
+func UTF16Len(s string) int {
 	n := 0
 	for _, r := range s {
 		n += utf16.RuneLen(r)

@@ -61,15 +61,15 @@ func (w *discordWriter) node(n *Node) {
 	case "":
 		w.text(UnescapeHTML(n.Text))
 	case "b", "strong":
-		w.b.WriteString(discordWrapLines(discordRender(n.Kids), "**"))
+		w.b.WriteString(WrapLines(discordRender(n.Kids), "**"))
 	case "i", "em":
-		w.b.WriteString(discordWrapLines(discordRender(n.Kids), "*"))
+		w.b.WriteString(WrapLines(discordRender(n.Kids), "*"))
 	case "s", "del", "strike":
-		w.b.WriteString(discordWrapLines(discordRender(n.Kids), "~~"))
+		w.b.WriteString(WrapLines(discordRender(n.Kids), "~~"))
 	case "u":
-		w.b.WriteString(discordWrapLines(discordRender(n.Kids), "__"))
+		w.b.WriteString(WrapLines(discordRender(n.Kids), "__"))
 	case "code":
-		w.b.WriteString(discordCodeSpan(UnescapeHTML(nodesText(n.Kids))))
+		w.b.WriteString(discordCodeSpan(UnescapeHTML(NodesText(n.Kids))))
 	case "pre":
 		w.b.WriteString(discordFence(n))
 	case "a":
@@ -129,10 +129,11 @@ func (w *discordWriter) escaped(s string) {
 	}
 }
 
-// discordWrapLines puts marker around the text of each line of s: spaces
-// stay outside (Discord shows "** x**" as written) and blank lines stay
-// bare.
-func discordWrapLines(s, marker string) string {
+// WrapLines puts marker around the text of each line of s, as Discord
+// and Slack need for bold, italic and strike: their formatting ends at a
+// line break, and a marker next to a space is shown as written ("** x**"),
+// so spaces stay outside and blank lines stay bare.
+func WrapLines(s, marker string) string {
 	lines := strings.Split(s, "\n")
 	for i, line := range lines {
 		core := strings.TrimSpace(line)
@@ -153,7 +154,7 @@ func discordCodeSpan(s string) string {
 	if strings.TrimSpace(s) == "" {
 		return s
 	}
-	s = breakBackticks(s)
+	s = BreakBackticks(s)
 	if strings.Contains(s, "`") {
 		return "`` " + s + " ``"
 	}
@@ -168,12 +169,12 @@ func discordFence(n *Node) string {
 	for _, k := range n.Kids {
 		if k.Tag == "code" {
 			lang = k.Attr
-			text += nodesText(k.Kids)
+			text += NodesText(k.Kids)
 		} else {
-			text += nodesText([]*Node{k})
+			text += NodesText([]*Node{k})
 		}
 	}
-	text = strings.TrimRight(breakBackticks(UnescapeHTML(text)), "\n")
+	text = strings.TrimRight(BreakBackticks(UnescapeHTML(text)), "\n")
 	if strings.TrimSpace(text) == "" {
 		return ""
 	}
@@ -183,9 +184,11 @@ func discordFence(n *Node) string {
 	return "```" + lang + "\n" + text + "\n```"
 }
 
-// breakBackticks puts a zero-width space between backticks that follow
-// each other, so that no text opens or closes a code span or block.
-func breakBackticks(s string) string {
+// BreakBackticks puts a zero-width space between backticks that follow
+// each other, so that no text opens or closes a code span or block: for
+// markdown dialects without an escape for them there (Discord's, Slack's
+// mrkdwn).
+func BreakBackticks(s string) string {
 	for strings.Contains(s, "``") {
 		s = strings.ReplaceAll(s, "``", "`\u200b`")
 	}
@@ -197,7 +200,7 @@ func breakBackticks(s string) string {
 // with a space or parenthesis is percent-encoded there, so it cannot end
 // early.
 func discordLink(n *Node) string {
-	label := strings.ReplaceAll(UnescapeHTML(nodesText(n.Kids)), "\n", " ")
+	label := strings.ReplaceAll(UnescapeHTML(NodesText(n.Kids)), "\n", " ")
 	if n.Attr == "" {
 		var w discordWriter
 		w.text(label)
@@ -231,15 +234,16 @@ func discordQuote(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// nodesText writes nodes as their text without tags, entities kept.
-func nodesText(nodes []*Node) string {
+// NodesText writes nodes as their text without tags, entities kept (&amp;
+// &lt; &gt;, which are also Slack's escapes).
+func NodesText(nodes []*Node) string {
 	var b strings.Builder
 	for _, n := range nodes {
 		if n.Tag == "" {
 			b.WriteString(n.Text)
 			continue
 		}
-		b.WriteString(nodesText(n.Kids))
+		b.WriteString(NodesText(n.Kids))
 	}
 	return b.String()
 }

@@ -22,7 +22,7 @@ type Limit struct {
 var (
 	// TelegramLimit: a sendMessage text holds 4096 characters; the sender
 	// cuts its HTML at that many UTF-16 code units.
-	TelegramLimit = Limit{Max: 4096, Mark: 3, size: func(md string) int { return utf16Len(TelegramHTML(md)) }}
+	TelegramLimit = Limit{Max: 4096, Mark: 3, size: func(md string) int { return UTF16Len(TelegramHTML(md)) }}
 	// SlackLimit: the sender cuts messages at 3000 UTF-16 code units of
 	// mrkdwn, what a person reads on one screen (Slack takes more).
 	SlackLimit = Limit{Max: 3000, size: slackSize}
@@ -30,7 +30,7 @@ var (
 	// the sender writes, with room for what it adds to a prompt: the urgent
 	// mark, and the subtext line naming the butler (63 characters, each
 	// escaped at worst) and its topic.
-	DiscordLimit = Limit{Max: DiscordMax, Mark: 160, size: func(md string) int { return utf16Len(Discord(md)) }}
+	DiscordLimit = Limit{Max: DiscordMax, Mark: 160, size: func(md string) int { return UTF16Len(Discord(md)) }}
 	// WholeLimit is that of a channel that shows a message whole (email,
 	// web chat, webhook, log): the notify's own bound on delivery.message,
 	// 64 KiB (envelope.MaxMessageBytes).
@@ -58,7 +58,7 @@ func (l Limit) Fits(md string) bool { return l.Size(md)+l.Mark <= l.Max }
 // "%7C" that stands for a "|" in a link's address.
 func slackSize(md string) int {
 	h := TelegramHTML(md)
-	n := utf16Len(h)
+	n := UTF16Len(h)
 	wraps, quotes := 0, 0 // b, i, s and blockquote open; blockquotes open
 	for _, t := range tokenize(h) {
 		switch t.kind {

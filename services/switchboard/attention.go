@@ -239,12 +239,8 @@ func chatOf(in *config.Integration, n *envelope.Notify) string {
 // ackSent records a copy of a note as sent (so a reply to it acknowledges
 // the note), and edits it at once if the note was acknowledged meanwhile.
 func (s *Switchboard) ackSent(ctx context.Context, requestID string, nr *envelope.NotifyResponse) error {
-	if nr == nil || nr.Status != envelope.StatusOK || nr.Delivery == nil {
-		return nil
-	}
 	var c ackCopy
-	found, err := s.getJSON(ctx, ackReqKey(requestID), &c)
-	if err != nil || !found {
+	if found, err := s.sentRecord(ctx, nr, ackReqKey(requestID), &c); err != nil || !found {
 		return err
 	}
 	for i := len(nr.Delivery.MessageIDs) - 1; i >= 0 && c.MessageID == ""; i-- {

@@ -68,13 +68,7 @@ func (s *Switchboard) offerClaim(ctx context.Context, butler string, in *config.
 	if ch, _ := config.ChannelOf(in.Type); !n.Delivery.ClaimThread || !ch.Buttons || n.Delivery.Intent == envelope.IntentReact {
 		return false, nil
 	}
-	chat := n.Delivery.Recipient
-	if chat == "" && n.RequestContext != nil {
-		chat, _, _ = strings.Cut(n.RequestContext.SourceThreadIdentity, ":")
-	}
-	if chat == "" {
-		chat = in.DefaultRecipient()
-	}
+	chat := chatOf(in, n)
 	id := r.RequestContext.RequestID
 	label := n.Delivery.ClaimThreadLabel
 	if label == "" {
@@ -91,12 +85,8 @@ func (s *Switchboard) offerClaim(ctx context.Context, butler string, in *config.
 // claimSent maps the sent messages of an offered claim to it, so a reply to
 // one of them claims the conversation too.
 func (s *Switchboard) claimSent(ctx context.Context, requestID string, nr *envelope.NotifyResponse) error {
-	if nr == nil || nr.Status != envelope.StatusOK || nr.Delivery == nil {
-		return nil
-	}
 	var c claim
-	found, err := s.getJSON(ctx, claimReqKey(requestID), &c)
-	if err != nil || !found {
+	if found, err := s.sentRecord(ctx, nr, claimReqKey(requestID), &c); err != nil || !found {
 		return err
 	}
 	for _, id := range nr.Delivery.MessageIDs {
@@ -200,6 +190,16 @@ func (s *Switchboard) putJSON(ctx context.Context, key string, v any) error {
 		return fmt.Errorf("%w: writing %s: %w", envelope.ErrTargetUnavailable, key, err)
 	}
 	return nil
+}
+
+// sentRecord reads into v the record kept under key of a notify offered
+// something (a claim, a note to acknowledge) whose outcome nr came back:
+// found is false if it was not sent, or nothing is kept.
+func (s *Switchboard) sentRecord(ctx context.Context, nr *envelope.NotifyResponse, key string, v any) (found bool, err error) {
+	if nr == nil || nr.Status != envelope.StatusOK || nr.Delivery == nil {
+		return false, nil
+	}
+	return s.getJSON(ctx, key, v)
 }
 
 func (s *Switchboard) getJSON(ctx context.Context, key string, v any) (bool, error) {

@@ -10,18 +10,6 @@ import (
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
-// Limits of ingress.v1 on what comes from Discord; Discord's own are lower
-// (4000 characters of text, 100 of a custom_id), so these only keep a
-// broken or hostile gateway from producing an envelope the bus refuses.
-const (
-	maxText     = 262144
-	maxMeta     = 4096
-	maxFileName = 512
-	maxMime     = 255
-	maxRef      = 2048
-	maxFiles    = 64
-)
-
 // discordEpoch is the first millisecond of 2015, where snowflakes count from.
 const discordEpoch = 1420070400000
 
@@ -168,7 +156,7 @@ func fromMessage(integration, botUser string, m *messageEvent, at where) (*envel
 		endpoint = integration
 	}
 	in := envelope.NewIngress(integration, "discord", endpoint, m.Author.ID, m.ChannelID+":"+m.ID,
-		deliver.Clip(text, maxText), m.ChannelID+":"+m.ID, deliver.ClipMeta(meta))
+		deliver.Clip(text, deliver.MaxText), m.ChannelID+":"+m.ID, deliver.ClipMeta(meta))
 	in.Attachments = files
 	return in, ""
 }
@@ -225,7 +213,7 @@ func fromInteraction(integration, botUser string, ev *interactionEvent, at where
 	if endpoint == "" {
 		endpoint = integration
 	}
-	return envelope.NewIngress(integration, "discord", endpoint, u.ID, thread, deliver.Clip(ev.Data.CustomID, maxText), "interaction:"+ev.ID, deliver.ClipMeta(meta)), ""
+	return envelope.NewIngress(integration, "discord", endpoint, u.ID, thread, deliver.Clip(ev.Data.CustomID, deliver.MaxText), "interaction:"+ev.ID, deliver.ClipMeta(meta)), ""
 }
 
 // inboundText is the text as the person wrote it, without the mention of
@@ -249,20 +237,14 @@ func inboundText(text, botUser string) string {
 func messageFiles(m *messageEvent) []envelope.Attachment {
 	var out []envelope.Attachment
 	for _, a := range m.Attachments {
-		if a.ID == "" || len(out) == maxFiles {
+		if a.ID == "" || len(out) == deliver.MaxFiles {
 			continue
 		}
-		name, mime, ref := a.Filename, a.ContentType, a.URL
-		if name == "" {
-			name = "file"
-		}
-		if mime == "" {
-			mime = "application/octet-stream"
-		}
+		ref := a.URL
 		if ref == "" {
 			ref = "discord:attachment:" + a.ID
 		}
-		out = append(out, envelope.Attachment{Name: deliver.Clip(name, maxFileName), Mime: deliver.Clip(mime, maxMime), Size: max(a.Size, 0), Ref: deliver.Clip(ref, maxRef)})
+		out = append(out, deliver.Attachment(a.Filename, a.ContentType, a.Size, ref))
 	}
 	return out
 }
@@ -338,5 +320,5 @@ func fromReaction(integration, botUser string, ev *reactionEvent) (*envelope.Ing
 		endpoint = integration
 	}
 	native := "reaction:" + ev.ChannelID + ":" + ev.MessageID + ":" + ev.UserID + ":" + ev.Emoji.Name
-	return envelope.NewIngress(integration, "discord", endpoint, ev.UserID, ev.ChannelID+":"+ev.MessageID, ev.Emoji.Name, deliver.Clip(native, 998), deliver.ClipMeta(meta)), ""
+	return envelope.NewIngress(integration, "discord", endpoint, ev.UserID, ev.ChannelID+":"+ev.MessageID, ev.Emoji.Name, deliver.Clip(native, deliver.MaxNativeID), deliver.ClipMeta(meta)), ""
 }

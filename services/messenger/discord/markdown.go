@@ -2,7 +2,6 @@ package discord
 
 import (
 	"strings"
-	"unicode/utf16"
 
 	"github.com/heraldhq/herald/pkg/markdown"
 )
@@ -50,10 +49,4 @@ func chunks(md string, limit int, decorate func(text string, i, n int) string) [
 	}
 }
 
-func utf16Len(s string) int {
-	n := 0
-	for _, r := range s {
-		n += utf16.RuneLen(r)
-	}
-	return n
-}
+func utf16Len(s string) int { return markdown.UTF16Len(s) }

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,10 +15,8 @@ import (
 	"github.com/coder/websocket"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
-	"github.com/heraldhq/herald/pkg/lease"
 	"github.com/heraldhq/herald/pkg/ratelimit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -110,11 +107,7 @@ func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, erro
 	if err != nil {
 		return nil, err
 	}
-	instance := env.Instance
-	if instance == "" {
-		host, _ := os.Hostname()
-		instance = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
+	instance := env.Replica()
 	r := &receiver{
 		sender:     s,
 		gatewayURL: strings.TrimSpace(c.GatewayURL),
@@ -143,31 +136,17 @@ func (r *receiver) Receive(ctx context.Context, sink deliver.Sink) error {
 		r.run(ctx, sink, st, nil)
 		return nil
 	}
-	leases, ok := deliver.OpenBucket(ctx, r.js, st, deliver.Backoff{Min: r.timing.retryMin, Max: r.timing.retryMax}, bus.BucketLeases)
-	if !ok {
-		return nil
+	l := deliver.Lease{
+		Key:      r.leaseKey(),
+		Instance: r.instance,
+		TTL:      r.timing.lease,
+		Retry:    deliver.Backoff{Min: r.timing.retryMin, Max: r.timing.retryMax},
+		Log:      r.log,
+		Work:     "keeps this bot's gateway session",
+		Name:     "gateway",
 	}
-	state, ok := deliver.OpenBucket(ctx, r.js, st, deliver.Backoff{Min: r.timing.retryMin, Max: r.timing.retryMax}, bus.BucketChannelState)
-	if !ok {
-		return nil
-	}
-	l := &lease.Lease{
-		KV:     leases,
-		Key:    r.leaseKey(),
-		Holder: r.instance,
-		TTL:    r.timing.lease,
-		Logger: r.log,
-		OnStandby: func(holder string) {
-			detail := fmt.Sprintf("messenger %s keeps this bot's gateway session; this one takes over if it stops", holder)
-			if holder == r.instance {
-				detail = "this messenger lost its gateway lease; it takes the lease again once the lease expires"
-			}
-			st.Set(deliver.StateStandby, detail)
-		},
-	}
-	return l.Run(ctx, func(ctx context.Context) error {
+	return l.Run(ctx, r.js, st, func(ctx context.Context, state jetstream.KeyValue) {
 		r.run(ctx, sink, st, &sessionStore{kv: state, key: r.leaseKey() + ".session", log: r.log})
-		return nil
 	})
 }
 

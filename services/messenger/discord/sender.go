@@ -72,15 +72,9 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 }
 
 func newSender(in config.Integration, env deliver.Env) (*sender, error) {
-	log := env.Log()
-	getenv := env.Lookup()
-	c, err := config.CheckedSettings[*Config](&in)
+	c, token, err := deliver.BotToken("discord", &in, env, func(c *Config) (string, string) { return c.TokenEnv, c.TokenFile })
 	if err != nil {
 		return nil, err
-	}
-	token, err := config.Secret(getenv, c.TokenEnv, c.TokenFile)
-	if err != nil {
-		return nil, fmt.Errorf("discord integration %q: bot token: %w", in.ID, err)
 	}
 	// "Bot <token>" is the header's form; people paste it whole.
 	token = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(token), "Bot "))
@@ -88,7 +82,7 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 		return nil, fmt.Errorf("%w: discord integration %q: the bot token from %s is not shaped like a Discord bot token (three parts joined by dots); copy it whole from Developer Portal → your application → Bot → Reset Token",
 			config.ErrInvalid, in.ID, c.TokenSource())
 	}
-	log = log.With("channel", "discord:"+in.ID)
+	log := env.Log().With("channel", "discord:"+in.ID)
 	s := &sender{
 		id:             in.ID,
 		api:            newREST(in.ID, c.API(), token, env.Timeout(requestTimeout), log),
@@ -248,8 +242,8 @@ type message struct {
 // sent; only the first carries the reply's reference and only the last the
 // buttons.
 func (s *sender) post(ctx context.Context, d deliver.Delivery, to target, ref *messageReference) (deliver.Receipt, error) {
-	if strings.TrimSpace(d.Message) == "" {
-		return deliver.Receipt{}, fmt.Errorf("%w: the message is empty; %s needs text to send", envelope.ErrValidation, intentName(d.Intent))
+	if err := d.NeedsText(); err != nil {
+		return deliver.Receipt{}, err
 	}
 	parts := chunks(d.Message, MaxMessageLength, decorator(d))
 	if len(parts) == 0 {
@@ -263,8 +257,9 @@ func (s *sender) post(ctx context.Context, d deliver.Delivery, to target, ref *m
 	if d.Urgency == "low" {
 		flags |= flagSuppressNotifications
 	}
-	ids := append([]string(nil), d.Done...)
-	for i := len(d.Done); i < len(parts); i++ {
+	// postOne takes the channel's turn and calls Calling itself, after
+	// opening a direct message; its errors all name their chunk.
+	return d.SendChunks(len(parts), nil, func(i int) (string, error) {
 		body := createMessage{
 			Content:         parts[i],
 			AllowedMentions: allowedMentions{Parse: []string{}, RepliedUser: ref != nil && d.Urgency != "low"},
@@ -281,20 +276,8 @@ func (s *sender) post(ctx context.Context, d deliver.Delivery, to target, ref *m
 		if err == nil && m.ID == "" {
 			err = fmt.Errorf("%w: Discord accepted the message to %s but named no message id; check that api_url %s is Discord's REST API", envelope.ErrTargetUnavailable, to, s.api.base)
 		}
-		if err != nil {
-			if len(parts) > 1 {
-				err = fmt.Errorf("chunk %d of %d: %w", i+1, len(parts), err)
-			}
-			return deliver.Receipt{MessageIDs: ids}, err
-		}
-		ids = append(ids, m.ID)
-		if d.Sent != nil {
-			if err := d.Sent(m.ID); err != nil {
-				return deliver.Receipt{MessageIDs: ids}, fmt.Errorf("recording chunk %d of %d as sent (message %s): %w", i+1, len(parts), m.ID, err)
-			}
-		}
-	}
-	return deliver.Receipt{MessageIDs: ids}, nil
+		return m.ID, err
+	})
 }
 
 // postOne posts one message to to.
@@ -401,12 +384,7 @@ func (s *sender) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt,
 	if err != nil {
 		return deliver.Receipt{}, err
 	}
-	if d.Sent != nil {
-		if err := d.Sent(id); err != nil {
-			return deliver.Receipt{MessageIDs: []string{id}}, fmt.Errorf("recording the edit of message %s: %w", id, err)
-		}
-	}
-	return deliver.Receipt{MessageIDs: []string{id}}, nil
+	return d.SentOne(id, "the edit of message")
 }
 
 // patch is one PATCH /channels/{id}/messages/{id}, in the channel's turn.
@@ -486,20 +464,10 @@ func decorator(d deliver.Delivery) func(text string, i, n int) string {
 	}
 }
 
-func intentName(intent string) string {
-	if intent == "" {
-		return envelope.IntentSend
-	}
-	return intent
-}
-
 // react adds the delivery's emoji as the bot's reaction to the thread's
 // message (PUT …/reactions/{emoji}/@me, which does nothing the second time).
 func (s *sender) react(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
-	if strings.TrimSpace(d.Thread) == "" {
-		return deliver.Receipt{}, fmt.Errorf("%w: react needs request_context.source_thread_identity, the message to react to, as received with it", envelope.ErrValidation)
-	}
-	th, err := parseThread(d.Thread)
+	th, err := deliver.ReactTarget(&d, parseThread)
 	if err != nil {
 		return deliver.Receipt{}, err
 	}
@@ -526,12 +494,7 @@ func (s *sender) react(ctx context.Context, d deliver.Delivery) (deliver.Receipt
 	if err != nil {
 		return deliver.Receipt{}, s.classified(ctx, err, "react to message "+th.message, th.channel)
 	}
-	if d.Sent != nil {
-		if err := d.Sent(th.message); err != nil {
-			return deliver.Receipt{MessageIDs: []string{th.message}}, fmt.Errorf("recording reaction on message %s: %w", th.message, err)
-		}
-	}
-	return deliver.Receipt{MessageIDs: []string{th.message}}, nil
+	return d.SentOne(th.message, "reaction on message")
 }
 
 // customEmoji is a server's own emoji, as Discord writes it in a message

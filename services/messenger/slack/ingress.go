@@ -8,18 +8,6 @@ import (
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
-// Limits of ingress.v1 on what comes from Slack; Slack's own are lower
-// (40,000 characters of text), so these only keep a broken or hostile
-// sender from producing an envelope the bus refuses.
-const (
-	maxText     = 262144
-	maxMeta     = 4096
-	maxFileName = 512
-	maxMime     = 255
-	maxRef      = 2048
-	maxFiles    = 64
-)
-
 // fileRefPrefix starts an attachment's ref; the file id after it is what
 // files.info takes.
 const fileRefPrefix = "slack:file:"
@@ -128,7 +116,7 @@ func toIngress(integration string, cb *callback) (*envelope.Ingress, string) {
 	}
 	meta := deliver.ClipMeta(messageMeta(&ev, at, team))
 	in := envelope.NewIngress(integration, "slack", deliver.Clip(endpointFor(team, cb.APIAppID, integration), 512), deliver.Clip(ev.User, 512),
-		at.thread(), deliver.Clip(text, maxText), deliver.Clip(native, 998), meta)
+		at.thread(), deliver.Clip(text, deliver.MaxText), deliver.Clip(native, deliver.MaxNativeID), meta)
 	in.Attachments = files
 	return in, ""
 }
@@ -271,19 +259,10 @@ func userName(ev *event) string {
 func attachments(ev *event) []envelope.Attachment {
 	var out []envelope.Attachment
 	for _, f := range ev.Files {
-		if f.ID == "" || len(out) == maxFiles {
+		if f.ID == "" || len(out) == deliver.MaxFiles {
 			continue
 		}
-		name, mime := f.Name, f.Mimetype
-		if name == "" {
-			name = "file"
-		}
-		if mime == "" {
-			mime = "application/octet-stream"
-		}
-		out = append(out, envelope.Attachment{
-			Name: deliver.Clip(name, maxFileName), Mime: deliver.Clip(mime, maxMime), Size: max(f.Size, 0), Ref: deliver.Clip(fileRefPrefix+f.ID, maxRef),
-		})
+		out = append(out, deliver.Attachment(f.Name, f.Mimetype, f.Size, fileRefPrefix+f.ID))
 	}
 	return out
 }
@@ -381,7 +360,7 @@ func clicks(integration string, p *interaction) ([]*envelope.Ingress, string) {
 			native = team + ":" + native
 		}
 		out = append(out, envelope.NewIngress(integration, "slack", deliver.Clip(endpoint, 512), deliver.Clip(p.User.ID, 512), at.thread(),
-			deliver.Clip(a.Value, maxText), deliver.Clip("click:"+native, 998), meta))
+			deliver.Clip(a.Value, deliver.MaxText), deliver.Clip("click:"+native, deliver.MaxNativeID), meta))
 	}
 	if len(out) == 0 {
 		return nil, why
@@ -490,5 +469,5 @@ func reactionIngress(integration string, cb *callback, ev *event) (*envelope.Ing
 		native = team + ":" + native
 	}
 	thread := ev.Item.Channel + ":" + ev.Item.TS
-	return envelope.NewIngress(integration, "slack", deliver.Clip(endpoint, 512), deliver.Clip(ev.User, 512), thread, ":"+ev.Reaction+":", deliver.Clip(native, 998), meta), ""
+	return envelope.NewIngress(integration, "slack", deliver.Clip(endpoint, 512), deliver.Clip(ev.User, 512), thread, ":"+ev.Reaction+":", deliver.Clip(native, deliver.MaxNativeID), meta), ""
 }

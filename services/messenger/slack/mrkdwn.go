@@ -2,7 +2,6 @@ package slack
 
 import (
 	"strings"
-	"unicode/utf16"
 
 	"github.com/heraldhq/herald/pkg/markdown"
 )
@@ -41,7 +40,9 @@ func chunks(md string) []chunk {
 		fits := true
 		for _, h := range markdown.TelegramChunks(md, limit) {
 			nodes := markdown.ParseHTML(h)
-			c := chunk{text: mrkdwn(nodes), fallback: plain(nodes)}
+			// The fallback keeps Slack's escapes, which Slack undoes
+			// when it shows the text.
+			c := chunk{text: mrkdwn(nodes), fallback: markdown.NodesText(nodes)}
 			if strings.TrimSpace(c.text) == "" {
 				continue
 			}
@@ -87,9 +88,9 @@ func mrkdwnNode(n *markdown.Node) string {
 	switch n.Tag {
 	case "":
 		// No text may open a code block.
-		return breakRuns(n.Text)
+		return markdown.BreakBackticks(n.Text)
 	case "b", "i", "s":
-		return wrapLines(mrkdwn(n.Kids), markers[n.Tag])
+		return markdown.WrapLines(mrkdwn(n.Kids), markers[n.Tag])
 	case "code":
 		return code(textOf(n))
 	case "pre":
@@ -100,22 +101,6 @@ func mrkdwnNode(n *markdown.Node) string {
 		return quote(mrkdwn(n.Kids))
 	}
 	return mrkdwn(n.Kids)
-}
-
-// wrapLines puts marker around the text of each line of s: Slack's
-// formatting ends at a line break, and a marker next to a space is shown as
-// a plain character, so spaces stay outside and blank lines stay bare.
-func wrapLines(s, marker string) string {
-	lines := strings.Split(s, "\n")
-	for i, line := range lines {
-		core := strings.TrimSpace(line)
-		if core == "" {
-			continue
-		}
-		start := strings.Index(line, core)
-		lines[i] = line[:start] + marker + core + marker + line[start+len(core):]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // code is an inline code span. mrkdwn has no escape for a backtick inside
@@ -131,27 +116,17 @@ func code(s string) string {
 // fence is a code block. Three backticks inside would end it, so runs of
 // backticks are broken up.
 func fence(s string) string {
-	s = strings.TrimRight(breakRuns(s), "\n")
+	s = strings.TrimRight(markdown.BreakBackticks(s), "\n")
 	if strings.TrimSpace(s) == "" {
 		return ""
 	}
 	return "```\n" + s + "\n```"
 }
 
-// breakRuns puts a zero-width space between backticks that follow each
-// other, so that no "```" opens or closes a code block: mrkdwn has no
-// escape for it.
-func breakRuns(s string) string {
-	for strings.Contains(s, "``") {
-		s = strings.ReplaceAll(s, "``", "`\u200b`")
-	}
-	return s
-}
-
 // link is <url|text>, or <url> when the text is the address. The text is
 // plain: Slack shows no formatting inside a link's label.
 func link(n *markdown.Node) string {
-	text := strings.ReplaceAll(plain(n.Kids), "\n", " ")
+	text := strings.ReplaceAll(markdown.NodesText(n.Kids), "\n", " ")
 	if n.Attr == "" {
 		return text
 	}
@@ -184,27 +159,7 @@ func quote(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// plain writes nodes as text without formatting, for notifications; it
-// keeps Slack's escapes, which Slack undoes when it shows the text.
-func plain(nodes []*markdown.Node) string {
-	var b strings.Builder
-	for _, n := range nodes {
-		if n.Tag == "" {
-			b.WriteString(n.Text)
-			continue
-		}
-		b.WriteString(plain(n.Kids))
-	}
-	return b.String()
-}
-
 // textOf is the text inside n, without tags.
-func textOf(n *markdown.Node) string { return plain(n.Kids) }
+func textOf(n *markdown.Node) string { return markdown.NodesText(n.Kids) }
 
-func utf16Len(s string) int {
-	n := 0
-	for _, r := range s {
-		n += utf16.RuneLen(r)
-	}
-	return n
-}
+func utf16Len(s string) int { return markdown.UTF16Len(s) }

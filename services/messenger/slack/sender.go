@@ -116,15 +116,9 @@ type sender struct {
 // token (token_env or token_file) and checks api_url without calling Slack,
 // so a fleet starts even while Slack is unreachable.
 func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
-	log := env.Log()
-	getenv := env.Lookup()
-	c, err := config.CheckedSettings[*Config](&in)
+	c, token, err := deliver.BotToken("slack", &in, env, func(c *Config) (string, string) { return c.TokenEnv, c.TokenFile })
 	if err != nil {
 		return nil, err
-	}
-	token, err := config.Secret(getenv, c.TokenEnv, c.TokenFile)
-	if err != nil {
-		return nil, fmt.Errorf("slack integration %q: bot token: %w", in.ID, err)
 	}
 	if !strings.HasPrefix(token, "xox") || strings.IndexFunc(token, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
 		return nil, fmt.Errorf("%w: slack integration %q: the token from %s is not a Slack token; copy the Bot User OAuth Token (xoxb-…) whole from OAuth & Permissions",
@@ -139,7 +133,7 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 		apiURL:         strings.TrimRight(apiURL, "/") + "/",
 		client:         deliver.NewClient(env.Timeout(requestTimeout)),
 		defaultChannel: defaultChannel,
-		log:            log.With("channel", "slack:"+in.ID),
+		log:            env.Log().With("channel", "slack:"+in.ID),
 	}
 	s.caller = deliver.Caller{Client: s.client, Secrets: s.secrets}
 	if s.limit, err = ratelimit.ForIntegration(env.JS, "slack."+in.ID, DefaultLimits(), in.RateLimitOut); err != nil {
@@ -234,8 +228,8 @@ type postMessage struct {
 // post delivers the message as chunks, skipping those an earlier attempt
 // sent; in a reply every chunk goes into the thread.
 func (s *sender) post(ctx context.Context, d deliver.Delivery, channel, threadTS string) (deliver.Receipt, error) {
-	if strings.TrimSpace(d.Message) == "" {
-		return deliver.Receipt{}, fmt.Errorf("%w: the message is empty; %s needs text to send", envelope.ErrValidation, intentName(d.Intent))
+	if err := d.NeedsText(); err != nil {
+		return deliver.Receipt{}, err
 	}
 	parts := chunks(d.Message)
 	if len(parts) == 0 {
@@ -245,8 +239,7 @@ func (s *sender) post(ctx context.Context, d deliver.Delivery, channel, threadTS
 	if err != nil {
 		return deliver.Receipt{}, err
 	}
-	ids := append([]string(nil), d.Done...)
-	for i := len(d.Done); i < len(parts); i++ {
+	return d.SendChunks(len(parts), func() error { return s.wait(ctx, channel) }, func(i int) (string, error) {
 		last := i == len(parts)-1
 		var b *block
 		if last {
@@ -254,31 +247,15 @@ func (s *sender) post(ctx context.Context, d deliver.Delivery, channel, threadTS
 		}
 		m := layout(d, parts[i], i == 0, last, b)
 		msg := postMessage{Channel: channel, Text: m.text, Attachments: m.attachments, Blocks: m.blocks, ThreadTS: threadTS}
-		if err := s.wait(ctx, channel); err != nil {
-			return deliver.Receipt{MessageIDs: ids}, err
-		}
-		if err := d.Calling(); err != nil {
-			return deliver.Receipt{MessageIDs: ids}, err
-		}
 		ans, err := s.do(ctx, "chat.postMessage", channel, msg)
 		if err == nil && (ans.Channel == "" || ans.TS == "") {
 			err = fmt.Errorf("%w: Slack accepted chat.postMessage to %s but named no channel or ts; check that api_url %s is the Web API", envelope.ErrTargetUnavailable, channel, s.apiURL)
 		}
 		if err != nil {
-			if len(parts) > 1 {
-				err = fmt.Errorf("chunk %d of %d: %w", i+1, len(parts), err)
-			}
-			return deliver.Receipt{MessageIDs: ids}, err
+			return "", err
 		}
-		id := ans.Channel + ":" + ans.TS
-		ids = append(ids, id)
-		if d.Sent != nil {
-			if err := d.Sent(id); err != nil {
-				return deliver.Receipt{MessageIDs: ids}, fmt.Errorf("recording chunk %d of %d as sent (message %s): %w", i+1, len(parts), id, err)
-			}
-		}
-	}
-	return deliver.Receipt{MessageIDs: ids}, nil
+		return ans.Channel + ":" + ans.TS, nil
+	})
 }
 
 // message is one chunk as Slack is given it: the text, attachments and
@@ -382,12 +359,7 @@ func (s *sender) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt,
 	if _, err := s.do(ctx, "chat.update", "", msg); err != nil {
 		return deliver.Receipt{}, err
 	}
-	if d.Sent != nil {
-		if err := d.Sent(id); err != nil {
-			return deliver.Receipt{MessageIDs: []string{id}}, fmt.Errorf("recording the edit of message %s: %w", id, err)
-		}
-	}
-	return deliver.Receipt{MessageIDs: []string{id}}, nil
+	return d.SentOne(id, "the edit of message")
 }
 
 // colorOf is the attachment colour of an urgency.
@@ -418,13 +390,6 @@ var slackEscapes = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
 // mentions.
 func slackEscape(s string) string { return slackEscapes.Replace(s) }
 
-func intentName(intent string) string {
-	if intent == "" {
-		return envelope.IntentSend
-	}
-	return intent
-}
-
 // reactionsAdd is reactions.add's body.
 type reactionsAdd struct {
 	Channel   string `json:"channel"`
@@ -435,10 +400,7 @@ type reactionsAdd struct {
 // react adds the delivery's emoji as the app's reaction to the thread's
 // message.
 func (s *sender) react(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
-	if strings.TrimSpace(d.Thread) == "" {
-		return deliver.Receipt{}, fmt.Errorf("%w: react needs request_context.source_thread_identity, the message to react to, as received with it", envelope.ErrValidation)
-	}
-	th, err := parseThread(d.Thread)
+	th, err := deliver.ReactTarget(&d, parseThread)
 	if err != nil {
 		return deliver.Receipt{}, err
 	}
@@ -459,13 +421,7 @@ func (s *sender) react(ctx context.Context, d deliver.Delivery) (deliver.Receipt
 	if _, err := s.do(ctx, "reactions.add", "", reactionsAdd{Channel: th.channel, Timestamp: th.ts, Name: name}); err != nil {
 		return deliver.Receipt{}, err
 	}
-	id := th.channel + ":" + th.ts
-	if d.Sent != nil {
-		if err := d.Sent(id); err != nil {
-			return deliver.Receipt{MessageIDs: []string{id}}, fmt.Errorf("recording reaction on message %s: %w", id, err)
-		}
-	}
-	return deliver.Receipt{MessageIDs: []string{id}}, nil
+	return d.SentOne(th.channel+":"+th.ts, "reaction on message")
 }
 
 // thread is a Slack source_thread_identity: "<channel>:<ts>" for a message

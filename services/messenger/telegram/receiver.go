@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -16,10 +15,8 @@ import (
 	"github.com/go-telegram/bot/models"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
-	"github.com/heraldhq/herald/pkg/lease"
 	"github.com/heraldhq/herald/pkg/ratelimit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -85,11 +82,7 @@ func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, erro
 		return nil, err
 	}
 	botID, _, _ := strings.Cut(s.token, ":")
-	instance := env.Instance
-	if instance == "" {
-		host, _ := os.Hostname()
-		instance = fmt.Sprintf("%s-%d", host, os.Getpid())
-	}
+	instance := env.Replica()
 	r := &receiver{
 		sender:   s,
 		botID:    botID,
@@ -106,31 +99,17 @@ func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, erro
 // by while another does, until ctx is done.
 func (r *receiver) Receive(ctx context.Context, sink deliver.Sink) error {
 	st := deliver.NewReporter(sink, r.log, "telegram polling", deliver.Status{Integration: r.id, Channel: "telegram", Instance: r.instance})
-	leases, ok := deliver.OpenBucket(ctx, r.js, st, deliver.Backoff{Min: r.timing.retryMin, Max: r.timing.retryMax}, bus.BucketLeases)
-	if !ok {
-		return nil
+	l := deliver.Lease{
+		Key:      "telegram." + r.botID,
+		Instance: r.instance,
+		TTL:      r.timing.lease,
+		Retry:    deliver.Backoff{Min: r.timing.retryMin, Max: r.timing.retryMax},
+		Log:      r.log,
+		Work:     "polls this bot",
+		Name:     "poller",
 	}
-	offsets, ok := deliver.OpenBucket(ctx, r.js, st, deliver.Backoff{Min: r.timing.retryMin, Max: r.timing.retryMax}, bus.BucketChannelState)
-	if !ok {
-		return nil
-	}
-	l := &lease.Lease{
-		KV:     leases,
-		Key:    "telegram." + r.botID,
-		Holder: r.instance,
-		TTL:    r.timing.lease,
-		Logger: r.log,
-		OnStandby: func(holder string) {
-			detail := fmt.Sprintf("messenger %s polls this bot; this one takes over if it stops", holder)
-			if holder == r.instance {
-				detail = "this messenger lost its poller lease; it takes the lease again once the lease expires"
-			}
-			st.Set(deliver.StateStandby, detail)
-		},
-	}
-	return l.Run(ctx, func(ctx context.Context) error {
+	return l.Run(ctx, r.js, st, func(ctx context.Context, offsets jetstream.KeyValue) {
 		r.poll(ctx, sink, offsets, st)
-		return nil
 	})
 }
 

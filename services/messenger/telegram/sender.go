@@ -82,15 +82,9 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 }
 
 func newSender(in config.Integration, env deliver.Env) (*sender, error) {
-	log := env.Log()
-	getenv := env.Lookup()
-	c, err := config.CheckedSettings[*Config](&in)
+	c, token, err := deliver.BotToken("telegram", &in, env, func(c *Config) (string, string) { return c.TokenEnv, c.TokenFile })
 	if err != nil {
 		return nil, err
-	}
-	token, err := config.Secret(getenv, c.TokenEnv, c.TokenFile)
-	if err != nil {
-		return nil, fmt.Errorf("telegram integration %q: bot token: %w", in.ID, err)
 	}
 	if !tokenPattern.MatchString(token) {
 		return nil, fmt.Errorf("%w: telegram integration %q: the bot token from %s is not shaped like <bot id>:<secret>; copy it whole from @BotFather",
@@ -104,7 +98,7 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 		secrets:     deliver.NewScrubber("<token>", token),
 		apiURL:      apiURL,
 		defaultChat: strings.TrimSpace(c.DefaultChat),
-		log:         log.With("channel", "telegram:"+in.ID),
+		log:         env.Log().With("channel", "telegram:"+in.ID),
 	}
 	if s.topics, err = newTopics(in, env); err != nil {
 		return nil, err
@@ -199,10 +193,10 @@ func validChat(chat string) bool {
 // sent; only the first chunk carries reply. Every chunk goes into the
 // butler's forum topic when it has one there (topics.go).
 func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, reply *models.ReplyParameters) (deliver.Receipt, error) {
-	md := d.Message
-	if strings.TrimSpace(md) == "" {
-		return deliver.Receipt{}, fmt.Errorf("%w: the message is empty; %s needs text to send", envelope.ErrValidation, intentName(d.Intent))
+	if err := d.NeedsText(); err != nil {
+		return deliver.Receipt{}, err
 	}
+	md := d.Message
 	if d.Urgency == "high" {
 		md = markUrgent(md)
 	}
@@ -218,8 +212,7 @@ func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, repl
 	if err != nil {
 		return deliver.Receipt{MessageIDs: d.Done}, err
 	}
-	ids := append([]string(nil), d.Done...)
-	for i := len(d.Done); i < len(chunks); i++ {
+	return d.SendChunks(len(chunks), func() error { return s.wait(ctx, chat) }, func(i int) (string, error) {
 		params := &bot.SendMessageParams{
 			ChatID:              chat,
 			Text:                chunks[i],
@@ -234,12 +227,6 @@ func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, repl
 		if i == len(chunks)-1 && buttons != nil {
 			params.ReplyMarkup = buttons
 		}
-		if err := s.wait(ctx, chat); err != nil {
-			return deliver.Receipt{MessageIDs: ids}, err
-		}
-		if err := d.Calling(); err != nil {
-			return deliver.Receipt{MessageIDs: ids}, err
-		}
 		var msg *models.Message
 		err := s.call(ctx, "sendMessage", chat, func(ctx context.Context) (err error) {
 			msg, err = s.bot.SendMessage(ctx, params)
@@ -249,20 +236,10 @@ func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, repl
 			err = s.threadGone(ctx, chat, d.Butler, thread, err)
 		}
 		if err != nil {
-			if len(chunks) > 1 {
-				err = fmt.Errorf("chunk %d of %d: %w", i+1, len(chunks), err)
-			}
-			return deliver.Receipt{MessageIDs: ids}, err
+			return "", err
 		}
-		id := strconv.Itoa(msg.ID)
-		ids = append(ids, id)
-		if d.Sent != nil {
-			if err := d.Sent(id); err != nil {
-				return deliver.Receipt{MessageIDs: ids}, fmt.Errorf("recording chunk %d of %d as sent (message %s): %w", i+1, len(chunks), id, err)
-			}
-		}
-	}
-	return deliver.Receipt{MessageIDs: ids}, nil
+		return strconv.Itoa(msg.ID), nil
+	})
 }
 
 // Edit replaces the text of a message the bot sent to d.Recipient (d.Edit,
@@ -312,12 +289,7 @@ func (s *sender) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt,
 	if err != nil {
 		return deliver.Receipt{}, err
 	}
-	if d.Sent != nil {
-		if err := d.Sent(d.Edit); err != nil {
-			return deliver.Receipt{MessageIDs: []string{d.Edit}}, fmt.Errorf("recording the edit of message %s: %w", d.Edit, err)
-		}
-	}
-	return deliver.Receipt{MessageIDs: []string{d.Edit}}, nil
+	return d.SentOne(d.Edit, "the edit of message")
 }
 
 // blockStart matches a first line that opens a markdown block (heading,
@@ -333,13 +305,6 @@ func markUrgent(md string) string {
 		return strings.TrimSpace(urgentPrefix) + "\n" + md
 	}
 	return urgentPrefix + md
-}
-
-func intentName(intent string) string {
-	if intent == "" {
-		return "send"
-	}
-	return intent
 }
 
 // react sets the delivery's emoji as the bot's reaction to the thread's message.
@@ -379,13 +344,7 @@ func (s *sender) react(ctx context.Context, d deliver.Delivery) (deliver.Receipt
 	if err != nil {
 		return deliver.Receipt{}, err
 	}
-	id := strconv.Itoa(th.messageID)
-	if d.Sent != nil {
-		if err := d.Sent(id); err != nil {
-			return deliver.Receipt{MessageIDs: []string{id}}, fmt.Errorf("recording reaction on message %s: %w", id, err)
-		}
-	}
-	return deliver.Receipt{MessageIDs: []string{id}}, nil
+	return d.SentOne(strconv.Itoa(th.messageID), "reaction on message")
 }
 
 // thread is a Telegram source_thread_identity, "<chat_id>:<message_id>".

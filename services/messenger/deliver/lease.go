@@ -1,0 +1,72 @@
+package deliver
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/lease"
+)
+
+// Replica names this messenger replica in leases and statuses: Instance,
+// or "<host>-<pid>" when the messenger named none.
+func (e Env) Replica() string {
+	if e.Instance != "" {
+		return e.Instance
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// Lease is how a receiver's work that one messenger replica at a time may
+// do (polling a bot, keeping its gateway session) is shared: the replica
+// holding Key in herald_leases does it, the others stand by, saying so in
+// the status, and one takes over within TTL of the holder's end.
+type Lease struct {
+	Key      string
+	Instance string // this replica (Env.Replica)
+	TTL      time.Duration
+	// Retry backs off while a bucket cannot be opened.
+	Retry Backoff
+	Log   *slog.Logger
+	// Work says what the holder does, in a standby's status ("polls this
+	// bot"); Name names the lease to a replica that lost it ("poller").
+	Work, Name string
+}
+
+// Run does work while this replica holds the lease, with the
+// herald_channel_state bucket open for it, and stands by while another
+// does, until ctx is done.
+func (l Lease) Run(ctx context.Context, js jetstream.JetStream, st *Reporter, work func(ctx context.Context, state jetstream.KeyValue)) error {
+	leases, ok := OpenBucket(ctx, js, st, l.Retry, bus.BucketLeases)
+	if !ok {
+		return nil
+	}
+	state, ok := OpenBucket(ctx, js, st, l.Retry, bus.BucketChannelState)
+	if !ok {
+		return nil
+	}
+	held := &lease.Lease{
+		KV:     leases,
+		Key:    l.Key,
+		Holder: l.Instance,
+		TTL:    l.TTL,
+		Logger: l.Log,
+		OnStandby: func(holder string) {
+			detail := fmt.Sprintf("messenger %s %s; this one takes over if it stops", holder, l.Work)
+			if holder == l.Instance {
+				detail = "this messenger lost its " + l.Name + " lease; it takes the lease again once the lease expires"
+			}
+			st.Set(StateStandby, detail)
+		},
+	}
+	return held.Run(ctx, func(ctx context.Context) error {
+		work(ctx, state)
+		return nil
+	})
+}
