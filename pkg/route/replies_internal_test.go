@@ -63,15 +63,19 @@ func TestRepliesOneSubscriptionForEveryRequest(t *testing.T) {
 	}
 	wg.Wait()
 
-	// Nobody waits for this one: no responders, as from the server.
-	if _, err := messengerNC.Request(bus.ReplySubject("health", "never-asked"), []byte("late"), bus.AnswerWait); !errors.Is(err, nats.ErrNoResponders) {
-		t.Errorf("answering a request nobody waits for: %v, want nats.ErrNoResponders", err)
-	}
-	// One that waited and left ("queued"): the same.
+	// One that waited and left ("queued"): no responders, as from the
+	// server, at once and again when the switchboard relays it.
 	_, leave := rs.wait("left")
 	leave()
-	if _, err := messengerNC.Request(bus.ReplySubject("health", "left"), []byte("late"), bus.AnswerWait); !errors.Is(err, nats.ErrNoResponders) {
-		t.Errorf("answering a request whose caller left: %v, want nats.ErrNoResponders", err)
+	for range 2 {
+		if _, err := messengerNC.Request(bus.ReplySubject("health", "left"), []byte("late"), bus.AnswerWait); !errors.Is(err, nats.ErrNoResponders) {
+			t.Errorf("answering a request whose caller left: %v, want nats.ErrNoResponders", err)
+		}
+	}
+	// A request this process never made is another's to confirm: left
+	// alone, so the answerer waits, then stores the outcome.
+	if _, err := messengerNC.Request(bus.ReplySubject("health", "never-asked"), []byte("late"), bus.AnswerWait); !errors.Is(err, nats.ErrTimeout) {
+		t.Errorf("answering a request this process never made: %v, want nats.ErrTimeout", err)
 	}
 	// An answer that came as its Send gave up, never taken: the answerer
 	// hears nobody took it, not a confirmation.
@@ -85,5 +89,46 @@ func TestRepliesOneSubscriptionForEveryRequest(t *testing.T) {
 	leave()
 	if err := <-got; !errors.Is(err, nats.ErrNoResponders) {
 		t.Errorf("an answer its Send did not take: %v, want nats.ErrNoResponders", err)
+	}
+}
+
+// Two processes of one butler (two Claude Code sessions, each with its
+// stdio butler) each see every answer; each answer is confirmed by the
+// process whose Send waits for it, never refused by the other.
+func TestRepliesTwoProcessesOfOneButler(t *testing.T) {
+	srv := bustest.RunServer(t)
+	ncA, _ := srv.Connect()
+	ncB, _ := srv.Connect()
+	messengerNC, _ := srv.Connect()
+	a, err := (&Client{NC: ncA}).repliesFor("health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := (&Client{NC: ncB}).repliesFor("health"); err != nil {
+		t.Fatal(err)
+	}
+	for _, nc := range []*nats.Conn{ncA, ncB} {
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 20 {
+		id := fmt.Sprintf("a-%d", i)
+		answers, leave := a.wait(id)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			defer leave()
+			select {
+			case m := <-answers:
+				_ = m.Respond(nil)
+			case <-time.After(2 * bus.AnswerWait):
+				t.Errorf("process A waiting for %s: no answer", id)
+			}
+		}()
+		if _, err := messengerNC.Request(bus.ReplySubject("health", id), []byte("answer"), bus.AnswerWait); err != nil {
+			t.Errorf("answering process A's %s with process B listening too: %v, want it confirmed", id, err)
+		}
+		<-done
 	}
 }
