@@ -78,6 +78,7 @@ func startCluster(b *testing.B, n int) *cluster {
 		b.Fatal(err)
 	}
 	c := &cluster{b: b}
+	var logs []*testkit.Buffer // each node's output, for when it does not come up
 	routes := make([]string, n)
 	clients := make([]string, n)
 	for i := range n {
@@ -103,6 +104,7 @@ cluster {
 		cmd := exec.Command(bin, "-c", file)
 		cmd.Env = shellEnv()
 		log := &testkit.Buffer{}
+		logs = append(logs, log)
 		cmd.Stdout, cmd.Stderr = log, log
 		if err := cmd.Start(); err != nil {
 			b.Fatal(err)
@@ -120,7 +122,12 @@ cluster {
 		})
 	}
 	if err := c.ready(30 * time.Second); err != nil {
-		b.Fatalf("a %d-node NATS cluster did not come up: %v", n, err)
+		var out strings.Builder
+		for i, l := range logs {
+			lines := l.Lines()
+			fmt.Fprintf(&out, "\nnode %d's last lines:\n%s", i+1, strings.Join(lines[max(0, len(lines)-10):], "\n"))
+		}
+		b.Fatalf("a %d-node NATS cluster did not come up: %v%s", n, err, out.String())
 	}
 	return c
 }
