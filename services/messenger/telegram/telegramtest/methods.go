@@ -329,6 +329,18 @@ const ConflictDescription = "Conflict: terminated by other getUpdates request; m
 // cannot hold a test; the real server holds up to 50 seconds.
 const maxPoll = 50 * time.Second
 
+// startPollLocked makes a long poll the bot's one: a new one ends the
+// pending one with 409, as Telegram does when two clients poll one token.
+// It runs before the call is recorded pending, so that a test that sees a
+// poll pending knows a later one ends it.
+func (s *Server) startPollLocked(bot *botState) chan struct{} {
+	if bot.poll != nil {
+		close(bot.poll)
+	}
+	bot.poll = make(chan struct{})
+	return bot.poll
+}
+
 func getUpdates(s *Server, req *request) (any, error) {
 	p := req.params
 	offset, _ := strconv.ParseInt(p["offset"], 10, 64)
@@ -341,15 +353,7 @@ func getUpdates(s *Server, req *request) (any, error) {
 	deadline := time.NewTimer(wait)
 	defer deadline.Stop()
 
-	// One long poll per bot: a new one ends the pending one with 409, as
-	// Telegram does when two clients poll one token.
-	s.mu.Lock()
-	if req.bot.poll != nil {
-		close(req.bot.poll)
-	}
-	mine := make(chan struct{})
-	req.bot.poll = mine
-	s.mu.Unlock()
+	mine := req.poll
 	defer func() {
 		s.mu.Lock()
 		if req.bot.poll == mine {

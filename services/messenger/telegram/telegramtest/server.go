@@ -622,6 +622,7 @@ type request struct {
 	bot    *botState
 	params map[string]string
 	call   *Call
+	poll   chan struct{} // a long poll's: closed when another one starts
 }
 
 // method handles one Bot API method: it returns the result or an *apiError.
@@ -712,6 +713,7 @@ func (s *Server) handleLocked(m method, req *request) (result any, i int, err er
 		result, err = m.handle(s, req)
 		return result, s.recordLocked(*req.call, err), err
 	}
+	req.poll = s.startPollLocked(req.bot) // the one unlocked method is getUpdates
 	req.call.Pending = true
 	i = s.recordLocked(*req.call, nil)
 	s.mu.Unlock()
