@@ -37,6 +37,7 @@ import (
 //	ack.<request_id>                            a note's state (ackNote)
 //	ackreq.<request_id>                         a copy on its way: its note and chat
 //	ackmsg.<integration>.<chat>.<message_id>    a sent copy: its note
+//	ackwait.<integration>.<chat>                copies on their way to a chat (pendingCopies)
 //	acklink.<token>                             a mailed copy's acknowledge link
 const (
 	ackData   = "ack:"
@@ -44,6 +45,12 @@ const (
 	// ackKeep is how long a note's record stays after it was acknowledged
 	// or its chain ended, so a late tap is answered with what happened.
 	ackKeep = 7 * 24 * time.Hour
+	// ackCopyWait is how long a reply to a message nobody knows waits for
+	// the copies still on their way to its chat (awaitCopy); a copy
+	// handed on longer than ackPendingKeep ago is waited for no more.
+	ackCopyWait    = 5 * time.Second
+	ackCopyPoll    = 100 * time.Millisecond
+	ackPendingKeep = 10 * time.Minute
 )
 
 // Reasons of the audit records of attention.
@@ -108,6 +115,9 @@ func ackReqKey(requestID string) string { return "ackreq." + requestID }
 func ackMsgKey(integration, chat, msg string) string {
 	return "ackmsg." + integration + "." + kvToken(chat) + "." + kvToken(msg)
 }
+func ackWaitKey(integration, chat string) string {
+	return "ackwait." + integration + "." + kvToken(chat)
+}
 
 // offerAck makes a notify with ack_within one that must be seen: its
 // record, its "Got it" button (or the line asking for a reply), and the
@@ -154,6 +164,9 @@ func (s *Switchboard) offerAck(ctx context.Context, butler, key string, in *conf
 		return false, err
 	}
 	if err := s.putJSON(ctx, ackReqKey(requestID), c); err != nil {
+		return false, err
+	}
+	if err := s.copyOnItsWay(ctx, c, true); err != nil {
 		return false, err
 	}
 	return true, nil
@@ -238,18 +251,29 @@ func chatOf(in *config.Integration, n *envelope.Notify) string {
 
 // ackSent records a copy of a note as sent (so a reply to it acknowledges
 // the note), and edits it at once if the note was acknowledged meanwhile.
+// Sent or not, the copy is no longer on its way (copyOnItsWay): it is
+// recorded first, so a reply waiting for it (awaitCopy) finds it.
 func (s *Switchboard) ackSent(ctx context.Context, requestID string, nr *envelope.NotifyResponse) error {
 	var c ackCopy
-	if found, err := s.sentRecord(ctx, nr, ackReqKey(requestID), &c); err != nil || !found {
+	if found, err := s.getJSON(ctx, ackReqKey(requestID), &c); err != nil || !found || c.Note == "" {
 		return err
+	}
+	if err := s.recordCopy(ctx, requestID, c, nr); err != nil {
+		return err
+	}
+	return s.copyOnItsWay(ctx, c, false)
+}
+
+// recordCopy records copy c of a note as the message nr says it was sent
+// as, if it was sent.
+func (s *Switchboard) recordCopy(ctx context.Context, requestID string, c ackCopy, nr *envelope.NotifyResponse) error {
+	if nr == nil || nr.Status != envelope.StatusOK || nr.Delivery == nil {
+		return nil
 	}
 	for i := len(nr.Delivery.MessageIDs) - 1; i >= 0 && c.MessageID == ""; i-- {
 		c.MessageID = nr.Delivery.MessageIDs[i]
 	}
 	if c.MessageID == "" {
-		return nil
-	}
-	if c.Note == "" {
 		return nil
 	}
 	_, integration, _ := strings.Cut(c.Channel, ":")
@@ -267,6 +291,72 @@ func (s *Switchboard) ackSent(ctx context.Context, requestID string, nr *envelop
 		return err
 	}
 	return s.editNoteCopy(ctx, n, c)
+}
+
+// pendingCopies are the copies of notes handed to the messenger for one
+// chat whose outcome has not come back: by request id, when handed on.
+//
+// A reply can come before its copy's outcome: a quick human, or a mail
+// server that confirms a mail after its reader has it. Such a reply names
+// a message nobody knows yet; while copies to its chat are on their way it
+// waits for them (awaitCopy) rather than pass for a plain reply, and the
+// acknowledgement it is is not lost.
+type pendingCopies map[string]time.Time
+
+// copyOnItsWay adds copy c to its chat's pendingCopies (on) or takes it
+// out, by compare-and-set; entries older than ackPendingKeep are dropped.
+func (s *Switchboard) copyOnItsWay(ctx context.Context, c ackCopy, on bool) error {
+	_, integration, _ := strings.Cut(c.Channel, ":")
+	key := ackWaitKey(integration, c.Chat)
+	var err error
+	for range 10 {
+		p, rev, gerr := s.pending(ctx, key)
+		if gerr != nil {
+			return gerr
+		}
+		if _, ok := p[c.RequestID]; ok == on {
+			return nil
+		}
+		if on {
+			p[c.RequestID] = time.Now()
+		} else {
+			delete(p, c.RequestID)
+		}
+		switch b, _ := json.Marshal(p); {
+		case len(p) == 0:
+			err = s.sessionsKV.Delete(ctx, key, jetstream.LastRevision(rev))
+		case rev == 0:
+			_, err = s.sessionsKV.Create(ctx, key, b)
+		default:
+			_, err = s.sessionsKV.Update(ctx, key, b, rev)
+		}
+		if err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: recording the copies on their way to a chat: %w", envelope.ErrTargetUnavailable, err)
+}
+
+// pending reads the pendingCopies under key, without the stale ones, and
+// the revision to change them at (0: none).
+func (s *Switchboard) pending(ctx context.Context, key string) (pendingCopies, uint64, error) {
+	p := pendingCopies{}
+	e, err := s.sessionsKV.Get(ctx, key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return p, 0, nil
+	case err != nil:
+		return nil, 0, fmt.Errorf("%w: reading %s: %w", envelope.ErrTargetUnavailable, key, err)
+	}
+	if err := json.Unmarshal(e.Value(), &p); err != nil {
+		return nil, 0, fmt.Errorf("%w: %s: %w", envelope.ErrInternal, key, err)
+	}
+	for id, at := range p {
+		if time.Since(at) > ackPendingKeep {
+			delete(p, id)
+		}
+	}
+	return p, e.Revision(), nil
 }
 
 // changeNote applies change to note id by compare-and-set, retrying on a
@@ -306,16 +396,17 @@ func (s *Switchboard) changeNote(ctx context.Context, id string, change func(*ac
 // the butler as the message it also is).
 func (g *inbound) acknowledged(ctx context.Context, it *config.Integration, in *envelope.Ingress) (bool, error) {
 	chat := recipientOf(it, in)
+	user := in.Meta["user_id"]
+	chats := []string{chat}
+	if user != "" && user != chat {
+		chats = append(chats, user)
+	}
 	if id, ok := strings.CutPrefix(in.Meta["callback_data"], ackData); ok {
-		var n ackNote
-		found, err := g.s.getJSON(ctx, ackKey(id), &n)
+		_, found, err := g.awaitCopy(ctx, it, chats, func() (string, bool, error) { return g.copyOfNote(ctx, it, chats, id) })
 		if err != nil {
 			return true, err
 		}
-		user := in.Meta["user_id"]
-		if !found || !slices.ContainsFunc(n.Copies, func(c ackCopy) bool {
-			return c.Channel == it.Channel() && (c.Chat == chat || user != "" && c.Chat == user)
-		}) {
+		if !found {
 			g.refuse(ctx, in, it.Channel(), audit.Rejected, ReasonVerdictUnknownID)
 			return true, g.tell(ctx, it, in, "Note", "Herald: no note that needs acknowledging was sent to you here; nothing was passed on.")
 		}
@@ -328,11 +419,7 @@ func (g *inbound) acknowledged(ctx context.Context, it *config.Integration, in *
 	if replyTo == "" {
 		return false, nil
 	}
-	var id string
-	found, err := g.s.getJSON(ctx, ackMsgKey(it.ID, chat, replyTo), &id)
-	if err == nil && !found && in.Meta["user_id"] != "" {
-		found, err = g.s.getJSON(ctx, ackMsgKey(it.ID, in.Meta["user_id"], replyTo), &id)
-	}
+	id, found, err := g.awaitCopy(ctx, it, chats, func() (string, bool, error) { return g.noteOfCopy(ctx, it, chats, replyTo) })
 	switch {
 	case err != nil:
 		return true, err
@@ -343,6 +430,57 @@ func (g *inbound) acknowledged(ctx context.Context, it *config.Integration, in *
 		return false, nil
 	}
 	return reaction, g.acknowledge(ctx, it, in, id)
+}
+
+// noteOfCopy is the note whose copy in one of chats is message msg.
+func (g *inbound) noteOfCopy(ctx context.Context, it *config.Integration, chats []string, msg string) (id string, found bool, err error) {
+	for _, chat := range chats {
+		if found, err = g.s.getJSON(ctx, ackMsgKey(it.ID, chat, msg), &id); err != nil || found {
+			return id, found, err
+		}
+	}
+	return "", false, nil
+}
+
+// copyOfNote reports whether note id has a copy in one of chats.
+func (g *inbound) copyOfNote(ctx context.Context, it *config.Integration, chats []string, id string) (string, bool, error) {
+	var n ackNote
+	found, err := g.s.getJSON(ctx, ackKey(id), &n)
+	if err != nil || !found {
+		return "", false, err
+	}
+	return id, slices.ContainsFunc(n.Copies, func(c ackCopy) bool { return c.Channel == it.Channel() && slices.Contains(chats, c.Chat) }), nil
+}
+
+// awaitCopy looks for the note a tap, reply or reaction in one of chats
+// is about (look: noteOfCopy or copyOfNote). While copies of notes are on
+// their way there (pendingCopies) and look finds nothing, it waits for
+// them, up to ackCopyWait: the message may be one of them.
+func (g *inbound) awaitCopy(ctx context.Context, it *config.Integration, chats []string, look func() (string, bool, error)) (string, bool, error) {
+	until := time.Now().Add(ackCopyWait)
+	for {
+		id, found, err := look()
+		if err != nil || found {
+			return id, found, err
+		}
+		waiting := false
+		for _, chat := range chats {
+			p, _, err := g.s.pending(ctx, ackWaitKey(it.ID, chat))
+			if err != nil {
+				return "", false, err
+			}
+			waiting = waiting || len(p) > 0
+		}
+		if !waiting || time.Now().After(until) {
+			// A copy recorded since the first look is no longer on its way.
+			return look()
+		}
+		select {
+		case <-ctx.Done():
+			return "", false, fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, ctx.Err())
+		case <-time.After(ackCopyPoll):
+		}
+	}
 }
 
 // acknowledge records that the sender of in saw note id: once. Every copy
@@ -533,6 +671,9 @@ func (s *Switchboard) sendEscalation(ctx context.Context, n *ackNote, step int) 
 	if err := s.putJSON(ctx, ackReqKey(copyID), c); err != nil {
 		return err
 	}
+	if err := s.copyOnItsWay(ctx, c, true); err != nil {
+		return err
+	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
@@ -540,6 +681,7 @@ func (s *Switchboard) sendEscalation(ctx context.Context, n *ackNote, step int) 
 	h := nats.Header{}
 	h.Set(bus.HeaderRelay, relayAck)
 	if _, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), b, r.IdempotencyKey(), h); err != nil {
+		_ = s.copyOnItsWay(ctx, c, false) // the next try is another copy
 		return fmt.Errorf("%w: escalating note %s: %w", envelope.ErrTargetUnavailable, n.RequestID, err)
 	}
 	s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: n.Butler, Channel: in.Channel(), Intent: envelope.IntentSend, Recipient: d.Recipient, RequestID: copyID, Reason: ReasonEscalated})

@@ -491,10 +491,15 @@ func (s *Switchboard) relay(ctx context.Context, m jetstream.Msg) error {
 				return fmt.Errorf("%w: recording a permission prompt's copy: %w", envelope.ErrTargetUnavailable, err)
 			}
 		}
-		if relaying(m, relayAck) {
-			if err := s.ackSent(ctx, id, nr); err != nil {
-				return err
-			}
+	}
+	if relaying(m, relayAck) {
+		// Sent or not, a note's copy is no longer on its way.
+		var nr *envelope.NotifyResponse
+		if resp.Result != nil {
+			nr = resp.Result.NotifyResponse
+		}
+		if err := s.ackSent(ctx, id, nr); err != nil {
+			return err
 		}
 	}
 	return s.settle(ctx, butler, id, m.Headers().Get(bus.HeaderChannel), resp)
