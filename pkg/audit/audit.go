@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
 	"strings"
@@ -189,17 +190,30 @@ func (w *Writer) flushReady() {
 	}
 }
 
-// Flush publishes everything waiting; a service calls it before it stops.
+// Flush publishes everything waiting and waits, up to FlushWait, for NATS
+// to confirm it; a service calls it before it stops, so its records are
+// stored (or their loss logged) before its connection closes.
 func (w *Writer) Flush() {
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.timer != nil {
 		w.timer.Stop()
 		w.timer = nil
 	}
 	w.publishLocked(w.pending)
 	w.pending = nil
+	w.mu.Unlock()
+	if w.JS == nil {
+		return
+	}
+	select {
+	case <-w.JS.PublishAsyncComplete():
+	case <-time.After(FlushWait):
+		w.failed("", "", fmt.Errorf("NATS confirmed no storing of %d records within %s", w.JS.PublishAsyncPending(), FlushWait))
+	}
 }
+
+// FlushWait bounds Flush's wait for NATS to confirm the records.
+const FlushWait = 5 * time.Second
 
 // publishLocked stores hs in order: each run of one subject as one message
 // (MaxBatch records at most), under the lock so that two flushes cannot
