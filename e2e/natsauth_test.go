@@ -19,6 +19,7 @@ import (
 	"github.com/heraldhq/herald/pkg/approval"
 	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
@@ -92,12 +93,18 @@ func (s *secureNATS) runFleet(cfg *config.Config) {
 			}
 		})
 	}
+	running := make(chan struct{})
 	run("switchboard", func(ctx context.Context) error {
-		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: sbNC, Log: quiet()})
+		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: sbNC, Log: quiet(), Running: func() { close(running) }})
 	})
 	run("messenger", func(ctx context.Context) error {
 		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: mNC, Log: quiet(), Getenv: func(string) string { return "" }})
 	})
+	select {
+	case <-running:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the switchboard did not start under its permissions within 30s")
+	}
 }
 
 // conn connects as user with the connection name its process uses, and
@@ -171,6 +178,10 @@ integrations:
 	if err != nil || resp.Status != "ok" {
 		t.Fatalf("health's notify under its own permissions: %v %+v", err, resp)
 	}
+	_, setupJS, _ := s.conn("setup", natsauth.ConnCLI)
+	if n := bustest.Stored(t, setupJS, bus.StreamRoute); n != 0 {
+		t.Errorf("health's notify was stored in %s (%d): the switchboard did not route it directly under its permissions", bus.StreamRoute, n)
+	}
 	if rec, err := led.Get(ctx, "health", r.IdempotencyKey()); err != nil || rec == nil || !rec.Final() {
 		t.Fatalf("health reads its own ledger record by subject: %+v %v", rec, err)
 	}
@@ -230,6 +241,7 @@ integrations:
 		"$KV." + bus.BucketRequests + "._routed.health.x", // forging a routed message to reply to
 		"$KV." + bus.BucketDeliveries + ".health.x",       // writing its own ledger
 		bus.RouteSubject("finance"),                       // speaking as finance
+		bus.DirectSubject("finance"),                      // the same, straight to the switchboard
 		bus.DeliverSubject("messenger"), bus.IngressSubject("telegram"), bus.InboxSubject("finance"),
 		bus.ResultSubject("finance", "x"), bus.AuditSubject("routed", "telegram"), "herald.dead.x",
 	} {
@@ -252,13 +264,17 @@ integrations:
 	if err == nil {
 		t.Error("health's consumer filtered on finance's inbox was created")
 	}
-	sub, err := hNC.SubscribeSync(bus.ReplySubject("finance", ">"))
-	if err == nil {
-		_ = hNC.Flush()
-		if !refused.of(bus.ReplySubject("finance", ">")) {
-			t.Error("subscribing to finance's replies: not refused")
+	// Neither another butler's answers, nor the notifies on their way to
+	// the switchboard (a butler taking them could answer "routed" and drop them).
+	for _, subject := range []string{bus.ReplySubject("finance", ">"), bus.DirectPrefix + "*"} {
+		sub, err := hNC.QueueSubscribeSync(subject, "switchboard")
+		if err == nil {
+			_ = hNC.Flush()
+			if !refused.of(subject) {
+				t.Errorf("subscribing to %s: not refused", subject)
+			}
+			_ = sub.Unsubscribe()
 		}
-		_ = sub.Unsubscribe()
 	}
 
 	// A control: what health may do is not refused, so the checks above can tell.

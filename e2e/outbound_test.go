@@ -371,6 +371,32 @@ func countText(tg *telegramtest.Server, text string) int {
 	return n
 }
 
+// TestDirectRoute: with a switchboard running, a notify is routed at once
+// and stored once, in HERALD_DELIVER, not first in HERALD_ROUTE; one the
+// switchboard refuses goes through HERALD_ROUTE, and is refused, audited
+// and answered there, once.
+func TestDirectRoute(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	if res := f.notify("health", map[string]any{"message": "straight through"}); res.IsError || countText(f.tg, "straight through") != 1 {
+		t.Fatalf("notify: %s", text(res))
+	}
+	if route, deliver := bustest.Stored(t, f.js, bus.StreamRoute), bustest.Stored(t, f.js, bus.StreamDeliver); route != 0 || deliver != 1 {
+		t.Fatalf("stored %d routes in %s and %d in %s, want 0 and 1", route, bus.StreamRoute, deliver, bus.StreamDeliver)
+	}
+	res := f.notify("health", map[string]any{"message": "to a stranger", "recipient": "666"})
+	if !res.IsError || !strings.Contains(text(res), "forbidden") {
+		t.Fatalf("notify to a recipient not allowed: %s", text(res))
+	}
+	if route := bustest.Stored(t, f.js, bus.StreamRoute); route != 1 {
+		t.Fatalf("stored %d routes in %s, want the refused one", route, bus.StreamRoute)
+	}
+	testkit.Eventually(t, 5*time.Second, func() bool { return len(f.audit("rejected")) > 0 }, "the refusal audited")
+	if recs := f.audit("rejected"); len(recs) != 1 || recs[0]["class"] != "forbidden" {
+		t.Fatalf("audited %v, want one forbidden", recs)
+	}
+}
+
 // TestQueuedWhileSwitchboardDown: the tool says "queued" with the request_id,
 // and the notification is delivered once the switchboard starts.
 func TestQueuedWhileSwitchboardDown(t *testing.T) {

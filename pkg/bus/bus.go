@@ -129,10 +129,30 @@ const AnswerWait = 2 * time.Second
 const (
 	RoutePrefix  = "herald.route."
 	ResultPrefix = "herald.result."
+	// DirectPrefix is the core NATS request a butler makes before it
+	// publishes a route to HERALD_ROUTE: a switchboard that routes it at
+	// once (and so stores it in HERALD_DELIVER) answers DirectRouted in
+	// header HeaderDirect, and the route is not stored twice
+	// (docs/decisions.md, "the direct route").
+	DirectPrefix = "herald.direct."
 )
 
-// Subjects. Request/reply subjects (herald.reply.>) overlap no stream.
+// HeaderDirect is the switchboard's answer to a direct route: DirectRouted
+// when it stored the route for the messenger; anything else (or no answer)
+// sends the butler to HERALD_ROUTE.
+const (
+	HeaderDirect = "Herald-Direct"
+	DirectRouted = "routed"
+)
+
+// DirectWait bounds a butler's wait for a switchboard's answer to a direct
+// route before it publishes the route to HERALD_ROUTE instead.
+const DirectWait = 5 * time.Second
+
+// Subjects. Request/reply subjects (herald.reply.>, herald.direct.>)
+// overlap no stream.
 func RouteSubject(butler string) string    { return RoutePrefix + butler }
+func DirectSubject(butler string) string   { return DirectPrefix + butler }
 func DeliverSubject(target string) string  { return "herald.deliver." + target }
 func InboxSubject(butler string) string    { return "herald.inbox." + butler }
 func IngressSubject(channel string) string { return "herald.ingress." + channel }

@@ -169,7 +169,9 @@ func switchboardUser() User {
 		bucket(bus.BucketHeld, "notes held for quiet hours, and their digests"),
 		probe(bus.ServiceProbeKey(ConnSwitchboard)),
 	)
-	sb.Subscribe = concat(rules("", "_INBOX."+ConnSwitchboard+".>"), Discovery(obs.ServiceSwitchboard), reloads)
+	sb.Subscribe = concat(rules("", "_INBOX."+ConnSwitchboard+".>"),
+		rules("direct routes: a butler's notify routed at once, before it is stored in HERALD_ROUTE", bus.DirectPrefix+"*"),
+		Discovery(obs.ServiceSwitchboard), reloads)
 	sb.AllowResponses, sb.ResponsesWhy = true, answersDiscovery
 	return sb
 }
@@ -271,7 +273,7 @@ func Butler(name string, integrations ...string) User {
 		ResponsesWhy: "Confirms each answer it took, so a caller that left is told by a notice instead; answers discovery and status requests."}
 	own := func(b string) string { return "$JS.API.DIRECT.GET.KV_" + b + ".$KV." + b + "." + name + ".>" }
 	u.Publish = concat(
-		rules("notifies, replies, reactions and prompts, as itself", bus.RouteSubject(name)),
+		rules("notifies, replies, reactions and prompts, as itself", bus.RouteSubject(name), bus.DirectSubject(name)),
 		rules("its own ledger records, read by subject (binding the bucket would list every key)", own(bus.BucketDeliveries)),
 		rules("its inbox: the durable "+bus.ConsumerInbox(name)+", made by herald setup, filtered on its own subject",
 			"$JS.API.CONSUMER.INFO."+bus.StreamInbox+"."+bus.ConsumerInbox(name),

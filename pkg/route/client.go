@@ -1,6 +1,8 @@
 // Package route is how a butler hands a notify to the switchboard and waits
-// for the answer: publish route.v1 on herald.route.<butler> with its
-// idempotency key until JetStream has stored it, wait for the answer on
+// for the answer: ask a switchboard to route route.v1 at once
+// (herald.direct.<butler>, core NATS), else publish it on
+// herald.route.<butler> with its idempotency key until JetStream has stored
+// it; then wait for the answer on
 // herald.reply.<butler>.<request_id> (one subscription per butler serves
 // every request: replies.go), and if JetStream says the publish was a
 // duplicate, answer from the delivery ledger.
@@ -94,12 +96,38 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 	replies, leave := rs.wait(id)
 	defer leave()
 
+	if c.direct(ctx, butler, data) {
+		// Routed and stored: a repeat is answered from the ledger by the
+		// switchboard, as the stream's duplicate would be.
+		return awaitAnswer(ctx, r, replies, nil, keyed)
+	}
 	ack, maybe, err := c.publish(ctx, bus.RouteSubject(butler), data, key)
 	if err != nil {
 		return nil, c.notStored(err, maybe, id, timeout)
 	}
 	fromLedger := c.watchLedger(ctx, ack, butler, key)
 	return awaitAnswer(ctx, r, replies, fromLedger, keyed)
+}
+
+// direct asks a switchboard to route data at once, over core NATS
+// (herald.direct.<butler>), and reports whether one did: then the route is
+// stored for the messenger, and "queued" is true of it as of one in
+// HERALD_ROUTE. No switchboard, a refusal, an error or no answer within
+// bus.DirectWait: Send publishes it to HERALD_ROUTE, where it is retried,
+// refused and audited as ever, and a route that went both ways is still one
+// delivery (the deliver stream's duplicate window, then the ledger).
+func (c *Client) direct(ctx context.Context, butler string, data []byte) bool {
+	if !c.NC.IsConnected() {
+		return false
+	}
+	m := &nats.Msg{Subject: bus.DirectSubject(butler), Data: data, Header: nats.Header{}}
+	if tp := envelope.Traceparent(ctx); tp != "" {
+		m.Header.Set(envelope.HeaderTraceparent, tp)
+	}
+	dctx, cancel := context.WithTimeout(ctx, bus.DirectWait)
+	defer cancel()
+	resp, err := c.NC.RequestMsgWithContext(dctx, m)
+	return err == nil && resp.Header.Get(bus.HeaderDirect) == bus.DirectRouted
 }
 
 // recorded answers a keyed call (n carries an idempotency key) from its

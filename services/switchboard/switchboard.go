@@ -140,6 +140,11 @@ func run(ctx context.Context, o Options, log *slog.Logger, state *obs.State) err
 	defer func() { _ = svc.Stop() }()
 	defer o.Metrics.WatchConsumers(js, consumers...)()
 	o.Health.Add(HealthCheck, obs.All(state.Check, obs.ConsumerCheck(js, consumers...)))
+	direct, err := s.serveDirect(s.laterCtx, o.Concurrency)
+	if err != nil {
+		return fmt.Errorf("answering direct routes: %w", err)
+	}
+	defer func() { _ = direct.Unsubscribe() }()
 	log.InfoContext(ctx, "switchboard running", "butlers", len(o.Config.Butlers), "integrations", len(o.Config.Integrations))
 	g, ctx := errgroup.WithContext(ctx)
 	for _, w := range []*bus.Worker{routes, results, ingress} {
@@ -159,6 +164,9 @@ func run(ctx context.Context, o Options, log *slog.Logger, state *obs.State) err
 		o.Running()
 	}
 	err = g.Wait()
+	// A direct route from now on finds no switchboard here and goes to
+	// the stream at once; those taken are finished.
+	_ = direct.Unsubscribe()
 	s.stopLater()
 	s.later.Wait()
 	return err
@@ -202,15 +210,21 @@ func (s *Switchboard) giveUpResult(_ context.Context, _ jetstream.Msg, cause err
 	s.metrics.DeadLetter(bus.StreamResult)
 }
 
-// route checks one route.v1 and forwards it to the messenger.
+// route checks one route.v1 of HERALD_ROUTE and forwards it to the
+// messenger.
 func (s *Switchboard) route(ctx context.Context, m jetstream.Msg) error {
-	butler := strings.TrimPrefix(m.Subject(), bus.RoutePrefix)
-	r, err := envelope.DecodeRoute(m.Data())
+	return s.routeOne(ctx, strings.TrimPrefix(m.Subject(), bus.RoutePrefix), m.Subject(), m.Data())
+}
+
+// routeOne checks route.v1 raw, published by butler on subject, and
+// forwards it to the messenger.
+func (s *Switchboard) routeOne(ctx context.Context, butler, subject string, raw []byte) error {
+	r, err := envelope.DecodeRoute(raw)
 	if err != nil {
 		return err
 	}
 	ctx = envelope.Traced(ctx, r)
-	if err := s.checkOrigin(m.Subject(), butler, r); err != nil {
+	if err := s.checkOrigin(subject, butler, r); err != nil {
 		return err
 	}
 	n := r.Notify()

@@ -73,6 +73,18 @@ func (s *Server) Connect() (*nats.Conn, jetstream.JetStream) {
 // Msgs is how many messages stream holds now.
 func Msgs(t testing.TB, js jetstream.JetStream, stream string) uint64 {
 	t.Helper()
+	return state(t, js, stream).Msgs
+}
+
+// Stored is how many messages stream ever stored (its last sequence
+// number), taken or not.
+func Stored(t testing.TB, js jetstream.JetStream, stream string) uint64 {
+	t.Helper()
+	return state(t, js, stream).LastSeq
+}
+
+func state(t testing.TB, js jetstream.JetStream, stream string) jetstream.StreamState {
+	t.Helper()
 	s, err := js.Stream(context.Background(), stream)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +93,7 @@ func Msgs(t testing.TB, js jetstream.JetStream, stream string) uint64 {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.State.Msgs
+	return info.State
 }
 
 // Dropped reports whether the audit log holds a drop (kind dropped) for

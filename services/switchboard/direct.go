@@ -1,0 +1,58 @@
+package switchboard
+
+import (
+	"context"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/envelope"
+)
+
+// The direct route (docs/decisions.md): a butler asks a switchboard over
+// core NATS (herald.direct.<butler>) before it publishes a route to
+// HERALD_ROUTE. A switchboard that routes it (stores it in HERALD_DELIVER,
+// or holds it for quiet hours) answers bus.DirectRouted, and the route is
+// stored once instead of twice. Anything else it answers, an error
+// included, sends the butler to HERALD_ROUTE, where the route is retried,
+// refused and audited as ever; a route that went both ways is one delivery.
+
+// serveDirect answers direct routes with up to concurrency at once until
+// ctx ends; the switchboards share them (one queue group).
+func (s *Switchboard) serveDirect(ctx context.Context, concurrency int) (*nats.Subscription, error) {
+	work := make(chan *nats.Msg)
+	for range max(concurrency, 1) {
+		s.later.Go(func() {
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case m := <-work:
+					s.direct(ctx, m)
+				}
+			}
+		})
+	}
+	return s.nc.QueueSubscribe(bus.DirectPrefix+"*", "switchboard", func(m *nats.Msg) {
+		select {
+		case work <- m:
+		case <-ctx.Done():
+			// Stopping: no answer sends the butler to the stream.
+		}
+	})
+}
+
+// direct routes one direct route and answers whether it did.
+func (s *Switchboard) direct(ctx context.Context, m *nats.Msg) {
+	ctx = envelope.WithTraceparent(ctx, m.Header.Get(envelope.HeaderTraceparent))
+	butler := strings.TrimPrefix(m.Subject, bus.DirectPrefix)
+	answer := &nats.Msg{Header: nats.Header{}}
+	if err := s.routeOne(ctx, butler, m.Subject, m.Data); err != nil {
+		s.log.DebugContext(ctx, "a direct route was not taken; the butler publishes it to HERALD_ROUTE", "butler", butler, "err", err)
+		answer.Header.Set(bus.HeaderDirect, "stream")
+	} else {
+		answer.Header.Set(bus.HeaderDirect, bus.DirectRouted)
+	}
+	_ = m.RespondMsg(answer)
+}
