@@ -18,11 +18,15 @@ import (
 // included, sends the butler to HERALD_ROUTE, where the route is retried,
 // refused and audited as ever; a route that went both ways is one delivery.
 
-// serveDirect answers direct routes with up to concurrency at once until
-// ctx ends; the switchboards share them (one queue group).
+// serveDirect answers direct routes with up to concurrency at once (0:
+// bus.DefaultConcurrency, as HERALD_ROUTE's worker) until ctx ends; the
+// switchboards share them (one queue group).
 func (s *Switchboard) serveDirect(ctx context.Context, concurrency int) (*nats.Subscription, error) {
+	if concurrency <= 0 {
+		concurrency = bus.DefaultConcurrency
+	}
 	work := make(chan *nats.Msg)
-	for range max(concurrency, 1) {
+	for range concurrency {
 		s.later.Go(func() {
 			for {
 				select {
