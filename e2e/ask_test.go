@@ -6,6 +6,7 @@ import (
 	"net/smtp"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
+	"github.com/heraldhq/herald/services/messenger/email/smtptest"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
@@ -146,5 +148,39 @@ func TestAskByEmail(t *testing.T) {
 	n := c.Wait(butler.MethodChannel, 1)[0]
 	if m := meta(n); m["kind"] != "answer" || m["question_id"] != qid[1] || m["answer"] != "Hold" {
 		t.Fatalf("the mailed answer arrived as %v", n)
+	}
+}
+
+// TestAskAnsweredBeforeTheServerConfirms: a reply to a mailed question that
+// comes before the mail server has confirmed the question (it holds its 250
+// for a second, so Herald does not know yet which mail the question is)
+// still answers it, and is not passed on as plain chat.
+func TestAskAnsweredBeforeTheServerConfirms(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	c := f.listen("finance")
+	addr := regexp.MustCompile(`\d+\.\d+\.\d+\.\d+:\d+`).FindString(f.statusDetail("mail"))
+	replied := make(chan error, 1)
+	var once sync.Once
+	f.smtp.OnAccept(func(m smtptest.Message) {
+		once.Do(func() {
+			reply := "Authentication-Results: mx.example.com; dmarc=pass header.from=example.com\r\nFrom: Alice <alice@example.com>\r\nTo: herald@example.com\r\n" +
+				"Subject: Re: " + m.Subject() + "\r\nMessage-ID: <a2@mail.example.com>\r\nIn-Reply-To: " + m.Header.Get("Message-ID") + "\r\nDate: Thu, 26 Nov 2026 10:00:00 +0000\r\n\r\n1\r\n"
+			replied <- smtp.SendMail(addr, nil, "alice@example.com", []string{"herald@example.com"}, []byte(reply))
+			time.Sleep(time.Second)
+		})
+	})
+	t.Cleanup(func() { f.smtp.OnAccept(nil) })
+	res := c.Call("ask", map[string]any{"question": "Renew the domain?", "options": []any{"Renew", "Let it lapse"}, "channel": "email", "recipient": "alice@example.com"})
+	qid := questionIDRE.FindStringSubmatch(text(res))
+	if res.IsError || qid == nil {
+		t.Fatalf("ask: %q", text(res))
+	}
+	if err := <-replied; err != nil {
+		t.Fatal(err)
+	}
+	n := c.Wait(butler.MethodChannel, 1)[0]
+	if m := meta(n); m["kind"] != "answer" || m["question_id"] != qid[1] || m["answer"] != "Renew" {
+		t.Fatalf("the early answer arrived as %v", n)
 	}
 }

@@ -35,7 +35,7 @@ import (
 // second switchboard, escalates nothing twice.
 //
 //	ack.<request_id>                            a note's state (ackNote)
-//	ackreq.<request_id>                         a copy on its way: its note and chat
+//	ackreq.<request_id>                         a copy on its way: its note (none for a question's) and chat
 //	ackmsg.<integration>.<chat>.<message_id>    a sent copy: its note
 //	ackwait.<integration>.<chat>                copies on their way to a chat (pendingCopies)
 //	acklink.<token>                             a mailed copy's acknowledge link
@@ -251,17 +251,31 @@ func chatOf(in *config.Integration, n *envelope.Notify) string {
 
 // ackSent records a copy of a note as sent (so a reply to it acknowledges
 // the note), and edits it at once if the note was acknowledged meanwhile.
-// Sent or not, the copy is no longer on its way (copyOnItsWay): it is
-// recorded first, so a reply waiting for it (awaitCopy) finds it.
+// Sent or not, the copy (of a note, or of a question: no Note) is no longer
+// on its way (copyOnItsWay): it is recorded first (a question's by
+// copySent, which relay runs before), so a reply waiting for it
+// (awaitCopy) finds it.
 func (s *Switchboard) ackSent(ctx context.Context, requestID string, nr *envelope.NotifyResponse) error {
 	var c ackCopy
-	if found, err := s.getJSON(ctx, ackReqKey(requestID), &c); err != nil || !found || c.Note == "" {
+	if found, err := s.getJSON(ctx, ackReqKey(requestID), &c); err != nil || !found {
 		return err
 	}
-	if err := s.recordCopy(ctx, requestID, c, nr); err != nil {
-		return err
+	if c.Note != "" {
+		if err := s.recordCopy(ctx, requestID, c, nr); err != nil {
+			return err
+		}
 	}
 	return s.copyOnItsWay(ctx, c, false)
+}
+
+// awaited records copy c (of a question; no Note) as on its way to its
+// chat, until its outcome comes back (ackSent): a reply to it waits for it
+// as for a note's copy.
+func (s *Switchboard) awaited(ctx context.Context, c ackCopy) error {
+	if err := s.putJSON(ctx, ackReqKey(c.RequestID), c); err != nil {
+		return err
+	}
+	return s.copyOnItsWay(ctx, c, true)
 }
 
 // recordCopy records copy c of a note as the message nr says it was sent
@@ -293,8 +307,9 @@ func (s *Switchboard) recordCopy(ctx context.Context, requestID string, c ackCop
 	return s.editNoteCopy(ctx, n, c)
 }
 
-// pendingCopies are the copies of notes handed to the messenger for one
-// chat whose outcome has not come back: by request id, when handed on.
+// pendingCopies are the copies of notes and questions handed to the
+// messenger for one chat whose outcome has not come back: by request id,
+// when handed on.
 //
 // A reply can come before its copy's outcome: a quick human, or a mail
 // server that confirms a mail after its reader has it. Such a reply names
@@ -395,12 +410,7 @@ func (s *Switchboard) changeNote(ctx context.Context, id string, change func(*ac
 // (done: never chat), or a reply to a copy (acknowledges, and goes on to
 // the butler as the message it also is).
 func (g *inbound) acknowledged(ctx context.Context, it *config.Integration, in *envelope.Ingress) (bool, error) {
-	chat := recipientOf(it, in)
-	user := in.Meta["user_id"]
-	chats := []string{chat}
-	if user != "" && user != chat {
-		chats = append(chats, user)
-	}
+	chats := chatsOf(it, in)
 	if id, ok := strings.CutPrefix(in.Meta["callback_data"], ackData); ok {
 		_, found, err := g.awaitCopy(ctx, it, chats, func() (string, bool, error) { return g.copyOfNote(ctx, it, chats, id) })
 		if err != nil {
@@ -430,6 +440,17 @@ func (g *inbound) acknowledged(ctx context.Context, it *config.Integration, in *
 		return false, nil
 	}
 	return reaction, g.acknowledge(ctx, it, in, id)
+}
+
+// chatsOf is where a copy that in answers may have been sent: its chat,
+// and its sender's own (a Slack message to a person, U…, is answered in
+// their direct chat with the bot, D…).
+func chatsOf(it *config.Integration, in *envelope.Ingress) []string {
+	chat := recipientOf(it, in)
+	if user := in.Meta["user_id"]; user != "" && user != chat {
+		return []string{chat, user}
+	}
+	return []string{chat}
 }
 
 // noteOfCopy is the note whose copy in one of chats is message msg.

@@ -81,6 +81,9 @@ func (s *Switchboard) question(ctx context.Context, butler, requestID, qid strin
 	if err := s.approvals.Offer(ctx, c); err != nil {
 		return false, fmt.Errorf("%w: recording question %s: %w", envelope.ErrTargetUnavailable, qid, err)
 	}
+	if err := s.awaited(ctx, ackCopy{Channel: c.Channel, Chat: chat, RequestID: requestID}); err != nil {
+		return false, err
+	}
 	return true, nil
 }
 
@@ -101,12 +104,21 @@ func (g *inbound) answer(ctx context.Context, it *config.Integration, in *envelo
 		}
 	} else if replyTo := repliedTo(in); replyTo != "" {
 		var err error
-		butler, qid, err = g.repliedToQuestion(ctx, it, in, replyTo)
+		// The copy replied to may still be on its way (attention.go,
+		// pendingCopies).
+		_, found, err := g.awaitCopy(ctx, it, chatsOf(it, in), func() (string, bool, error) {
+			var err error
+			butler, qid, err = g.repliedToQuestion(ctx, it, in, replyTo)
+			if errors.Is(err, approval.ErrUnknown) {
+				return "", false, nil
+			}
+			return qid, err == nil, err
+		})
 		switch {
-		case errors.Is(err, approval.ErrUnknown):
-			return false, nil // a reply to something else
 		case err != nil:
 			return true, fmt.Errorf("%w: reading question of message %s: %w", envelope.ErrTargetUnavailable, replyTo, err)
+		case !found:
+			return false, nil // a reply to something else
 		}
 		text = in.Content.Text
 	} else {

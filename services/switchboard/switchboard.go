@@ -260,7 +260,9 @@ func (s *Switchboard) routeOne(ctx context.Context, butler, subject string, raw 
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
-	ack, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, deliverHeader(args, claimed, prompt, mustSee))
+	// A prompt's or question's outcome, like a note's, ends the wait of a
+	// reply to its copy (ackSent).
+	ack, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, deliverHeader(args, claimed, prompt, mustSee || prompt))
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)
 	}
@@ -303,7 +305,8 @@ func (s *Switchboard) checkAddressee(ctx context.Context, butler string, in *con
 // deliverHeader is the header of a delivery: the caller's arguments digest
 // (args, if any), and what relay has to do with its outcome: record its
 // sent message ids for a claim (claimSent), a prompt's copy
-// (approvals.Sent), a note that must be seen (ackSent).
+// (approvals.Sent), a note that must be seen, and the end of any copy's
+// wait (ackSent).
 func deliverHeader(args string, claimed, prompt, mustSee bool) nats.Header {
 	var relays []string
 	for kind, on := range map[string]bool{relayClaim: claimed, relayPrompt: prompt, relayAck: mustSee} {
