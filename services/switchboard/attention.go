@@ -473,17 +473,16 @@ func (g *inbound) copyOfNote(ctx context.Context, it *config.Integration, chats 
 	return id, slices.ContainsFunc(n.Copies, func(c ackCopy) bool { return c.Channel == it.Channel() && slices.Contains(chats, c.Chat) }), nil
 }
 
-// awaitCopy looks for the note a tap, reply or reaction in one of chats
-// is about (look: noteOfCopy or copyOfNote). While copies of notes are on
-// their way there (pendingCopies) and look finds nothing, it waits for
-// them, up to ackCopyWait: the message may be one of them.
+// awaitCopy looks for the note or question a tap, reply or reaction in
+// one of chats is about (look: noteOfCopy, copyOfNote, a question's copy).
+// While copies are on their way there (pendingCopies) and look finds
+// nothing, it waits for them, up to ackCopyWait: the message may be one of
+// them. It reads the copies on their way before it looks: a copy recorded
+// is taken off the way only after it is recorded, and one the sender saw
+// was on its way before the sender wrote, so none is missed.
 func (g *inbound) awaitCopy(ctx context.Context, it *config.Integration, chats []string, look func() (string, bool, error)) (string, bool, error) {
 	until := time.Now().Add(ackCopyWait)
 	for {
-		id, found, err := look()
-		if err != nil || found {
-			return id, found, err
-		}
 		waiting := false
 		for _, chat := range chats {
 			p, _, err := g.s.pending(ctx, ackWaitKey(it.ID, chat))
@@ -492,9 +491,9 @@ func (g *inbound) awaitCopy(ctx context.Context, it *config.Integration, chats [
 			}
 			waiting = waiting || len(p) > 0
 		}
-		if !waiting || time.Now().After(until) {
-			// A copy recorded since the first look is no longer on its way.
-			return look()
+		id, found, err := look()
+		if err != nil || found || !waiting || time.Now().After(until) {
+			return id, found, err
 		}
 		select {
 		case <-ctx.Done():
