@@ -1,12 +1,15 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -40,13 +43,20 @@ type secureNATS struct {
 
 func runSecureNATS(t *testing.T, cfg *config.Config) *secureNATS {
 	t.Helper()
+	return runSecureNATSWith(t, cfg, natsauth.Render(cfg))
+}
+
+// runSecureNATSWith runs nats-server with the authorization conf (as
+// herald nats-auth prints it) for cfg's users.
+func runSecureNATSWith(t *testing.T, cfg *config.Config, conf []byte) *secureNATS {
+	t.Helper()
 	dir := t.TempDir()
 	base := fmt.Sprintf("listen: 127.0.0.1:-1\njetstream { store_dir: %q }\n", filepath.Join(dir, "js"))
 	if err := os.WriteFile(filepath.Join(dir, "nats.conf"), []byte(base), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "nats-secure.conf")
-	if err := os.WriteFile(path, natsauth.Render(cfg), 0o600); err != nil {
+	if err := os.WriteFile(path, conf, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s := &secureNATS{t: t, pw: map[string]string{}}
@@ -148,6 +158,59 @@ func (r *refusals) of(subject string) bool {
 		}
 		return false
 	})
+}
+
+// TestPermissionsFromBeforeTheDirectRoute: a fleet whose nats-secure.conf
+// was generated before butlers asked the switchboard directly (no
+// herald.direct subjects) still delivers every notify, through
+// HERALD_ROUTE; the butler says once what to run, and does not try the
+// refused subject again for route.DirectPause.
+func TestPermissionsFromBeforeTheDirectRoute(t *testing.T) {
+	cfg, err := config.Parse([]byte(`
+butlers:
+  - { name: health }
+integrations:
+  - { id: health_log, type: log, grants: [health] }
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := regexp.MustCompile(`(?m)^.*"herald\.direct\..*\n`).ReplaceAll(natsauth.Render(cfg), nil)
+	if bytes.Contains(old, []byte("herald.direct")) {
+		t.Fatalf("the configuration of before still names herald.direct:\n%s", old)
+	}
+	s := runSecureNATSWith(t, cfg, old)
+	s.runFleet(cfg)
+	hNC, hJS, refused := s.conn("butler-health", natsauth.ConnButler("health"))
+	var logs testkit.Buffer
+	rc := &route.Client{NC: hNC, JS: hJS, Ledger: ledger.New(bus.NewDirectKV(hJS, bus.BucketDeliveries)), Timeout: 20 * time.Second, Log: slog.New(slog.NewTextHandler(&logs, nil))}
+	for _, msg := range []string{"first after the upgrade", "second after the upgrade"} {
+		resp, err := rc.Send(t.Context(), envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "log", Message: msg}, nil)))
+		if err != nil || resp.Status != "ok" {
+			t.Fatalf("%q under the old permissions: %v %+v", msg, err, resp)
+		}
+	}
+	_, setupJS, _ := s.conn("setup", natsauth.ConnCLI)
+	if n := bustest.Stored(t, setupJS, bus.StreamRoute); n != 2 {
+		t.Errorf("%d notifies stored in %s, want both", n, bus.StreamRoute)
+	}
+	if !refused.of(bus.DirectSubject("health")) {
+		t.Fatal("the old permissions did not refuse the direct subject; the test shows nothing")
+	}
+	tries := 0
+	refused.mu.Lock()
+	for _, e := range refused.errs {
+		if strings.Contains(e, `"`+bus.DirectSubject("health")+`"`) {
+			tries++
+		}
+	}
+	refused.mu.Unlock()
+	if tries != 1 {
+		t.Errorf("the butler tried the refused direct subject %d times, want once (then a pause)", tries)
+	}
+	if got := strings.Count(logs.String(), "run herald nats-auth again"); got != 1 {
+		t.Errorf("the butler said what to run %d times, want once:\n%s", got, logs.String())
+	}
 }
 
 // TestLeastPrivilegeOnNATS runs the fleet on a real nats-server with the

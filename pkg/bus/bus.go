@@ -139,10 +139,14 @@ const (
 
 // HeaderDirect is the switchboard's answer to a direct route: DirectRouted
 // when it stored the route for the messenger; anything else (or no answer)
-// sends the butler to HERALD_ROUTE.
+// sends the butler to HERALD_ROUTE. DirectNotRouted says nothing of it was
+// stored for the messenger; DirectUnsure (and no answer) that it may have
+// been.
 const (
-	HeaderDirect = "Herald-Direct"
-	DirectRouted = "routed"
+	HeaderDirect    = "Herald-Direct"
+	DirectRouted    = "routed"
+	DirectNotRouted = "not-routed"
+	DirectUnsure    = "unsure"
 )
 
 // DirectWait bounds a butler's wait for a switchboard's answer to a direct

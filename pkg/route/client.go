@@ -23,7 +23,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -56,6 +59,13 @@ type Client struct {
 	// Store, if set, counts the routes NATS did not store and says why in
 	// the error when the process's probe finds NATS cannot store.
 	Store *obs.StoreWatch
+	// Log, if set, says when direct routes go unanswered (nil: slog's
+	// default).
+	Log *slog.Logger
+
+	// directOff is when direct routes may be tried again after one went
+	// unanswered (unix nanoseconds; 0: now).
+	directOff atomic.Int64
 
 	mu      sync.Mutex
 	replies map[string]*replies // by butler: one subscription each
@@ -96,14 +106,15 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 	replies, leave := rs.wait(id)
 	defer leave()
 
-	if c.direct(ctx, butler, data) {
+	routed, unsure := c.direct(ctx, butler, data)
+	if routed {
 		// Routed and stored: a repeat is answered from the ledger by the
 		// switchboard, as the stream's duplicate would be.
 		return awaitAnswer(ctx, r, replies, nil, keyed)
 	}
 	ack, maybe, err := c.publish(ctx, bus.RouteSubject(butler), data, key)
 	if err != nil {
-		return nil, c.notStored(err, maybe, id, timeout)
+		return nil, c.notStored(err, maybe || unsure, id, timeout)
 	}
 	fromLedger := c.watchLedger(ctx, ack, butler, key)
 	return awaitAnswer(ctx, r, replies, fromLedger, keyed)
@@ -116,9 +127,13 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 // bus.DirectWait: Send publishes it to HERALD_ROUTE, where it is retried,
 // refused and audited as ever, and a route that went both ways is still one
 // delivery (the deliver stream's duplicate window, then the ledger).
-func (c *Client) direct(ctx context.Context, butler string, data []byte) bool {
-	if !c.NC.IsConnected() {
-		return false
+// unsure reports that, not routed, it may still have been stored for the
+// messenger (a switchboard took it and did not answer, or could not tell):
+// then if HERALD_ROUTE does not take it either, the caller is not told
+// nothing was sent.
+func (c *Client) direct(ctx context.Context, butler string, data []byte) (routed, unsure bool) {
+	if !c.NC.IsConnected() || time.Now().UnixNano() < c.directOff.Load() {
+		return false, false
 	}
 	m := &nats.Msg{Subject: bus.DirectSubject(butler), Data: data, Header: nats.Header{}}
 	if tp := envelope.Traceparent(ctx); tp != "" {
@@ -127,7 +142,38 @@ func (c *Client) direct(ctx context.Context, butler string, data []byte) bool {
 	dctx, cancel := context.WithTimeout(ctx, bus.DirectWait)
 	defer cancel()
 	resp, err := c.NC.RequestMsgWithContext(dctx, m)
-	return err == nil && resp.Header.Get(bus.HeaderDirect) == bus.DirectRouted
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return false, false
+	case err != nil:
+		if ctx.Err() == nil {
+			c.directUnanswered(butler, err)
+		}
+		return false, true
+	case resp.Header.Get(bus.HeaderDirect) == bus.DirectRouted:
+		return true, false
+	}
+	return false, resp.Header.Get(bus.HeaderDirect) != bus.DirectNotRouted
+}
+
+// DirectPause is how long a butler routes through HERALD_ROUTE alone after a
+// direct route went unanswered, so that a NATS that refuses its direct
+// subject (permissions from before it) costs one notify bus.DirectWait a
+// minute, not every notify.
+const DirectPause = time.Minute
+
+// directUnanswered pauses direct routes for DirectPause and says why.
+func (c *Client) directUnanswered(butler string, err error) {
+	c.directOff.Store(time.Now().Add(DirectPause).UnixNano())
+	log := c.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	why := ""
+	if last := c.NC.LastError(); last != nil && strings.Contains(strings.ToLower(last.Error()), "permissions violation") {
+		why = "; NATS refuses it (" + last.Error() + "): permissions generated before Herald routed directly lack " + bus.DirectSubject(butler) + ", so run herald nats-auth again and reload nats-server"
+	}
+	log.Warn("no switchboard answered a direct route in time; notifies go through "+bus.StreamRoute+" alone for "+DirectPause.String()+why, "butler", butler, "err", err)
 }
 
 // recorded answers a keyed call (n carries an idempotency key) from its

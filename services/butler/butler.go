@@ -118,7 +118,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		name:    o.Name,
 		log:     log,
 		nc:      o.NC,
-		client:  &route.Client{NC: o.NC, JS: js, Ledger: led, Timeout: timeout},
+		client:  &route.Client{NC: o.NC, JS: js, Ledger: led, Timeout: timeout, Log: log},
 		metrics: o.Metrics,
 		health:  o.Health,
 		state:   obs.NewState(),

@@ -2,6 +2,7 @@ package switchboard
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/nats-io/nats.go"
@@ -52,11 +53,26 @@ func (s *Switchboard) direct(ctx context.Context, m *nats.Msg) {
 	ctx = envelope.WithTraceparent(ctx, m.Header.Get(envelope.HeaderTraceparent))
 	butler := strings.TrimPrefix(m.Subject, bus.DirectPrefix)
 	answer := &nats.Msg{Header: nats.Header{}}
-	if err := s.routeOne(ctx, butler, m.Subject, m.Data); err != nil {
-		s.log.DebugContext(ctx, "a direct route was not taken; the butler publishes it to HERALD_ROUTE", "butler", butler, "err", err)
-		answer.Header.Set(bus.HeaderDirect, "stream")
-	} else {
+	err := s.routeOne(ctx, butler, m.Subject, m.Data)
+	var unsure *deliverUnsure
+	switch {
+	case err == nil:
 		answer.Header.Set(bus.HeaderDirect, bus.DirectRouted)
+	case errors.As(err, &unsure):
+		answer.Header.Set(bus.HeaderDirect, bus.DirectUnsure)
+	default:
+		answer.Header.Set(bus.HeaderDirect, bus.DirectNotRouted)
+	}
+	if err != nil {
+		s.log.DebugContext(ctx, "a direct route was not taken; the butler publishes it to HERALD_ROUTE", "butler", butler, "err", err)
 	}
 	_ = m.RespondMsg(answer)
 }
+
+// deliverUnsure is a route's publish to HERALD_DELIVER that failed: it may
+// still have been stored (a timeout), so a butler that cannot store the
+// route in HERALD_ROUTE either must not say nothing was sent.
+type deliverUnsure struct{ err error }
+
+func (e *deliverUnsure) Error() string { return e.err.Error() }
+func (e *deliverUnsure) Unwrap() error { return e.err }

@@ -264,7 +264,7 @@ func (s *Switchboard) routeOne(ctx context.Context, butler, subject string, raw 
 	// reply to its copy (ackSent).
 	ack, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, deliverHeader(args, claimed, prompt, mustSee || prompt))
 	if err != nil {
-		return fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)
+		return &deliverUnsure{fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)}
 	}
 	s.routed(ctx, r, butler, key, ack.Duplicate)
 	return nil
