@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -39,13 +40,20 @@ func (s *Switchboard) serveDirect(ctx context.Context, concurrency int) (*nats.S
 			}
 		})
 	}
-	return s.nc.QueueSubscribe(bus.DirectPrefix+"*", "switchboard", func(m *nats.Msg) {
+	sub, err := s.nc.QueueSubscribe(bus.DirectPrefix+"*", "switchboard", func(m *nats.Msg) {
 		select {
 		case work <- m:
 		case <-ctx.Done():
 			// Stopping: no answer sends the butler to the stream.
 		}
 	})
+	if err != nil {
+		return nil, err
+	}
+	// Once running, the server knows the subscription: a butler's next
+	// direct route finds it. (Not connected now, it is sent on reconnect.)
+	_ = s.nc.FlushTimeout(5 * time.Second)
+	return sub, nil
 }
 
 // direct routes one direct route and answers whether it did.
