@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -282,6 +283,31 @@ func TestNotAcceptedIsSaidSo(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), route.ErrQueued.Error()+":") {
 		t.Fatalf("told queued: %v", err)
+	}
+}
+
+// TestTakenUnansweredIsNotNothing: a switchboard took the notify directly
+// and never answered (it may have stored it for the messenger, then died);
+// HERALD_ROUTE cannot take it either. The notify is not said to have sent
+// nothing: it is unconfirmed.
+func TestTakenUnansweredIsNotNothing(t *testing.T) {
+	f := newFleet(t)
+	rc := f.routeClient()
+	rc.Timeout = bus.DirectWait + 3*time.Second
+	taken, err := f.nc.QueueSubscribe(bus.DirectSubject("health"), "switchboard", func(*nats.Msg) {})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = taken.Unsubscribe() }()
+	if err := f.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.js.DeleteStream(t.Context(), bus.StreamRoute); err != nil {
+		t.Fatal(err)
+	}
+	_, err = rc.Send(t.Context(), envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Message: "taken, unanswered"}, nil)))
+	if err == nil || !errors.Is(err, route.ErrUnconfirmed) || strings.Contains(err.Error(), "nothing was sent") {
+		t.Fatalf("error %v, want unconfirmed, never that nothing was sent", err)
 	}
 }
 
