@@ -106,7 +106,7 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 	replies, leave := rs.wait(id)
 	defer leave()
 
-	routed, unsure := c.direct(ctx, butler, data)
+	routed, unsure := c.direct(ctx, butler, data, min(bus.DirectWait, timeout/4))
 	if routed {
 		// Routed and stored: a repeat is answered from the ledger by the
 		// switchboard, as the stream's duplicate would be.
@@ -124,14 +124,16 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 // (herald.direct.<butler>), and reports whether one did: then the route is
 // stored for the messenger, and "queued" is true of it as of one in
 // HERALD_ROUTE. No switchboard, a refusal, an error or no answer within
-// bus.DirectWait: Send publishes it to HERALD_ROUTE, where it is retried,
+// wait (bus.DirectWait, or a quarter of a shorter notify timeout, so that a
+// route not answered is still stored and "queued"): Send publishes it to
+// HERALD_ROUTE, where it is retried,
 // refused and audited as ever, and a route that went both ways is still one
 // delivery (the deliver stream's duplicate window, then the ledger).
 // unsure reports that, not routed, it may still have been stored for the
 // messenger (a switchboard took it and did not answer, or could not tell):
 // then if HERALD_ROUTE does not take it either, the caller is not told
 // nothing was sent.
-func (c *Client) direct(ctx context.Context, butler string, data []byte) (routed, unsure bool) {
+func (c *Client) direct(ctx context.Context, butler string, data []byte, wait time.Duration) (routed, unsure bool) {
 	if !c.NC.IsConnected() || time.Now().UnixNano() < c.directOff.Load() {
 		return false, false
 	}
@@ -139,7 +141,7 @@ func (c *Client) direct(ctx context.Context, butler string, data []byte) (routed
 	if tp := envelope.Traceparent(ctx); tp != "" {
 		m.Header.Set(envelope.HeaderTraceparent, tp)
 	}
-	dctx, cancel := context.WithTimeout(ctx, bus.DirectWait)
+	dctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	resp, err := c.NC.RequestMsgWithContext(dctx, m)
 	switch {
