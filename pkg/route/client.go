@@ -126,9 +126,9 @@ func (c *Client) Send(ctx context.Context, r *envelope.Route) (*envelope.RouteRe
 // HERALD_ROUTE. No switchboard, a refusal, an error or no answer within
 // wait (bus.DirectWait, or a quarter of a shorter notify timeout, so that a
 // route not answered is still stored and "queued"): Send publishes it to
-// HERALD_ROUTE, where it is retried,
-// refused and audited as ever, and a route that went both ways is still one
-// delivery (the deliver stream's duplicate window, then the ledger).
+// HERALD_ROUTE, where it is retried, refused and audited as ever, and a
+// route that went both ways is still one delivery (the deliver stream's
+// duplicate window, then the ledger).
 // unsure reports that, not routed, it may still have been stored for the
 // messenger (a switchboard took it and did not answer, or could not tell):
 // then if HERALD_ROUTE does not take it either, the caller is not told
@@ -148,7 +148,7 @@ func (c *Client) direct(ctx context.Context, butler string, data []byte, wait ti
 	case errors.Is(err, nats.ErrNoResponders):
 		return false, false
 	case err != nil:
-		if ctx.Err() == nil {
+		if ctx.Err() == nil && (errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout)) {
 			c.directUnanswered(butler, err)
 		}
 		return false, true
