@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,6 +100,34 @@ func TestClaimThreadByReply(t *testing.T) {
 	f.tell(alice, "and the next one")
 	if got := finance.Wait(butler.MethodChannel, 2); got[1]["content"] != "and the next one" {
 		t.Fatalf("finance got %v", got)
+	}
+}
+
+// TestClaimByReplyBeforeTheSendIsConfirmed: alice replies to a claim offer
+// at the moment Telegram took it, before Herald has Telegram's answer (the
+// fake holds it for a second): her reply still moves the conversation.
+func TestClaimByReplyBeforeTheSendIsConfirmed(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	health, finance := f.listen("health"), f.listen("finance")
+	var once sync.Once
+	f.tg.OnAccept("sendMessage", func(c telegramtest.Call) {
+		if c.Message == nil || !strings.Contains(c.Params["text"], "Renew the lease?") {
+			return
+		}
+		once.Do(func() {
+			_, _ = f.tg.SendUserMessage(f.tg.Token(), telegramtest.Message{Chat: telegramtest.Chat{ID: alice.ID, Type: "private"}, From: &alice, Text: "renew it",
+				ReplyToMessage: c.Message})
+			time.Sleep(time.Second)
+		})
+	})
+	t.Cleanup(func() { f.tg.OnAccept("sendMessage", nil) })
+	claimOffer(t, f, "Renew the lease?")
+	if got := finance.Wait(butler.MethodChannel, 1); got[0]["content"] != "renew it" {
+		t.Fatalf("finance got %v", got)
+	}
+	if n := health.Notifications(butler.MethodChannel); len(n) != 0 {
+		t.Fatalf("the reply to finance's offer reached health: %v", n)
 	}
 }
 

@@ -268,9 +268,10 @@ func (s *Switchboard) ackSent(ctx context.Context, requestID string, nr *envelop
 	return s.copyOnItsWay(ctx, c, false)
 }
 
-// awaited records copy c (of a question; no Note) as on its way to its
-// chat, until its outcome comes back (ackSent): a reply to it waits for it
-// as for a note's copy.
+// awaited records copy c (of a question or a claim offer; no Note) as on
+// its way to its chat, until its outcome comes back (ackSent, after
+// copySent and claimSent recorded it): a reply to it waits for it as for a
+// note's copy.
 func (s *Switchboard) awaited(ctx context.Context, c ackCopy) error {
 	if err := s.putJSON(ctx, ackReqKey(c.RequestID), c); err != nil {
 		return err
@@ -307,9 +308,10 @@ func (s *Switchboard) recordCopy(ctx context.Context, requestID string, c ackCop
 	return s.editNoteCopy(ctx, n, c)
 }
 
-// pendingCopies are the copies of notes and questions handed to the
-// messenger for one chat whose outcome has not come back: by request id,
-// when handed on.
+// pendingCopies are the copies of notes, questions and claim offers handed
+// to the messenger for one chat whose outcome has not come back: by request
+// id, when handed on. Every reply looks here first (acknowledged, before
+// answer and claimed), so it finds whichever of them it answers.
 //
 // A reply can come before its copy's outcome: a quick human, or a mail
 // server that confirms a mail after its reader has it. Such a reply names

@@ -78,6 +78,10 @@ func (s *Switchboard) offerClaim(ctx context.Context, butler string, in *config.
 	if err := s.putJSON(ctx, claimReqKey(id), c); err != nil {
 		return false, err
 	}
+	// A reply to it may come before its outcome (attention.go, pendingCopies).
+	if err := s.awaited(ctx, ackCopy{Channel: in.Channel(), Chat: chat, RequestID: id}); err != nil {
+		return false, err
+	}
 	n.Delivery.Actions = append(n.Delivery.Actions, envelope.Action{Label: claimButton, Data: claimData + id}, envelope.Action{Label: keepButton, Data: keepData + id})
 	return true, nil
 }

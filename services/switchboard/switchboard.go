@@ -260,9 +260,9 @@ func (s *Switchboard) routeOne(ctx context.Context, butler, subject string, raw 
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
-	// A prompt's or question's outcome, like a note's, ends the wait of a
-	// reply to its copy (ackSent).
-	ack, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, deliverHeader(args, claimed, prompt, mustSee || prompt))
+	// A prompt's, question's or claim's outcome, like a note's, ends the
+	// wait of a reply to its copy (ackSent).
+	ack, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, deliverHeader(args, claimed, prompt, mustSee || prompt || claimed))
 	if err != nil {
 		return &deliverUnsure{fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)}
 	}
