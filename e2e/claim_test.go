@@ -1,12 +1,17 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/butler/butlertest"
@@ -128,6 +133,28 @@ func TestClaimByReplyBeforeTheSendIsConfirmed(t *testing.T) {
 	}
 	if n := health.Notifications(butler.MethodChannel); len(n) != 0 {
 		t.Fatalf("the reply to finance's offer reached health: %v", n)
+	}
+}
+
+// TestRefusedClaimLeavesNothingWaiting: a claim offer the switchboard
+// refuses after it took it as on its way (its ack_within, which a butler's
+// own check would have caught, is out of bounds) leaves nothing for replies
+// in its chat to wait for.
+func TestRefusedClaimLeavesNothingWaiting(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	n := envelope.NewNotify("finance", envelope.Delivery{Channel: "telegram", Message: "Renew?", ClaimThread: true, AckWithin: "10s"}, nil)
+	resp, err := f.routeClient().Send(t.Context(), envelope.NewRoute(n))
+	if err != nil || resp.Error == nil || resp.Error.Class != "validation_error" {
+		t.Fatalf("answer %+v %v, want a validation_error", resp, err)
+	}
+	kv, err := f.js.KeyValue(t.Context(), bus.BucketSessions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := "ackwait.tg_main." + f.cfg.Integration("tg_main").DefaultRecipient()
+	if _, err := kv.Get(t.Context(), key); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		t.Fatalf("the refused offer is still taken as on its way in its chat (%s: %v)", key, err)
 	}
 }
 

@@ -474,6 +474,11 @@ func (s *Switchboard) reject(ctx context.Context, m jetstream.Msg, cause error) 
 	if id == "" || strings.ContainsAny(id, ".*> ") {
 		return
 	}
+	// A copy of it marked on its way (a note's, a question's, a claim
+	// offer's) will not be sent: replies in its chat stop waiting for it.
+	if err := s.ackSent(ctx, id, nil); err != nil {
+		s.log.WarnContext(ctx, "a refused notify's copy is still taken as on its way; replies in its chat wait for it up to 10 minutes", "butler", butler, "request_id", id, "err", err)
+	}
 	if err := s.settle(ctx, butler, id, d.Channel, envelope.Reject(id, cause)); err != nil {
 		s.log.ErrorContext(ctx, "a failed notify's butler could not be told", "butler", butler, "request_id", id, "err", err)
 	}
