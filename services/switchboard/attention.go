@@ -475,8 +475,8 @@ func (g *inbound) copyOfNote(ctx context.Context, it *config.Integration, chats 
 	return id, slices.ContainsFunc(n.Copies, func(c ackCopy) bool { return c.Channel == it.Channel() && slices.Contains(chats, c.Chat) }), nil
 }
 
-// awaitCopy looks for the note or question a tap, reply or reaction in
-// one of chats is about (look: noteOfCopy, copyOfNote, a question's copy).
+// awaitCopy looks for the note a tap, reply or reaction in one of chats is
+// about (look: noteOfCopy or copyOfNote).
 // While copies are on their way there (pendingCopies) and look finds
 // nothing, it waits for them, up to ackCopyWait: the message may be one of
 // them. It reads the copies on their way before it looks: a copy recorded

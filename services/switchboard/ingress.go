@@ -167,6 +167,9 @@ func (g *inbound) handle(ctx context.Context, m jetstream.Msg) error {
 	if done, err := g.verdict(ctx, m, it, in); done || err != nil {
 		return err
 	}
+	// acknowledged waits first for copies still on their way to the chat
+	// (attention.go, pendingCopies), so that answer and claimed find a reply's
+	// question or claim offer without waiting again.
 	if done, err := g.acknowledged(ctx, it, in); done || err != nil {
 		return err
 	}

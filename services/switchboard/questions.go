@@ -103,22 +103,14 @@ func (g *inbound) answer(ctx context.Context, it *config.Integration, in *envelo
 			return true, fmt.Errorf("%w: reading question %s: %w", envelope.ErrTargetUnavailable, qid, err)
 		}
 	} else if replyTo := repliedTo(in); replyTo != "" {
+		// A copy still on its way was waited for already (acknowledged).
 		var err error
-		// The copy replied to may still be on its way (attention.go,
-		// pendingCopies).
-		_, found, err := g.awaitCopy(ctx, it, chatsOf(it, in), func() (string, bool, error) {
-			var err error
-			butler, qid, err = g.repliedToQuestion(ctx, it, in, replyTo)
-			if errors.Is(err, approval.ErrUnknown) {
-				return "", false, nil
-			}
-			return qid, err == nil, err
-		})
+		butler, qid, err = g.repliedToQuestion(ctx, it, in, replyTo)
 		switch {
+		case errors.Is(err, approval.ErrUnknown):
+			return false, nil // a reply to something else
 		case err != nil:
 			return true, fmt.Errorf("%w: reading question of message %s: %w", envelope.ErrTargetUnavailable, replyTo, err)
-		case !found:
-			return false, nil // a reply to something else
 		}
 		text = in.Content.Text
 	} else {
