@@ -76,14 +76,7 @@ func Turn(ctx context.Context, l *Limiter, chat string, group bool, log *slog.Lo
 // turn for chat. With a nil l it only sleeps.
 func Hold(ctx context.Context, l *Limiter, pauseChat, chat string, group bool, until time.Time, log *slog.Logger) error {
 	if l == nil {
-		t := time.NewTimer(time.Until(until))
-		defer t.Stop()
-		select {
-		case <-t.C:
-			return nil
-		case <-ctx.Done():
-			return ctx.Err()
-		}
+		return Sleep(ctx, time.Until(until))
 	}
 	if err := l.Pause(ctx, pauseChat, until); err != nil && !errors.Is(err, ErrNotShared) {
 		return err

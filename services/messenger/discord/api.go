@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/ratelimit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
@@ -250,14 +251,7 @@ func (r *rest) waitBucket(ctx context.Context, key string) error {
 	if !ok {
 		return nil
 	}
-	t := time.NewTimer(until.Sub(r.now()))
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return ratelimit.Sleep(ctx, until.Sub(r.now()))
 }
 
 // firstFieldError is the first message of a 50035 Invalid Form Body's

@@ -22,6 +22,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/ratelimit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
@@ -289,12 +290,8 @@ func (r *Receiver) Receive(ctx context.Context, sink deliver.Sink) error {
 		attempt++
 		r.log.ErrorContext(ctx, "inbound SMTP listener failed", "err", err, "retry_in", wait.String())
 		r.report(sink, deliver.StateError, fmt.Sprintf("%v; trying again in %s", err, wait))
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if ratelimit.Sleep(ctx, wait) != nil {
 			return nil
-		case <-t.C:
 		}
 	}
 }

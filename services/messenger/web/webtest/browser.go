@@ -22,6 +22,7 @@ func Browser(t *testing.T) context.Context {
 	if _, err := os.Stat(ChromiumPath); err != nil {
 		t.Skip("chromium not installed: apt-get install chromium")
 	}
+	dir := t.TempDir()
 	ctx, cancel := chromedp.NewExecAllocator(context.Background(),
 		chromedp.ExecPath(ChromiumPath),
 		chromedp.Flag("headless", true),
@@ -33,7 +34,10 @@ func Browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-background-networking", true),
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(dir),
+		// Chromium puts its singleton socket in TMPDIR, and leaves it
+		// behind: in the test's own directory it goes with the test.
+		chromedp.Env("TMPDIR="+dir),
 		chromedp.WindowSize(900, 900),
 	)
 	t.Cleanup(cancel) // runs before the user data dir is removed: it waits for the browser to exit
