@@ -236,6 +236,46 @@ func TestAttention(t *testing.T) {
 	}
 }
 
+// TestNoteWhoseFirstCopyFails: a note that must be seen whose first copy
+// reaches nobody (Telegram refuses the send outright) does not wait out its
+// ack_within for an acknowledgement nobody can give: it goes on through its
+// chain at once, the escalation saying the first copy could not be
+// delivered (not when it was "first sent"), and the model, told the notify
+// failed, is told too that it went on, so it does not send it twice.
+func TestNoteWhoseFirstCopyFails(t *testing.T) {
+	f := newFleet(t)
+	f.cfg.Integration("tg_main").EscalateTo = []string{"mail"}
+	f.cfg.Integration("mail").Settings.(*email.Config).DefaultTo = "alice@example.com"
+	if err := f.cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	f.start("switchboard", "messenger")
+	c := f.listen("health")
+
+	f.tg.FailNext("sendMessage", 1, http.StatusBadRequest, "Bad Request: chat not found", 0)
+	res := c.Call("notify", map[string]any{"channel": "telegram", "message": "The database is full.", "ack_within": "1h"})
+	if !res.IsError || !strings.Contains(text(res), "not_found") || !strings.Contains(text(res), "at once through email:mail, as an escalation: do not send it again.") {
+		t.Fatalf("the failed note answered %q, want its failure and that it goes on through email:mail", text(res))
+	}
+	var esc smtptest.Message
+	testkit.Eventually(t, 15*time.Second, func() bool {
+		for _, m := range f.smtp.Messages() {
+			if strings.Contains(string(m.Data), "The database is full.") {
+				esc = m
+				return true
+			}
+		}
+		return false
+	}, "the note escalated to email at once, not after its hour")
+	plain, _ := esc.Part("text/plain")
+	if body := string(plain.Body); !strings.Contains(body, "could not be delivered via telegram:tg_main") || strings.Contains(body, "first sent") {
+		t.Fatalf("the escalation does not say the first copy could not be delivered:\n%s", body)
+	}
+	if !strings.Contains(esc.Subject(), "Escalation") {
+		t.Fatalf("the mail is not marked as an escalation: %q", esc.Subject())
+	}
+}
+
 // TestAttentionBySlackReaction: a note that must be seen on Slack has a
 // Got it button; a person's reaction on it acknowledges it (the model is
 // told, the message edited, its button gone), and a reaction on any other

@@ -59,15 +59,24 @@ func benchFloorRows(b *testing.B, t *table) {
 	openLoop(float64(benchRate), time.Second, func(seq int) error { return notify(seq, seq) }) // warm up
 
 	peak := func() uint64 { _, p, _ := procMemory(b, cmd.Process.Pid); return p }
-	res := openLoop(float64(benchRate), benchFor, func(seq int) error { return notify(seq, seq) })
+	// cpu measures the floor's CPU per call and the machine's during run.
+	cpu := func(run func() *result) (*result, string) {
+		cpu0, busy := procCPU(cmd.Process.Pid), coresBusy()
+		res := run()
+		used, cores := procCPU(cmd.Process.Pid)-cpu0, busy()
+		return res, fmt.Sprintf("mcpfloor's CPU: %.0f µs per call; %s", used.Seconds()*1e6/float64(max(res.ok, 1)), cores)
+	}
+	res, use := cpu(func() *result {
+		return openLoop(float64(benchRate), benchFor, func(seq int) error { return notify(seq, seq) })
+	})
 	checkFloor(b, "(n)", res)
 	t.add(row{key: "n", name: fmt.Sprintf("(n) MCP floor: mcp-go alone, notify answered at once, open loop at %s/s", thousands(float64(benchRate))),
 		rate: res.rate(), unit: "notify/s", p50: res.p(50), p99: res.p(99), p999: res.p(99.9), rss: peak(),
-		goal: "what (c) and (d) cannot go below"})
-	res = closedLoop(benchWindow, benchFor, notify)
+		goal: "what (c) and (d) cannot go below", breakdown: use})
+	res, use = cpu(func() *result { return closedLoop(benchWindow, benchFor, notify) })
 	checkFloor(b, "(o)", res)
 	t.add(row{key: "o", name: fmt.Sprintf("(o) MCP floor: mcp-go alone, notify answered at once, %d sessions, closed loop", benchWindow),
-		rate: res.rate(), unit: "notify/s", p50: res.p(50), p99: res.p(99), p999: res.p(99.9), rss: peak(), goal: "the ceiling (f) and (g) are under"})
+		rate: res.rate(), unit: "notify/s", p50: res.p(50), p99: res.p(99), p999: res.p(99.9), rss: peak(), goal: "the ceiling (f) and (g) are under", breakdown: use})
 }
 
 // checkFloor fails the benchmark if a floor call failed: the floor's figures

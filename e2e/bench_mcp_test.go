@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -152,13 +153,13 @@ func (m *mcpRig) delivered(ch, run string, ok int) (int, int) {
 func (m *mcpRig) measure(key, name, run, ch string, d time.Duration, loop func(do func(worker, seq int) error) *result) *result {
 	wait := m.dev.profile(m.t, run, d)
 	var res *result
-	cpu0 := procCPU(m.dev.cmd.Process.Pid)
+	cpu0, busy := procCPU(m.dev.cmd.Process.Pid), coresBusy()
 	w := countWrites(m.b, m.dev.js, func() {
 		res = loop(func(worker, seq int) error {
 			return m.sessions[worker%len(m.sessions)].notify(context.Background(), ch, marker(run, seq)+" "+benchPayload)
 		})
 	})
-	cpu := procCPU(m.dev.cmd.Process.Pid) - cpu0
+	cpu, cores := procCPU(m.dev.cmd.Process.Pid)-cpu0, busy()
 	wait()
 	res.writes = w
 	n, dup := m.delivered(ch, run, res.ok)
@@ -166,8 +167,18 @@ func (m *mcpRig) measure(key, name, run, ch string, d time.Duration, loop func(d
 	_, peak := m.dev.memory()
 	m.t.add(row{key: key, name: name, rate: res.rate(), unit: "notify/s", p50: res.p(50), p99: res.p(99), p999: res.p(99.9),
 		writes: float64(w.total()) / float64(max(res.ok, 1)), lost: lostDup(res, n, dup), rss: peak,
-		breakdown: fmt.Sprintf("%s; herald dev's CPU: %.0f µs per notify", w.perOp(max(res.ok, 1)), cpu.Seconds()*1e6/float64(max(res.ok, 1)))})
+		breakdown: fmt.Sprintf("%s; herald dev's CPU: %.0f µs per notify; %s", w.perOp(max(res.ok, 1)), cpu.Seconds()*1e6/float64(max(res.ok, 1)), cores)})
 	return res
+}
+
+// coresBusy starts measuring how busy the whole machine is; the function it
+// returns says, for the time since, how many of its cores were busy on
+// average (every process: herald, the client, the fakes, NATS).
+func coresBusy() func() string {
+	busy0, t0 := machineBusy(), time.Now()
+	return func() string {
+		return fmt.Sprintf("the machine: %.2f of its %d cores busy", (machineBusy()-busy0).Seconds()/time.Since(t0).Seconds(), runtime.NumCPU())
+	}
 }
 
 // procCPU is the CPU time process pid has used so far (user and system,

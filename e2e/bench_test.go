@@ -693,7 +693,8 @@ func (t *table) print(w0 *os.File) {
 	_ = w.Flush()
 	fmt.Fprintln(w0, "\nwrites/op: stored JetStream messages per request, counted as the growth of every stream's last")
 	fmt.Fprintln(w0, "sequence number (KV buckets are streams KV_<bucket>; a put, delete or purge is one message;")
-	fmt.Fprintln(w0, "a duplicate dropped by Nats-Msg-Id is none; acks are not counted), over the requests answered ok:")
+	fmt.Fprintln(w0, "a duplicate dropped by Nats-Msg-Id is none; acks are not counted), over the requests answered ok;")
+	fmt.Fprintln(w0, "for the MCP rows also the CPU the server process took per call, and how busy the machine was:")
 	for _, r := range t.rows {
 		if r.breakdown != "" {
 			fmt.Fprintf(w0, "  %s\n      %s\n", r.name, r.breakdown)

@@ -88,6 +88,10 @@ type ackNote struct {
 	Chain  []string  `json:"chain,omitempty"`
 	Step   int       `json:"step"`
 	Copies []ackCopy `json:"copies,omitempty"`
+	// Failed is why its first copy reached nobody (its delivery failed and
+	// no message was sent): it went on through its chain at once, and what
+	// is said of it later says so, not when it was first sent.
+	Failed string `json:"failed,omitempty"`
 	// Sent is how many escalations were handed to the messenger.
 	Sent    int    `json:"sent,omitempty"`
 	AckedBy string `json:"acked_by,omitempty"`
@@ -255,17 +259,69 @@ func chatOf(in *config.Integration, n *envelope.Notify) string {
 // on its way (copyOnItsWay): it is recorded first (a question's by
 // copySent, which relay runs before), so a reply waiting for it
 // (awaitCopy) finds it.
-func (s *Switchboard) ackSent(ctx context.Context, requestID string, nr *envelope.NotifyResponse) error {
+//
+// It returns what the butler is to be told besides the outcome: a note's
+// first copy that reached nobody goes on at once (firstCopyFailed).
+func (s *Switchboard) ackSent(ctx context.Context, requestID string, nr *envelope.NotifyResponse) (string, error) {
 	var c ackCopy
 	if found, err := s.getJSON(ctx, ackReqKey(requestID), &c); err != nil || !found {
-		return err
+		return "", err
 	}
+	onward := ""
 	if c.Note != "" {
 		if err := s.recordCopy(ctx, requestID, c, nr); err != nil {
-			return err
+			return "", err
+		}
+		var err error
+		if onward, err = s.firstCopyFailed(ctx, c, nr); err != nil {
+			return "", err
 		}
 	}
-	return s.copyOnItsWay(ctx, c, false)
+	return onward, s.copyOnItsWay(ctx, c, false)
+}
+
+// firstCopyFailed handles a note whose first copy c reached nobody: nr says
+// its delivery failed, and no message of it was sent. Nobody can
+// acknowledge a message they never got, so waiting for its deadline helps
+// no one: with an escalation chain the note goes on through it at once (the
+// next escalate tick), its escalation saying the first copy could not be
+// delivered; with none it ends here, and its butler, told the notify
+// failed, is told nothing more about it. It returns what the butler is to
+// be told besides the failure, so that it does not send the note again.
+func (s *Switchboard) firstCopyFailed(ctx context.Context, c ackCopy, nr *envelope.NotifyResponse) (string, error) {
+	if nr == nil || nr.Error == nil || (nr.Delivery != nil && len(nr.Delivery.MessageIDs) > 0) {
+		return "", nil
+	}
+	now := time.Now().UTC()
+	changed := false
+	n, err := s.changeNote(ctx, c.Note, func(n *ackNote) bool {
+		// A later step's copy, or a first copy after another was sent (the
+		// same notify called again), is not the note's first word.
+		if n.Step > 0 || n.Sent > 0 || len(n.Copies) > 0 || n.Failed != "" || !n.Done.IsZero() {
+			return false
+		}
+		n.Failed = nr.Error.Message
+		if len(n.Chain) == 0 {
+			n.Done, n.Ended, n.Told = now, true, true
+		} else {
+			n.Deadline = now
+		}
+		changed = true
+		return true
+	})
+	if err != nil || n == nil || !changed {
+		return "", err
+	}
+	if len(n.Chain) == 0 {
+		s.log.InfoContext(ctx, "a note's first copy could not be delivered and it has no escalation chain; it ends here", "butler", n.Butler, "note_request_id", n.RequestID, "via", n.First)
+		return "", nil
+	}
+	next := n.Chain[0]
+	if in := s.cfg.Integration(next); in != nil {
+		next = in.Channel()
+	}
+	s.log.InfoContext(ctx, "a note's first copy could not be delivered; it goes on through its escalation chain at once", "butler", n.Butler, "note_request_id", n.RequestID, "via", n.First, "next", next)
+	return fmt.Sprintf("It must be seen (ack_within), so Herald sends it on at once through %s, as an escalation: do not send it again", next), nil
 }
 
 // awaited records copy c (of a question or a claim offer; no Note) as on
@@ -300,6 +356,7 @@ func (s *Switchboard) recordCopy(ctx context.Context, requestID string, c ackCop
 			return false
 		}
 		n.Copies = append(n.Copies, c)
+		n.Failed = "" // a copy reached someone after all
 		return true
 	})
 	if err != nil || n == nil || n.AckedBy == "" {
@@ -550,6 +607,9 @@ func (s *Switchboard) finish(ctx context.Context, n *ackNote) error {
 		s.log.InfoContext(ctx, "note acknowledged", "butler", n.Butler, "note_request_id", n.RequestID, "by", n.AckedBy, "via", n.Via)
 	} else {
 		text := fmt.Sprintf("Nobody acknowledged your note (request_id %s), sent %s via %s", n.RequestID, n.SentAt.Format(time.RFC3339), n.First)
+		if n.Failed != "" {
+			text = fmt.Sprintf("Nobody acknowledged your note (request_id %s), which could not be delivered via %s at %s (%s)", n.RequestID, n.First, n.SentAt.Format(time.RFC3339), n.Failed)
+		}
 		if n.Step > 0 {
 			text += " and escalated through " + strings.Join(n.Chain[:n.Step], ", ")
 		}
@@ -673,10 +733,13 @@ func (s *Switchboard) sendEscalation(ctx context.Context, n *ackNote, step int) 
 	if subject == "" {
 		subject, _, _ = strings.Cut(n.Message, "\n")
 	}
+	why := fmt.Sprintf("first sent %s via %s", n.SentAt.Format("2006-01-02 15:04 MST"), n.First)
+	if n.Failed != "" {
+		why = fmt.Sprintf("which could not be delivered via %s at %s (%s)", n.First, n.SentAt.Format("2006-01-02 15:04 MST"), n.Failed)
+	}
 	d := envelope.Delivery{
 		Intent: envelope.IntentSend, Channel: in.Channel(), Recipient: in.DefaultRecipient(), Urgency: "high", Subject: "Escalation: " + subject,
-		Message: fmt.Sprintf("⏰ Escalation: nobody has acknowledged this note from %s, first sent %s via %s.\n\n%s",
-			n.Butler, n.SentAt.Format("2006-01-02 15:04 MST"), n.First, n.Message),
+		Message: fmt.Sprintf("⏰ Escalation: nobody has acknowledged this note from %s, %s.\n\n%s", n.Butler, why, n.Message),
 	}
 	c := ackCopy{Note: n.ID, Channel: in.Channel(), Chat: d.Recipient}
 	if err := s.askForAck(ctx, in, &d, &c); err != nil {

@@ -476,10 +476,19 @@ func (s *Switchboard) reject(ctx context.Context, m jetstream.Msg, cause error) 
 	}
 	// A copy of it marked on its way (a note's, a question's, a claim
 	// offer's) will not be sent: replies in its chat stop waiting for it.
-	if err := s.ackSent(ctx, id, nil); err != nil {
-		s.log.WarnContext(ctx, "a refused notify's copy is still taken as on its way; replies in its chat wait for it up to 10 minutes", "butler", butler, "request_id", id, "err", err)
+	// Refused, it reached nobody, unless it may be in the messenger's stream
+	// already (a publish there that was never confirmed).
+	var nr *envelope.NotifyResponse
+	if _, unsure := errors.AsType[*deliverUnsure](cause); !unsure {
+		nr = envelope.Failed(id, cause)
 	}
-	if err := s.settle(ctx, butler, id, d.Channel, envelope.Reject(id, cause)); err != nil {
+	resp := envelope.Reject(id, cause)
+	if onward, err := s.ackSent(ctx, id, nr); err != nil {
+		s.log.WarnContext(ctx, "a refused notify's copy is still taken as on its way; replies in its chat wait for it up to 10 minutes", "butler", butler, "request_id", id, "err", err)
+	} else if onward != "" {
+		resp.Error.Message = withOnward(resp.Error.Message, onward)
+	}
+	if err := s.settle(ctx, butler, id, d.Channel, resp); err != nil {
 		s.log.ErrorContext(ctx, "a failed notify's butler could not be told", "butler", butler, "request_id", id, "err", err)
 	}
 }
@@ -520,11 +529,33 @@ func (s *Switchboard) relay(ctx context.Context, m jetstream.Msg) error {
 		if resp.Result != nil {
 			nr = resp.Result.NotifyResponse
 		}
-		if err := s.ackSent(ctx, id, nr); err != nil {
+		onward, err := s.ackSent(ctx, id, nr)
+		if err != nil {
 			return err
+		}
+		if onward != "" {
+			tellOnward(resp, onward)
 		}
 	}
 	return s.settle(ctx, butler, id, m.Headers().Get(bus.HeaderChannel), resp)
+}
+
+// tellOnward adds onward to the error resp carries, what the butler reads
+// of a failed notify.
+func tellOnward(resp *envelope.RouteResponse, onward string) {
+	if resp.Error != nil {
+		resp.Error.Message = withOnward(resp.Error.Message, onward)
+	}
+	if resp.Result != nil && resp.Result.NotifyResponse != nil {
+		if e := resp.Result.NotifyResponse.Error; e != nil && e != resp.Error {
+			e.Message = withOnward(e.Message, onward)
+		}
+	}
+}
+
+// withOnward is an error's message with onward, a sentence, after it.
+func withOnward(msg, onward string) string {
+	return strings.TrimSuffix(msg, ".") + ". " + onward
 }
 
 // What relay does with a delivery's outcome (bus.HeaderRelay, a comma
