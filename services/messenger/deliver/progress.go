@@ -24,6 +24,15 @@ func (d *Delivery) NeedsText() error {
 	return fmt.Errorf("%w: the message is empty; %s needs text to send", envelope.ErrValidation, intent)
 }
 
+// NeedsEditText refuses an edit with no text: an edit replaces a message's
+// text, so it needs the text to show instead.
+func (d *Delivery) NeedsEditText() error {
+	if strings.TrimSpace(d.Message) != "" {
+		return nil
+	}
+	return fmt.Errorf("%w: the edit's message is empty; an edit needs the text to show instead", envelope.ErrValidation)
+}
+
 // SendChunks sends the n chunks of a message that an earlier attempt did
 // not (Done holds the ids of the first ones), in order, and reports each
 // one's id through Sent as it is accepted. turn, if set, takes the

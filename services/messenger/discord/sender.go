@@ -362,8 +362,8 @@ func (s *sender) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt,
 	if err != nil {
 		return deliver.Receipt{}, err
 	}
-	if strings.TrimSpace(d.Message) == "" {
-		return deliver.Receipt{}, fmt.Errorf("%w: the edit's message is empty; an edit needs the text to show instead", envelope.ErrValidation)
+	if err := d.NeedsEditText(); err != nil {
+		return deliver.Receipt{}, err
 	}
 	decorate := decorator(d)
 	parts := chunks(d.Message, MaxMessageLength, func(text string, _, _ int) string { return decorate(text, 0, 1) })

@@ -200,12 +200,7 @@ func (s *Sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 		return deliver.Receipt{}, err
 	}
 	s.log.DebugContext(ctx, "email sent", "channel", "email:"+s.id, "butler", d.Butler, "message_id", m.messageID)
-	if d.Sent != nil {
-		if err := d.Sent(m.messageID); err != nil {
-			return deliver.Receipt{MessageIDs: []string{m.messageID}}, err
-		}
-	}
-	return deliver.Receipt{MessageIDs: []string{m.messageID}}, nil
+	return d.SentOne(m.messageID, "mail")
 }
 
 // recipient resolves who gets the mail: the notify's recipient, else for a

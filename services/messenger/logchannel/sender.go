@@ -67,12 +67,7 @@ func (s *Sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 		return deliver.Receipt{}, err
 	}
 	s.log.LogAttrs(ctx, level, "notification", attrs...)
-	if d.Sent != nil {
-		if err := d.Sent(id); err != nil {
-			return deliver.Receipt{}, err
-		}
-	}
-	return deliver.Receipt{MessageIDs: []string{id}}, nil
+	return d.SentOne(id, "log record")
 }
 
 // Escape makes control characters visible (\n, \t, \u001b, ...), so a message

@@ -330,8 +330,8 @@ func (s *sender) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt,
 		return deliver.Receipt{}, fmt.Errorf("%w: %q is not a Slack message to edit: pass the id the send's receipt named, \"<channel id>:<ts>\" like \"C0123456789:1700000000.000100\"",
 			envelope.ErrValidation, d.Edit)
 	}
-	if strings.TrimSpace(d.Message) == "" {
-		return deliver.Receipt{}, fmt.Errorf("%w: the edit's message is empty; an edit needs the text to show instead", envelope.ErrValidation)
+	if err := d.NeedsEditText(); err != nil {
+		return deliver.Receipt{}, err
 	}
 	parts := chunks(d.Message)
 	if len(parts) == 0 {

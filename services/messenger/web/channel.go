@@ -182,12 +182,7 @@ func (c *Channel) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Rece
 	if err := c.store.put(ctx, Subject(c.id, visitor), "out:"+e.ID, e); err != nil {
 		return deliver.Receipt{}, err
 	}
-	if d.Sent != nil {
-		if err := d.Sent(e.ID); err != nil {
-			return deliver.Receipt{}, err
-		}
-	}
-	return deliver.Receipt{MessageIDs: []string{e.ID}}, nil
+	return d.SentOne(e.ID, "message")
 }
 
 // Edit replaces the text and buttons of a butler message (d.Edit, the id
@@ -212,8 +207,8 @@ func (c *Channel) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt
 	if !butlerIDPattern.MatchString(d.Edit) {
 		return deliver.Receipt{}, fmt.Errorf("%w: %q is not a web butler message to edit: pass the message id the send's receipt named (\"b\" and 24 hex digits), with the send's recipient", envelope.ErrValidation, d.Edit)
 	}
-	if strings.TrimSpace(d.Message) == "" {
-		return deliver.Receipt{}, fmt.Errorf("%w: the edit's message is empty; an edit needs the text to show instead", envelope.ErrValidation)
+	if err := d.NeedsEditText(); err != nil {
+		return deliver.Receipt{}, err
 	}
 	visitor, err := c.recipient(ctx, d)
 	if err != nil {
@@ -231,12 +226,7 @@ func (c *Channel) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt
 	if err := c.store.put(ctx, Subject(c.id, visitor), "out:"+e.ID, e); err != nil {
 		return deliver.Receipt{}, err
 	}
-	if d.Sent != nil {
-		if err := d.Sent(d.Edit); err != nil {
-			return deliver.Receipt{MessageIDs: []string{d.Edit}}, fmt.Errorf("recording the edit of message %s: %w", d.Edit, err)
-		}
-	}
-	return deliver.Receipt{MessageIDs: []string{d.Edit}}, nil
+	return d.SentOne(d.Edit, "the edit of message")
 }
 
 func (c *Channel) recipient(ctx context.Context, d deliver.Delivery) (string, error) {

@@ -160,8 +160,8 @@ func (s *sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 		if intent == "" {
 			intent = envelope.IntentSend
 		}
-		if strings.TrimSpace(d.Message) == "" {
-			return deliver.Receipt{}, fmt.Errorf("%w: the message is empty; %s needs text to send", envelope.ErrValidation, intent)
+		if err := d.NeedsText(); err != nil {
+			return deliver.Receipt{}, err
 		}
 	case envelope.IntentReact:
 		if strings.TrimSpace(d.Emoji) == "" {
@@ -215,13 +215,7 @@ func (s *sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 		return deliver.Receipt{}, s.failed(ctx, dest, name, r, err)
 	}
 	s.log.Debug("webhook delivered", "recipient", name, "delivery_id", id, "status", ans.Status)
-	ids := []string{id}
-	if d.Sent != nil {
-		if err := d.Sent(id); err != nil {
-			return deliver.Receipt{MessageIDs: ids}, fmt.Errorf("recording webhook %s to %s as sent: %w", id, dest, err)
-		}
-	}
-	return deliver.Receipt{MessageIDs: ids}, nil
+	return d.SentOne(id, "webhook delivery")
 }
 
 // recipient resolves the delivery's recipient name: the one given, else for
