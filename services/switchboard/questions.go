@@ -91,10 +91,12 @@ func (s *Switchboard) question(ctx context.Context, butler, requestID, qid strin
 // or a reply to a copy of the question. It reports done; the message is
 // never forwarded as plain chat.
 func (g *inbound) answer(ctx context.Context, it *config.Integration, in *envelope.Ingress) (bool, error) {
-	var butler, qid, text string
+	var (
+		butler, qid, text string
+		err               error
+	)
 	if m := approval.AnswerPattern.FindStringSubmatch(in.Meta["callback_data"]); m != nil {
 		qid, text = m[1], m[2]
-		var err error
 		butler, err = g.sentTo(ctx, it, in, qid)
 		switch {
 		case errors.Is(err, approval.ErrUnknown):
@@ -104,7 +106,6 @@ func (g *inbound) answer(ctx context.Context, it *config.Integration, in *envelo
 		}
 	} else if replyTo := repliedTo(in); replyTo != "" {
 		// A copy still on its way was waited for already (acknowledged).
-		var err error
 		butler, qid, err = g.repliedToQuestion(ctx, it, in, replyTo)
 		switch {
 		case errors.Is(err, approval.ErrUnknown):
