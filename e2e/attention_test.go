@@ -38,6 +38,23 @@ func noticeOf(ns []map[string]any, kind, id string) map[string]any {
 	return nil
 }
 
+// mailWith waits up to within for a mail the SMTP fake took whose text has
+// text, and returns the first; it fails the test, saying what, without one.
+func (f *fleet) mailWith(t *testing.T, text string, within time.Duration, what string) smtptest.Message {
+	t.Helper()
+	var found smtptest.Message
+	testkit.Eventually(t, within, func() bool {
+		for _, m := range f.smtp.Messages() {
+			if strings.Contains(string(m.Data), text) {
+				found = m
+				return true
+			}
+		}
+		return false
+	}, what)
+	return found
+}
+
 // TestAttention: a notify with ack_within carries "Got it"; a tap
 // acknowledges it at once (the model is told, the copy edited), and so does
 // a reaction on it, while a reaction on another message goes nowhere. One nobody
@@ -114,16 +131,7 @@ func TestAttention(t *testing.T) {
 		t.Fatalf("mail with ack_within: %s", text(res))
 	}
 	backupID := fmt.Sprint(res.StructuredContent.(map[string]any)["request_context"].(map[string]any)["request_id"])
-	var first smtptest.Message
-	testkit.Eventually(t, 10*time.Second, func() bool {
-		for _, m := range f.smtp.Messages() {
-			if strings.Contains(string(m.Data), "Backup failed.") {
-				first = m
-				return true
-			}
-		}
-		return false
-	}, "the mail")
+	first := f.mailWith(t, "Backup failed.", 10*time.Second, "the mail")
 	plain, _ := first.Part("text/plain")
 	if link := ackLinkRE.FindString(string(plain.Body)); link == "" || !strings.Contains(string(plain.Body), "or reply to this message") {
 		t.Fatalf("the mail does not say how to acknowledge it:\n%s", plain.Body)
@@ -257,16 +265,7 @@ func TestNoteWhoseFirstCopyFails(t *testing.T) {
 	if !res.IsError || !strings.Contains(text(res), "not_found") || !strings.Contains(text(res), "at once through email:mail, as an escalation: do not send it again.") {
 		t.Fatalf("the failed note answered %q, want its failure and that it goes on through email:mail", text(res))
 	}
-	var esc smtptest.Message
-	testkit.Eventually(t, 15*time.Second, func() bool {
-		for _, m := range f.smtp.Messages() {
-			if strings.Contains(string(m.Data), "The database is full.") {
-				esc = m
-				return true
-			}
-		}
-		return false
-	}, "the note escalated to email at once, not after its hour")
+	esc := f.mailWith(t, "The database is full.", 15*time.Second, "the note escalated to email at once, not after its hour")
 	plain, _ := esc.Part("text/plain")
 	if body := string(plain.Body); !strings.Contains(body, "could not be delivered via telegram:tg_main") || strings.Contains(body, "first sent") {
 		t.Fatalf("the escalation does not say the first copy could not be delivered:\n%s", body)
