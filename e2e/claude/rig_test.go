@@ -134,7 +134,7 @@ func (r *rig) claudeEnv() []string {
 		switch {
 		case strings.HasPrefix(k, "ANTHROPIC_"), strings.HasPrefix(k, "CLAUDE"), strings.HasPrefix(k, "HERALD_"),
 			strings.HasPrefix(k, "XDG_"), strings.HasPrefix(k, "TMUX"), strings.HasSuffix(strings.ToUpper(k), "_PROXY"),
-			k == "NATS_URL", k == "HOME", k == "PATH", k == "TERM", k == "PWD":
+			k == "NATS_URL", k == "HOME", k == "PATH", k == "TERM", k == "PWD", k == "TMPDIR":
 			continue
 		}
 		env = append(env, kv)
@@ -145,6 +145,9 @@ func (r *rig) claudeEnv() []string {
 		"XDG_CACHE_HOME="+filepath.Join(r.home, ".cache"),
 		"XDG_DATA_HOME="+filepath.Join(r.home, ".local", "share"),
 		"XDG_STATE_HOME="+filepath.Join(r.home, ".local", "state"),
+		// Claude Code keeps a directory per project under TMPDIR, and leaves
+		// it: in the test's own directory it goes with the test.
+		"TMPDIR="+r.home,
 		// `claude` as the banner and the README type it.
 		"PATH="+filepath.Dir(r.claude)+string(os.PathListSeparator)+os.Getenv("PATH"),
 		"TERM=xterm-256color",
