@@ -309,18 +309,24 @@ func (s *Switchboard) firstCopyFailed(ctx context.Context, c ackCopy, nr *envelo
 		changed = true
 		return true
 	})
-	if err != nil || n == nil || !changed {
+	// An outcome relayed again (its first relay failed after the change)
+	// is told the same, as long as the note has not gone on yet.
+	if err != nil || n == nil || !changed && (n.Failed == "" || n.Step > 0 || len(n.Copies) > 0) {
 		return "", err
 	}
 	if len(n.Chain) == 0 {
-		s.log.InfoContext(ctx, "a note's first copy could not be delivered and it has no escalation chain; it ends here", "butler", n.Butler, "note_request_id", n.RequestID, "via", n.First)
+		if changed {
+			s.log.InfoContext(ctx, "a note's first copy could not be delivered and it has no escalation chain; it ends here", "butler", n.Butler, "note_request_id", n.RequestID, "via", n.First)
+		}
 		return "", nil
 	}
 	next := n.Chain[0]
 	if in := s.cfg.Integration(next); in != nil {
 		next = in.Channel()
 	}
-	s.log.InfoContext(ctx, "a note's first copy could not be delivered; it goes on through its escalation chain at once", "butler", n.Butler, "note_request_id", n.RequestID, "via", n.First, "next", next)
+	if changed {
+		s.log.InfoContext(ctx, "a note's first copy could not be delivered; it goes on through its escalation chain at once", "butler", n.Butler, "note_request_id", n.RequestID, "via", n.First, "next", next)
+	}
 	return fmt.Sprintf("It must be seen (ack_within), so Herald sends it on at once through %s, as an escalation: do not send it again", next), nil
 }
 
