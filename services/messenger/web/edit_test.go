@@ -5,11 +5,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/web"
 	"github.com/heraldhq/herald/services/messenger/web/webtest"
@@ -189,6 +191,10 @@ func TestEditInChromium(t *testing.T) {
 	do(chromedp.Navigate(ch.URL()), chromedp.WaitVisible(`.status[data-state="live"]`),
 		chromedp.SendKeys(`#text`, "run the backup"), chromedp.Click(`#send`))
 	visitor := sk.next(t).Meta["user_id"]
+	// The page's message reaches the butlers first, then the conversation
+	// keeps it; a send to its visitor needs the latter. (A real butler's
+	// answer comes through the switchboard and a model, long after.)
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(stored(t, js, web.Subject("home", visitor))) > 0 }, "the visitor's message kept")
 
 	r, err := ch.Deliver(t.Context(), deliver.Delivery{Key: "prompt", Intent: envelope.IntentSend, Butler: "health", Recipient: visitor,
 		Message: "🔐 **health** asks to run Bash", Actions: promptButtons})
