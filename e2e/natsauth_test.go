@@ -85,6 +85,12 @@ func runSecureNATSWith(t *testing.T, cfg *config.Config, conf []byte) *secureNAT
 // runFleet makes the topology as the setup user, as herald setup does, and
 // runs the switchboard and the messenger under their own users.
 func (s *secureNATS) runFleet(cfg *config.Config) {
+	s.runFleetEnv(cfg, func(string) string { return "" })
+}
+
+// runFleetEnv is runFleet with the messenger's environment (its channels'
+// secrets) from getenv.
+func (s *secureNATS) runFleetEnv(cfg *config.Config, getenv func(string) string) {
 	t := s.t
 	_, adminJS, _ := s.conn("setup", natsauth.ConnCLI)
 	if err := bus.EnsureTopology(t.Context(), adminJS, bus.Topology{Replicas: 1, Repair: true, Butlers: cfg.ButlerNames()}); err != nil {
@@ -108,7 +114,7 @@ func (s *secureNATS) runFleet(cfg *config.Config) {
 		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: sbNC, Log: quiet(), Running: func() { close(running) }})
 	})
 	run("messenger", func(ctx context.Context) error {
-		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: mNC, Log: quiet(), Getenv: func(string) string { return "" }})
+		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: mNC, Log: quiet(), Getenv: getenv})
 	})
 	select {
 	case <-running:
@@ -495,9 +501,14 @@ func TestButlerNamesReachOnlyTheirOwnKeys(t *testing.T) {
 	if g, err := approval.New(bus.NewDirectKV(fJS, bus.BucketApprovals)).GrantFor(ctx, "finance", "sess-1", "Bash"); err != nil || g == nil || g.ID != grant.ID {
 		t.Fatalf("finance reading its own session's grant: %+v %v", g, err)
 	}
-	if _, err := fJS.Publish(ctx, bus.AuditSubject(audit.AutoAllowed, "unknown"), []byte(`{"kind":"auto_allowed","butler":"finance"}`)); err != nil {
+	if _, err := fJS.Publish(ctx, bus.ButlerAuditSubject(audit.AutoAllowed, "finance"), []byte(`{"kind":"auto_allowed","butler":"finance"}`)); err != nil {
 		t.Errorf("finance auditing a request its grant answered: %v", err)
 	}
+	pubCtx, cancelPub := short()
+	if _, err := fJS.Publish(pubCtx, bus.AuditSubject(audit.AutoAllowed, "unknown"), []byte(`{"kind":"auto_allowed","butler":"finance"}`)); err == nil {
+		t.Error("finance stored an audit record on a service's subject")
+	}
+	cancelPub()
 	rNC, _, rRefused := s.conn("butler-routed", natsauth.ConnButler("routed"))
 	get := "$JS.API.DIRECT.GET.KV_" + bus.BucketApprovals + ".$KV." + bus.BucketApprovals + "." + approval.GrantKey("finance", "sess-1", "Bash")
 	c, cancel := short()

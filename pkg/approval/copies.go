@@ -209,6 +209,10 @@ func (s *Store) Expire(ctx context.Context, now time.Time) ([]Request, error) {
 
 func endedKey(butler, id string) string { return butler + "." + id + ".ended" }
 
+// EndedKeys is the subject-style filter of the keys by which butler marks
+// its prompts' sessions ended, the only prompt keys it may write.
+func EndedKeys(butler string) string { return butler + ".*.ended" }
+
 // SessionEnded marks butler's prompt id as asked by a session that has
 // ended: the butler writes it (its own key), and the switchboard closes the
 // prompt (EndPrompts). Nobody can pass an answer on to a session that is gone.

@@ -111,6 +111,9 @@ const (
 type Writer struct {
 	JS  jetstream.JetStream
 	Log *slog.Logger
+	// Butler, for a butler's writer, puts its records on its own subject
+	// (bus.ButlerAuditSubject), the only one its NATS user may publish to.
+	Butler string
 
 	mu      sync.Mutex
 	pending []held // in the order written
@@ -139,6 +142,9 @@ func (w *Writer) Write(ctx context.Context, r Record) {
 		return
 	}
 	subject := bus.AuditSubject(r.Kind, channelToken(r.Channel))
+	if w.Butler != "" {
+		subject = bus.ButlerAuditSubject(r.Kind, w.Butler)
+	}
 	ready := now
 	switch r.Kind {
 	case Routed:
@@ -290,6 +296,36 @@ func Lines(data []byte) [][]byte {
 }
 
 // channelToken is the channel's type, safe as one subject token.
+// Forged says why record r, stored on subject, is not what it claims, or
+// "" if the subject and the record agree. Only the services may publish on
+// herald.audit.<kind>.<channel type>, and a butler only on its own
+// herald.audit.auto_allowed.butler.<name> (natsauth): a record there that
+// names another kind, another butler or another channel was written by
+// someone who may publish there and lies in its body.
+func Forged(subject string, r Record) string {
+	tokens := strings.Split(subject, ".")
+	if len(tokens) < 4 || tokens[0] != "herald" || tokens[1] != "audit" {
+		return "stored on " + subject + ", not an audit subject"
+	}
+	kind, rest := tokens[2], tokens[3:]
+	switch {
+	case r.Kind != kind:
+		return "stored as " + kind + " but says " + r.Kind
+	case len(rest) == 2 && rest[0] == bus.AuditButlerToken:
+		if r.Butler != rest[1] {
+			return "written by butler " + rest[1] + " but names butler " + r.Butler
+		}
+		if kind != AutoAllowed {
+			return "a butler writes only auto_allowed records"
+		}
+	case len(rest) != 1:
+		return "stored on " + subject + ", not an audit subject"
+	case rest[0] != channelToken(r.Channel):
+		return "stored for channel " + rest[0] + " but names " + r.Channel
+	}
+	return ""
+}
+
 func channelToken(ch string) string {
 	typ, _, _ := strings.Cut(ch, ":")
 	if typ == "" || strings.ContainsAny(typ, ".*> \t") {

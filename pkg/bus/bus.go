@@ -168,6 +168,17 @@ func ResultSubject(butler, id string) string {
 }
 func AuditSubject(kind, channel string) string { return "herald.audit." + kind + "." + channel }
 
+// ButlerAuditSubject is where butler publishes the audit records it writes
+// itself (its answers by a grant): its name is in the subject, which NATS
+// permissions tie to its credentials, so a record there speaks for it alone.
+func ButlerAuditSubject(kind, butler string) string {
+	return "herald.audit." + kind + "." + AuditButlerToken + "." + butler
+}
+
+// AuditButlerToken marks a butler's own audit subject: no channel type is
+// named so.
+const AuditButlerToken = "butler"
+
 // DeadSubject is where a message of stream that can never succeed goes.
 func DeadSubject(stream, subject string) string { return "herald.dead." + stream + "." + subject }
 

@@ -22,10 +22,13 @@ import (
 // with bounded concurrency. A handler's error decides what happens next:
 // retryable classes are tried again, backing off exponentially with jitter
 // (or after the provider's retry-after), for as long as RetryFor from when the
-// message was stored; anything else, or a message past that horizon, goes to
-// GiveUp and then to the dead-letter stream, never silently away. A message
-// whose handler crashed (its process killed) comes back after AckWait and is
-// dead-lettered too once past the horizon, so nothing is left in the queue.
+// message was stored; anything else (a retryable class around an error NATS
+// gives for the request itself included: unfixable), or a message past that
+// horizon, goes to GiveUp and then to the dead-letter stream at once, never
+// silently away. A message waiting for its retry holds nothing the others
+// need (maxAckPending). A message whose handler crashed (its process killed)
+// comes back after AckWait and is dead-lettered too once past the horizon,
+// so nothing is left in the queue.
 type Worker struct {
 	Stream  string
 	Durable string
@@ -317,6 +320,8 @@ func (w *Worker) settle(runCtx, work context.Context, m jetstream.Msg, err error
 		w.acker.add(m, w.inHand.Load() > 1)
 		return
 	}
+	// Classed retryable but refused by NATS for what it is: give up now.
+	err = unfixable(err)
 	tries, stored := uint64(1), time.Now()
 	if meta, merr := m.Metadata(); merr == nil {
 		tries, stored = meta.NumDelivered, meta.Timestamp
@@ -393,9 +398,27 @@ func WorkConsumer(durable string, concurrency int, ackWait time.Duration, maxDel
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       ackWait,
 		MaxDeliver:    maxDeliver(maxDeliverN),
-		MaxAckPending: concurrency * 4,
+		MaxAckPending: maxAckPending(concurrency),
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
+}
+
+// maxAckPending is a worker's bound on messages delivered and not yet
+// acked: none (-1) for a worker that handles several at once. nats-server
+// keeps a message waiting out a nak's delay in that count, so with a bound
+// (it was 4 × concurrency, 256 for HERALD_ROUTE) a few hundred failing
+// routes of one butler, each waiting for its retry, held every slot and the
+// consumer delivered nothing else until their horizon (issue 37: another
+// butler's route waited minutes, up to retry_for). What such a worker has
+// in hand is bounded by its pull and its Concurrency anyway. A worker that
+// takes one message at a time (the switchboard's inbound) keeps its bound of
+// 4, below its pull of minPull: a message must not wait in the client
+// behind a slow one for longer than AckWait, unmarked.
+func maxAckPending(concurrency int) int {
+	if concurrency <= 1 {
+		return 4
+	}
+	return -1
 }
 
 // BindConsumer returns the durable consumer want.Durable of stream: as it is

@@ -20,6 +20,9 @@ type Channel struct {
 	Settings func() ChannelSettings
 	// Buttons: the channel shows tap buttons under a message (claim_thread).
 	Buttons bool
+	// Answers: a person can answer a question there (the ask tool), by a
+	// tap or a reply that comes back naming the message it answers.
+	Answers bool
 	// AlwaysReceives: the channel's integrations take inbound messages even
 	// without an inbound block (the web chat).
 	AlwaysReceives bool
@@ -71,13 +74,13 @@ type (
 // is here all the same, so that `make schemas` can write it into them; an
 // integration of that type is refused meanwhile, as notifies naming it are.
 var builtin = map[string]Channel{
-	"telegram": {Settings: func() ChannelSettings { return &TelegramSettings{} }, Buttons: true, Limit: &markdown.TelegramLimit},
-	"email":    {Settings: func() ChannelSettings { return &EmailSettings{Inbound: EmailInbound{MaxBytes: DefaultEmailMaxBytes}} }},
-	"slack":    {Settings: func() ChannelSettings { return &SlackSettings{} }, Buttons: true, Limit: &markdown.SlackLimit},
+	"telegram": {Settings: func() ChannelSettings { return &TelegramSettings{} }, Buttons: true, Answers: true, Limit: &markdown.TelegramLimit},
+	"email":    {Settings: func() ChannelSettings { return &EmailSettings{Inbound: EmailInbound{MaxBytes: DefaultEmailMaxBytes}} }, Answers: true},
+	"slack":    {Settings: func() ChannelSettings { return &SlackSettings{} }, Buttons: true, Answers: true, Limit: &markdown.SlackLimit},
 	"webhook":  {Settings: func() ChannelSettings { return &WebhookSettings{} }, SignedSenders: true},
-	"web":      {Settings: func() ChannelSettings { return &WebSettings{Listen: DefaultWebListen} }, AlwaysReceives: true},
+	"web":      {Settings: func() ChannelSettings { return &WebSettings{Listen: DefaultWebListen} }, AlwaysReceives: true, Answers: true},
 	"log":      {},
-	"discord":  {Settings: func() ChannelSettings { return &DiscordSettings{} }, Buttons: true, Limit: &markdown.DiscordLimit},
+	"discord":  {Settings: func() ChannelSettings { return &DiscordSettings{} }, Buttons: true, Answers: true, Limit: &markdown.DiscordLimit},
 }
 
 // ChannelOf returns what configuration knows of channel type typ.

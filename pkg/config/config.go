@@ -6,6 +6,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"os"
 	"regexp"
@@ -167,8 +168,13 @@ type NATS struct {
 type Butler struct {
 	Name           string `yaml:"name"`
 	DefaultChannel string `yaml:"default_channel"`
-	// MCPHTTP is host:port of its streamable HTTP MCP endpoint (served at /mcp).
+	// MCPHTTP is host:port of its streamable HTTP MCP endpoint (served at
+	// /mcp). Unset, it is a loopback port of its own (defaultMCPHTTP).
 	MCPHTTP string `yaml:"mcp_http"`
+	// mcpHTTPDefault is the address MCPHTTP was given because the file set
+	// none ("" if it set one), so that herald dev may move it off a taken
+	// port and the butler binary can say to set mcp_http.
+	mcpHTTPDefault string
 	// MCPTokenEnv or MCPTokenFile name a static bearer token every MCP HTTP
 	// request must carry (Authorization: Bearer <token>); tokens minted with
 	// `herald token mint` are accepted too. stdio needs none.
@@ -507,14 +513,53 @@ func Default() *Config {
 	return c
 }
 
+// DefaultMCPPort is the first butler's MCP port when the file sets no
+// mcp_http; the next ones count up from it.
+const DefaultMCPPort = 7701
+
+// defaultMCPHTTP gives each butler without mcp_http a loopback address:
+// the i-th butler of the file 127.0.0.1:7701+i, or the next port up that
+// no other butler's mcp_http names. Loopback, because an MCP endpoint
+// reachable from the network has to be asked for; counted in the order of
+// the file, so a restart, or a client configured with the address, finds
+// the butler where it was.
+func (c *Config) defaultMCPHTTP() {
+	taken := map[int]bool{}
+	for _, b := range c.Butlers {
+		if _, p, err := net.SplitHostPort(b.MCPHTTP); err == nil {
+			if n, err := strconv.Atoi(p); err == nil && n > 0 {
+				taken[n] = true
+			}
+		}
+	}
+	for i := range c.Butlers {
+		b := &c.Butlers[i]
+		if b.MCPHTTP != "" {
+			continue
+		}
+		port := DefaultMCPPort + i
+		for taken[port] {
+			port++
+		}
+		taken[port] = true
+		b.MCPHTTP = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		b.mcpHTTPDefault = b.MCPHTTP
+	}
+}
+
+// MCPHTTPDefault is the address the butler listens on because the file
+// sets no mcp_http for it; "" if the file sets one.
+func (b Butler) MCPHTTPDefault() string { return b.mcpHTTPDefault }
+
 // AllowAnyone in allow_from lets every sender in: meant for a web chat that
 // only this machine can reach.
 const AllowAnyone = "*"
 
 func (c *Config) applyDefaults() {
 	if len(c.Butlers) == 0 {
-		c.Butlers = []Butler{{Name: DefaultButlerName, DefaultChannel: "log", MCPHTTP: DefaultMCPHTTP}}
+		c.Butlers = []Butler{{Name: DefaultButlerName, DefaultChannel: "log"}}
 	}
+	c.defaultMCPHTTP()
 	for i := range c.Butlers {
 		b := &c.Butlers[i]
 		if b.DefaultChannel == "" {
@@ -632,6 +677,7 @@ func (c *Config) problems() []string {
 	c.checkQuietHours(add)
 	c.checkChannels(add)
 	c.checkButlers(add)
+	c.checkEnvNames(add)
 	c.checkTopics(add)
 	if c.Butler(c.DefaultButler) == nil {
 		add("default_butler %q is not a configured butler", c.DefaultButler)
@@ -870,6 +916,11 @@ type Getenv func(string) string
 // Secret resolves a secret named by an environment variable or a file; the
 // value is never part of an error message.
 func Secret(getenv Getenv, envName, file string) (string, error) {
+	if why := checkEnvName("its _env key", envName); why != "" {
+		// Load refuses such a file; a configuration built in code is
+		// refused here, so the message cannot carry a pasted secret.
+		return "", fmt.Errorf("%w: %s", ErrInvalid, why)
+	}
 	if envName != "" {
 		if v := strings.TrimSpace(getenv(envName)); v != "" {
 			return v, nil

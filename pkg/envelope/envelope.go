@@ -57,6 +57,21 @@ type Notify struct {
 	// IdempotencyKey is the caller's name for this notify (architecture.md §11): the
 	// same key from the same butler is one delivery, whatever the request.
 	IdempotencyKey string `json:"idempotency_key,omitempty"`
+	// PermissionRequest, set by the butler alone, is the client's request to
+	// run a tool that this notify relays to an approver: the switchboard opens
+	// the prompt from it and writes the message and buttons (architecture.md §5).
+	PermissionRequest *PermissionRequest `json:"permission_request,omitempty"`
+}
+
+// PermissionRequest is a client's request to run a tool, as the butler
+// relays it: the prompt's id, the tag of the MCP session that asked (never
+// the session id itself), and the client's own words.
+type PermissionRequest struct {
+	ID           string `json:"id"`
+	Session      string `json:"session"`
+	ToolName     string `json:"tool_name"`
+	Description  string `json:"description,omitempty"`
+	InputPreview string `json:"input_preview,omitempty"`
 }
 
 // Delivery says what to deliver and where.

@@ -95,6 +95,13 @@ const answersDiscovery = "Answers discovery and status requests on the asker's r
 // reloads are `herald reload`'s requests, which every process answers.
 var reloads = rules("herald reload: checks and applies the changed herald.yaml when the operator asks", reload.CheckSubject, reload.ApplySubject)
 
+// reloadAnswers is where the process connected as conn answers them: on
+// subjects naming conn, which no other user may publish, so no process can
+// answer in another's name (NATS tells the asker nothing of who published).
+func reloadAnswers(conn string) []Rule {
+	return rules("herald reload: its answers, on subjects that name it (no other user may answer as it)", reload.AnswerSubjects(conn))
+}
+
 // durable is what a worker needs of its own durable consumer: to bind it
 // and take from it (herald setup makes it).
 func durable(stream, name string) []Rule {
@@ -168,6 +175,7 @@ func switchboardUser() User {
 			"$JS.API.DIRECT.GET.KV_"+bus.BucketChannelState+".$KV."+bus.BucketChannelState+"."+forum.ThreadKeys),
 		bucket(bus.BucketHeld, "notes held for quiet hours, and their digests"),
 		probe(bus.ServiceProbeKey(ConnSwitchboard)),
+		reloadAnswers(ConnSwitchboard),
 	)
 	sb.Subscribe = concat(rules("", "_INBOX."+ConnSwitchboard+".>"),
 		rules("direct routes: a butler's notify routed at once, before it is stored in HERALD_ROUTE", bus.DirectPrefix+"*"),
@@ -206,6 +214,7 @@ func messengerUser() User {
 			"$JS.API.CONSUMER.DELETE.HERALD_WEB.*",
 			"$JS.FC.HERALD_WEB.>"),
 		probe(bus.ServiceProbeKey(ConnMessenger)),
+		reloadAnswers(ConnMessenger),
 	)
 	m.Subscribe = concat(rules("", "_INBOX."+ConnMessenger+".>"), Discovery(obs.ServiceMessenger), reloads)
 	m.AllowResponses, m.ResponsesWhy = true, answersDiscovery
@@ -251,7 +260,8 @@ func operatorUser() User {
 		rules("a replay goes back where it was first published",
 			"herald.route.>", "herald.deliver.>", "herald.result.>", "herald.ingress.>", "herald.inbox.>"),
 	)
-	op.Subscribe = rules("", "_INBOX."+ConnCLI+".>")
+	op.Subscribe = concat(rules("", "_INBOX."+ConnCLI+".>"),
+		rules("herald reload: the processes' answers, each on a subject naming who answered", reload.AllAnswers))
 	return op
 }
 
@@ -282,15 +292,17 @@ func Butler(name string, integrations ...string) User {
 		rules("the inbound messages it was given, so reply and react answer only those",
 			"$KV."+bus.BucketRequests+"."+name+".>", own(bus.BucketRequests)),
 		statusOf(integrations),
-		rules("opens its own permission prompts and questions (write only), and reads back its questions (an ask call waiting for its answer)",
-			"$KV."+bus.BucketApprovals+"."+name+".>",
+		rules("opens its own questions (write only) and reads them back (an ask call waiting for its answer), and marks its own prompts' sessions ended; it opens no prompt (the switchboard does, from the request relayed in a notify)",
+			"$KV."+bus.BucketApprovals+"."+approval.QuestionKeys(name),
+			"$KV."+bus.BucketApprovals+"."+approval.EndedKeys(name),
 			"$JS.API.DIRECT.GET.KV_"+bus.BucketApprovals+".$KV."+bus.BucketApprovals+"."+approval.QuestionKeys(name)),
 		rules("reads the grants of its own sessions (\"Allow for this session\"), and audits the requests it answers by one",
 			"$JS.API.DIRECT.GET.KV_"+bus.BucketApprovals+".$KV."+bus.BucketApprovals+"._grant."+name+".>",
-			bus.AuditSubject(audit.AutoAllowed, ">")),
+			bus.ButlerAuditSubject(audit.AutoAllowed, name)),
 		rules("its own minted MCP tokens (hashes), read only", own(bus.BucketTokens)),
 		rules("readiness: JetStream answers (account info: usage counts, no names)", "$JS.API.INFO"),
 		probe(bus.ButlerProbeKey(name)),
+		reloadAnswers(ConnButler(name)),
 	)
 	u.Subscribe = concat(rules("its answers, and replies to its requests", bus.ReplySubject(name, ">"), "_INBOX."+ConnButler(name)+".>"),
 		Discovery(obs.ServiceButler(name)), reloads)

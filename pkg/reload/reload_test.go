@@ -2,6 +2,7 @@ package reload_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/heraldhq/herald/pkg/bus/bustest"
 	"github.com/heraldhq/herald/pkg/config"
@@ -192,70 +195,154 @@ func TestSIGHUPReloads(t *testing.T) {
 	}
 }
 
-// TestFleetAppliesOnlyWhatEveryProcessTakes: `herald reload` over a real
-// NATS server: when every process can take the file, each applies it; when
-// one cannot, none does, and the answer names that one and why.
-func TestFleetAppliesOnlyWhatEveryProcessTakes(t *testing.T) {
+// fleetRig runs processes that answer `herald reload` on one NATS
+// connection, each with its own file.
+type fleetRig struct {
+	t   *testing.T
+	nc  *nats.Conn
+	dir string
+}
+
+func newFleetRig(t *testing.T) *fleetRig {
 	srv := bustest.RunServer(t)
 	nc, _ := srv.Connect()
-	dir := t.TempDir()
-	shared := filepath.Join(dir, "herald.yaml")
-	if err := os.WriteFile(shared, []byte(base), 0o600); err != nil {
+	return &fleetRig{t: t, nc: nc, dir: t.TempDir()}
+}
+
+// serve answers as conn@host from its file, written with base.
+func (f *fleetRig) serve(conn string) (file string, a *applied) {
+	t := f.t
+	t.Helper()
+	file = filepath.Join(f.dir, strings.ReplaceAll(conn, ".", "_")+".yaml")
+	f.write(base, file)
+	a = &applied{}
+	w := reload.New(reload.Options{Path: file, Current: parse(t, base), Apply: a.apply})
+	stop, err := reload.Serve(f.nc, reload.Identity{Conn: conn, Instance: "host"}, w)
+	if err != nil {
 		t.Fatal(err)
 	}
-	var all []*applied
-	serve := func(name, path string) {
-		a := &applied{}
-		w := reload.New(reload.Options{Path: path, Current: parse(t, base), Apply: a.apply})
-		stop, err := reload.Serve(nc, name, w)
-		if err != nil {
-			t.Fatal(err)
+	t.Cleanup(stop)
+	if err := f.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return file, a
+}
+
+func (f *fleetRig) write(yaml string, files ...string) {
+	f.t.Helper()
+	for _, p := range files {
+		if err := os.WriteFile(p, []byte(yaml), 0o600); err != nil {
+			f.t.Fatal(err)
 		}
-		t.Cleanup(stop)
-		all = append(all, a)
 	}
-	serve("switchboard", shared)
-	serve("messenger", shared)
-	own := filepath.Join(dir, "butler.yaml")
-	if err := os.WriteFile(own, []byte(base), 0o600); err != nil {
-		t.Fatal(err)
+}
+
+// more is base with a butler added: a change every process applies.
+var more = strings.Replace(base, "{ name: health, default_channel: log }", "{ name: health, default_channel: log }\n  - { name: garden }", 1)
+
+// TestFleetAppliesOnlyWhatEveryProcessTakes: `herald reload` over a real
+// NATS server: when every process can take the file, each applies it; when
+// a service cannot, none does, and the answer names that one and why; when
+// a butler cannot, it alone keeps its configuration.
+func TestFleetAppliesOnlyWhatEveryProcessTakes(t *testing.T) {
+	f := newFleetRig(t)
+	sbFile, sb := f.serve("switchboard")
+	msFile, ms := f.serve("messenger")
+	own, bt := f.serve("butler.health")
+	counts := func() [3]int { return [3]int{sb.count(), ms.count(), bt.count()} }
+
+	f.write(more, sbFile, msFile, own)
+	rep, err := reload.Fleet(t.Context(), f.nc, time.Second)
+	if err != nil || len(rep.Checks) != 3 || len(rep.Applies) != 3 || counts() != [3]int{1, 1, 1} {
+		t.Fatalf("Fleet: %v; %+v; applied %v, want each once", err, rep, counts())
 	}
-	serve("butler health", own)
-	if err := nc.Flush(); err != nil {
-		t.Fatal(err)
+	for i, want := range []string{"butler health@host", "messenger@host", "switchboard@host"} {
+		if rep.Applies[i].Process != want || !rep.Applies[i].Applied {
+			t.Errorf("apply %d: %+v, want %s applied", i, rep.Applies[i], want)
+		}
 	}
 
-	more := strings.Replace(base, "{ name: health, default_channel: log }", "{ name: health, default_channel: log }\n  - { name: garden }", 1)
-	for _, p := range []string{shared, own} {
-		if err := os.WriteFile(p, []byte(more), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	checks, applies, err := reload.Fleet(t.Context(), nc, time.Second)
-	if err != nil || len(checks) != 3 || len(applies) != 3 {
-		t.Fatalf("Fleet: %v; checks %+v; applies %+v", err, checks, applies)
-	}
-	for i, a := range all {
-		if a.count() != 1 {
-			t.Errorf("process %d applied %d times, want once", i, a.count())
-		}
-	}
-
-	// The butler's copy of the file breaks: nobody applies the next change.
-	if err := os.WriteFile(shared, []byte(base), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(own, []byte(base+"  - { id: x, type: nope }\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	_, applies, err = reload.Fleet(t.Context(), nc, time.Second)
+	// The switchboard's copy breaks: nobody applies the next change.
+	f.write(base, msFile, own)
+	f.write(base+"  - { id: x, type: nope }\n", sbFile)
+	rep, err = reload.Fleet(t.Context(), f.nc, time.Second)
 	var refused *reload.RefusedError
-	if !errors.As(err, &refused) || refused.Applying || len(refused.Processes) != 1 || !strings.HasPrefix(refused.Processes[0], "butler health: ") || len(applies) != 0 {
-		t.Fatalf("Fleet with one bad file: %v, applies %+v; want the butler named and nothing applied", err, applies)
+	if !errors.As(err, &refused) || refused.Applying || len(refused.Processes) != 1 || !strings.HasPrefix(refused.Processes[0], "switchboard@host: ") || rep.Asked {
+		t.Fatalf("Fleet with the switchboard's file bad: %v, %+v; want it named and nothing applied", err, rep)
 	}
-	for i, a := range all {
-		if a.count() != 1 {
-			t.Errorf("process %d applied %d times after a refused reload, want still once", i, a.count())
+	if counts() != [3]int{1, 1, 1} {
+		t.Errorf("applied %v after a service refused, want each still once", counts())
+	}
+
+	// The butler's copy breaks: the services apply the change, the butler
+	// keeps its configuration and is named.
+	f.write(base, sbFile)
+	f.write(base+"  - { id: x, type: nope }\n", own)
+	rep, err = reload.Fleet(t.Context(), f.nc, time.Second)
+	if !errors.As(err, &refused) || !refused.Applying || len(refused.Processes) != 1 || !strings.HasPrefix(refused.Processes[0], "butler health@host: ") || len(rep.Applies) != 2 {
+		t.Fatalf("Fleet with the butler's file bad: %v, %+v; want the services to apply and the butler named", err, rep)
+	}
+	if counts() != [3]int{2, 2, 1} {
+		t.Errorf("applied %v, want the services twice and the butler once", counts())
+	}
+}
+
+// TestAnswersAreNamedByTheirSubject: an answer counts under the name its
+// subject proves. One whose body names another process (a butler saying it
+// is the switchboard, refusing), one that is no answer, and one on a
+// subject naming no process count for nothing; the requests carry no reply
+// subject to answer on.
+func TestAnswersAreNamedByTheirSubject(t *testing.T) {
+	f := newFleetRig(t)
+	sbFile, sb := f.serve("switchboard")
+	var replies []string
+	var mu sync.Mutex
+	forge, err := f.nc.Subscribe(reload.CheckSubject, func(m *nats.Msg) {
+		var req struct{ Nonce string }
+		_ = json.Unmarshal(m.Data, &req)
+		mu.Lock()
+		replies = append(replies, m.Reply)
+		mu.Unlock()
+		lie, _ := json.Marshal(reload.Answer{Process: "switchboard@host", Result: reload.Result{Error: "refused\x1b]0;owned\x07"}})
+		_ = f.nc.Publish(reload.Identity{Conn: "butler.evil", Instance: "host"}.Subject(req.Nonce), lie)
+		_ = f.nc.Publish(reload.Identity{Conn: "butler.evil", Instance: "other"}.Subject(req.Nonce), []byte("not json"))
+		_ = f.nc.Publish("herald.control.reload.answer."+req.Nonce+".a.b.c.host", lie)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = forge.Unsubscribe() })
+
+	f.write(more, sbFile)
+	rep, err := reload.Fleet(t.Context(), f.nc, time.Second)
+	if err != nil || sb.count() != 1 {
+		t.Fatalf("Fleet with forged answers: %v; %+v; the switchboard applied %d times, want once", err, rep, sb.count())
+	}
+	forged := map[string]string{}
+	for _, c := range rep.Checks {
+		if c.Forged != "" {
+			forged[c.Process] = c.Forged
+			if c.Error != "" || c.Hash != "" {
+				t.Errorf("a forged answer keeps what it said: %+v", c)
+			}
 		}
+	}
+	want := map[string]string{
+		"butler evil@host":  "it says it is switchboard@host",
+		"butler evil@other": "not a reload answer",
+		"a.b.c.host":        "its subject names no Herald process",
+	}
+	if len(forged) != len(want) {
+		t.Errorf("forged answers %q, want %q", forged, want)
+	}
+	for name, why := range want {
+		if forged[name] != why {
+			t.Errorf("%s: forged %q, want %q", name, forged[name], why)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(replies) == 0 || slices.ContainsFunc(replies, func(r string) bool { return r != "" }) {
+		t.Errorf("the checks' reply subjects %q, want none", replies)
 	}
 }

@@ -6,6 +6,7 @@ package butler
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -89,6 +90,10 @@ type Butler struct {
 	prompts     sync.WaitGroup
 	promptsCtx  context.Context
 	stopPrompts context.CancelFunc
+
+	// runID is drawn at start: the identity of this process's stdio
+	// session (tag).
+	runID string
 }
 
 // New connects a butler to the bus and builds its MCP server.
@@ -122,6 +127,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		metrics: o.Metrics,
 		health:  o.Health,
 		state:   obs.NewState(),
+		runID:   rand.Text(),
 	}
 	b.cfg.Store(o.Config)
 	b.promptsCtx, b.stopPrompts = context.WithCancel(context.Background())
@@ -139,7 +145,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		return nil, err
 	}
 	// Its own auto_allowed records only (natsauth).
-	b.audit = &audit.Writer{JS: js, Log: log}
+	b.audit = &audit.Writer{JS: js, Log: log, Butler: o.Name}
 	b.health.Add(HealthCheck(o.Name), obs.All(b.state.Check, obs.ConsumerCheck(js, b.inboxConsumer())))
 	getenv := o.Getenv
 	if getenv == nil {

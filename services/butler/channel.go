@@ -258,8 +258,7 @@ func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, er
 	}
 	in := r.Input.Context.Ingress
 	if id := in.Meta[envelope.MetaPermissionRequestID]; id != "" {
-		c.verdict(in)
-		return nil, nil
+		return nil, c.verdict(in)
 	}
 	if in.Meta[envelope.MetaKind] == MetaKindAnswer && c.awaits(in.Meta[MetaQuestionID]) {
 		return nil, nil // the ask call waiting for it returns it
@@ -319,7 +318,7 @@ func (c *channelSide) claimants(rs []receiver, v *inbound, age time.Duration) (o
 		return rs, false
 	}
 	for _, r := range rs {
-		if sessionTag(c.b.name, r.id) == v.claim {
+		if c.b.tag(r.id) == v.claim {
 			return []receiver{r}, false
 		}
 	}
@@ -336,7 +335,7 @@ func (c *channelSide) open(tag string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for id := range c.sessions {
-		if c.takes[id] && sessionTag(c.b.name, id) == tag {
+		if c.takes[id] && c.b.tag(id) == tag {
 			return true
 		}
 	}
@@ -366,6 +365,9 @@ func ageOf(msg jetstream.Msg) time.Duration {
 func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 	v, err := c.take(ctx, msg)
 	switch {
+	case errors.Is(err, errElsewhere):
+		c.settleElsewhere(ctx, msg)
+		return
 	case errors.Is(err, envelope.ErrValidation):
 		c.b.log.ErrorContext(ctx, "dropping an undecodable inbox message", "subject", msg.Subject(), "err", err)
 		_ = msg.Term()
@@ -469,15 +471,49 @@ func (c *channelSide) answered(session, id string) {
 	}
 }
 
-func (c *channelSide) verdict(in *envelope.Ingress) {
-	id, behavior, session := in.Meta[envelope.MetaPermissionRequestID], in.Meta[envelope.MetaPermissionBehavior], in.Meta[envelope.MetaPermissionSession]
+func (c *channelSide) verdict(in *envelope.Ingress) error {
+	id, behavior, tag := in.Meta[envelope.MetaPermissionRequestID], in.Meta[envelope.MetaPermissionBehavior], in.Meta[envelope.MetaPermissionSession]
+	session, ok := c.tagged(tag)
+	if !ok {
+		return errElsewhere
+	}
 	c.answered(session, id)
 	err := c.b.mcp.SendNotificationToSpecificClient(session, c.familyOf(session).answer, map[string]any{"request_id": id, "behavior": behavior})
 	if err != nil {
-		c.b.log.Warn("permission verdict not delivered: the asking session is gone", "request_id", id, "session", session, "err", err)
+		c.b.log.Warn("permission verdict not delivered: the asking session is gone", "request_id", id, "err", err)
+		return nil
+	}
+	c.b.log.Info("permission verdict delivered", "request_id", id, "behavior", behavior)
+	return nil
+}
+
+// errElsewhere: a verdict for a session this process does not hold. Another
+// process of the butler (a second stdio run) may: it is handed back for a
+// while (settleElsewhere).
+var errElsewhere = errors.New("a verdict for a session of another process")
+
+// tagged is the id of the session whose tag is tag, if this process holds it.
+func (c *channelSide) tagged(tag string) (string, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id := range c.sessions {
+		if c.b.tag(id) == tag {
+			return id, true
+		}
+	}
+	return "", false
+}
+
+// settleElsewhere hands a verdict for another process's session back, to
+// be taken there, while it is younger than claimHold; then its session is
+// taken as gone, and it is dropped.
+func (c *channelSide) settleElsewhere(ctx context.Context, msg jetstream.Msg) {
+	if ageOf(msg) < claimHold {
+		_ = msg.NakWithDelay(time.Second)
 		return
 	}
-	c.b.log.Info("permission verdict delivered", "request_id", id, "behavior", behavior, "session", session)
+	c.b.log.WarnContext(ctx, "permission verdict not delivered: no process of this butler holds the session that asked", "subject", msg.Subject())
+	_ = msg.Ack()
 }
 
 // pending takes up to max waiting messages at once, for the inbox tool of
@@ -495,12 +531,14 @@ func (c *channelSide) pending(ctx context.Context, session string, max int) ([]*
 		}
 		v, err := c.take(ctx, msg)
 		switch {
+		case errors.Is(err, errElsewhere):
+			c.settleElsewhere(ctx, msg)
 		case errors.Is(err, envelope.ErrValidation):
 			_ = msg.Term()
 		case err != nil:
 			_ = msg.Nak()
 			return out, err
-		case v != nil && v.claim != "" && v.claim != sessionTag(c.b.name, session) && c.open(v.claim):
+		case v != nil && v.claim != "" && v.claim != c.b.tag(session) && c.open(v.claim):
 			_ = msg.NakWithDelay(time.Second)
 		default:
 			_ = msg.Ack()

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
+	"log/slog"
+	"syscall"
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
@@ -51,7 +54,7 @@ func serveCommand(ctx context.Context, r *process.Running, name string, stdio bo
 		if stdio {
 			return b.ServeStdio(ctx, r.IO.Stdin, r.IO.Stdout)
 		}
-		return b.ServeHTTP(ctx, r.Config.Butler(name).MCPHTTP, func(url string) { log.Info("MCP endpoint", "url", url) })
+		return serveMCPHTTP(ctx, b, r.Config.Butler(name), log)
 	}
 	// A --stdio butler is launched by an MCP client, maybe beside other
 	// butlers: it listens only where it was asked to. An HTTP butler with
@@ -64,4 +67,17 @@ func serveCommand(ctx context.Context, r *process.Running, name string, stdio bo
 		return serve(ctx)
 	}
 	return r.Process.Run(ctx, serve)
+}
+
+// serveMCPHTTP serves b's MCP endpoint where bc says. A default address
+// (the file sets no mcp_http) that another process holds is an error
+// saying so: clients know the butler by that address, so a butler binary
+// never moves it elsewhere, as herald dev does.
+func serveMCPHTTP(ctx context.Context, b *Butler, bc *config.Butler, log *slog.Logger) error {
+	err := b.ServeHTTP(ctx, bc.MCPHTTP, func(url string) { log.Info("MCP endpoint", "url", url) })
+	if def := bc.MCPHTTPDefault(); def != "" && def == bc.MCPHTTP && errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("%w: %s is the butler's default MCP address (the file sets no mcp_http: 127.0.0.1, port %d upward in the order of the butlers) and another process holds it; set mcp_http to a free address",
+			err, def, config.DefaultMCPPort)
+	}
+	return err
 }

@@ -58,12 +58,15 @@ func (b *Butler) ask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToo
 	args := req.GetArguments()
 	question, options, wait, err := askArguments(args)
 	if err != nil {
-		return toolError(err), nil
+		return askRefused(err), nil
 	}
 	q := b.newQuestion(ctx, question, options)
 	n, err := b.questionNotify(q, args)
+	if err == nil {
+		err = b.askable(n)
+	}
 	if err != nil {
-		return toolError(err), nil
+		return askRefused(err), nil
 	}
 	if err := b.channel.approvals.Ask(ctx, q); err != nil {
 		return toolError(fmt.Errorf("%w: recording the question: %w", envelope.ErrTargetUnavailable, err)), nil
@@ -147,12 +150,72 @@ func askOptions(raw any, field func(ptr, msg string)) []string {
 	return options
 }
 
+// askable refuses, at the call, a question no answer could come back
+// from: on a channel nobody answers on (log, webhook: config.Channel's
+// Answers), on an integration that takes no inbound, or with no recipient
+// where the integration has no default. Before issue 37 such a call was
+// answered "Asked", and the switchboard retried the question for a day.
+// A channel that does not resolve is left to the switchboard, which says
+// why (not granted, not configured).
+func (b *Butler) askable(n *envelope.Notify) error {
+	cfg := b.config()
+	ch := n.Delivery.Channel
+	if me := cfg.Butler(b.name); ch == "" && me != nil {
+		ch = me.DefaultChannel
+	}
+	in, err := cfg.Resolve(b.name, ch)
+	if err != nil {
+		return nil
+	}
+	c, _ := config.ChannelOf(in.Type)
+	switch {
+	case !c.Answers:
+		return fmt.Errorf("%w: ask needs a channel a person can answer on (%s); %s cannot take an answer", envelope.ErrValidation, answerableChannels(cfg, b.name), in.Channel())
+	case !in.Inbound.Enabled:
+		return fmt.Errorf("%w: ask needs a channel a person can answer on (%s); %s takes no inbound messages, so no answer could reach Herald", envelope.ErrValidation, answerableChannels(cfg, b.name), in.Channel())
+	case strings.TrimSpace(n.Delivery.Recipient) == "" && in.DefaultRecipient() == "":
+		return fmt.Errorf("%w: ask on %s needs a recipient (a chat id, an address, a visitor id): the integration has no default one", envelope.ErrValidation, in.Channel())
+	}
+	return nil
+}
+
+// answerableChannels names the integrations butler may ask on, for a
+// refusal to point at: "yours: telegram:tg_main, email:mail", or the
+// channel types that can take answers when it has none.
+func answerableChannels(cfg *config.Config, butler string) string {
+	var yours, types []string
+	for _, in := range cfg.Integrations {
+		if c, _ := config.ChannelOf(in.Type); c.Answers && in.Inbound.Enabled && !in.Disabled && in.Grants.Allows(butler) {
+			yours = append(yours, in.Channel())
+		}
+	}
+	if len(yours) > 0 {
+		return "yours: " + strings.Join(yours, ", ")
+	}
+	for _, t := range config.BuiltChannels() {
+		if c, _ := config.ChannelOf(t); c.Answers {
+			types = append(types, t)
+		}
+	}
+	return strings.Join(types, ", ") + ", with an inbound block; this butler has none: ask the operator to grant one"
+}
+
+// askRefused is ask's isError answer to a call refused before anyone was
+// asked: the class, the reason, and what to do.
+func askRefused(err error) *mcp.CallToolResult {
+	body := envelope.ErrorBodyFrom(err)
+	text := fmt.Sprintf("Not asked (%s): %s. Nobody was asked; fix the arguments and call ask again.", body.Class, strings.TrimSuffix(body.Message, "."))
+	res := mcp.NewToolResultError(text)
+	res.StructuredContent = map[string]any{"status": envelope.StatusError, "error": body, "summary": text}
+	return res
+}
+
 // newQuestion is a new question of this butler, asked in the MCP session of
 // ctx (if any), and expiring when approvals' expiry says (if it does).
 func (b *Butler) newQuestion(ctx context.Context, question string, options []string) approval.Question {
 	session := ""
 	if s := server.ClientSessionFromContext(ctx); s != nil {
-		session = s.SessionID()
+		session = b.tag(s.SessionID())
 	}
 	now := time.Now().UTC()
 	q := approval.Question{ID: approval.NewQuestionID(), Butler: b.name, Session: session, Question: question, Options: options, CreatedAt: now}

@@ -86,7 +86,7 @@ func (b *Butler) notify(ctx context.Context, req mcp.CallToolRequest) (*mcp.Call
 	if n.Delivery.ClaimThread {
 		// The claim is the calling session's: its replies come to it.
 		if id := sessionIDOf(ctx); id != "" {
-			n.Delivery.ClaimSession = sessionTag(b.name, id)
+			n.Delivery.ClaimSession = b.tag(id)
 		}
 	}
 	return b.send(ctx, n), nil
@@ -344,11 +344,28 @@ func topicOf(v any) string {
 }
 
 // sessionTag names MCP session id of butler name where a record outlives
-// the call (a claimed thread): a hash, so the session id itself, which a
-// client presents to use the session, is never stored or sent.
+// the call (a claimed thread, a prompt, a grant, a question): a hash, so the
+// session id itself, which a client presents to use the session, is never
+// stored or sent, and a butler's NATS user cannot read one back to forge a
+// record for a live session.
 func sessionTag(name, id string) string {
 	h := sha256.Sum256([]byte(name + "\x00" + id))
 	return hex.EncodeToString(h[:8])
+}
+
+// stdioSession is the id mcp-go gives every stdio session: the same in
+// every process, so it names no session by itself.
+const stdioSession = "stdio"
+
+// tag is the sessionTag of MCP session id. A stdio session is this
+// process's, and each process is a new session (a new claude run): its tag
+// is made of an id drawn at the process's start, so a grant, a claim or a
+// prompt of one run is never another's.
+func (b *Butler) tag(id string) string {
+	if id == stdioSession {
+		id = "stdio:" + b.runID
+	}
+	return sessionTag(b.name, id)
 }
 
 // sessionIDOf is the id of the MCP session of a tool call ("" outside one).

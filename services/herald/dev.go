@@ -398,7 +398,7 @@ func freeDefaults(cfg *config.Config, out io.Writer) {
 		move("nats.listen", &cfg.NATS.Listen, config.DefaultNATSListen)
 	}
 	for i := range cfg.Butlers {
-		move("butler "+cfg.Butlers[i].Name+" mcp_http", &cfg.Butlers[i].MCPHTTP, config.DefaultMCPHTTP)
+		move("butler "+cfg.Butlers[i].Name+" mcp_http", &cfg.Butlers[i].MCPHTTP, cfg.Butlers[i].MCPHTTPDefault())
 	}
 	cfg.HTTPListen = cfg.HTTPListenFor("dev")
 	move("http_listen", &cfg.HTTPListen, config.DefaultHTTPListen)

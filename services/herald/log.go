@@ -228,9 +228,9 @@ func (lr *logReader) read(ctx context.Context) error {
 			if err := json.Unmarshal(line, &r); err != nil {
 				// Only the services may publish here; still, one broken
 				// record must not hide the rest.
-				fmt.Fprintf(lr.stderr, "herald log: skipped record %d on %s: not an audit record (%v)\n", meta.Sequence.Stream, m.Subject(), err)
+				fmt.Fprintf(lr.stderr, "herald log: skipped record %d on %s: not an audit record (%s)\n", meta.Sequence.Stream, escapeControl(m.Subject()), escapeControl(err.Error()))
 			} else if lr.q.match(r) {
-				lr.p.add(r, line)
+				lr.p.add(logEntry{r, line, audit.Forged(m.Subject(), r)})
 			}
 		}
 		switch {
@@ -310,9 +310,11 @@ func (q *logQuery) subjects() []string {
 	if len(q.kinds) == 0 && q.chanType == "" {
 		return nil
 	}
+	// Without a channel, a kind's records on a butler's own subject
+	// (herald.audit.<kind>.butler.<name>) too.
 	typ := q.chanType
 	if typ == "" {
-		typ = "*"
+		typ = ">"
 	}
 	if len(q.kinds) == 0 {
 		return []string{bus.AuditSubject("*", typ)}
@@ -375,19 +377,23 @@ type logPrinter struct {
 type logEntry struct {
 	r   audit.Record
 	raw []byte
+	// forged says why the record is not what it claims (audit.Forged):
+	// it is shown as such, never as fact.
+	forged string
 }
 
 const logRow = "%-19s  %-9s  %-12s  %-20s  %-36s  %-30s  %s\n"
 
-func (p *logPrinter) add(r audit.Record, raw []byte) {
+func (p *logPrinter) add(e logEntry) {
 	if !p.holding {
-		p.print(r, raw)
+		p.print(e)
 		return
 	}
 	if len(p.held) == p.limit && !p.trail {
 		p.held = slices.Delete(p.held, 0, 1)
 	}
-	p.held = append(p.held, logEntry{r, slices.Clone(raw)})
+	e.raw = slices.Clone(e.raw)
+	p.held = append(p.held, e)
 }
 
 // trailOrder is the order records of one request happened in, which the
@@ -418,7 +424,7 @@ func (p *logPrinter) release(follow bool) {
 		p.trail = false
 	}
 	for _, e := range p.held {
-		p.print(e.r, e.raw)
+		p.print(e)
 	}
 	p.held, p.holding = nil, false
 	if follow && !p.json {
@@ -433,17 +439,30 @@ func (p *logPrinter) header() {
 	}
 }
 
-func (p *logPrinter) print(r audit.Record, raw []byte) {
+// print writes one record: as stored (JSON, with "forged" added to one
+// that is not what it claims), or as a table row, where a forged record's
+// kind is FORGED and its detail says why before what it claims.
+func (p *logPrinter) print(e logEntry) {
+	r := e.r
 	if p.json {
 		var b bytes.Buffer
-		_ = json.Compact(&b, raw) // raw was decoded, so it is JSON
+		_ = json.Compact(&b, e.raw) // raw was decoded, so it is JSON
+		if e.forged != "" {
+			why, _ := json.Marshal(e.forged)
+			b.Truncate(b.Len() - 1) // its closing brace
+			b.WriteString(`,"forged":` + string(why) + "}")
+		}
 		b.WriteByte('\n')
 		p.w.Write(b.Bytes())
 		return
 	}
 	p.header()
-	fmt.Fprintf(p.w, logRow, r.Time.Local().Format(time.DateTime), cell(r.Kind), cell(r.Butler), cell(r.Channel),
-		cell(r.RequestID), cell(r.DeliveryID), logDetail(r))
+	kind, detail := cell(r.Kind), logDetail(r)
+	if e.forged != "" {
+		kind, detail = "FORGED", cell("not what it claims: "+e.forged+"; it says "+r.Kind+": ")+detail
+	}
+	fmt.Fprintf(p.w, logRow, r.Time.Local().Format(time.DateTime), kind, cell(r.Butler), cell(r.Channel),
+		cell(r.RequestID), cell(r.DeliveryID), detail)
 }
 
 // end finishes a read that found its end: a table with nothing in it says so.
@@ -491,18 +510,29 @@ func logDetail(r audit.Record) string {
 // stored value cannot forge rows or drive the terminal.
 func cell(s string) string { return dash(escapeControl(s)) }
 
+// escapeControl shows what could drive a terminal as Go escapes: control
+// characters (C0 such as ESC, BEL and CR; DEL; C1) as \x1b, \a, \r,
+// \u009b, and bytes that are not UTF-8 as \x9b (a lone 0x9b is CSI to a
+// terminal reading 8-bit controls; NATS subjects may hold any byte). So
+// nothing printed from the bus can move the cursor, set the title or forge
+// a line.
 func escapeControl(s string) string {
-	if !strings.ContainsFunc(s, unicode.IsControl) {
+	if !strings.ContainsFunc(s, unicode.IsControl) && utf8.ValidString(s) {
 		return s
 	}
 	var b strings.Builder
-	for _, r := range s {
-		if unicode.IsControl(r) {
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case unicode.IsControl(r):
 			q := strconv.QuoteRune(r)
 			b.WriteString(q[1 : len(q)-1])
-			continue
+		default:
+			b.WriteString(s[i : i+n])
 		}
-		b.WriteRune(r)
+		i += n
 	}
 	return b.String()
 }

@@ -2,6 +2,7 @@ package herald_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,7 +14,11 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/nats-io/nats.go"
 
+	"github.com/heraldhq/herald/pkg/bus/bustest"
+	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/reload"
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/herald"
 )
@@ -149,5 +154,66 @@ func TestDevWatchesItsFile(t *testing.T) {
 	}
 	if answer, isErr := notify(beta, "still running"); isErr || !strings.HasPrefix(answer, "Notification sent") {
 		t.Fatalf("beta after a refused file: %s", answer)
+	}
+}
+
+// TestReloadEscapesWhatItPrints: every name and text `herald reload`
+// prints came from the bus, where any process, or a butler's NATS user
+// under its own name, may put ESC, BEL, CR and bytes that are not UTF-8.
+// Each is printed escaped, so nothing can set the terminal's title, clear
+// it or forge a line; the butler that refused holds back only itself, and
+// one that says it is the switchboard is shown as forged.
+func TestReloadEscapesWhatItPrints(t *testing.T) {
+	srv := bustest.RunServer(t)
+	nc, _ := srv.Connect()
+	dir := t.TempDir()
+	yaml := "nats: { url: %q }\nbutlers:\n  - { name: alpha, default_channel: log }\nintegrations:\n  - { id: log, type: log, grants: all }\n"
+	file := filepath.Join(dir, "herald.yaml")
+	writeFile(t, file, fmt.Sprintf(yaml, srv.URL()))
+	cfg, err := config.Parse(fmt.Appendf(nil, yaml, srv.URL()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := reload.New(reload.Options{Path: file, Current: cfg, Log: testLogger(&testkit.Buffer{}), Apply: func(context.Context, *config.Config, []string) error { return nil }})
+	stop, err := reload.Serve(nc, reload.Identity{Conn: "switchboard", Instance: "host"}, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stop)
+	evil := reload.Identity{Conn: "butler.evil", Instance: "x\x1b[2J"}
+	sub, err := nc.Subscribe(reload.CheckSubject, func(m *nats.Msg) {
+		var req struct{ Nonce string }
+		_ = json.Unmarshal(m.Data, &req)
+		own, _ := json.Marshal(reload.Answer{Process: evil.Name(), Result: reload.Result{Error: "boom\x1b]0;owned\x07\r\nswitchboard@host             applied: everything"}})
+		_ = nc.Publish(evil.Subject(req.Nonce), own)
+		lie, _ := json.Marshal(reload.Answer{Process: "switchboard@host\x1b[1A"})
+		_ = nc.Publish(reload.Identity{Conn: "butler.evil", Instance: "y\x9b"}.Subject(req.Nonce), lie)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+
+	writeFile(t, file, fmt.Sprintf(yaml, srv.URL())+"  - { id: more, type: log, grants: all }\n")
+	var out, errs strings.Builder
+	code := herald.Main(t.Context(), []string{"reload", "--config", file, "--wait", "500ms"}, herald.IO{Getenv: func(string) string { return "" }, Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errs})
+	printed := out.String() + errs.String()
+	if code != 1 || !strings.Contains(out.String(), "switchboard@host") || !strings.Contains(out.String(), "applied: integration more added") {
+		t.Fatalf("herald reload: exit %d, want 1 with the switchboard applying the file:\n%s", code, printed)
+	}
+	if strings.ContainsAny(printed, "\x1b\x07\r") || strings.Contains(printed, "\x9b") {
+		t.Errorf("herald reload printed raw control characters:\n%q", printed)
+	}
+	for _, want := range []string{
+		`butler evil@x\x1b[2J         refused: boom\x1b]0;owned\a\r\nswitchboard@host`,
+		`butler evil@y\x9b            forged, not counted: it says it is switchboard@host\x1b[1A`,
+		"1 process(es) still run on the old configuration: butler evil@x",
+	} {
+		if !strings.Contains(printed, want) {
+			t.Errorf("herald reload does not print %s:\n%s", want, printed)
+		}
 	}
 }

@@ -110,10 +110,11 @@ func (r *Rerunner) Apply(ctx context.Context, cfg *config.Config) error {
 
 // ReloadOptions set up a process's reloads.
 type ReloadOptions struct {
+	// NC's connection name ("switchboard", "butler.garden", "herald-dev")
+	// is who the process answers `herald reload` as, and names it in the
+	// audit record, with its host: reload.Identity.
 	NC *nats.Conn
-	// Process names the process in `herald reload`'s answers and the audit
-	// record ("switchboard", "butler garden", "herald dev"); its host is
-	// added.
+	// Process names the service in its log lines ("switchboard").
 	Process string
 	// Path is the file the process runs from ("" has nothing to reload).
 	Path    string
@@ -133,10 +134,12 @@ type ReloadOptions struct {
 // StartReloads makes the process reload on SIGHUP, on `herald reload`, and
 // (watch_config) when the file changes, until ctx ends.
 func StartReloads(ctx context.Context, o ReloadOptions) error {
-	process := o.Process
-	if host, err := os.Hostname(); err == nil && host != "" {
-		process += "@" + host
-	}
+	// The answers go on a subject naming the connection, which the
+	// generated permissions let only this process's NATS user publish
+	// (they tie its inbox, _INBOX.<connection>, to it the same way).
+	host, _ := os.Hostname()
+	id := reload.Identity{Conn: o.NC.Opts.Name, Instance: reload.Instance(host)}
+	process := id.Name()
 	var audited func(context.Context, []string)
 	if o.Audit {
 		js, err := jetstream.New(o.NC)
@@ -157,7 +160,7 @@ func StartReloads(ctx context.Context, o ReloadOptions) error {
 			}
 		},
 	})
-	stop, err := reload.Serve(o.NC, process, w)
+	stop, err := reload.Serve(o.NC, id, w)
 	if err != nil {
 		return fmt.Errorf("answering herald reload: %w", err)
 	}

@@ -3,6 +3,7 @@ package switchboard
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -33,6 +34,88 @@ const (
 	expiredNote = "⌛ expired: nobody answered in time"
 	endedNote   = "⏹ closed: the session that asked has ended"
 )
+
+// openPrompt opens butler's prompt from the permission request n relays
+// to one approver, or finds it open (the request relayed to another
+// approver, or this route again), and writes the copy for in: the message
+// and buttons, rendered from the prompt, with the quorum and expiry
+// herald.yaml gives the tool. Nothing of it comes from a record a butler
+// can write, so a butler's NATS user cannot put a tool that needs a quorum
+// before one approver, or ask in words of its own. The chat it goes to is
+// recorded, so that an approver's verdict there counts, and the copy, so
+// that it is edited once the prompt closes (closePrompt).
+func (s *Switchboard) openPrompt(ctx context.Context, butler, requestID string, in *config.Integration, n *envelope.Notify) error {
+	p := n.PermissionRequest
+	chat := n.Delivery.Recipient
+	switch {
+	case chat == "":
+		return fmt.Errorf("%w: a permission prompt needs its approver as recipient", envelope.ErrValidation)
+	case n.Delivery.Intent != "" && n.Delivery.Intent != envelope.IntentSend:
+		return fmt.Errorf("%w: a permission prompt is a send, not a %s", envelope.ErrValidation, n.Delivery.Intent)
+	case !s.asksApprover(butler, in, chat):
+		return fmt.Errorf("%w: permission prompts of %s go only to its approvers, and %q on %s is not one", envelope.ErrForbidden, butler, chat, in.Channel())
+	}
+	req, err := s.promptOf(ctx, butler, p)
+	if err != nil {
+		return err
+	}
+	n.Delivery.Message = approval.Prompt(butler, *req, config.MessageLimit(in.Type))
+	n.Delivery.Actions = approval.Buttons(req.ID, req.Quorum)
+	n.Delivery.Urgency, n.Delivery.Topic = "high", "safety"
+	n.PermissionRequest = nil // the messenger needs the message only
+	if err := s.approvals.MarkSent(ctx, butler, req.ID, in.ID, envelope.WebVisitor(chat)); err != nil {
+		return fmt.Errorf("%w: recording permission prompt %s: %w", envelope.ErrTargetUnavailable, req.ID, err)
+	}
+	headline, _, _ := strings.Cut(n.Delivery.Message, "\n")
+	c := approval.Copy{Butler: butler, ID: req.ID, Channel: in.Channel(), Chat: chat, Headline: headline, RequestID: requestID}
+	if err := s.approvals.Offer(ctx, c); err != nil {
+		return fmt.Errorf("%w: recording permission prompt %s: %w", envelope.ErrTargetUnavailable, req.ID, err)
+	}
+	return nil
+}
+
+// asksApprover reports whether chat on in is where butler's approvers are
+// asked (config.ApproversOf, as the butler lists them).
+func (s *Switchboard) asksApprover(butler string, in *config.Integration, chat string) bool {
+	for _, a := range s.cfg.ApproversOf(s.cfg.Butler(butler)) {
+		if a.Integration.ID == in.ID && envelope.WebVisitor(a.Who) == chat {
+			return true
+		}
+	}
+	return false
+}
+
+// promptOf opens butler's prompt for request p, or returns the one open
+// for it: the same request, word for word, from the same session. An id
+// open for another request, or one answered or expired, is refused.
+func (s *Switchboard) promptOf(ctx context.Context, butler string, p *envelope.PermissionRequest) (*approval.Request, error) {
+	now := time.Now().UTC()
+	req := approval.Request{ID: p.ID, Butler: butler, Session: p.Session, ToolName: p.ToolName,
+		Description: p.Description, InputPreview: p.InputPreview, CreatedAt: now}
+	if ttl := s.cfg.Approvals.Expiry(); ttl > 0 {
+		req.ExpiresAt = now.Add(ttl)
+	}
+	if q := s.cfg.Butler(butler).QuorumFor(p.ToolName); q > 1 {
+		req.Quorum = q
+	}
+	err := s.approvals.Create(ctx, req)
+	if err == nil {
+		return &req, nil
+	}
+	if !errors.Is(err, approval.ErrExists) {
+		return nil, fmt.Errorf("%w: opening permission request %s: %w", envelope.ErrTargetUnavailable, p.ID, err)
+	}
+	open, err := s.approvals.Get(ctx, butler, p.ID)
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: reading permission request %s: %w", envelope.ErrTargetUnavailable, p.ID, err)
+	case open.Session != p.Session || open.ToolName != p.ToolName || open.Description != p.Description || open.InputPreview != p.InputPreview:
+		return nil, fmt.Errorf("%w: permission request %s is open for another request; an id names one request", envelope.ErrForbidden, p.ID)
+	case open.Verdict != "" || open.Expired(now):
+		return nil, fmt.Errorf("%w: permission request %s is answered or expired", envelope.ErrForbidden, p.ID)
+	}
+	return open, nil
+}
 
 // expireEvery is how often the switchboard looks for prompts whose time ran
 // out.

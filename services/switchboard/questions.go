@@ -73,6 +73,9 @@ func (s *Switchboard) question(ctx context.Context, butler, requestID, qid strin
 	if chat == "" {
 		chat = in.DefaultRecipient()
 	}
+	if err := answerable(in, chat); err != nil {
+		return false, err
+	}
 	if err := s.approvals.MarkSent(ctx, butler, qid, in.ID, envelope.WebVisitor(chat)); err != nil {
 		return false, fmt.Errorf("%w: recording question %s: %w", envelope.ErrTargetUnavailable, qid, err)
 	}
@@ -85,6 +88,26 @@ func (s *Switchboard) question(ctx context.Context, butler, requestID, qid strin
 		return false, err
 	}
 	return true, nil
+}
+
+// answerable refuses, before anything is recorded, a question no answer
+// could come back from: on a channel nobody answers on (log, webhook), on an
+// integration that takes no inbound, or with no chat to ask (none given and
+// the integration has no default). The butler's ask tool refuses these at
+// the call; a route a butler's NATS user publishes itself ends here. Such a
+// question once made an empty key token ("nats: invalid key") that was
+// retried for a day, holding the route consumer (issue 37).
+func answerable(in *config.Integration, chat string) error {
+	ch, _ := config.ChannelOf(in.Type)
+	switch {
+	case !ch.Answers:
+		return fmt.Errorf("%w: a question needs a channel a person can answer on; %s cannot take an answer", envelope.ErrValidation, in.Channel())
+	case !in.Inbound.Enabled:
+		return fmt.Errorf("%w: %s takes no inbound messages, so no answer could reach Herald; ask on another channel, or give the integration an inbound block in herald.yaml", envelope.ErrValidation, in.Channel())
+	case strings.TrimSpace(chat) == "":
+		return fmt.Errorf("%w: a question on %s needs a recipient: the integration has no default one", envelope.ErrValidation, in.Channel())
+	}
+	return nil
 }
 
 // answer handles in if it answers a question: a tap on an option's button,

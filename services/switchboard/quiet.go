@@ -571,8 +571,15 @@ const cutMark = " … (cut: too long for one message)"
 
 // renderDigest writes part i of parts (0-based; parts 1 means no numbers)
 // of a digest of total notes: a heading, then each butler's notes, each
-// with its local time and first line, the rest of it below, and its
-// request_id, whose trail `herald log --request-id` shows.
+// under a line of Herald's own (its local time and request_id, whose trail
+// `herald log --request-id` shows) and quoted below it.
+//
+// The butler's name and the time come from the held record, which only the
+// switchboard writes (the butler from the route's subject, the time from
+// its clock), never from the note: a note is the butler's words and
+// nothing more, so its text is quoted, line by line, and escaped
+// (quoteNote). No line of it can make a heading, a butler's bold name or
+// a request_id line, or end the quote and stand as another entry.
 func renderDigest(part []heldNote, i, parts, total int) string {
 	if len(part) == 0 {
 		return ""
@@ -593,13 +600,24 @@ func renderDigest(part []heldNote, i, parts, total int) string {
 			butler = n.Butler
 			b.WriteString("\n\n**" + markdown.Escape(butler) + "**")
 		}
-		head, rest, _ := strings.Cut(strings.TrimSpace(n.Message), "\n")
-		b.WriteString("\n\n" + n.HeldAt.In(loc).Format("15:04") + " · " + strings.TrimSpace(head))
-		if rest = strings.TrimSpace(rest); rest != "" {
-			b.WriteString("\n" + rest)
-		}
-		b.WriteString("\n`request_id " + n.RequestID + "`")
+		b.WriteString("\n\n" + n.HeldAt.In(loc).Format("15:04") + " · `request_id " + n.RequestID + "`\n" + quoteNote(n.Message))
 	}
 	b.WriteString("\n\nA note's trail: `herald log --request-id <request_id>`")
 	return b.String()
+}
+
+// noteBreaks are the line breaks a note is split on: every one a renderer
+// or a mail reader might show as a new line, so that no line of the note
+// can begin outside the quote.
+var noteBreaks = strings.NewReplacer("\r\n", "\n", "\r", "\n", "\v", "\n", "\f", "\n", "\u0085", "\n", "\u2028", "\n", "\u2029", "\n")
+
+// quoteNote writes msg as a quote of its lines, each escaped (markdown.Escape)
+// so that it shows literally: its markup is the butler's to see, not to
+// render in Herald's message.
+func quoteNote(msg string) string {
+	lines := strings.Split(noteBreaks.Replace(strings.TrimSpace(msg)), "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight("> "+markdown.Escape(strings.TrimSpace(l)), " ")
+	}
+	return strings.Join(lines, "\n")
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -236,8 +237,9 @@ func TestQuietHoursHoldAndDigest(t *testing.T) {
 	testkit.Eventually(t, 20*time.Second, func() bool { return len(f.delivered(t)) == 2 && len(f.heldKeys(t)) == 0 }, "the digest, and the notes released")
 	digest := f.delivered(t)[1].Notify()
 	d := digest.Delivery
-	for _, want := range []string{"Held during quiet hours", "22:00–07:00 Europe/Berlin", "2 notes", "**health**", "23:00 · Garden report\nThe tomatoes need water.",
-		"**finance**", "23:00 · Card payment of 12.40 EUR", low.RequestContext.RequestID, normal.RequestContext.RequestID} {
+	for _, want := range []string{"Held during quiet hours", "22:00–07:00 Europe/Berlin", "2 notes",
+		"**health**\n\n23:00 · `request_id " + low.RequestContext.RequestID + "`\n> Garden report\n> The tomatoes need water.",
+		"**finance**\n\n23:00 · `request_id " + normal.RequestContext.RequestID + "`\n> Card payment of 12.40 EUR"} {
 		if !strings.Contains(d.Message, want) {
 			t.Errorf("the digest lacks %q:\n%s", want, d.Message)
 		}
@@ -443,5 +445,95 @@ func TestQuietDigestLeavesOutSent(t *testing.T) {
 	}
 	if msg := got[0].Notify().Delivery.Message; strings.Contains(msg, "Went out on its own") || !strings.Contains(msg, "Still waiting") || !strings.Contains(msg, "1 note") {
 		t.Fatalf("the digest holds:\n%s\nwant only the note still waiting", msg)
+	}
+}
+
+// forgedNote is a note of health's that dresses itself up as an entry of
+// finance's in the digest: a bold name, a heading, a time and request_id
+// line of Herald's, a quote of its own, HTML, and a line break (U+2028)
+// that only some readers show.
+const forgedNote = "Backup done\n\n**finance**\n\n23:00 · `request_id 01FAKE`\n# finance\n> Transfer of 900 EUR approved\n" +
+	"<b>finance</b>\u2028**finance**\n---"
+
+// TestQuietDigestQuotesNotes: a note's text cannot pose as another butler
+// in the digest. A held note of health's that forges an entry of
+// finance's shows, quoted and literally, under health's name; the digest
+// has a finance heading only when finance held a note, and every line
+// outside the quotes is Herald's own (a butler's name, the time and
+// request_id from the held record).
+func TestQuietDigestQuotesNotes(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		finance bool // finance holds a note too
+	}{
+		{"only the forger's note", false},
+		{"with a note of finance's", true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newQuietFleet(t)
+			quietAt(t, "2026-11-26 23:00:00")
+			f.run(t)
+			forged, _ := f.notify(t, "health", envelope.Delivery{Message: forgedNote, Urgency: "low"}, true)
+			ids := []string{forged.RequestContext.RequestID}
+			if tt.finance {
+				r, _ := f.notify(t, "finance", envelope.Delivery{Message: "Card payment of 12.40 EUR", Urgency: "low"}, true)
+				ids = append(ids, r.RequestContext.RequestID)
+			}
+			quietAt(t, "2026-11-27 07:00:01")
+			testkit.Eventually(t, 20*time.Second, func() bool { return len(f.delivered(t)) == 1 }, "the digest")
+			md := f.delivered(t)[0].Notify().Delivery.Message
+			checkDigestLines(t, md, ids)
+
+			tg := markdown.TelegramHTML(md)
+			headings := 0
+			if tt.finance {
+				headings = 1
+			}
+			if got := strings.Count(tg, "<b>finance</b>"); got != headings {
+				t.Errorf("%d finance headings in Telegram, want %d:\n%s", got, headings, tg)
+			}
+			if got := strings.Count(markdown.HTML(md), "<strong>finance</strong>"); got != headings {
+				t.Errorf("%d finance headings in the mail, want %d", got, headings)
+			}
+			if got := strings.Count(tg, "<code>request_id "); got != len(ids) {
+				t.Errorf("%d request_id lines in Telegram, want %d, one per note:\n%s", got, len(ids), tg)
+			}
+			// The forged text is there, literally, in health's quote.
+			_, quoted, _ := strings.Cut(tg, "<b>health</b>")
+			quoted, _, _ = strings.Cut(quoted, "</blockquote>")
+			for _, want := range []string{"<blockquote>Backup done", "**finance**", "# finance", "request_id 01FAKE", "&gt; Transfer of 900 EUR", "&lt;b&gt;finance&lt;/b&gt;"} {
+				if !strings.Contains(quoted, want) {
+					t.Errorf("health's quote lacks %q:\n%s", want, tg)
+				}
+			}
+		})
+	}
+}
+
+// checkDigestLines fails t unless every line of digest md outside a quote
+// is one Herald writes: its heading, a butler's name, a note's time and
+// request_id (one of ids, each once), its closing line.
+func checkDigestLines(t *testing.T, md string, ids []string) {
+	t.Helper()
+	entry := regexp.MustCompile("^[0-9]{2}:[0-9]{2} · `request_id ([^`]+)`$")
+	seen := map[string]int{}
+	for _, l := range strings.Split(md, "\n") {
+		switch m := entry.FindStringSubmatch(l); {
+		case l == "", strings.HasPrefix(l, ">"), strings.HasPrefix(l, "🌙 **Held during quiet hours**"),
+			l == "**health**", l == "**finance**", l == "A note's trail: `herald log --request-id <request_id>`":
+		case m != nil:
+			seen[m[1]]++
+		default:
+			t.Errorf("a line outside the quotes that is not Herald's: %q", l)
+		}
+	}
+	for _, id := range ids {
+		if seen[id] != 1 {
+			t.Errorf("request_id %s has %d entries, want 1", id, seen[id])
+		}
+		delete(seen, id)
+	}
+	if len(seen) > 0 {
+		t.Errorf("entries of notes never held: %v", seen)
 	}
 }

@@ -340,48 +340,23 @@ func (s *Switchboard) routed(ctx context.Context, r *envelope.Route, butler, key
 	s.log.DebugContext(ctx, "routed", "butler", butler, "channel", n.Delivery.Channel, "request_id", r.RequestContext.RequestID)
 }
 
-// prompts checks a notify that carries permission buttons ("perm:allow:<id>"):
-// each must be the butler's own open prompt, and the chat it goes to is
-// recorded, so that an approver's verdict there counts. A butler cannot put
-// buttons under a message that would answer another butler's prompt.
+// prompts checks a notify that asks a person something: a question (ask),
+// or a permission prompt, which a butler relays as its client's request
+// (permission_request) and the switchboard opens and writes (openPrompt). A
+// butler's own buttons never answer a prompt: "perm:" data is Herald's.
 func (s *Switchboard) prompts(ctx context.Context, butler, requestID string, in *config.Integration, n *envelope.Notify) (prompt bool, err error) {
+	for _, a := range n.Delivery.Actions {
+		if strings.HasPrefix(a.Data, "perm:") {
+			return false, fmt.Errorf("%w: button data %q answers a permission prompt, and only Herald writes those: relay the client's request as permission_request", envelope.ErrForbidden, a.Data)
+		}
+	}
+	if n.PermissionRequest != nil {
+		return true, s.openPrompt(ctx, butler, requestID, in, n)
+	}
 	if qid := approval.QuestionOf(n.IdempotencyKey); qid != "" || hasAnswerButtons(n) {
 		return s.question(ctx, butler, requestID, qid, in, n)
 	}
-	for _, a := range n.Delivery.Actions {
-		m := approval.CallbackPattern.FindStringSubmatch(a.Data)
-		if m == nil {
-			if strings.HasPrefix(a.Data, "perm:") {
-				return false, fmt.Errorf("%w: button data %q looks like a permission verdict but is not one", envelope.ErrForbidden, a.Data)
-			}
-			continue
-		}
-		req, err := s.approvals.Get(ctx, butler, m[2])
-		switch {
-		case errors.Is(err, approval.ErrUnknown):
-			return false, fmt.Errorf("%w: permission buttons may only answer this butler's own open prompt, and %s has none with id %s", envelope.ErrForbidden, butler, m[2])
-		case err != nil:
-			return false, fmt.Errorf("%w: reading permission request %s: %w", envelope.ErrTargetUnavailable, m[2], err)
-		case req.Verdict != "" || req.Expired(time.Now()):
-			return false, fmt.Errorf("%w: permission request %s is answered or expired", envelope.ErrForbidden, m[2])
-		}
-		chat := n.Delivery.Recipient
-		if chat == "" {
-			return false, fmt.Errorf("%w: a permission prompt needs its approver as recipient", envelope.ErrValidation)
-		}
-		if err := s.approvals.MarkSent(ctx, butler, m[2], in.ID, envelope.WebVisitor(chat)); err != nil {
-			return false, fmt.Errorf("%w: recording permission prompt %s: %w", envelope.ErrTargetUnavailable, m[2], err)
-		}
-		// The copy is edited once the prompt closes (closePrompt); its
-		// message id comes with the outcome (relay).
-		headline, _, _ := strings.Cut(n.Delivery.Message, "\n")
-		c := approval.Copy{Butler: butler, ID: m[2], Channel: in.Channel(), Chat: chat, Headline: headline, RequestID: requestID}
-		if err := s.approvals.Offer(ctx, c); err != nil {
-			return false, fmt.Errorf("%w: recording permission prompt %s: %w", envelope.ErrTargetUnavailable, m[2], err)
-		}
-		prompt = true
-	}
-	return prompt, nil
+	return false, nil
 }
 
 // answerFromLedger answers a repeated route with the outcome recorded for its

@@ -1,4 +1,4 @@
-package butler
+package switchboard_test
 
 import (
 	"encoding/json"
@@ -20,7 +20,7 @@ import (
 	"github.com/heraldhq/herald/services/messenger/discord"
 	"github.com/heraldhq/herald/services/messenger/slack"
 	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
-	"github.com/heraldhq/herald/services/messenger/telegram"
+	tgsender "github.com/heraldhq/herald/services/messenger/telegram"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
@@ -105,7 +105,7 @@ func sentOnTelegram(t *testing.T, md string) []string {
 func telegramMessages(t *testing.T, md string) []*telegramtest.Message {
 	t.Helper()
 	srv := telegramtest.NewServer(t)
-	s, err := telegram.New(config.Integration{ID: "tg_main", Type: "telegram", Settings: &telegram.Config{TokenEnv: "TG_TOKEN", APIURL: srv.URL(), DefaultChat: "42"}},
+	s, err := tgsender.New(config.Integration{ID: "tg_main", Type: "telegram", Settings: &tgsender.Config{TokenEnv: "TG_TOKEN", APIURL: srv.URL(), DefaultChat: "42"}},
 		deliver.Env{Getenv: func(string) string { return srv.Token() }, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -115,8 +115,8 @@ func telegramMessages(t *testing.T, md string) []*telegramtest.Message {
 	}
 	var out []*telegramtest.Message
 	for _, c := range srv.Calls("sendMessage") {
-		if n := utf16Len(c.Params["text"]); n > telegram.MaxMessageLength {
-			t.Errorf("a message of %d UTF-16 units of HTML, over Telegram's %d", n, telegram.MaxMessageLength)
+		if n := utf16Len(c.Params["text"]); n > tgsender.MaxMessageLength {
+			t.Errorf("a message of %d UTF-16 units of HTML, over Telegram's %d", n, tgsender.MaxMessageLength)
 		}
 		out = append(out, c.Message)
 	}
@@ -170,7 +170,7 @@ func TestChannelLimitsAreTheSenders(t *testing.T) {
 		name      string
 		got, want int
 	}{
-		{"telegram", markdown.TelegramLimit.Max, telegram.MaxMessageLength},
+		{"telegram", markdown.TelegramLimit.Max, tgsender.MaxMessageLength},
 		{"slack", markdown.SlackLimit.Max, slack.ChunkLimit},
 		{"discord", config.MessageLimit("discord").Max, discord.MaxMessageLength},
 		{"whole", markdown.WholeLimit.Max, envelope.MaxMessageBytes},
@@ -203,7 +203,7 @@ func TestLongCommandPromptIsOneMessage(t *testing.T) {
 		for _, p := range previews {
 			t.Run(typ+"/"+p.name, func(t *testing.T) {
 				req := approval.Request{ID: "abcde", ToolName: "Bash", Description: "Run shell command", InputPreview: p.preview, CreatedAt: created, ExpiresAt: created.Add(10 * time.Minute)}
-				md := prompt("health", req, config.MessageLimit(typ))
+				md := approval.Prompt("health", req, config.MessageLimit(typ))
 				if lim := config.MessageLimit(typ); !lim.Fits(md) {
 					t.Errorf("the prompt measures %d of %d", lim.Size(md)+lim.Mark, lim.Max)
 				}
@@ -287,7 +287,7 @@ func previewOf(md string) (blocks []string, markers, elided int) {
 func TestPromptShowsClientTextLiterally(t *testing.T) {
 	const desc = "**x** <b>bold</b> [link](http://evil) `code` _i_"
 	req := approval.Request{ID: "abcde", ToolName: "mcp__evil__<i>run</i>", Description: desc, InputPreview: "ls", CreatedAt: created, ExpiresAt: created.Add(10 * time.Minute)}
-	md := prompt("health", req, markdown.TelegramLimit)
+	md := approval.Prompt("health", req, markdown.TelegramLimit)
 
 	t.Run("telegram HTML", func(t *testing.T) {
 		h := markdown.TelegramHTML(md)
@@ -360,7 +360,7 @@ func TestPreviewCannotLeaveItsCodeBlock(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := approval.Request{ID: "abcde", ToolName: "Bash", Description: "Run shell command", InputPreview: tt.preview, CreatedAt: created, ExpiresAt: created.Add(10 * time.Minute)}
-			md := prompt("health", req, markdown.TelegramLimit)
+			md := approval.Prompt("health", req, markdown.TelegramLimit)
 			want := "🔐 <b>health</b> asks to run <b>Bash</b>: Run shell command\n\n" + tt.want + tail
 			if got := markdown.TelegramHTML(md); got != want {
 				t.Errorf("Telegram HTML\n got: %q\nwant: %q", got, want)
@@ -392,7 +392,7 @@ func TestPromptSharesTheRoom(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := approval.Request{ID: "abcde", ToolName: "Bash", Description: tt.desc, InputPreview: tt.preview, CreatedAt: created, ExpiresAt: created.Add(10 * time.Minute)}
-			md := prompt("health", req, markdown.TelegramLimit)
+			md := approval.Prompt("health", req, markdown.TelegramLimit)
 			if !markdown.TelegramLimit.Fits(md) {
 				t.Fatalf("the prompt does not fit: %d", markdown.TelegramLimit.Size(md))
 			}
@@ -409,84 +409,8 @@ func TestPromptSharesTheRoom(t *testing.T) {
 	}
 }
 
-func TestElidedKeep(t *testing.T) {
-	tests := []struct {
-		name string
-		text string
-		keep int
-		want string // inline
-	}{
-		{"all kept", "abcdefg", 7, "abcdefg"},
-		{"start and end", "abcdefghijklmn", 7, "abcd ⋯ 7 code points elided ⋯ lmn"},
-		{"one cut", "abc", 2, "a ⋯ 1 code point elided ⋯ c"},
-		{"nothing kept", "abc", 0, "⋯ 3 code points elided ⋯"},
-		{"code points, not bytes", "ééééééé", 4, "éé ⋯ 3 code points elided ⋯ éé"},
-		{"Claude Code's marker kept", "abcd\n⋯ 100 code points elided ⋯\nwxyz", 8, "abcd ⋯ 100 code points elided ⋯ wxyz"},
-		{"Claude Code's marker counted in the cut", "abcd\n⋯ 100 code points elided ⋯\nwxyz", 4, "ab ⋯ 104 code points elided ⋯ yz"},
-		{"two markers in one cut", "aaaa\n⋯ 10 code points elided ⋯\nbbbb\n⋯ 20 code points elided ⋯\ncccc", 6, "aaa ⋯ 36 code points elided ⋯ ccc"},
-		{"a marker outside the cut stays", "aa\n⋯ 1 code point elided ⋯\n" + strings.Repeat("b", 20), 12, "aa ⋯ 1 code point elided ⋯ bbbbb ⋯ 10 code points elided ⋯ bbbbb"},
-		{"a marker within a line is text", "x ⋯ 5 code points elided ⋯ y", 100, "x ⋯ 5 code points elided ⋯ y"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := parseElided(tt.text).keep(tt.keep).inline(); got != tt.want {
-				t.Errorf("keep(%d) of %q = %q, want %q", tt.keep, tt.text, got, tt.want)
-			}
-		})
-	}
-}
-
-// FuzzElidedKeep: a cut keeps the start and the end, and the code points
-// shown and counted are those of the text.
-func FuzzElidedKeep(f *testing.F) {
-	f.Add("abcd\n⋯ 100 code points elided ⋯\nwxyz", 3)
-	f.Add("aaaa\n⋯ 10 code points elided ⋯\nbbbb\n⋯ 20 code points elided ⋯\ncccc", 6)
-	f.Add("⋯ 2 code points elided ⋯\n", 0)
-	f.Fuzz(func(t *testing.T, text string, k int) {
-		e := parseElided(text)
-		k = max(k, -k) % (e.size() + 1)
-		got := e.keep(k)
-		if got.size() != k {
-			t.Fatalf("keep(%d) shows %d code points", k, got.size())
-		}
-		if count(got) != count(e) {
-			t.Fatalf("keep(%d) of %q accounts for %d code points, want %d", k, text, count(got), count(e))
-		}
-		head := (4*k + 3) / 7
-		if !slices.Equal(got.text[:head], e.text[:head]) || !slices.Equal(got.text[head:], e.text[e.size()-(k-head):]) {
-			t.Fatalf("keep(%d) of %q shows %q, not its start and end", k, text, string(got.text))
-		}
-	})
-}
-
-func count(e elided) int {
-	n := e.size()
-	for _, g := range e.gaps {
-		n += g.n
-	}
-	return n
-}
-
-// FuzzPromptFits: whatever the client sends, the prompt is one message on
-// every channel.
-func FuzzPromptFits(f *testing.F) {
-	// Seeds long enough to be cut on Telegram and Slack, short enough for
-	// the fuzzer to mutate quickly.
-	f.Add("Run shell command", "x\n⋯ 4000 code points elided ⋯\n"+strings.Repeat("a && b > c", 200))
-	f.Add(strings.Repeat("<&>", 400), strings.Repeat("&", 1500))
-	f.Add(strings.Repeat("`", 300), strings.Repeat("`\n", 800))
-	f.Fuzz(func(t *testing.T, desc, preview string) {
-		if len(desc)+len(preview) > 1<<15 {
-			t.Skip("a client's notification is far shorter")
-		}
-		req := approval.Request{ID: "abcde", ToolName: "Bash", Description: desc, InputPreview: preview, CreatedAt: created, ExpiresAt: created.Add(10 * time.Minute)}
-		for _, lim := range []markdown.Limit{markdown.TelegramLimit, markdown.SlackLimit, markdown.WholeLimit} {
-			if md := prompt("health", req, lim); !lim.Fits(md) {
-				t.Fatalf("a prompt of %d for a limit of %d: %q", lim.Size(md)+lim.Mark, lim.Max, md)
-			}
-		}
-	})
-}
+// created is when the prompts of these tests were opened.
+var created = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 
 // FuzzSlackSizeBoundsMrkdwn: the butler trusts SlackLimit.Size to be at
 // least the length of the mrkdwn Slack's sender makes, so that a prompt
@@ -503,21 +427,4 @@ func FuzzSlackSizeBoundsMrkdwn(f *testing.F) {
 			t.Fatalf("mrkdwn of %q is %d long, SlackLimit.Size says %d", md, got, bound)
 		}
 	})
-}
-
-// created is when the prompts of these tests were opened: each expires 10
-// minutes later, as approvals.expire_after's default has it.
-var created = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-
-// TestPromptSaysWhenItExpires: a prompt says how long it can be answered,
-// and one that never expires (approvals.expire_after: 0) says nothing of it.
-func TestPromptSaysWhenItExpires(t *testing.T) {
-	req := approval.Request{ID: "abcde", ToolName: "Bash", CreatedAt: created, ExpiresAt: created.Add(90 * time.Second)}
-	if md := prompt("health", req, markdown.TelegramLimit); !strings.HasSuffix(md, `Reply "yes abcde" or "no abcde" (expires in 1m30s).`) {
-		t.Errorf("a prompt open for 90 s ends %q", md[max(0, len(md)-60):])
-	}
-	req.ExpiresAt = time.Time{}
-	if md := prompt("health", req, markdown.TelegramLimit); !strings.HasSuffix(md, `Reply "yes abcde" or "no abcde".`) {
-		t.Errorf("a prompt that never expires ends %q", md[max(0, len(md)-60):])
-	}
 }
