@@ -501,11 +501,13 @@ func hostPort(t *testing.T, url string) string {
 // none.
 func defaultsOnOwnPorts(t *testing.T, yaml string) {
 	t.Helper()
-	cfg, err := config.Parse([]byte(yaml))
+	// The butler's address as the built-in one has it: none written, so the
+	// default (which config marks as one).
+	cfg, err := config.Parse([]byte(strings.Replace(yaml, `, mcp_http: "127.0.0.1:0"`, "", 1)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.NATS.Listen, cfg.HTTPListen, cfg.Butlers[0].MCPHTTP = config.DefaultNATSListen, "", config.DefaultMCPHTTP
+	cfg.NATS.Listen, cfg.HTTPListen = config.DefaultNATSListen, ""
 	for _, in := range cfg.Integrations {
 		if w, ok := in.Settings.(*web.Config); ok {
 			w.Listen = web.DefaultListen

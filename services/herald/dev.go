@@ -269,14 +269,31 @@ func (f *devFleet) apply(ctx context.Context, next *config.Config, _ []string) e
 // serveAdded serves a butler a reload added, and prints its claude mcp add
 // line.
 func (f *devFleet) serveAdded(ctx context.Context, b *butler.Butler, bc config.Butler) {
+	addr := bc.MCPHTTP
+	// A default port counts from the butler's place in the file, which a
+	// reload can give to a butler still running: a free port instead.
+	if def := bc.MCPHTTPDefault(); def != "" && addr == def && taken(def) {
+		f.log.Info("butler added: its default MCP port is taken; it listens on a free one", "butler", bc.Name, "mcp_http", def)
+		addr = "127.0.0.1:0"
+	}
 	f.g.Go(func() error {
-		return b.ServeHTTP(ctx, bc.MCPHTTP, func(url string) {
+		return b.ServeHTTP(ctx, addr, func(url string) {
 			f.log.Info("butler added", "butler", bc.Name, "mcp", url)
 			if f.o.Out != nil {
 				fmt.Fprintf(f.o.Out, "Claude:   claude mcp add --transport http %s %s --header \"Authorization: Bearer %s\"\n", bc.Name, url, bearerShown(&bc))
 			}
 		})
 	})
+}
+
+// taken reports whether something listens on addr already.
+func taken(addr string) bool {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return true
+	}
+	ln.Close()
+	return false
 }
 
 // devTokens gives every butler without a static MCP token one, kept in
@@ -380,12 +397,7 @@ func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints, bearers map[s
 // start naming it.
 func freeDefaults(cfg *config.Config, out io.Writer) {
 	move := func(what string, addr *string, def string) {
-		if *addr != def {
-			return
-		}
-		ln, err := net.Listen("tcp", def)
-		if err == nil {
-			ln.Close()
+		if *addr != def || !taken(def) {
 			return
 		}
 		host, _, _ := net.SplitHostPort(def)
