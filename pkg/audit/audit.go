@@ -308,22 +308,24 @@ func Forged(subject string, r Record) string {
 		return "stored on " + subject + ", not an audit subject"
 	}
 	kind, rest := tokens[2], tokens[3:]
+	var why []string
 	switch {
-	case r.Kind != kind:
-		return "stored as " + kind + " but says " + r.Kind
 	case len(rest) == 2 && rest[0] == bus.AuditButlerToken:
 		if r.Butler != rest[1] {
-			return "written by butler " + rest[1] + " but names butler " + r.Butler
+			why = append(why, "written by butler "+rest[1]+" but names butler "+r.Butler)
 		}
 		if kind != AutoAllowed {
-			return "a butler writes only auto_allowed records"
+			why = append(why, "a butler writes only auto_allowed records")
 		}
 	case len(rest) != 1:
 		return "stored on " + subject + ", not an audit subject"
 	case rest[0] != channelToken(r.Channel):
-		return "stored for channel " + rest[0] + " but names " + r.Channel
+		why = append(why, "stored for channel "+rest[0]+" but names "+r.Channel)
 	}
-	return ""
+	if r.Kind != kind {
+		why = append(why, "stored as "+kind+" but says "+r.Kind)
+	}
+	return strings.Join(why, "; ")
 }
 
 func channelToken(ch string) string {

@@ -117,3 +117,34 @@ func TestGatheredRecordsKeepTheirOrder(t *testing.T) {
 		t.Fatalf("%d records took %d stored messages; runs of ten of one subject should share them", n, msgs)
 	}
 }
+
+// TestForged: a record is believed only where its subject, which NATS
+// permissions tie to its publisher, agrees with what it says.
+func TestForged(t *testing.T) {
+	tests := []struct {
+		name    string
+		subject string
+		r       audit.Record
+		forged  bool
+	}{
+		{"a service's record", "herald.audit.delivered.telegram", audit.Record{Kind: audit.Delivered, Butler: "beta", Channel: "telegram:tg_main"}, false},
+		{"a service's record without a channel", "herald.audit.expired.unknown", audit.Record{Kind: audit.Expired, Butler: "beta"}, false},
+		{"a butler's own record", "herald.audit.auto_allowed.butler.alpha", audit.Record{Kind: audit.AutoAllowed, Butler: "alpha"}, false},
+		{"another butler's name", "herald.audit.auto_allowed.butler.alpha", audit.Record{Kind: audit.AutoAllowed, Butler: "beta"}, true},
+		{"another kind on a butler's subject", "herald.audit.auto_allowed.butler.alpha", audit.Record{Kind: audit.Delivered, Butler: "alpha"}, true},
+		{"a kind the subject does not say", "herald.audit.routed.telegram", audit.Record{Kind: audit.Delivered, Channel: "telegram:tg_main"}, true},
+		{"another channel", "herald.audit.delivered.telegram", audit.Record{Kind: audit.Delivered, Channel: "email:mail"}, true},
+		{"no audit subject", "herald.audit.x", audit.Record{Kind: "x"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if why := audit.Forged(tt.subject, tt.r); (why != "") != tt.forged {
+				t.Errorf("Forged(%s, %+v) = %q, want forged %v", tt.subject, tt.r, why, tt.forged)
+			}
+		})
+	}
+	// Every record the Writer stores is believed where it stores it.
+	if why := audit.Forged(bus.ButlerAuditSubject(audit.AutoAllowed, "alpha"), audit.Record{Kind: audit.AutoAllowed, Butler: "alpha"}); why != "" {
+		t.Errorf("a butler writer's own record: %s", why)
+	}
+}

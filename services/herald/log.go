@@ -453,16 +453,34 @@ func (p *logPrinter) print(e logEntry) {
 			b.WriteString(`,"forged":` + string(why) + "}")
 		}
 		b.WriteByte('\n')
-		p.w.Write(b.Bytes())
+		p.w.Write(jsonControls(b.Bytes()))
 		return
 	}
 	p.header()
 	kind, detail := cell(r.Kind), logDetail(r)
 	if e.forged != "" {
-		kind, detail = "FORGED", cell("not what it claims: "+e.forged+"; it says "+r.Kind+": ")+detail
+		kind, detail = "FORGED", cell("not what it claims ("+e.forged+"): ")+detail
 	}
 	fmt.Fprintf(p.w, logRow, r.Time.Local().Format(time.DateTime), kind, cell(r.Butler), cell(r.Channel),
 		cell(r.RequestID), cell(r.DeliveryID), detail)
+}
+
+// jsonControls escapes in JSON what encoding/json leaves as it is but a
+// terminal may obey: DEL and the C1 controls (U+009B is CSI), which can only
+// stand inside strings there. So --json piped to a terminal is safe too.
+func jsonControls(b []byte) []byte {
+	if !bytes.ContainsFunc(b, func(r rune) bool { return r == 0x7f || r >= 0x80 && r <= 0x9f }) {
+		return b
+	}
+	var out bytes.Buffer
+	for _, r := range string(b) {
+		if r == 0x7f || r >= 0x80 && r <= 0x9f {
+			fmt.Fprintf(&out, `\u%04x`, r)
+			continue
+		}
+		out.WriteRune(r)
+	}
+	return out.Bytes()
 }
 
 // end finishes a read that found its end: a table with nothing in it says so.

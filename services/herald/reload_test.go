@@ -35,14 +35,11 @@ func devYAML(dir string, names ...string) string {
 	return b.String()
 }
 
-// TestDevWatchesItsFile: herald dev applies an edited herald.yaml by
-// itself: an added butler gets an MCP endpoint and sends, a removed one
-// refuses new work saying why, and a broken file is refused, naming the
-// line, while the fleet runs on.
-func TestDevWatchesItsFile(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "herald.yaml")
-	writeFile(t, file, devYAML(dir, "alpha"))
+// startWatchingDev runs herald dev on file, watching it, until the test
+// ends, and returns its configuration, its endpoints, and what it prints and
+// logs.
+func startWatchingDev(t *testing.T, file string) (*config.Config, herald.Endpoints, *testkit.Buffer, *testkit.Buffer) {
+	t.Helper()
 	getenv := func(string) string { return "" }
 	cfg, err := herald.LoadConfig(file, getenv)
 	if err != nil {
@@ -55,53 +52,114 @@ func TestDevWatchesItsFile(t *testing.T) {
 	go func() {
 		done <- herald.Dev(ctx, herald.DevOptions{Config: cfg, ConfigFile: file, Getenv: getenv, Out: out, Log: testLogger(logs), Ready: func(ep herald.Endpoints) { ready <- ep }})
 	}()
-	t.Cleanup(func() { cancel(); <-done })
-	var ep herald.Endpoints
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("herald dev: %v\nlog:\n%s", err, logs.String())
+		}
+	})
 	select {
-	case ep = <-ready:
+	case ep := <-ready:
+		return cfg, ep, out, logs
 	case err := <-done:
 		t.Fatalf("herald dev stopped: %v", err)
 	case <-time.After(20 * time.Second):
 		t.Fatal("herald dev did not become ready")
 	}
-	connect := func(name, url string) *client.Client {
-		t.Helper()
-		tok, err := os.ReadFile(herald.DevTokenFile(cfg, name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		c, err := client.NewStreamableHttpClient(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + strings.TrimSpace(string(tok))}))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		if err := c.Start(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		init := mcp.InitializeRequest{}
-		init.Params.ProtocolVersion = "2025-06-18"
-		if _, err := c.Initialize(t.Context(), init); err != nil {
-			t.Fatal(err)
-		}
-		return c
+	return nil, herald.Endpoints{}, nil, nil
+}
+
+// devConnect opens an MCP session with herald dev's butler name at url.
+func devConnect(t *testing.T, cfg *config.Config, name, url string) *client.Client {
+	t.Helper()
+	tok, err := os.ReadFile(herald.DevTokenFile(cfg, name))
+	if err != nil {
+		t.Fatal(err)
 	}
-	notify := func(c *client.Client, msg string) (string, bool) {
-		t.Helper()
-		req := mcp.CallToolRequest{}
-		req.Params.Name = "notify"
-		req.Params.Arguments = map[string]any{"message": msg}
-		res, err := c.CallTool(t.Context(), req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var parts []string
-		for _, c := range res.Content {
-			if tc, ok := c.(mcp.TextContent); ok {
-				parts = append(parts, tc.Text)
-			}
-		}
-		return strings.Join(parts, "\n"), res.IsError
+	c, err := client.NewStreamableHttpClient(url, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + strings.TrimSpace(string(tok))}))
+	if err != nil {
+		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = c.Close() })
+	if err := c.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = "2025-06-18"
+	if _, err := c.Initialize(t.Context(), init); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// devNotify calls notify with msg and returns its text and whether it is an error.
+func devNotify(t *testing.T, c *client.Client, msg string) (string, bool) {
+	t.Helper()
+	req := mcp.CallToolRequest{}
+	req.Params.Name = "notify"
+	req.Params.Arguments = map[string]any{"message": msg}
+	res, err := c.CallTool(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n"), res.IsError
+}
+
+// addedURL waits for herald dev to print the claude mcp add line of an
+// added butler name, and returns its URL.
+func addedURL(t *testing.T, out, logs *testkit.Buffer, name string) string {
+	t.Helper()
+	added := regexp.MustCompile(`claude mcp add --transport http ` + name + ` (\S+) `)
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if m := added.FindStringSubmatch(out.String()); m != nil {
+			return m[1]
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no endpoint printed for the added butler %s; herald dev's output:\n%s\nlog:\n%s", name, out.String(), logs.String())
+	return ""
+}
+
+// TestDevAddedButlerOnATakenDefault: a butler without mcp_http listens on
+// 127.0.0.1:7701 + its place in the file, and a reload can give that place
+// to a butler still running (alpha removed, gamma added after beta): the
+// added one listens on a free port instead, and herald dev runs on.
+func TestDevAddedButlerOnATakenDefault(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "herald.yaml")
+	yaml := func(names ...string) string {
+		return strings.ReplaceAll(devYAML(dir, names...), `, mcp_http: "127.0.0.1:0"`, "")
+	}
+	writeFile(t, file, yaml("alpha", "beta"))
+	cfg, ep, out, logs := startWatchingDev(t, file)
+	beta := devConnect(t, cfg, "beta", ep.Butlers["beta"])
+	writeFile(t, file, yaml("beta", "gamma"))
+	gamma := devConnect(t, cfg, "gamma", addedURL(t, out, logs, "gamma"))
+	for name, c := range map[string]*client.Client{"beta": beta, "gamma": gamma} {
+		if answer, isErr := devNotify(t, c, "hello from "+name); isErr || !strings.HasPrefix(answer, "Notification sent") {
+			t.Errorf("%s after the reload: %s", name, answer)
+		}
+	}
+}
+
+// TestDevWatchesItsFile: herald dev applies an edited herald.yaml by
+// itself: an added butler gets an MCP endpoint and sends, a removed one
+// refuses new work saying why, and a broken file is refused, naming the
+// line, while the fleet runs on.
+func TestDevWatchesItsFile(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "herald.yaml")
+	writeFile(t, file, devYAML(dir, "alpha"))
+	cfg, ep, out, logs := startWatchingDev(t, file)
+	connect := func(name, url string) *client.Client { return devConnect(t, cfg, name, url) }
+	notify := func(c *client.Client, msg string) (string, bool) { return devNotify(t, c, msg) }
 	alpha := connect("alpha", ep.Butlers["alpha"])
 	if answer, isErr := notify(alpha, "hello"); isErr || !strings.HasPrefix(answer, "Notification sent") {
 		t.Fatalf("alpha before any edit: %s", answer)
@@ -109,18 +167,7 @@ func TestDevWatchesItsFile(t *testing.T) {
 
 	// Added: its endpoint is printed, as at start, and it sends.
 	writeFile(t, file, devYAML(dir, "alpha", "beta"))
-	added := regexp.MustCompile(`claude mcp add --transport http beta (\S+) `)
-	var url string
-	deadline := time.Now().Add(10 * time.Second)
-	for url == "" && time.Now().Before(deadline) {
-		if m := added.FindStringSubmatch(out.String()); m != nil {
-			url = m[1]
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if url == "" {
-		t.Fatalf("no endpoint printed for the added butler beta; herald dev's output:\n%s\nlog:\n%s", out.String(), logs.String())
-	}
+	url := addedURL(t, out, logs, "beta")
 	beta := connect("beta", url)
 	if answer, isErr := notify(beta, "hello from beta"); isErr || !strings.HasPrefix(answer, "Notification sent") {
 		t.Fatalf("the added butler beta: %s", answer)
@@ -128,7 +175,7 @@ func TestDevWatchesItsFile(t *testing.T) {
 
 	// Removed: alpha refuses new work, saying why.
 	writeFile(t, file, devYAML(dir, "beta"))
-	deadline = time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for {
 		answer, isErr := notify(alpha, "still there?")
 		if isErr && strings.Contains(answer, "was removed from Herald's configuration") {
