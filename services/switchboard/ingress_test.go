@@ -640,11 +640,16 @@ func TestPermissionVerdicts(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			want(t, f.handled(t, f.send(t, "telegram", tt.in))[0], tt.kind, tt.reason)
+			// The refusal is audited before the sender is told: wait for both.
 			chat := tt.in.Meta["chat_id"]
-			var told bool
-			for _, n := range f.deliveries(t) {
-				told = told || n.Delivery.Recipient == chat && strings.Contains(n.Delivery.Message, tt.told) && n.OriginButler == "herald"
-			}
+			told := testkit.Poll(5*time.Second, testkit.Interval, func() bool {
+				for _, n := range f.deliveries(t) {
+					if n.Delivery.Recipient == chat && strings.Contains(n.Delivery.Message, tt.told) && n.OriginButler == "herald" {
+						return true
+					}
+				}
+				return false
+			})
 			if !told {
 				t.Errorf("nobody told chat %s %q", chat, tt.told)
 			}
