@@ -34,6 +34,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,6 +98,10 @@ func scenarios() []*scenario {
 		{
 			name: "cluster-leader-kill", fault: "3-node cluster: the streams' leader kill -9 mid-burst, back after 3 s", notifies: 300, cluster: true,
 			inject: killLeader(90, 3*time.Second),
+		},
+		{
+			name: "cluster-node-stopped", fault: "3-node cluster: the messenger's node stopped (SIGSTOP) 30 s mid-burst, no disconnect", notifies: 1500, cluster: true,
+			inject: stopNode(100, 30*time.Second, "messenger"), check: checkThroughTheCut,
 		},
 		{
 			name: "telegram-429-storm", fault: "50 sendMessage answered 429 retry_after 2", notifies: 200,
@@ -320,6 +325,54 @@ func killLeader(after int, down time.Duration) func(*fleet, *load) error {
 		}
 		return nil
 	}
+}
+
+// stopNode stops (SIGSTOP) the server the connection named conn is on, for
+// down, once after messages were accepted: the connection is not closed,
+// the server just stops answering, as behind a silent partition. What was
+// accepted meanwhile is noted for checkThroughTheCut.
+func stopNode(after int, down time.Duration, conn string) func(*fleet, *load) error {
+	return func(f *fleet, _ *load) error {
+		if err := f.waitAccepted(after, 60*time.Second); err != nil {
+			return err
+		}
+		node, err := f.nodeOf(conn)
+		if err != nil {
+			return err
+		}
+		f.note("%s is on %s (%s): stopping it for %s", conn, node.serverName, node.name, down)
+		if err := node.signal(syscall.SIGSTOP); err != nil {
+			return err
+		}
+		f.cut.from, f.cut.acceptedAt = time.Now(), f.accepted()
+		time.Sleep(down)
+		f.cut.to, f.cut.acceptedBy = time.Now(), f.accepted()
+		if err := node.signal(syscall.SIGCONT); err != nil {
+			return err
+		}
+		f.note("%s resumed; %d messages were accepted while it was stopped", node.name, f.cut.acceptedBy-f.cut.acceptedAt)
+		return nil
+	}
+}
+
+// checkThroughTheCut: delivery went on while a node was stopped, through
+// the others; it notes the longest wait for the provider in the cut.
+func checkThroughTheCut(f *fleet, l *load) {
+	if f.cut.from.IsZero() {
+		return // the fault was not injected; said already
+	}
+	if n := f.cut.acceptedBy - f.cut.acceptedAt; n == 0 {
+		f.res.violate("nothing was delivered in the %s a node was stopped: a silent server was not noticed", f.cut.to.Sub(f.cut.from).Round(time.Second))
+	}
+	gap, last := time.Duration(0), f.cut.from
+	for _, at := range l.acceptedTimes() {
+		if at.Before(f.cut.from) || at.After(f.cut.to) {
+			continue
+		}
+		gap, last = max(gap, at.Sub(last)), at
+	}
+	gap = max(gap, f.cut.to.Sub(last))
+	f.note("through the cut: the longest time with nothing accepted was %s", gap.Round(100*time.Millisecond))
 }
 
 // storm429 answers the next n sendMessage calls with 429 retry_after once

@@ -5,6 +5,7 @@ package chaos
 import (
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -77,6 +78,12 @@ type fleet struct {
 	out outcome
 	// mounts are the tmpfs stores to unmount once NATS is gone.
 	mounts []string
+	// cut is when a node was stopped and resumed (cluster-node-stopped),
+	// and how many messages had been accepted at each.
+	cut struct {
+		from, to               time.Time
+		acceptedAt, acceptedBy int
+	}
 
 	mu sync.Mutex
 	// hooks run after the load noted a message the fake accepted
@@ -493,6 +500,33 @@ func (f *fleet) workPending() (n uint64, where string, ok bool) {
 	}
 	slices.Sort(streams)
 	return n, strings.Join(streams, ", "), l.Err() == nil
+}
+
+// nodeOf is the server the client connection named conn is on, as the
+// servers' monitoring (/connz) lists their clients.
+func (f *fleet) nodeOf(conn string) (*natsNode, error) {
+	for _, n := range f.nodes {
+		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/connz?limit=4096", n.httpPort))
+		if err != nil {
+			return nil, fmt.Errorf("%s /connz: %w", n.name, err)
+		}
+		var connz struct {
+			Connections []struct {
+				Name string `json:"name"`
+			} `json:"connections"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&connz)
+		resp.Body.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s /connz: %w", n.name, err)
+		}
+		for _, c := range connz.Connections {
+			if c.Name == conn {
+				return n, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("no server lists a connection named %s", conn)
 }
 
 // stopNATS is SIGSTOP (or SIGCONT) of every NATS server.

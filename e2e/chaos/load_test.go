@@ -420,6 +420,21 @@ func (l *load) reportsSoFar() []report {
 }
 
 // acceptedTime is when the fake last took notify i's message (zero: never).
+// acceptedTimes are the times the provider accepted each notify's message
+// (its first copy), in order.
+func (l *load) acceptedTimes() []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []time.Time
+	for _, at := range l.acceptedAt {
+		if !at.IsZero() {
+			out = append(out, at)
+		}
+	}
+	slices.SortFunc(out, time.Time.Compare)
+	return out
+}
+
 func (l *load) acceptedTime(i int) time.Time {
 	l.mu.Lock()
 	defer l.mu.Unlock()

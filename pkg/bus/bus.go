@@ -196,6 +196,13 @@ func Connect(url, name, credsFile string, log *slog.Logger) (*nats.Conn, error) 
 		nats.CustomInboxPrefix("_INBOX." + name),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(500 * time.Millisecond),
+		// A server that stops answering without closing the connection (a
+		// silent partition, a stopped process) is noticed by the pings, not
+		// by TCP, which retransmits for minutes: at most PingInterval ×
+		// (MaxPingsOutstanding + 1) after the last answer, then the client
+		// moves to another server of the cluster.
+		nats.PingInterval(PingInterval),
+		nats.MaxPingsOutstanding(MaxPingsOutstanding),
 		nats.RetryOnFailedConnect(true),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
 			if err != nil {
@@ -213,6 +220,14 @@ func Connect(url, name, credsFile string, log *slog.Logger) (*nats.Conn, error) 
 	}
 	return nc, nil
 }
+
+// PingInterval and MaxPingsOutstanding: a connection whose server has not
+// answered for 9 s is taken as lost (nats.go's defaults, 2 minutes and 2,
+// take 6 minutes).
+const (
+	PingInterval        = 3 * time.Second
+	MaxPingsOutstanding = 2
+)
 
 // DrainTimeout bounds how long a stopping service drains its connection.
 const DrainTimeout = 10 * time.Second
