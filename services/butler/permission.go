@@ -79,7 +79,11 @@ func (b *Butler) relayPermission(ctx context.Context, session server.ClientSessi
 			n := envelope.NewNotify(b.name, d, nil)
 			n.PermissionRequest = req
 			if res := b.send(ctx, n); res.IsError {
-				b.log.WarnContext(ctx, "permission prompt not delivered", "request_id", id, "channel", t.channel, "answer", mcp.GetTextFromContent(res.Content[0]))
+				var answer string
+				for _, c := range res.Content {
+					answer += mcp.GetTextFromContent(c)
+				}
+				b.log.WarnContext(ctx, "permission prompt not delivered", "request_id", id, "channel", t.channel, "answer", answer)
 			}
 		}
 	})
