@@ -158,6 +158,25 @@ func CheckedSettings[T ChannelSettings](in *Integration) (T, error) {
 	return t, nil
 }
 
+// Unanswerable says why a question asked of recipient through in could
+// never be answered ("" if it can be), and whether another channel is what
+// it needs: a channel nobody answers on (log, webhook: Channel.Answers), an
+// integration that takes no inbound; or else a recipient, where the
+// integration has no default. The butler's ask tool refuses such a call
+// with it, and the switchboard such a route.
+func (in *Integration) Unanswerable(recipient string) (why string, otherChannel bool) {
+	c, _ := ChannelOf(in.Type)
+	switch {
+	case !c.Answers:
+		return in.Channel() + " cannot take an answer", true
+	case !in.Inbound.Enabled:
+		return in.Channel() + " takes no inbound messages, so no answer could reach Herald", true
+	case strings.TrimSpace(recipient) == "" && in.DefaultRecipient() == "":
+		return "on " + in.Channel() + " needs a recipient (a chat id, an address, a visitor id): the integration has no default one", false
+	}
+	return "", false
+}
+
 // DefaultRecipient is where a send through in naming no recipient goes ("" if
 // the channel has none).
 func (in *Integration) DefaultRecipient() string {

@@ -87,22 +87,27 @@ func (c *Config) checkEnvNames(add func(format string, a ...any)) {
 			}
 		}
 	}
-	envKeys(reflect.ValueOf(*c), "", report(""))
+	EnvKeys(*c, report(""))
 	for i, b := range c.Butlers {
-		envKeys(reflect.ValueOf(b), "", report(fmt.Sprintf("butlers[%d].", i)))
+		EnvKeys(b, report(fmt.Sprintf("butlers[%d].", i)))
 	}
 	for i, in := range c.Integrations {
-		envKeys(reflect.ValueOf(in), "", report(fmt.Sprintf("integrations[%d].", i)))
+		EnvKeys(in, report(fmt.Sprintf("integrations[%d].", i)))
 		if in.Settings != nil {
-			envKeys(reflect.ValueOf(in.Settings), "", report(fmt.Sprintf("integrations[%d] (%s %s): ", i, in.Type, in.ID)))
+			EnvKeys(in.Settings, report(fmt.Sprintf("integrations[%d] (%s %s): ", i, in.Type, in.ID)))
 		}
 	}
 }
 
-// envKeys calls found with the path (by yaml keys, below prefix) and value
-// of every string field of v, a struct or a pointer to one, whose key ends
-// in _env, in its nested blocks too. Lists are not walked: the butlers'
-// and integrations' are checkEnvNames' own.
+// EnvKeys calls found with the path (by yaml keys: "inbound.auth_env") and
+// value of every string field of v, a struct or a pointer to one (a
+// channel's settings), whose key ends in _env, in its nested blocks too, so
+// a new channel's keys need registering nowhere. Lists are not walked: the
+// butlers' and integrations' are checkEnvNames' own.
+func EnvKeys(v any, found func(path, value string)) {
+	envKeys(reflect.ValueOf(v), "", found)
+}
+
 func envKeys(v reflect.Value, prefix string, found func(key, value string)) {
 	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
 		if v.IsNil() {

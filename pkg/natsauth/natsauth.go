@@ -10,7 +10,9 @@
 //   - a butler publishes only its own route subject and hears only its own
 //     replies; it reads only its own keys (by subject: it may not bind a
 //     bucket, since stream info with a subjects filter lists every key), its
-//     own inbox consumer, and writes only its own requests and prompts;
+//     own inbox consumer, and writes only its own requests and questions
+//     (a prompt is opened by the switchboard from the request a butler
+//     relays in a notify) and audit records on its own subject;
 //   - the messenger and the switchboard see only the streams and buckets
 //     their work needs.
 //

@@ -167,14 +167,11 @@ func (b *Butler) askable(n *envelope.Notify) error {
 	if err != nil {
 		return nil
 	}
-	c, _ := config.ChannelOf(in.Type)
-	switch {
-	case !c.Answers:
-		return fmt.Errorf("%w: ask needs a channel a person can answer on (%s); %s cannot take an answer", envelope.ErrValidation, answerableChannels(cfg, b.name), in.Channel())
-	case !in.Inbound.Enabled:
-		return fmt.Errorf("%w: ask needs a channel a person can answer on (%s); %s takes no inbound messages, so no answer could reach Herald", envelope.ErrValidation, answerableChannels(cfg, b.name), in.Channel())
-	case strings.TrimSpace(n.Delivery.Recipient) == "" && in.DefaultRecipient() == "":
-		return fmt.Errorf("%w: ask on %s needs a recipient (a chat id, an address, a visitor id): the integration has no default one", envelope.ErrValidation, in.Channel())
+	switch why, otherChannel := in.Unanswerable(n.Delivery.Recipient); {
+	case otherChannel:
+		return fmt.Errorf("%w: ask needs a channel a person can answer on (%s); %s", envelope.ErrValidation, answerableChannels(cfg, b.name), why)
+	case why != "":
+		return fmt.Errorf("%w: ask %s", envelope.ErrValidation, why)
 	}
 	return nil
 }

@@ -12,7 +12,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"strings"
 
@@ -155,38 +154,18 @@ func initSecrets(cfg *config.Config) []secret {
 type envKey struct{ key, env string }
 
 // secretKeys finds the *_env keys of a channel's settings, nested blocks
-// included, so a new channel's secrets need nothing here.
+// included (config.EnvKeys), so a new channel's secrets need nothing here;
+// each by its own name (auth_env, not inbound.auth_env).
 func secretKeys(settings config.ChannelSettings) []envKey {
 	var out []envKey
-	var walk func(v reflect.Value)
-	walk = func(v reflect.Value) {
-		for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
-			if v.IsNil() {
-				return
-			}
-			v = v.Elem()
-		}
-		if v.Kind() != reflect.Struct {
-			return
-		}
-		for i := range v.NumField() {
-			f := v.Type().Field(i)
-			if !f.IsExported() {
-				continue
-			}
-			key, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if fv := v.Field(i); fv.Kind() == reflect.String && strings.HasSuffix(key, "_env") {
-				if fv.String() != "" {
-					out = append(out, envKey{key: key, env: fv.String()})
-				}
-			} else {
-				walk(fv)
-			}
-		}
+	if settings == nil {
+		return nil
 	}
-	if settings != nil {
-		walk(reflect.ValueOf(settings))
-	}
+	config.EnvKeys(settings, func(path, env string) {
+		if env != "" {
+			out = append(out, envKey{key: path[strings.LastIndex(path, ".")+1:], env: env})
+		}
+	})
 	return out
 }
 

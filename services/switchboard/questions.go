@@ -98,14 +98,11 @@ func (s *Switchboard) question(ctx context.Context, butler, requestID, qid strin
 // question once made an empty key token ("nats: invalid key") that was
 // retried for a day, holding the route consumer (issue 37).
 func answerable(in *config.Integration, chat string) error {
-	ch, _ := config.ChannelOf(in.Type)
-	switch {
-	case !ch.Answers:
-		return fmt.Errorf("%w: a question needs a channel a person can answer on; %s cannot take an answer", envelope.ErrValidation, in.Channel())
-	case !in.Inbound.Enabled:
-		return fmt.Errorf("%w: %s takes no inbound messages, so no answer could reach Herald; ask on another channel, or give the integration an inbound block in herald.yaml", envelope.ErrValidation, in.Channel())
-	case strings.TrimSpace(chat) == "":
-		return fmt.Errorf("%w: a question on %s needs a recipient: the integration has no default one", envelope.ErrValidation, in.Channel())
+	switch why, otherChannel := in.Unanswerable(chat); {
+	case otherChannel:
+		return fmt.Errorf("%w: a question needs a channel a person can answer on; %s", envelope.ErrValidation, why)
+	case why != "":
+		return fmt.Errorf("%w: a question %s", envelope.ErrValidation, why)
 	}
 	return nil
 }
