@@ -41,13 +41,12 @@ func TestReloadAnswersProveWhoAnswers(t *testing.T) {
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	host, _ := os.Hostname()
-	inst := reload.Instance(host)
 	sbApplied := serveReloads(s, "switchboard", natsauth.ConnSwitchboard, file, cfg)
 	serveReloads(s, "butler-health", natsauth.ConnButler("health"), file, cfg)
-	switchboard := reload.Identity{Conn: natsauth.ConnSwitchboard, Instance: inst}
-	health := reload.Identity{Conn: natsauth.ConnButler("health"), Instance: inst}
-	finance := reload.Identity{Conn: natsauth.ConnButler("finance"), Instance: inst}
+	// Each answers as this test's process does: reload.Self.
+	switchboard := reload.Self(natsauth.ConnSwitchboard)
+	health := reload.Self(natsauth.ConnButler("health"))
+	finance := reload.Self(natsauth.ConnButler("finance"))
 	forger := forgeReloadAnswers(s, finance, switchboard, health)
 
 	u, err := url.Parse(s.url)

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -344,5 +346,98 @@ func TestAnswersAreNamedByTheirSubject(t *testing.T) {
 	defer mu.Unlock()
 	if len(replies) == 0 || slices.ContainsFunc(replies, func(r string) bool { return r != "" }) {
 		t.Errorf("the checks' reply subjects %q, want none", replies)
+	}
+}
+
+// TestALostProcessIsNamedAndWhatRunsInItsPlace: two messengers under one
+// name on one host answer as two processes. One loses NATS while it
+// applies the file (as a SIGKILL would end it): within Silence the fleet
+// names it, and then says what is true: a messenger started since on the
+// new file runs it, and the reload is not refused; with none started, it
+// says that none runs in its place, and the reload is.
+func TestALostProcessIsNamedAndWhatRunsInItsPlace(t *testing.T) {
+	srv := bustest.RunServer(t)
+	f := newFleetRig(t)
+	f.nc, _ = srv.Connect()
+	for _, comesBack := range []bool{true, false} {
+		name := map[bool]string{true: "one starts in its place", false: "none starts in its place"}[comesBack]
+		t.Run(name, func(t *testing.T) {
+			f.t = t
+			survivor := reload.Identity{Conn: "messenger", Instance: "host-101-aaaaaa"}
+			dying := reload.Identity{Conn: "messenger", Instance: "host-102-bbbbbb"}
+			file := filepath.Join(t.TempDir(), "herald.yaml")
+			f.write(base, file)
+			serveAs := func(id reload.Identity, current string, apply func(*nats.Conn) func(context.Context, *config.Config, []string) error) {
+				nc, _ := srv.Connect()
+				w := reload.New(reload.Options{Path: file, Current: parse(t, current), Apply: apply(nc)})
+				stop, err := reload.Serve(nc, id, w)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(stop)
+				if err := nc.Flush(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ok := &applied{}
+			applies := func(*nats.Conn) func(context.Context, *config.Config, []string) error { return ok.apply }
+			serveAs(survivor, base, applies)
+			// The dying one is gone from NATS once it begins to apply; one
+			// started in its place runs on the file as it is then.
+			serveAs(dying, base, func(nc *nats.Conn) func(context.Context, *config.Config, []string) error {
+				return func(ctx context.Context, _ *config.Config, _ []string) error {
+					nc.Close() // it says nothing more, beats included
+					if comesBack {
+						serveAs(reload.Identity{Conn: "messenger", Instance: "host-103-cccccc"}, more, applies)
+					}
+					<-ctx.Done()
+					return ctx.Err()
+				}
+			})
+			f.write(more, file)
+			started := time.Now()
+			rep, err := reload.Fleet(t.Context(), f.nc, time.Second)
+			took := time.Since(started)
+			t.Logf("Fleet answered in %s", took.Round(time.Millisecond))
+			if len(rep.Lost) != 1 || rep.Lost[0].Process != dying.Name() || !rep.Lost[0].Applying {
+				t.Fatalf("lost %+v, want %s, lost while applying; err %v", rep.Lost, dying.Name(), err)
+			}
+			if len(rep.Applies) != 1 || rep.Applies[0].Process != survivor.Name() || !rep.Applies[0].Applied {
+				t.Errorf("applies %+v, want %s's", rep.Applies, survivor.Name())
+			}
+			l := rep.Lost[0]
+			var refused *reload.RefusedError
+			if comesBack {
+				if err != nil || l.Now == nil || l.Now.Process != "messenger@host-103-cccccc" || !l.RunsNew {
+					t.Fatalf("Fleet: %v; lost %+v, want messenger@host-103-cccccc in its place on the new file", err, l)
+				}
+				if want := "messenger@host-103-cccccc has started since and runs the new file"; !strings.Contains(l.What(), want) {
+					t.Errorf("What() = %q, want it to say %q", l.What(), want)
+				}
+				return
+			}
+			if !errors.As(err, &refused) || len(refused.Lost) != 1 || len(refused.Processes) != 0 || strings.Contains(err.Error(), "old configuration") {
+				t.Fatalf("Fleet: %v, want %s named as lost, none said to run the old file", err, dying.Name())
+			}
+			if want := "no messenger has answered since"; !strings.Contains(err.Error(), want) || l.Now != nil {
+				t.Errorf("Fleet: %v; lost %+v; want it to say %q", err, l, want)
+			}
+		})
+	}
+}
+
+// TestSelfTellsProcessesApart: Self's instance is the host, the pid and a
+// tag; Host reads the host back, also of an older process's bare host.
+func TestSelfTellsProcessesApart(t *testing.T) {
+	id := reload.Self("messenger")
+	host, _ := os.Hostname()
+	if want := regexp.MustCompile(`^messenger@[A-Za-z0-9_-]+-` + strconv.Itoa(os.Getpid()) + `-[0-9a-f]{6}$`); !want.MatchString(id.Name()) {
+		t.Errorf("Self = %s, want messenger@<host>-<pid>-<tag>", id.Name())
+	}
+	if host != "" && !strings.Contains(host, ".") && id.Host() != host {
+		t.Errorf("Host() = %q, want %q", id.Host(), host)
+	}
+	if old := (reload.Identity{Conn: "messenger", Instance: "web-1"}); old.Host() != "web-1" {
+		t.Errorf("an older process's Host() = %q, want web-1", old.Host())
 	}
 }

@@ -112,7 +112,8 @@ func (r *Rerunner) Apply(ctx context.Context, cfg *config.Config) error {
 type ReloadOptions struct {
 	// NC's connection name ("switchboard", "butler.garden", "herald-dev")
 	// is who the process answers `herald reload` as, and names it in the
-	// audit record, with its host: reload.Identity.
+	// audit record, with its instance (host, pid, a random tag):
+	// reload.Self.
 	NC *nats.Conn
 	// Process names the service in its log lines ("switchboard").
 	Process string
@@ -136,9 +137,9 @@ type ReloadOptions struct {
 func StartReloads(ctx context.Context, o ReloadOptions) error {
 	// The answers go on a subject naming the connection, which the
 	// generated permissions let only this process's NATS user publish
-	// (they tie its inbox, _INBOX.<connection>, to it the same way).
-	host, _ := os.Hostname()
-	id := reload.Identity{Conn: o.NC.Opts.Name, Instance: reload.Instance(host)}
+	// (they tie its inbox, _INBOX.<connection>, to it the same way), and
+	// this process's instance, which tells it from others of its name.
+	id := reload.Self(o.NC.Opts.Name)
 	process := id.Name()
 	var audited func(context.Context, []string)
 	if o.Audit {
@@ -164,6 +165,8 @@ func StartReloads(ctx context.Context, o ReloadOptions) error {
 	if err != nil {
 		return fmt.Errorf("answering herald reload: %w", err)
 	}
+	// `herald reload` names the process so: this line tells which one it is.
+	o.Log.Info("answering herald reload", "process", process)
 	watch := o.Current.WatchesConfig(o.Watch) && o.Path != ""
 	go func() {
 		defer stop()
