@@ -7,11 +7,13 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/messenger/email/smtptest"
@@ -182,5 +184,100 @@ func TestAskAnsweredBeforeTheServerConfirms(t *testing.T) {
 	n := c.Wait(butler.MethodChannel, 1)[0]
 	if m := meta(n); m["kind"] != "answer" || m["question_id"] != qid[1] || m["answer"] != "Renew" {
 		t.Fatalf("the early answer arrived as %v", n)
+	}
+}
+
+// TestAskAnswerOnceAcrossARestart: an answer the ask call returned is not
+// given to the model again by the butler started anew. The butler runs as a
+// process; its client reads no channel notifications, so the answer's inbox
+// message waits in the stream. The ask call returns the answer, the butler
+// is killed (SIGKILL) and started again, and the inbox tool of a new session
+// returns the answer of a question asked without waiting (it came only as a
+// message), never the one the call returned.
+func TestAskAnswerOnceAcrossARestart(t *testing.T) {
+	if _, err := serviceBins(); err != nil {
+		t.Fatal(err)
+	}
+	f := newFleet(t)
+	mcpAddr := testkit.FreeAddr(t)
+	env, _ := f.startProcesses(mcpAddr, fmt.Sprintf("    inbound: { allow_from: [%q] }\n", fmt.Sprint(alice.ID)))
+	url := "http://" + mcpAddr + "/mcp"
+	bp := f.butlerProc
+	c := f.connect(url, "")
+
+	question := func(text string) (telegramtest.Message, string) {
+		t.Helper()
+		var m telegramtest.Message
+		testkit.Eventually(t, 15*time.Second, func() bool {
+			for _, q := range f.tg.Messages(alice.ID) {
+				if strings.Contains(q.Text, text) && q.ReplyMarkup != nil {
+					m = q
+					return true
+				}
+			}
+			return false
+		}, "the question "+text+" in alice's chat")
+		id := regexp.MustCompile(`ask:(q[a-km-z]{9}):1`).FindStringSubmatch(fmt.Sprint(m.ReplyMarkup))
+		if id == nil {
+			t.Fatalf("question %q carries no answer buttons: %v", m.Text, m.ReplyMarkup)
+		}
+		return m, id[1]
+	}
+
+	// Asked without waiting, answered: its answer comes only as a message.
+	if res := call(t, c, "ask", map[string]any{"question": "Rotate the keys?", "options": []any{"Rotate now", "Leave them"}, "channel": "telegram"}); res.IsError {
+		t.Fatalf("ask: %s", text(res))
+	}
+	later, laterID := question("Rotate the keys?")
+	f.tg.PressButton(f.tg.Token(), alice.ID, later.MessageID, alice, "ask:"+laterID+":1")
+
+	// Asked with a wait: the call returns the answer.
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		req := mcp.CallToolRequest{}
+		req.Params.Name = "ask"
+		req.Params.Arguments = map[string]any{"question": "Restart the database?", "options": []any{"Restart now", "Wait"}, "wait": 20, "channel": "telegram"}
+		res, err := c.CallTool(context.Background(), req)
+		if err != nil {
+			res = mcp.NewToolResultError(err.Error())
+		}
+		done <- res
+	}()
+	asked, askedID := question("Restart the database?")
+	f.tg.PressButton(f.tg.Token(), alice.ID, asked.MessageID, alice, "ask:"+askedID+":1")
+	select {
+	case res := <-done:
+		if res.IsError || !strings.Contains(text(res), "Answered by") || !strings.Contains(text(res), askedID) {
+			t.Fatalf("ask with wait: %q, want its answer", text(res))
+		}
+	case <-time.After(25 * time.Second):
+		t.Fatal("the ask call did not return")
+	}
+	// Both answers' messages are on the butler's inbox before it dies.
+	inbox, err := f.js.Consumer(t.Context(), bus.StreamInbox, bus.ConsumerInbox("health"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		info, err := inbox.Info(t.Context())
+		return err == nil && info.NumPending >= 2
+	}, "both answers on the butler's inbox")
+
+	if err := bp.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = bp.cmd.Wait()
+	startService(t, "butler", "butler health again", env, "--name", "health")
+	c2 := f.connect(url, "")
+	var got strings.Builder
+	testkit.Eventually(t, 15*time.Second, func() bool {
+		res := call(t, c2, "inbox", map[string]any{"max": 50})
+		got.WriteString(text(res))
+		return strings.Contains(got.String(), "Rotate now")
+	}, "the answer that came only as a message, through inbox after the restart")
+	time.Sleep(time.Second)
+	got.WriteString(text(call(t, c2, "inbox", map[string]any{"max": 50})))
+	if strings.Contains(got.String(), "Restart now") {
+		t.Fatalf("the answer the ask call returned came again after the butler's restart:\n%s", got.String())
 	}
 }

@@ -12,6 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
@@ -407,4 +410,86 @@ func httpDo(t *testing.T, method, url string) string {
 		t.Fatalf("%s %s: %d %s", method, url, resp.StatusCode, b)
 	}
 	return string(b)
+}
+
+// TestTapHeldByAKilledSwitchboard: a tap on "Got it" made before the
+// deadline, taken by a switchboard that then died, acknowledges the note: it
+// is not overtaken by the escalation it acknowledged. The switchboard is
+// killed (SIGKILL); the tap is taken from its inbound consumer by this test,
+// which keeps it in progress past the deadline, as a switchboard handling it
+// does, and then lets it go, as a killed one does; a switchboard started
+// meanwhile sees the note's deadline pass with the tap not yet handled.
+func TestTapHeldByAKilledSwitchboard(t *testing.T) {
+	if _, err := serviceBins(); err != nil {
+		t.Fatal(err)
+	}
+	f := newFleet(t)
+	mcpAddr := testkit.FreeAddr(t)
+	env, sb := f.startProcesses(mcpAddr, fmt.Sprintf(`    escalate_to: [mail]
+    inbound: { allow_from: [%q] }
+  - id: mail
+    type: email
+    smtp_url_env: SMTP_URL
+    from: herald@example.com
+    default_to: alice@example.com
+    ca_file: %q
+    grants: all
+`, fmt.Sprint(alice.ID), f.smtp.WriteCertFile(t)), "SMTP_URL="+f.smtp.URL())
+	c := butlertest.Connect(t, "http://"+mcpAddr+"/mcp", "2025-06-18", f.bearer())
+
+	if res := c.Call("notify", map[string]any{"message": "The disk is full.", "ack_within": "30s"}); res.IsError {
+		t.Fatalf("notify with ack_within: %s", text(res))
+	}
+	var note telegramtest.Message
+	testkit.Eventually(t, 15*time.Second, func() bool {
+		for _, m := range f.tg.Messages(alice.ID) {
+			if strings.Contains(m.Text, "The disk is full.") && m.ReplyMarkup != nil {
+				note = m
+				return true
+			}
+		}
+		return false
+	}, "the note with Got it in alice's chat")
+	deadline := time.Now().Add(30 * time.Second) // at or after the note's own
+	id := ackDataRE.FindStringSubmatch(fmt.Sprint(note.ReplyMarkup))
+	if id == nil {
+		t.Fatalf("the note's buttons %v carry no ack", note.ReplyMarkup)
+	}
+
+	if err := sb.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = sb.cmd.Wait()
+	f.tg.PressButton(f.tg.Token(), alice.ID, note.MessageID, alice, "ack:"+id[1])
+	cons, err := f.js.Consumer(t.Context(), bus.StreamIngress, bus.ConsumerIngress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := cons.Fetch(1, jetstream.FetchMaxWait(15*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tap jetstream.Msg
+	for m := range batch.Messages() {
+		tap = m
+	}
+	if tap == nil || !strings.Contains(string(tap.Data()), "ack:"+id[1]) {
+		t.Fatalf("the tap did not reach the switchboard's inbound stream (%v)", batch.Error())
+	}
+	held := bus.KeepInProgress(tap, bus.AckWait)
+	startService(t, "switchboard", "switchboard again", env)
+	time.Sleep(time.Until(deadline.Add(3 * time.Second)))
+	held() // the holder dies: the tap comes back within bus.AckWait
+
+	testkit.Eventually(t, 30*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", id[1]) != nil },
+		"the model told the note was seen, by the tap made before its deadline")
+	time.Sleep(3 * time.Second) // an escalation decided before the tap would have been sent by now
+	for _, m := range f.smtp.Messages() {
+		if strings.Contains(m.Subject(), "Escalation") {
+			t.Fatalf("the note escalated to email although it was tapped before its deadline: %q", m.Subject())
+		}
+	}
+	if n := noticeOf(c.Notifications(butler.MethodChannel), "unacknowledged", id[1]); n != nil {
+		t.Fatalf("the model was told nobody saw the note: %v", n)
+	}
 }

@@ -54,6 +54,8 @@ type fleet struct {
 	tg   *telegramtest.Server
 	smtp *smtptest.Server
 	logs *testkit.Buffer // everything the services logged, JSON lines
+	// butlerProc is the butler process startProcesses started.
+	butlerProc *serviceProc
 
 	mu       sync.Mutex
 	services map[string]func() // running service -> stop (waits until stopped)

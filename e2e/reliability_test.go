@@ -22,7 +22,7 @@ import (
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
 	"github.com/heraldhq/herald/services/herald"
-	"github.com/heraldhq/herald/services/messenger"
+	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
@@ -188,16 +188,16 @@ func (f *fleet) present(instance string) {
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			_, _ = kv.Put(ctx, messenger.PresenceKey(instance), nil)
+			_, _ = kv.Put(ctx, deliver.PresenceKey(instance), nil)
 			select {
 			case <-ctx.Done():
-			case <-time.After(messenger.PresenceBeat / 2):
+			case <-time.After(deliver.PresenceBeat / 2):
 			}
 		}
 	}()
 	f.t.Cleanup(func() { cancel(); <-done })
 	testkit.Eventually(f.t, 5*time.Second, func() bool {
-		_, err := kv.Get(f.t.Context(), messenger.PresenceKey(instance))
+		_, err := kv.Get(f.t.Context(), deliver.PresenceKey(instance))
 		return err == nil
 	}, "the presence of "+instance)
 }

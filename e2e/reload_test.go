@@ -127,7 +127,7 @@ integrations:
 	}
 	sb := startService(t, "switchboard", "switchboard", env)
 	startService(t, "messenger", "messenger", env)
-	startService(t, "butler", "butler health", env, "--name", "health")
+	f.butlerProc = startService(t, "butler", "butler health", env, "--name", "health")
 	return env, sb
 }
 

@@ -75,6 +75,9 @@ type scenario struct {
 	check  func(f *fleet, l *load)
 	// settleWithin bounds the wait for late outcomes after the load.
 	settleWithin time.Duration
+	// drive, when set, runs the scenario instead of the notify load: the
+	// ways back to the model, inbound messages and taps (ways_test.go).
+	drive func(f *fleet)
 }
 
 func scenarios() []*scenario {
@@ -127,6 +130,14 @@ func scenarios() []*scenario {
 			name: "disk-full-butler-restart", fault: "NATS store (64 MB tmpfs) filled; butler, then nats-server restarted", notifies: 400, storeSize: "64m",
 			inject: diskFull(100), check: checkDiskFull,
 		},
+		{
+			name: "inbound-kills", fault: "5 inbound messages/s on a 3-node cluster; switchboard, messenger, butler, then HERALD_INBOX's leader kill -9 in turn, each restarted", cluster: true,
+			drive: driveInbound,
+		},
+		{
+			name: "taps-switchboard-kill", fault: "20 notes with ack_within 30s escalating to a second bot, 17 tapped 1–6 s before their deadline; switchboard kill -9 the moment 4 of the taps are on the bus, restarted after 1 s",
+			drive: driveTaps,
+		},
 	}
 }
 
@@ -140,7 +151,10 @@ func TestChaos(t *testing.T) {
 	t.Logf("work directory (stores, herald.yaml, logs): %s", root)
 	var rows []*result
 	t.Cleanup(func() {
-		printTable(os.Stdout, rows, legacyConfig())
+		if notify := notifyRows(rows); len(notify) > 0 {
+			printTable(os.Stdout, notify, legacyConfig())
+		}
+		printWays(os.Stdout, rows)
 		if t.Failed() || os.Getenv("CHAOS_KEEP") != "" {
 			t.Logf("logs kept in %s", root)
 			return
@@ -168,6 +182,11 @@ func TestChaos(t *testing.T) {
 // run is one scenario: start, load with the fault, settle, tally, check.
 func run(t *testing.T, sc *scenario, res *result, root string) {
 	f := newFleet(t, sc, res, root)
+	if sc.drive != nil {
+		res.ways = []*wayRow{}
+		sc.drive(f)
+		return
+	}
 	clientLog, err := os.Create(filepath.Join(f.dir, "logs", "mcp-clients.log"))
 	if err != nil {
 		f.fatalf("%v", err)

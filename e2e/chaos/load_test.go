@@ -99,6 +99,9 @@ type load struct {
 	seen       map[string]bool         // kind + request_id, as every session gets a copy
 	changed    atomic.Int64            // bumped by every new report
 	clients    map[*client.Client]bool // sessions open, until drop or close
+	// inbound, if set, gets every other channel notification a session
+	// receives (what people sent, pushed to the model): the soak counts them.
+	inbound func(c *client.Client, content string, meta map[string]any)
 }
 
 func newLoad(sc *scenario, url, token string, clientLog io.Writer) *load {
@@ -161,6 +164,9 @@ func (l *load) connect(ctx context.Context) (*client.Client, error) {
 		meta, _ := n.Params.AdditionalFields["meta"].(map[string]any)
 		kind, _ := meta["kind"].(string)
 		if !reportKinds[kind] {
+			if l.inbound != nil {
+				l.inbound(c, str(n.Params.AdditionalFields["content"]), meta)
+			}
 			return
 		}
 		r := report{kind: kind, requestID: str(meta["request_id"]), channel: str(meta["channel"]), reason: str(meta["reason"]), content: str(n.Params.AdditionalFields["content"])}

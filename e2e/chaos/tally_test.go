@@ -37,6 +37,9 @@ type result struct {
 	killedAt time.Time
 	recovery time.Duration
 	inFlight int
+	// ways are the rows of a scenario of the ways back to the model
+	// (ways_test.go); nil for the notify load's.
+	ways []*wayRow
 
 	// Set from the fault's goroutines and the fake's hooks too.
 	mu         sync.Mutex

@@ -40,6 +40,11 @@ type Question struct {
 	AnsweredAt time.Time `json:"answered_at,omitzero"`
 	// Closed is "expired" once nobody answered in time.
 	Closed string `json:"closed,omitempty"`
+	// ReturnedAt is when its butler gave the answer to the model as the
+	// result of the ask call that waited for it. The butler records it
+	// before it returns the answer, so a butler restarted later drops the
+	// answer's channel message instead of pushing it a second time.
+	ReturnedAt time.Time `json:"returned_at,omitzero"`
 }
 
 // QuestionIDPattern is the shape of question ids: "q" and 9 letters.
@@ -175,6 +180,33 @@ func (s *Store) AnswerQuestion(ctx context.Context, butler, id, answer, by, via 
 		return q, ErrUsed
 	}
 	return q, nil
+}
+
+// Returned records that butler's question id's answer was returned to the
+// model (ReturnedAt), once; it is an error if the question has no answer.
+func (s *Store) Returned(ctx context.Context, butler, id string) error {
+	for range 5 {
+		q, rev, err := s.question(ctx, butler, id)
+		switch {
+		case err != nil:
+			return err
+		case q.Answer == "":
+			return fmt.Errorf("question %s has no answer to return", id)
+		case !q.ReturnedAt.IsZero():
+			return nil
+		}
+		q.ReturnedAt = s.now().UTC()
+		b, err := json.Marshal(q)
+		if err != nil {
+			return err
+		}
+		// A failed update is a change made meanwhile (the question read
+		// again says), or NATS's fault (read again, it fails too).
+		if _, err = s.kv.Update(ctx, questionKey(butler, id), b, rev); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("question %s: recording its answer returned: changed under every try", id)
 }
 
 // ExpireQuestions closes the open questions whose time is over at now,

@@ -119,44 +119,73 @@ type Writer struct {
 	pending []held // in the order written
 	timer   *time.Timer
 	due     time.Time // when timer fires
+	// flying counts stored messages with records someone waits for
+	// soon (bus.Confirms.Soon) that NATS has not answered yet; soonWaiting
+	// says more such records wait for them.
+	flying      int
+	soonWaiting bool
 }
 
 // held is a record waiting: it may be published from ready, and must be by
-// ready + Linger.
+// ready + Linger. confirmed, if set, is told NATS's answer (bus.Confirms);
+// soon, someone waits for it to answer a caller.
 type held struct {
-	subject string
-	data    []byte
-	ready   time.Time
+	subject   string
+	data      []byte
+	ready     time.Time
+	confirmed func(error)
+	soon      bool
 }
 
 // Write publishes r on herald.audit.<kind>.<channel type> without waiting
-// for JetStream's ack: auditing never holds up or fails the message itself.
-// A publish that cannot start is logged here; one JetStream refuses later is
-// logged by the JetStream context's async error handler (bus.Open).
+// for JetStream's ack. If ctx carries a bus.Confirms (the work of a message
+// a bus.Worker handles, a direct route), the record is counted there and
+// the work is acknowledged only once JetStream has stored it. A publish
+// that cannot start is logged here; one JetStream refuses later is logged
+// by the JetStream context's async error handler (bus.Open).
 func (w *Writer) Write(ctx context.Context, r Record) {
 	now := time.Now()
 	r.Time = now.UTC()
+	var confirmed func(error)
+	c := bus.ConfirmsOf(ctx)
+	if c != nil {
+		confirmed = c.Add()
+	}
 	b, err := json.Marshal(r)
 	if err != nil {
 		w.failed(r.Kind, r.RequestID, err)
+		if confirmed != nil {
+			confirmed(nil) // a record that cannot be written cannot be waited for
+		}
 		return
 	}
 	subject := bus.AuditSubject(r.Kind, channelToken(r.Channel))
 	if w.Butler != "" {
 		subject = bus.ButlerAuditSubject(r.Kind, w.Butler)
 	}
-	ready := now
+	ready, soon := now, false
 	switch r.Kind {
 	case Routed:
+		soon = c != nil && c.Soon
 	case Delivered:
 		ready = now.Add(Linger)
 	default:
-		w.publish(subject, b, r.Kind, r.RequestID)
+		w.publish(subject, b, r.Kind, r.RequestID, confirmedAll(confirmed))
 		return
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.pending = append(w.pending, held{subject, b, ready})
+	w.pending = append(w.pending, held{subject, b, ready, confirmed, soon})
+	if soon {
+		// Someone waits: stored at once, or, while such a message is on
+		// its way, with the next one as soon as NATS answers it, so that
+		// records routed meanwhile share it (a group commit).
+		if w.flying == 0 {
+			w.flushReadyLocked()
+			return
+		}
+		w.soonWaiting = true
+	}
 	if deadline := ready.Add(Linger); w.timer == nil || deadline.Before(w.due) {
 		w.armLocked(deadline)
 	}
@@ -176,6 +205,11 @@ func (w *Writer) armLocked(t time.Time) {
 func (w *Writer) flushReady() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.flushReadyLocked()
+}
+
+func (w *Writer) flushReadyLocked() {
+	w.soonWaiting = false
 	now := time.Now()
 	n := 0
 	for n < len(w.pending) && !w.pending[n].ready.After(now) {
@@ -244,9 +278,40 @@ func (w *Writer) publishLocked(hs []held) {
 				data = append(data, h.data...)
 			}
 		}
-		w.publish(hs[0].subject, data, "", "")
+		var confirmed []func(error)
+		soon := false
+		for _, h := range hs[:n] {
+			if h.confirmed != nil {
+				confirmed = append(confirmed, h.confirmed)
+			}
+			soon = soon || h.soon
+		}
+		if soon {
+			w.flying++
+			confirmed = append(confirmed, w.landed)
+		}
+		w.publish(hs[0].subject, data, "", "", confirmed)
 		hs = hs[n:]
 	}
+}
+
+// landed is told NATS's answer to a message with records someone waits for
+// soon: the records that gathered meanwhile go now.
+func (w *Writer) landed(error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.flying--
+	if w.flying == 0 && w.soonWaiting {
+		w.flushReadyLocked()
+	}
+}
+
+// confirmedAll is f as a list (none if nil).
+func confirmedAll(f func(error)) []func(error) {
+	if f == nil {
+		return nil
+	}
+	return []func(error){f}
 }
 
 func minTime(a, b time.Time) time.Time {
@@ -256,10 +321,32 @@ func minTime(a, b time.Time) time.Time {
 	return a
 }
 
-func (w *Writer) publish(subject string, data []byte, kind, requestID string) {
-	if _, err := w.JS.PublishAsync(subject, data); err != nil {
+// publish stores data, telling confirmed (records someone waits for) what
+// NATS answers: one goroutine per stored message that has any.
+func (w *Writer) publish(subject string, data []byte, kind, requestID string, confirmed []func(error)) {
+	f, err := w.JS.PublishAsync(subject, data)
+	if err != nil {
 		w.failed(kind, requestID, err)
+		go func() { // not under the caller's lock: landed takes it
+			for _, c := range confirmed {
+				c(err)
+			}
+		}()
+		return
 	}
+	if len(confirmed) == 0 {
+		return
+	}
+	go func() {
+		var err error
+		select {
+		case <-f.Ok():
+		case err = <-f.Err():
+		}
+		for _, c := range confirmed {
+			c(err)
+		}
+	}()
 }
 
 func (w *Writer) failed(kind, requestID string, err error) {

@@ -148,3 +148,43 @@ func TestForged(t *testing.T) {
 		t.Errorf("a butler writer's own record: %s", why)
 	}
 }
+
+// TestWaitedRecordsAreStoredFirst: records written for work that carries a
+// bus.Confirms (a handled message, a direct route) are stored by the time
+// the work's Wait returns, gathered or not, Flush or no Flush.
+func TestWaitedRecordsAreStoredFirst(t *testing.T) {
+	srv := bustest.RunServer(t)
+	_, js := srv.Connect()
+	w := &audit.Writer{JS: js}
+	for _, soon := range []bool{false, true} {
+		c := &bus.Confirms{Soon: soon}
+		ctx := bus.WithConfirms(t.Context(), c)
+		id := fmt.Sprint("soon=", soon)
+		for _, kind := range []string{audit.Routed, audit.Delivered, audit.Rejected} {
+			w.Write(ctx, audit.Record{Kind: kind, Butler: "health", Channel: "log:log", RequestID: id})
+		}
+		if err := c.Wait(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		s, err := js.Stream(t.Context(), bus.StreamAudit)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[string]bool{}
+		for seq := uint64(1); ; seq++ {
+			m, err := s.GetMsg(t.Context(), seq)
+			if err != nil {
+				break
+			}
+			recs, _ := audit.Decode(m.Data)
+			for _, r := range recs {
+				if r.RequestID == id {
+					kinds[r.Kind] = true
+				}
+			}
+		}
+		if len(kinds) != 3 {
+			t.Fatalf("%s: stored when Wait returned: %v, want routed, delivered and rejected", id, kinds)
+		}
+	}
+}

@@ -338,34 +338,68 @@ func (t Topology) uses(kind, name string) bool {
 	return slices.Contains(t.Uses.Buckets, name)
 }
 
+// Limits of every stream (docs/reliability.md, "A month of steady load"):
+// chosen so that a fleet at 50 notifies/s and 5 inbound messages/s runs a
+// month within nats-server's budget, and their MaxBytes, which nats-server
+// reserves against its max_file_store, sum to StoreReserved.
+//
+// A work queue is a backlog: when one is full its publisher gets an error
+// (DiscardNew), which a butler answers "not confirmed" and a service
+// retries; nothing already stored is dropped. A log (the audit log, the web
+// chat's history) forgets its oldest records first (DiscardOld). The dead
+// letters refuse new ones when full (DiscardNew): the worker then leaves
+// the message in its work queue, logged, rather than lose it.
+const (
+	// QueueAge bounds how long a message waits in a work queue.
+	QueueAge = 7 * 24 * time.Hour
+	// AuditAge is the audit log's 30 days (architecture.md §4), AuditMaxBytes
+	// what it may hold: at 50 notifies/s (about 630 bytes a notify) 13
+	// hours of it, at 10,000 notifies a day all 30 days (docs/reliability.md).
+	AuditAge      = 30 * 24 * time.Hour
+	AuditMaxBytes = 1536 << 20
+
+	// StoreReserved is the sum of every stream's and bucket's MaxBytes,
+	// which nats-server reserves against its max_file_store (10 GB in
+	// deploy/nats.conf; an embedded server's default is 75% of the disk's
+	// free space): a server with less cannot make the topology.
+	StoreReserved = 6968 << 20
+)
+
 func (t Topology) streams() []jetstream.StreamConfig {
 	r := max(t.Replicas, 1)
-	wq := func(name, subject, desc string, maxAge time.Duration) jetstream.StreamConfig {
+	wq := func(name, subject, desc string, maxAge time.Duration, maxMsgs, maxBytes int64) jetstream.StreamConfig {
 		return jetstream.StreamConfig{
 			Name: name, Description: desc, Subjects: []string{subject},
 			Retention: jetstream.WorkQueuePolicy, Storage: jetstream.FileStorage,
 			Replicas: r, Duplicates: DuplicateWindow, MaxAge: maxAge, Discard: jetstream.DiscardNew,
+			MaxMsgs: maxMsgs, MaxBytes: maxBytes,
 		}
 	}
-	log := func(name, subject, desc string) jetstream.StreamConfig {
+	log := func(name, subject, desc string, maxMsgs, maxBytes int64, discard jetstream.DiscardPolicy) jetstream.StreamConfig {
 		return jetstream.StreamConfig{
 			Name: name, Description: desc, Subjects: []string{subject},
 			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage,
-			Replicas: r, MaxAge: 30 * 24 * time.Hour, Duplicates: DuplicateWindow,
+			Replicas: r, MaxAge: AuditAge, Duplicates: DuplicateWindow,
+			MaxMsgs: maxMsgs, MaxBytes: maxBytes, Discard: discard,
 		}
 	}
 	return []jetstream.StreamConfig{
-		wq(StreamRoute, "herald.route.>", "butler -> switchboard", 7*24*time.Hour),
-		wq(StreamDeliver, "herald.deliver.>", "switchboard -> messenger", 7*24*time.Hour),
-		wq(StreamResult, "herald.result.>", "messenger -> switchboard: delivery outcomes", 24*time.Hour),
-		wq(StreamIngress, "herald.ingress.>", "messenger -> switchboard: what people sent", 7*24*time.Hour),
-		wq(StreamInbox, "herald.inbox.>", "switchboard -> butler: inbound, one filtered consumer per butler", 7*24*time.Hour),
-		log(StreamAudit, "herald.audit.>", "audit / notification log"),
-		log(StreamDeadLetter, "herald.dead.>", "messages that can never succeed"),
+		// Empty while the switchboard runs (it takes routes directly); full
+		// after hours of a stopped switchboard at 50/s.
+		wq(StreamRoute, "herald.route.>", "butler -> switchboard", QueueAge, 500_000, 256<<20),
+		// What waits out a provider's outage: at 50/s, hours of it.
+		wq(StreamDeliver, "herald.deliver.>", "switchboard -> messenger", QueueAge, 1_000_000, 512<<20),
+		wq(StreamResult, "herald.result.>", "messenger -> switchboard: delivery outcomes", 24*time.Hour, 100_000, 64<<20),
+		wq(StreamIngress, "herald.ingress.>", "messenger -> switchboard: what people sent", QueueAge, 200_000, 128<<20),
+		// A butler that is not running keeps its inbox: at 5/s, hours of it.
+		wq(StreamInbox, "herald.inbox.>", "switchboard -> butler: inbound, one filtered consumer per butler", QueueAge, 500_000, 256<<20),
+		log(StreamAudit, "herald.audit.>", "audit / notification log", 5_000_000, AuditMaxBytes, jetstream.DiscardOld),
+		log(StreamDeadLetter, "herald.dead.>", "messages that can never succeed", 200_000, 256<<20, jetstream.DiscardNew),
 		{
 			Name: StreamWeb, Description: "web chat conversations, one subject per visitor", Subjects: []string{"herald.web.>"},
 			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Replicas: r, MaxAge: WebRetention,
 			MaxMsgsPerSubject: WebMaxPerVisitor, Discard: jetstream.DiscardOld, Duplicates: DuplicateWindow,
+			MaxMsgs: 100_000, MaxBytes: 64 << 20,
 		},
 	}
 }
@@ -414,12 +448,14 @@ func EnsureTopology(ctx context.Context, js jetstream.JetStream, t Topology) err
 		s, err := js.Stream(ctx, "KV_"+want.Bucket)
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
-			_, err = js.CreateKeyValue(ctx, want)
-		case err == nil && (kvTampered(want.Bucket, s.CachedInfo().Config) || s.CachedInfo().Config.Replicas != want.Replicas):
-			// Replicas too: a fleet moved from one node to a cluster keeps
-			// its ledger and sessions on every node, not only on the first.
+			if _, err = js.CreateKeyValue(ctx, want.KeyValueConfig); err == nil {
+				err = limitBucket(ctx, js, want)
+			}
+		case err == nil && (kvTampered(want.Bucket, s.CachedInfo().Config) || !sameBucket(s.CachedInfo().Config, want)):
 			if err = drift("bucket", want.Bucket); err != nil {
-				_, err = js.CreateOrUpdateKeyValue(ctx, want)
+				if _, err = js.CreateOrUpdateKeyValue(ctx, want.KeyValueConfig); err == nil {
+					err = limitBucket(ctx, js, want)
+				}
 			}
 		}
 		if err != nil {
@@ -461,32 +497,104 @@ func setupHint(js jetstream.JetStream, err error) error {
 	if isPermission(err) || isPermission(js.Conn().LastError()) {
 		return fmt.Errorf("%w (%w): NATS lets only the setup user create or change streams; run `herald setup` with its credentials first", ErrNoPermission, err)
 	}
+	if apiErr, ok := errors.AsType[*jetstream.APIError](err); ok && apiErr.ErrorCode == errCodeStorageExceeded {
+		return fmt.Errorf("%w: Herald's streams and buckets reserve %d MiB of the NATS store; raise max_file_store in nats-server's config (deploy/nats.conf has 10GB) or the account's JetStream limit", err, StoreReserved>>20)
+	}
 	return err
 }
+
+// errCodeStorageExceeded is nats-server's JSStorageResourcesExceededErr:
+// the reservations of a stream's MaxBytes exceed the store (nats.go names
+// no constant for it).
+const errCodeStorageExceeded = 10047
 
 func isPermission(err error) bool {
 	return err != nil && strings.Contains(strings.ToLower(err.Error()), "permissions violation")
 }
 
-func (t Topology) buckets() []jetstream.KeyValueConfig {
-	kv := func(name, desc string, ttl time.Duration) jetstream.KeyValueConfig {
-		return jetstream.KeyValueConfig{Bucket: name, Description: desc, Storage: jetstream.FileStorage, Replicas: max(t.Replicas, 1), TTL: ttl, History: 1}
+// bucket is a KV bucket as Herald makes it: nats.go's configuration, and
+// the limits its KeyValueConfig cannot say, set on the bucket's stream: how
+// many keys it keeps and what it does when full.
+type bucket struct {
+	jetstream.KeyValueConfig
+	MaxMsgs int64
+	Discard jetstream.DiscardPolicy
+}
+
+// LedgerMaxRecords is how many delivery records herald_deliveries keeps
+// (besides its 30 days): at 50 notifies/s, 27 hours of them, so a
+// delivery's record outlives the 24 hours promised for a repeat of it up
+// to 57 notifies/s sustained (docs/reliability.md). Each record costs
+// nats-server about 300 bytes of memory (its key's subject state) as long
+// as it is kept; the oldest goes first.
+const LedgerMaxRecords = 5_000_000
+
+// The limits of each bucket. A bucket of records that expire (the ledger,
+// the requests butlers may answer, the provider ids seen) forgets its oldest
+// first when full (DiscardOld): what it forgets is what is least likely to
+// come back, and the docs say how long that is at 50 notifies/s. A bucket
+// of state (sessions, pairing, tokens, leases, ...) holds a key per
+// configured thing, far below its limits; if one is ever full it refuses a
+// new key (DiscardNew), and the writer says so, rather than forget a paired
+// sender or a minted token.
+func (t Topology) buckets() []bucket {
+	kv := func(name, desc string, ttl time.Duration, maxMsgs, maxBytes int64, discard jetstream.DiscardPolicy) bucket {
+		return bucket{
+			KeyValueConfig: jetstream.KeyValueConfig{
+				Bucket: name, Description: desc, Storage: jetstream.FileStorage, Replicas: max(t.Replicas, 1),
+				TTL: ttl, History: 1, MaxBytes: maxBytes,
+			},
+			MaxMsgs: maxMsgs, Discard: discard,
+		}
 	}
-	return []jetstream.KeyValueConfig{
-		kv(BucketDeliveries, "idempotency records of deliveries", 30*24*time.Hour),
-		kv(BucketSessions, "thread -> session registry", 0),
-		kv(BucketLeases, "singleton jobs: one holder each", 0),
-		kv(BucketChannelState, "channels' durable state, e.g. Telegram offsets", 0),
-		kv(BucketPairing, "pairing codes and paired senders", 0),
-		kv(BucketApprovals, "open permission prompts", 24*time.Hour),
-		kv(BucketStatus, "integration health", 0),
-		kv(BucketRequests, "inbound messages butlers may answer", 30*24*time.Hour),
-		kv(BucketLimits, "providers' rate limits and pauses, shared by messengers", time.Hour),
-		kv(BucketTokens, "MCP bearer tokens minted for butlers (hashes only)", 0),
-		kv(BucketSeen, "provider ids of inbound messages stored lately, against replays", SeenTTL),
-		kv(BucketProbe, "each process's probe write: can NATS store?", ProbeTTL),
-		kv(BucketHeld, "notes held for quiet hours, until their digest", HeldTTL),
+	const year = 365 * 24 * time.Hour
+	return []bucket{
+		kv(BucketDeliveries, "idempotency records of deliveries", 30*24*time.Hour, LedgerMaxRecords, 2560<<20, jetstream.DiscardOld),
+		kv(BucketSessions, "thread -> session registry", 0, 1_000_000, 64<<20, jetstream.DiscardNew),
+		kv(BucketLeases, "singleton jobs: one holder each", 0, 100_000, 8<<20, jetstream.DiscardNew),
+		kv(BucketChannelState, "channels' durable state, e.g. Telegram offsets", 0, 100_000, 16<<20, jetstream.DiscardNew),
+		kv(BucketPairing, "pairing codes and paired senders", 0, 100_000, 8<<20, jetstream.DiscardNew),
+		kv(BucketApprovals, "open permission prompts", 24*time.Hour, 100_000, 32<<20, jetstream.DiscardNew),
+		kv(BucketStatus, "integration health", 0, 10_000, 8<<20, jetstream.DiscardNew),
+		// Two keys per inbound message (the switchboard's and the
+		// butler's): at 5/s, 27 hours of replies to them.
+		kv(BucketRequests, "inbound messages butlers may answer", 30*24*time.Hour, 1_000_000, 768<<20, jetstream.DiscardOld),
+		kv(BucketLimits, "providers' rate limits and pauses, shared by messengers", time.Hour, 100_000, 16<<20, jetstream.DiscardOld),
+		kv(BucketTokens, "MCP bearer tokens minted for butlers (hashes only)", year, 100_000, 16<<20, jetstream.DiscardNew),
+		// At 5/s, SeenTTL's 48 hours are 864,000 ids.
+		kv(BucketSeen, "provider ids of inbound messages stored lately, against replays", SeenTTL, 1_000_000, 256<<20, jetstream.DiscardOld),
+		kv(BucketProbe, "each process's probe write: can NATS store?", ProbeTTL, 10_000, 16<<20, jetstream.DiscardOld),
+		kv(BucketHeld, "notes held for quiet hours, until their digest", HeldTTL, 500_000, 128<<20, jetstream.DiscardNew),
 	}
+}
+
+// sameBucket compares a bucket's stream with Herald's settings: replicas (a
+// fleet moved from one node to a cluster keeps its ledger and sessions on
+// every node) and limits. A stream nats-server shows with no limit where
+// Herald sets one, or another, is an older fleet's: herald setup puts them.
+func sameBucket(have jetstream.StreamConfig, want bucket) bool {
+	return have.Replicas == want.Replicas && have.MaxAge == want.TTL &&
+		unlimited(have.MaxMsgs) == unlimited(want.MaxMsgs) && unlimited(have.MaxBytes) == unlimited(want.MaxBytes) &&
+		have.Discard == want.Discard
+}
+
+// withLimits is the bucket's stream as it is, with Herald's limits.
+func withLimits(have jetstream.StreamConfig, want bucket) jetstream.StreamConfig {
+	have.MaxMsgs, have.MaxBytes, have.MaxAge, have.Discard = want.MaxMsgs, want.MaxBytes, want.TTL, want.Discard
+	return have
+}
+
+// limitBucket sets the limits nats.go's KeyValueConfig has no field for
+// (MaxMsgs, Discard) on the bucket's stream.
+func limitBucket(ctx context.Context, js jetstream.JetStream, want bucket) error {
+	s, err := js.Stream(ctx, "KV_"+want.Bucket)
+	if err != nil {
+		return err
+	}
+	if have := s.CachedInfo().Config; !sameBucket(have, want) {
+		_, err = js.UpdateStream(ctx, withLimits(have, want))
+	}
+	return err
 }
 
 // sameStream compares the settings Herald chooses, and every setting that

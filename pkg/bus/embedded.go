@@ -20,6 +20,10 @@ type ServerOptions struct {
 	SyncAlways bool
 }
 
+// EmbeddedMaxStore is the embedded server's JetStream store limit: what
+// Herald's topology reserves (StoreReserved) and 1 GiB of room.
+const EmbeddedMaxStore = StoreReserved + 1<<30
+
 // RunServer starts an embedded NATS server with JetStream and waits until it
 // accepts connections.
 func RunServer(o ServerOptions) (*server.Server, error) {
@@ -42,10 +46,15 @@ func RunServer(o ServerOptions) (*server.Server, error) {
 		Port:       o.Port,
 		JetStream:  true,
 		StoreDir:   o.StoreDir,
-		SyncAlways: o.SyncAlways,
-		NoSigs:     true,
-		NoLog:      true,
-		MaxPayload: 4 << 20,
+		// Herald's streams and buckets reserve StoreReserved; left unset,
+		// the store would be 75% of the disk's free space, and herald dev
+		// on a disk with less than 9 GiB free could not make them. A disk
+		// that really fills is answered as any full store is.
+		JetStreamMaxStore: EmbeddedMaxStore,
+		SyncAlways:        o.SyncAlways,
+		NoSigs:            true,
+		NoLog:             true,
+		MaxPayload:        4 << 20,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("embedded NATS: %w", err)

@@ -48,13 +48,16 @@ type Worker struct {
 	// MaxDeliver, if set, also bounds the number of tries (tests); by default
 	// only RetryFor does.
 	MaxDeliver   int
-	AckWait      time.Duration // redelivery after a crash; default 30s
+	AckWait      time.Duration // redelivery after a crash; default AckWait
 	DrainTimeout time.Duration // how long in-flight work may finish at stop; default 10s
 	Log          *slog.Logger
 
 	js     jetstream.JetStream
 	acker  acker
 	inHand atomic.Int32 // messages taken from the consumer and not yet settled
+	// confirming counts handled messages waiting for their records
+	// (Confirms) before their ack.
+	confirming sync.WaitGroup
 }
 
 // DefaultConcurrency is how many messages a worker handles at once.
@@ -81,7 +84,7 @@ func (w *Worker) defaults() {
 		w.MaxBackOff = 5 * time.Minute
 	}
 	if w.AckWait <= 0 {
-		w.AckWait = 30 * time.Second
+		w.AckWait = AckWait
 	}
 	if w.DrainTimeout <= 0 {
 		w.DrainTimeout = 10 * time.Second
@@ -228,7 +231,15 @@ func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 		}
 	}
 	cc, err := cons.Consume(func(m jetstream.Msg) {
-		sem <- struct{}{}
+		select {
+		case sem <- struct{}{}:
+		default:
+			// Every handler is busy: m waits for one, kept in progress
+			// meanwhile, as it will be while handled.
+			done := KeepInProgress(m, w.AckWait)
+			sem <- struct{}{}
+			done()
+		}
 		w.inHand.Add(1)
 		select {
 		case jobs <- m:
@@ -247,7 +258,7 @@ func (w *Worker) Run(ctx context.Context, js jetstream.JetStream) error {
 	<-ctx.Done()
 	cc.Drain()
 	done := make(chan struct{})
-	go func() { <-cc.Closed(); close(quit); wg.Wait(); close(done) }()
+	go func() { <-cc.Closed(); close(quit); wg.Wait(); w.confirming.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(w.DrainTimeout):
@@ -278,29 +289,60 @@ func (w *Worker) handle(runCtx, work context.Context, m jetstream.Msg) {
 		return
 	}
 	// A long handler (a provider retrying, a slow SMTP server) keeps the
-	// message from being redelivered elsewhere: one timer per message, re-armed
-	// every AckWait/3, not a goroutine.
+	// message from being redelivered elsewhere.
+	done := KeepInProgress(m, w.AckWait)
+	// A worker taking one message at a time has only the next one
+	// delivered while this one waits (maxAckPending): its records go soon.
+	confirms := &Confirms{Soon: w.Concurrency <= 1}
+	err := w.call(WithConfirms(work, confirms), m)
+	if err != nil {
+		done()
+		w.settle(runCtx, work, m, err)
+		return
+	}
+	// Acked only once the records the handler wrote are stored, so that a
+	// kill in between redoes the work and writes them again; the handler's
+	// goroutine goes on meanwhile.
+	w.confirming.Add(1)
+	confirms.Then(ConfirmWait, func(cerr error) {
+		defer w.confirming.Done()
+		done()
+		if cerr != nil {
+			// Left unacked, as a crash here would leave it: redelivered
+			// after AckWait, redone, its records written again.
+			w.Log.ErrorContext(work, "audit records not stored; the message is left to be redelivered and redone", "stream", w.Stream, "subject", m.Subject(), "err", cerr)
+			return
+		}
+		w.settle(runCtx, work, m, nil)
+	})
+}
+
+// KeepInProgress tells NATS every ackWait/3 that m is still being worked
+// on, until the returned func is called: one timer per message, not a
+// goroutine. A process holding m that is killed stops telling, and m goes
+// to another (or the restarted) process ackWait after the last word.
+func KeepInProgress(m jetstream.Msg, ackWait time.Duration) (done func()) {
 	var (
 		mu      sync.Mutex
 		stopped bool
 		t       *time.Timer
 	)
 	mu.Lock()
-	t = time.AfterFunc(w.AckWait/3, func() {
+	defer mu.Unlock()
+	t = time.AfterFunc(ackWait/3, func() {
 		mu.Lock()
 		defer mu.Unlock()
 		if !stopped {
 			_ = m.InProgress()
-			t.Reset(w.AckWait / 3)
+			t.Reset(ackWait / 3)
 		}
 	})
-	mu.Unlock()
-	err := w.call(work, m)
-	mu.Lock()
-	stopped = true
-	t.Stop()
-	mu.Unlock()
-	w.settle(runCtx, work, m, err)
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
+	}
 }
 
 // call runs Handle, turning a panic into an internal error so one poisoned
@@ -384,11 +426,19 @@ func (w *Worker) deadLetter(ctx context.Context, m jetstream.Msg, cause error, t
 	return err
 }
 
-// DeliverAckWait is the messenger consumer's ack wait: a worker marks each
-// message in progress every third of it, so a killed messenger's deliveries
-// come back to another within seconds, which takes them over as soon as the
-// killed one's presence lapses (services/messenger/presence.go).
-const DeliverAckWait = 4 * time.Second
+// AckWait is the ack wait of every durable consumer: a process marks each
+// message it holds in progress every third of it (KeepInProgress), so what
+// a killed process held comes back to another, or to it restarted, within
+// seconds: a killed messenger's deliveries (taken over as soon as its
+// presence lapses, services/messenger/presence.go), a killed switchboard's
+// routes, results and inbound messages (a tap among them, counted before
+// the escalation it acknowledged), a killed butler's inbox message. It was
+// 30 s (NATS's default) for all but the messenger's until issue 38: a tap the
+// switchboard held when killed counted 30 s late, and a note escalated
+// although its person had tapped "Got it" 25 s before the deadline; a
+// butler killed holding a message stalled its inbox 30 s. A shorter wait
+// costs only those marks, one per held message every AckWait/3.
+const AckWait = 4 * time.Second
 
 // WorkConsumer is the durable consumer of a worker: herald setup makes it
 // with the defaults, a worker binds to it.
@@ -411,12 +461,13 @@ func WorkConsumer(durable string, concurrency int, ackWait time.Duration, maxDel
 // consumer delivered nothing else until their horizon (issue 37: another
 // butler's route waited minutes, up to retry_for). What such a worker has
 // in hand is bounded by its pull and its Concurrency anyway. A worker that
-// takes one message at a time (the switchboard's inbound) keeps its bound of
-// 4, below its pull of minPull: a message must not wait in the client
-// behind a slow one for longer than AckWait, unmarked.
+// takes one message at a time (the switchboard's inbound) keeps a bound of
+// 2, below its pull of minPull: the one handled and the next, both kept in
+// progress (the next while it waits for the handler in Run); a third would
+// wait in the client, unmarked, and could be redelivered behind a slow one.
 func maxAckPending(concurrency int) int {
 	if concurrency <= 1 {
-		return 4
+		return 2
 	}
 	return -1
 }
@@ -467,7 +518,7 @@ func InboxConsumer(butler string) jetstream.ConsumerConfig {
 		Durable:       ConsumerInbox(butler),
 		FilterSubject: InboxSubject(butler),
 		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       30 * time.Second,
+		AckWait:       AckWait,
 		MaxAckPending: 1,
 	}
 }
@@ -476,12 +527,11 @@ func InboxConsumer(butler string) jetstream.ConsumerConfig {
 // the workers' with their defaults (the switchboard's inbound worker takes one
 // message at a time), and each butler's inbox.
 func (t Topology) durables() map[string][]jetstream.ConsumerConfig {
-	ackWait := 30 * time.Second
 	out := map[string][]jetstream.ConsumerConfig{
-		StreamRoute:   {WorkConsumer(ConsumerSwitchboard, DefaultConcurrency, ackWait, 0)},
-		StreamResult:  {WorkConsumer(ConsumerResults, DefaultConcurrency, ackWait, 0)},
-		StreamIngress: {WorkConsumer(ConsumerIngress, 1, ackWait, 0)},
-		StreamDeliver: {WorkConsumer(ConsumerMessenger, DefaultConcurrency, DeliverAckWait, 0)},
+		StreamRoute:   {WorkConsumer(ConsumerSwitchboard, DefaultConcurrency, AckWait, 0)},
+		StreamResult:  {WorkConsumer(ConsumerResults, DefaultConcurrency, AckWait, 0)},
+		StreamIngress: {WorkConsumer(ConsumerIngress, 1, AckWait, 0)},
+		StreamDeliver: {WorkConsumer(ConsumerMessenger, DefaultConcurrency, AckWait, 0)},
 	}
 	for _, b := range t.Butlers {
 		out[StreamInbox] = append(out[StreamInbox], InboxConsumer(b))

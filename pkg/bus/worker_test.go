@@ -377,6 +377,48 @@ func TestLongHandlerKeepsItsMessage(t *testing.T) {
 	}
 }
 
+// TestWaitingMessageKeptInProgress: a worker that takes one message at a
+// time (the switchboard's inbound) holds the next while the one before is
+// handled for several AckWaits; the next is not handed out again meanwhile,
+// so nothing is handled twice.
+func TestWaitingMessageKeptInProgress(t *testing.T) {
+	srv := bustest.RunServer(t)
+	_, js := srv.Connect()
+	var mu sync.Mutex
+	calls := map[string]int{}
+	done := make(chan struct{})
+	runWorker(t, js, &bus.Worker{
+		Stream: bus.StreamDeliver, Durable: "test", AckWait: 300 * time.Millisecond, Concurrency: 1,
+		Handle: func(_ context.Context, m jetstream.Msg) error {
+			mu.Lock()
+			calls[string(m.Data())]++
+			n := len(calls)
+			mu.Unlock()
+			switch string(m.Data()) {
+			case "first":
+				time.Sleep(1200 * time.Millisecond)
+			case "second":
+				if n == 2 {
+					close(done)
+				}
+			}
+			return nil
+		},
+	})
+	for _, k := range []string{"first", "second"} {
+		if _, err := bus.Publish(t.Context(), js, bus.DeliverSubject("messenger"), []byte(k), "k-"+k, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+	time.Sleep(500 * time.Millisecond) // a redelivery would have come by now
+	mu.Lock()
+	defer mu.Unlock()
+	if calls["first"] != 1 || calls["second"] != 1 {
+		t.Fatalf("handled %v, want each once", calls)
+	}
+}
+
 // Acks of messages handled one at a time wait a moment to go out together
 // (an emptied work queue costs nats-server a block file each time); a stop
 // right after the work must still send them, or every one of those messages
@@ -443,7 +485,7 @@ func TestBindingAgainChangesNothing(t *testing.T) {
 	// A butler and the switchboard bind theirs as they start.
 	for stream, want := range map[string]jetstream.ConsumerConfig{
 		bus.StreamInbox: bus.InboxConsumer("alpha"),
-		bus.StreamRoute: bus.WorkConsumer(bus.ConsumerSwitchboard, bus.DefaultConcurrency, 30*time.Second, 0),
+		bus.StreamRoute: bus.WorkConsumer(bus.ConsumerSwitchboard, bus.DefaultConcurrency, bus.AckWait, 0),
 	} {
 		if _, err := bus.BindConsumer(t.Context(), js, stream, want, nil); err != nil {
 			t.Fatal(err)

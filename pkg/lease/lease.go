@@ -8,7 +8,7 @@
 // never run the job together. A clean stop deletes the key (on the same
 // revision), and a standby replica, watching the key, takes over at once; after
 // a crash, the key stays until it has gone TTL without a renewal, and then a
-// standby takes it over.
+// standby takes it over; sooner if Gone says the holder has stopped.
 //
 // Expiry is measured on the standby's own clock rather than read from
 // expires_at: a standby takes the key over only after it has seen the same
@@ -50,6 +50,12 @@ type Lease struct {
 	// TTL is how long a holder that stopped renewing (a crash, a partition)
 	// keeps the job from the others. It is renewed every TTL/3.
 	TTL time.Duration
+	// Gone, if set, tells whether holder is known to have stopped (its
+	// process's presence record lapsed: killed, frozen, cut off): the key is
+	// then taken over at once rather than after it has gone TTL unrenewed.
+	// A holder that is in fact alive loses its next renewal and stops its
+	// job, as after any takeover.
+	Gone func(ctx context.Context, holder string) bool
 	// OnStandby, if set, is called when another holder has the key, with its
 	// name, each time Run finds it so (at least every TTL/3 while standing by).
 	OnStandby func(holder string)
@@ -166,7 +172,8 @@ func (l *Lease) acquire(ctx context.Context, log *slog.Logger, changed <-chan st
 			known := json.Unmarshal(entry.Value(), &cur) == nil && !cur.ExpiresAt.IsZero()
 			// Unchanged for a TTL on this clock, or recorded as expired
 			// longer ago than any plausible clock skew: the holder is gone.
-			if now.Sub(seenAt) >= l.TTL || (known && now.Sub(cur.ExpiresAt) > l.TTL) {
+			gone := known && cur.Holder != l.Holder && l.Gone != nil && l.Gone(ctx, cur.Holder)
+			if gone || now.Sub(seenAt) >= l.TTL || (known && now.Sub(cur.ExpiresAt) > l.TTL) {
 				rev, err := l.KV.Update(ctx, l.Key, l.value(now), entry.Revision())
 				if err == nil {
 					log.Info("lease taken over from a holder that stopped renewing", "previous", cur.Holder)
@@ -179,6 +186,9 @@ func (l *Lease) acquire(ctx context.Context, log *slog.Logger, changed <-chan st
 				l.OnStandby(cur.Holder)
 			}
 			wait = min(wait, seenAt.Add(l.TTL).Sub(now))
+			if l.Gone != nil {
+				wait = min(wait, goneEvery)
+			}
 		}
 		if wait <= 0 {
 			if err := ctx.Err(); err != nil {
@@ -197,6 +207,9 @@ func (l *Lease) acquire(ctx context.Context, log *slog.Logger, changed <-chan st
 		t.Stop()
 	}
 }
+
+// goneEvery is how often a standby with Gone asks it about the holder.
+const goneEvery = time.Second
 
 // retryWait backs off after failures to reach the bucket: 100ms, doubling, at
 // most TTL/3.

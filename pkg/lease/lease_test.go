@@ -374,3 +374,34 @@ func watchOps(t *testing.T, kv jetstream.KeyValue) func() []jetstream.KeyValueOp
 		return append([]jetstream.KeyValueOp(nil), ops...)
 	}
 }
+
+// TestGoneHolderIsTakenOverAtOnce: a holder that dies without releasing,
+// which Gone says has stopped, is taken over at once, not after the TTL;
+// while Gone says nothing, the standby waits.
+func TestGoneHolderIsTakenOverAtOnce(t *testing.T) {
+	srv := bustest.RunServer(t)
+	j := newJobs()
+	const ttl = 5 * time.Minute // far longer than the test waits
+	var aGone atomic.Bool
+	a := start(t, srv, "a", ttl, j, lease.SkipRelease)
+	if h := next(t, j.starts, "start"); h != "a" {
+		t.Fatalf("%s started first, want a", h)
+	}
+	b := start(t, srv, "b", ttl, j, func(l *lease.Lease) {
+		l.Gone = func(_ context.Context, holder string) bool { return holder == "a" && aGone.Load() }
+	})
+	testkit.Eventually(t, 20*time.Second, func() bool { return len(b.standbys()) > 0 }, "b to stand by")
+	a.cancel() // dies: the key stays
+	if h := next(t, j.stops, "stop"); h != "a" {
+		t.Fatalf("%s stopped, want a", h)
+	}
+	select {
+	case h := <-j.starts:
+		t.Fatalf("%s started while a's presence still said it runs", h)
+	case <-time.After(time.Second):
+	}
+	aGone.Store(true)
+	if h := next(t, j.starts, "takeover"); h != "b" {
+		t.Fatalf("%s started, want b", h)
+	}
+}

@@ -42,16 +42,15 @@ type channelSide struct {
 	status    bus.KV
 	approvals *approval.Store
 
-	mu         sync.Mutex
-	sessions   map[string]server.ClientSession // registered sessions
-	listening  map[string]int                  // open GET streams by HTTP session id
-	spoke      map[string]*family              // the family of each session's latest permission request
-	asked      map[string][]string             // each session's open permission requests
-	awaited    map[string]bool                 // questions an ask call waits for (tool_ask.go)
-	answeredBy map[string]time.Time            // questions an ask call returned the answer of, and when
-	takes      map[string]bool                 // sessions that have taken messages: streamed or used inbox
-	wake       chan struct{}
-	pulling    sync.Mutex // one reader of the inbox at a time keeps the order
+	mu        sync.Mutex
+	sessions  map[string]server.ClientSession // registered sessions
+	listening map[string]int                  // open GET streams by HTTP session id
+	spoke     map[string]*family              // the family of each session's latest permission request
+	asked     map[string][]string             // each session's open permission requests
+	awaited   map[string]bool                 // questions an ask call waits for (tool_ask.go)
+	takes     map[string]bool                 // sessions that have taken messages: streamed or used inbox
+	wake      chan struct{}
+	pulling   sync.Mutex // one reader of the inbox at a time keeps the order
 }
 
 func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*channelSide, error) {
@@ -85,7 +84,7 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 	status := bus.NewDirectKV(js, bus.BucketStatus)
 	approvals := approval.New(bus.NewDirectKV(js, bus.BucketApprovals))
 	return &channelSide{b: b, js: js, cons: cons, requests: requests, status: status, approvals: approvals,
-		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, asked: map[string][]string{}, awaited: map[string]bool{}, answeredBy: map[string]time.Time{}, takes: map[string]bool{}, wake: make(chan struct{}, 1)}, nil
+		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, asked: map[string][]string{}, awaited: map[string]bool{}, takes: map[string]bool{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // hooks track which sessions can receive server-pushed notifications: stdio
@@ -223,7 +222,11 @@ func (c *channelSide) run(ctx context.Context) error {
 		c.pulling.Lock()
 		msg, err := c.cons.Next(jetstream.FetchMaxWait(2 * time.Second))
 		if err == nil {
+			// Held in progress while pushed: killed meanwhile, the butler
+			// hands it to its restart within bus.AckWait.
+			done := bus.KeepInProgress(msg, bus.AckWait)
 			c.push(ctx, msg)
+			done()
 		}
 		c.pulling.Unlock()
 		if err != nil && !idle(err) && ctx.Err() == nil {
@@ -260,8 +263,14 @@ func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, er
 	if id := in.Meta[envelope.MetaPermissionRequestID]; id != "" {
 		return nil, c.verdict(in)
 	}
-	if in.Meta[envelope.MetaKind] == MetaKindAnswer && c.awaits(in.Meta[MetaQuestionID]) {
-		return nil, nil // the ask call waiting for it returns it
+	if in.Meta[envelope.MetaKind] == MetaKindAnswer {
+		taken, err := c.answerTaken(ctx, in.Meta[MetaQuestionID])
+		if err != nil {
+			return nil, err
+		}
+		if taken {
+			return nil, nil // the ask call waiting for it returns it, or did
+		}
 	}
 	if envelope.IsNotice(in) {
 		// Herald's word about a notify: nothing to reply to.
@@ -415,27 +424,6 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 
 // verdict passes an approver's answer to the session that asked, in the
 // family it asked in.
-// returned records that an ask call returned question id's answer: the
-// answer's inbox message, which may come after the call saw the answer in
-// the store, is then dropped too, never pushed as a second copy. Records
-// older than returnedKeep are forgotten.
-func (c *channelSide) returned(id string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := time.Now()
-	for q, at := range c.answeredBy {
-		if now.Sub(at) > returnedKeep {
-			delete(c.answeredBy, q)
-		}
-	}
-	delete(c.awaited, id)
-	c.answeredBy[id] = now
-}
-
-// returnedKeep is how long a returned answer's inbox message is watched
-// for: far longer than a switchboard takes to route it.
-const returnedKeep = 10 * time.Minute
-
 // await marks question id as waited for by an ask call, or not.
 func (c *channelSide) await(id string, on bool) {
 	c.mu.Lock()
@@ -447,11 +435,24 @@ func (c *channelSide) await(id string, on bool) {
 	}
 }
 
-func (c *channelSide) awaits(id string) bool {
+// answerTaken reports whether question id's answer is an ask call's: one
+// waiting for it now, or one that returned it (its record says so, for
+// this process or one before it).
+func (c *channelSide) answerTaken(ctx context.Context, id string) (bool, error) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, returned := c.answeredBy[id]
-	return c.awaited[id] || returned
+	awaited := c.awaited[id]
+	c.mu.Unlock()
+	if awaited || !approval.QuestionIDPattern.MatchString(id) {
+		return awaited, nil
+	}
+	q, err := c.approvals.Question(ctx, c.b.name, id)
+	switch {
+	case errors.Is(err, approval.ErrUnknown):
+		return false, nil // gone (expired long ago): the message tells it
+	case err != nil:
+		return false, fmt.Errorf("%w: reading question %s: %w", envelope.ErrTargetUnavailable, id, err)
+	}
+	return !q.ReturnedAt.IsZero(), nil
 }
 
 // opened records that session asked permission request id.
@@ -529,7 +530,9 @@ func (c *channelSide) pending(ctx context.Context, session string, max int) ([]*
 		if err != nil {
 			break
 		}
+		done := bus.KeepInProgress(msg, bus.AckWait)
 		v, err := c.take(ctx, msg)
+		done()
 		switch {
 		case errors.Is(err, errElsewhere):
 			c.settleElsewhere(ctx, msg)

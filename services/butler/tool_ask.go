@@ -265,13 +265,21 @@ func questionText(q approval.Question) string {
 // awaitAnswer waits up to wait for question id's answer; nil if none came.
 // The answer's inbox message, which may come first, is dropped while it
 // waits (channelSide.take); after the wait it looks once more, so an answer
-// dropped at the last moment is returned, and a later one is pushed.
+// dropped at the last moment is returned, and a later one is pushed. An
+// answer is returned only once the question's record says so (ReturnedAt),
+// so the butler restarted drops its inbox message too: the model gets it
+// once. If that cannot be recorded, the answer is left to its inbox message.
 func (b *Butler) awaitAnswer(ctx context.Context, id string, wait time.Duration) *approval.Question {
 	answered := func(ctx context.Context) *approval.Question {
-		if q, err := b.channel.approvals.Question(ctx, b.name, id); err == nil && q.Answer != "" {
-			return q
+		q, err := b.channel.approvals.Question(ctx, b.name, id)
+		if err != nil || q.Answer == "" {
+			return nil
 		}
-		return nil
+		if err := b.channel.approvals.Returned(ctx, b.name, id); err != nil {
+			b.log.WarnContext(ctx, "an answer's return could not be recorded; it is left to its channel message", "question_id", id, "err", err)
+			return nil
+		}
+		return q
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
@@ -279,7 +287,7 @@ func (b *Butler) awaitAnswer(ctx context.Context, id string, wait time.Duration)
 	defer t.Stop()
 	for {
 		if q := answered(waitCtx); q != nil {
-			b.channel.returned(id)
+			b.channel.await(id, false)
 			return q
 		}
 		select {
@@ -287,11 +295,7 @@ func (b *Butler) awaitAnswer(ctx context.Context, id string, wait time.Duration)
 			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 			defer cancel()
 			q := answered(last)
-			if q != nil {
-				b.channel.returned(id)
-			} else {
-				b.channel.await(id, false)
-			}
+			b.channel.await(id, false)
 			return q
 		case <-t.C:
 		}

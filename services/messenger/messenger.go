@@ -247,7 +247,7 @@ func (m *Messenger) mountHTTP(o Options, env deliver.Env) (*obs.Server, error) {
 // fails.
 func (m *Messenger) serve(ctx context.Context, o Options, receivers map[string]deliver.Receiver, status, seen jetstream.KeyValue, srv *obs.Server, state *obs.State) error {
 	w := &bus.Worker{Stream: bus.StreamDeliver, Durable: bus.ConsumerMessenger, Handle: obs.Noted(&m.lastErr, m.deliver), GiveUp: m.giveUp,
-		Concurrency: o.Concurrency, RetryFor: time.Duration(o.Config.Delivery.RetryFor), AckWait: bus.DeliverAckWait, Log: m.log}
+		Concurrency: o.Concurrency, RetryFor: time.Duration(o.Config.Delivery.RetryFor), Log: m.log}
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { m.presence(ctx); return nil })
 	for id, r := range receivers {

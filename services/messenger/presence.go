@@ -7,23 +7,16 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
-// Presence: each messenger writes PresenceKey(its instance) in herald_leases
-// every PresenceBeat while it runs, and deletes it when it stops. A delivery
-// record held by a messenger whose key is missing or older than PresenceTTL
-// belongs to a messenger that is gone (killed, cut off, paused): another
-// takes the delivery over at once instead of when the record's 30 s lease
-// runs out. Taking over stays safe: the holder, if it comes back, writes the
-// record compare-and-set before any provider call and finds it taken.
-const (
-	PresenceBeat = time.Second
-	PresenceTTL  = 3 * time.Second
-)
-
-// PresenceKey is the key in bus.BucketLeases saying that the messenger
-// instance is running.
-func PresenceKey(instance string) string { return "presence." + instance }
+// A delivery record held by a messenger whose presence key
+// (deliver.PresenceKey) is missing or older than deliver.PresenceTTL
+// belongs to a messenger that is gone: another takes the delivery over at
+// once instead of when the record's 30 s lease runs out. Taking over stays
+// safe: the holder, if it comes back, writes the record compare-and-set
+// before any provider call and finds it taken.
 
 // holderOf is the messenger instance of an attempt token "<instance>.<n>".
 func holderOf(attempt string) string {
@@ -37,12 +30,12 @@ func holderOf(attempt string) string {
 // presence keeps this messenger's presence key fresh until ctx ends, then
 // deletes it, so the others take over its deliveries at once.
 func (m *Messenger) presence(ctx context.Context) {
-	key := PresenceKey(m.instance)
-	t := time.NewTicker(PresenceBeat)
+	key := deliver.PresenceKey(m.instance)
+	t := time.NewTicker(deliver.PresenceBeat)
 	defer t.Stop()
 	failing := false
 	for {
-		wctx, cancel := context.WithTimeout(ctx, PresenceBeat)
+		wctx, cancel := context.WithTimeout(ctx, deliver.PresenceBeat)
 		_, err := m.leases.Put(wctx, key, nil)
 		cancel()
 		if err != nil && ctx.Err() == nil && !failing {
@@ -69,17 +62,17 @@ func (m *Messenger) holderGone(ctx context.Context, attempt string) (gone bool, 
 	if holder == m.instance {
 		return true, 0
 	}
-	e, err := m.leases.Get(ctx, PresenceKey(holder))
+	e, err := m.leases.Get(ctx, deliver.PresenceKey(holder))
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return true, 0
 	case err != nil:
 		// Not knowing is not gone: the record's lease decides.
-		return false, PresenceTTL
+		return false, deliver.PresenceTTL
 	}
 	age := time.Since(e.Created())
-	if age > PresenceTTL {
+	if age > deliver.PresenceTTL {
 		return true, 0
 	}
-	return false, PresenceTTL - age
+	return false, deliver.PresenceTTL - age
 }

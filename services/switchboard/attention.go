@@ -599,6 +599,10 @@ func (g *inbound) acknowledge(ctx context.Context, it *config.Integration, in *e
 // it was acknowledged. Every step is keyed, so running it again (a
 // redelivered tap, the next look for deadlines after a crash) repeats none.
 func (s *Switchboard) finish(ctx context.Context, n *ackNote) error {
+	// Its audit record is stored before the note is marked told: killed
+	// in between, the next look tells again and writes the record again.
+	confirms := &bus.Confirms{Soon: true}
+	ctx = bus.WithConfirms(ctx, confirms)
 	if n.AckedBy != "" {
 		for _, c := range n.Copies {
 			if err := s.editNoteCopy(ctx, n, c); err != nil {
@@ -624,6 +628,9 @@ func (s *Switchboard) finish(ctx context.Context, n *ackNote) error {
 		}
 		s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: n.Butler, RequestID: n.RequestID, Reason: ReasonUnacknowledged})
 		s.log.InfoContext(ctx, "nobody acknowledged a note; its escalation chain ended", "butler", n.Butler, "note_request_id", n.RequestID, "escalations", n.Step)
+	}
+	if err := confirms.Wait(bus.ConfirmWait); err != nil {
+		return err
 	}
 	_, err := s.changeNote(ctx, n.ID, func(n *ackNote) bool {
 		was := n.Told
@@ -681,11 +688,17 @@ func (s *Switchboard) escalate(ctx context.Context, now time.Time) {
 		}
 		return
 	}
+	unhandled := s.unhandledInbound(ctx)
 	for k := range keys.Keys() {
 		id := strings.TrimPrefix(k, "ack.")
 		n, err := s.changeNote(ctx, id, func(n *ackNote) bool {
 			switch {
 			case !n.Done.IsZero() || now.Before(n.Deadline):
+				return false
+			case now.Sub(n.Deadline) < tapGrace && unhandled().Before(n.Deadline):
+				// What people sent before the deadline is not all handled
+				// (a switchboard killed while holding it; a backlog): it
+				// may be this note's tap. It is looked at first.
 				return false
 			case n.Step < len(n.Chain):
 				n.Step++
@@ -696,7 +709,14 @@ func (s *Switchboard) escalate(ctx context.Context, now time.Time) {
 			return true
 		})
 		if err == nil && n != nil && n.AckedBy == "" && n.Sent < n.Step {
-			if err = s.sendEscalation(ctx, n, n.Step); err == nil {
+			// The step is marked sent only once its audit record is stored:
+			// killed before, the next look sends it again (one delivery, by
+			// its key) and writes the record again.
+			c := &bus.Confirms{Soon: true}
+			if err = s.sendEscalation(bus.WithConfirms(ctx, c), n, n.Step); err == nil {
+				err = c.Wait(bus.ConfirmWait)
+			}
+			if err == nil {
 				step := n.Step
 				_, err = s.changeNote(ctx, id, func(n *ackNote) bool {
 					if n.Sent >= step {
@@ -724,6 +744,41 @@ func (s *Switchboard) escalate(ctx context.Context, now time.Time) {
 			}
 			_ = s.sessionsKV.Delete(ctx, k)
 		}
+	}
+}
+
+// tapGrace bounds how long an escalation waits, past its deadline, for the
+// inbound messages stored before that deadline to be handled: longer than a
+// killed switchboard's inbound message takes to come back (bus.AckWait) and
+// its restart, short enough that a stuck inbound message (retried while a
+// butler's inbox is unavailable) delays an escalation only so long.
+const tapGrace = 15 * time.Second
+
+// unhandledInbound returns a func that tells when the oldest inbound message
+// not yet handled was stored (HERALD_INGRESS is a work queue: a handled
+// message is gone); far in the future if there is none. It asks NATS once,
+// the first time it is called: only a look that finds a note past its
+// deadline pays for it. If NATS cannot say, it answers as if there were
+// none: the escalation goes ahead as it did before this check.
+func (s *Switchboard) unhandledInbound(ctx context.Context) func() time.Time {
+	var (
+		asked  bool
+		oldest = time.Now().Add(ackKeep)
+	)
+	return func() time.Time {
+		if asked {
+			return oldest
+		}
+		asked = true
+		st, err := s.js.Stream(ctx, bus.StreamIngress)
+		if err != nil {
+			s.log.DebugContext(ctx, "looking for inbound messages not yet handled", "err", err)
+			return oldest
+		}
+		if info := st.CachedInfo(); info.State.Msgs > 0 {
+			oldest = info.State.FirstTime
+		}
+		return oldest
 	}
 }
 

@@ -61,7 +61,14 @@ func (s *Switchboard) direct(ctx context.Context, m *nats.Msg) {
 	ctx = envelope.WithTraceparent(ctx, m.Header.Get(envelope.HeaderTraceparent))
 	butler := strings.TrimPrefix(m.Subject, bus.DirectPrefix)
 	answer := &nats.Msg{Header: nats.Header{}}
-	err := s.routeOne(ctx, butler, m.Subject, m.Data)
+	// Answered routed only once its records are stored: a switchboard
+	// killed before leaves the butler to publish the route to
+	// HERALD_ROUTE, where it is routed again (one delivery) and audited.
+	confirms := &bus.Confirms{Soon: true}
+	err := s.routeOne(bus.WithConfirms(ctx, confirms), butler, m.Subject, m.Data)
+	if err == nil {
+		err = unconfirmed(confirms.Wait(bus.ConfirmWait))
+	}
 	var unsure *deliverUnsure
 	switch {
 	case err == nil:
@@ -81,6 +88,15 @@ func (s *Switchboard) direct(ctx context.Context, m *nats.Msg) {
 // still have been stored (a timeout), so a butler that cannot store the
 // route in HERALD_ROUTE either must not say nothing was sent.
 type deliverUnsure struct{ err error }
+
+// unconfirmed is the error of a direct route whose records were not
+// stored (bus.Confirms): the route itself was, so it is unsure.
+func unconfirmed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &deliverUnsure{err}
+}
 
 func (e *deliverUnsure) Error() string { return e.err.Error() }
 func (e *deliverUnsure) Unwrap() error { return e.err }

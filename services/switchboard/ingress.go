@@ -120,9 +120,21 @@ func (s *Switchboard) ingressWorker(ctx context.Context) (*bus.Worker, error) {
 	g.channels.log = s.log
 	s.flushDrops = g.channels.flush
 	// One at a time, in the order the messenger stored them: a chat's messages
-	// reach its butler in the order they were sent.
-	return &bus.Worker{Stream: bus.StreamIngress, Durable: bus.ConsumerIngress, Handle: obs.Noted(&s.lastErr, g.handle), GiveUp: g.giveUp, Concurrency: 1, Log: s.log}, nil
+	// reach its butler in the order they were sent. A message that could not
+	// be put on a butler's inbox (its stream's leader being elected after a
+	// NATS node was killed) is tried again within ingressMaxBackOff: a
+	// person waits, and the tries are few.
+	return &bus.Worker{Stream: bus.StreamIngress, Durable: bus.ConsumerIngress, Handle: obs.Noted(&s.lastErr, g.handle), GiveUp: g.giveUp, Concurrency: 1,
+		MinBackOff: ingressMinBackOff, MaxBackOff: ingressMaxBackOff, Log: s.log}, nil
 }
+
+// The inbound worker's backoff: a quarter second, doubling, at most 2 s
+// (the workers' default, 1 s to 5 min, made a message wait 7 s behind a
+// 5 s election).
+const (
+	ingressMinBackOff = 250 * time.Millisecond
+	ingressMaxBackOff = 2 * time.Second
+)
 
 // handle takes one inbound message through the steps above.
 func (g *inbound) handle(ctx context.Context, m jetstream.Msg) error {

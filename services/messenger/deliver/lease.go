@@ -57,6 +57,9 @@ func (l Lease) Run(ctx context.Context, js jetstream.JetStream, st *Reporter, wo
 		Holder: l.Instance,
 		TTL:    l.TTL,
 		Logger: l.Log,
+		Gone: func(ctx context.Context, holder string) bool {
+			return PresenceLapsed(ctx, leases, holder)
+		},
 		OnStandby: func(holder string) {
 			detail := fmt.Sprintf("messenger %s %s; this one takes over if it stops", holder, l.Work)
 			if holder == l.Instance {
@@ -69,4 +72,29 @@ func (l Lease) Run(ctx context.Context, js jetstream.JetStream, st *Reporter, wo
 		work(ctx, state)
 		return nil
 	})
+}
+
+// Presence: each messenger writes PresenceKey(its instance) in herald_leases
+// every PresenceBeat while it runs, and deletes it when it stops
+// (services/messenger/presence.go). A messenger whose key is older than
+// PresenceTTL is gone (killed, cut off, paused): another takes over its
+// deliveries, and its leases (a bot's poller, a gateway session), at once
+// instead of when their own TTL runs out. A messenger killed while it
+// polled a bot held inbound back 11 s (the poller lease's 10 s) before.
+const (
+	PresenceBeat = time.Second
+	PresenceTTL  = 3 * time.Second
+)
+
+// PresenceKey is the key in bus.BucketLeases saying that the messenger
+// instance is running.
+func PresenceKey(instance string) string { return "presence." + instance }
+
+// PresenceLapsed reports whether instance's presence key is there and has
+// not been written for PresenceTTL. A key that is not there says nothing: a
+// messenger that stopped cleanly released its leases too, and one that
+// writes no presence (a test's receiver) is judged by the lease's TTL.
+func PresenceLapsed(ctx context.Context, leases jetstream.KeyValue, instance string) bool {
+	e, err := leases.Get(ctx, PresenceKey(instance))
+	return err == nil && time.Since(e.Created()) > PresenceTTL
 }
