@@ -104,7 +104,7 @@ SCENARIO ?=
 chaos:
 	$(GO) build -o bin/ ./services/cmd/...
 	cd e2e && $(GO) build -o ../bin/nats-server github.com/nats-io/nats-server/v2
-	cd e2e && HERALD_BIN=$(CURDIR)/bin $(GO) test -tags chaos -count=1 -timeout 15m -v $(if $(SCENARIO),-run 'TestChaos/$(SCENARIO)') ./chaos/
+	cd e2e && HERALD_BIN=$(CURDIR)/bin $(GO) test -tags chaos -count=1 -timeout 25m -v $(if $(SCENARIO),-run 'TestChaos/$(SCENARIO)') ./chaos/
 
 ## soak: a month of steady load in SOAK (default 10m): 50 notifies/s and 5 inbound/s
 ## through the real binaries, one kill -9 of each service, then per process RSS, open

@@ -332,35 +332,9 @@ func TestEscalationAcrossASwitchboardKill(t *testing.T) {
 	}
 	f := newFleet(t)
 	mcpAddr := testkit.FreeAddr(t)
-	env, sb := f.startProcesses(mcpAddr, fmt.Sprintf(`    escalate_to: [mail]
-  - id: mail
-    type: email
-    smtp_url_env: SMTP_URL
-    from: herald@example.com
-    default_to: alice@example.com
-    ca_file: %q
-    grants: all
-    inbound: { listen: 127.0.0.1:0, domains: [example.com], allow_from: [alice@example.com], trusted_relays: [mx.example.com] }
-`, f.smtp.WriteCertFile(t)), "SMTP_URL="+f.smtp.URL())
+	env, sb := f.escalatingToMail(mcpAddr, "", "    inbound: { listen: 127.0.0.1:0, domains: [example.com], allow_from: [alice@example.com], trusted_relays: [mx.example.com] }\n")
 	c := butlertest.Connect(t, "http://"+mcpAddr+"/mcp", "2025-06-18", f.bearer())
-
-	if res := c.Call("notify", map[string]any{"message": "The server is down.", "ack_within": "30s"}); res.IsError {
-		t.Fatalf("notify with ack_within: %s", text(res))
-	}
-	var note telegramtest.Message
-	testkit.Eventually(t, 15*time.Second, func() bool {
-		for _, m := range f.tg.Messages(alice.ID) {
-			if strings.Contains(m.Text, "The server is down.") && m.ReplyMarkup != nil {
-				note = m
-				return true
-			}
-		}
-		return false
-	}, "the note with Got it in alice's chat")
-	id := ackDataRE.FindStringSubmatch(fmt.Sprint(note.ReplyMarkup))
-	if id == nil {
-		t.Fatalf("the note's buttons %v carry no ack", note.ReplyMarkup)
-	}
+	note, id := f.noteToSee(c, "The server is down.")
 
 	if err := sb.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -385,12 +359,53 @@ func TestEscalationAcrossASwitchboardKill(t *testing.T) {
 	if err := smtp.SendMail(addr, nil, "alice@example.com", []string{"herald@example.com"}, []byte(reply)); err != nil {
 		t.Fatal(err)
 	}
-	testkit.Eventually(t, 15*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", id[1]) != nil },
+	testkit.Eventually(t, 15*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", id) != nil },
 		"the model told the escalated note was seen")
 	testkit.Eventually(t, 10*time.Second, func() bool { return f.copyShows(alice.ID, note.MessageID, "✅ seen by") }, "the Telegram copy edited, its button gone")
 	if n := len(escalations()); n != 1 {
 		t.Fatalf("%d escalation mails, want one", n)
 	}
+}
+
+// escalatingToMail starts the services as processes (startProcesses) with
+// tg_main escalating to a mail integration; tgKeys and mailKeys are more
+// lines of each.
+func (f *fleet) escalatingToMail(mcpAddr, tgKeys, mailKeys string) ([]string, *serviceProc) {
+	f.t.Helper()
+	return f.startProcesses(mcpAddr, fmt.Sprintf(`    escalate_to: [mail]
+%s  - id: mail
+    type: email
+    smtp_url_env: SMTP_URL
+    from: herald@example.com
+    default_to: alice@example.com
+    ca_file: %q
+    grants: all
+%s`, tgKeys, f.smtp.WriteCertFile(f.t), mailKeys), "SMTP_URL="+f.smtp.URL())
+}
+
+// noteToSee notifies message with ack_within 30s and returns its copy in
+// alice's chat, with Got it, and the note's delivery id.
+func (f *fleet) noteToSee(c *butlertest.Client, message string) (telegramtest.Message, string) {
+	t := f.t
+	t.Helper()
+	if res := c.Call("notify", map[string]any{"message": message, "ack_within": "30s"}); res.IsError {
+		t.Fatalf("notify with ack_within: %s", text(res))
+	}
+	var note telegramtest.Message
+	testkit.Eventually(t, 15*time.Second, func() bool {
+		for _, m := range f.tg.Messages(alice.ID) {
+			if strings.Contains(m.Text, message) && m.ReplyMarkup != nil {
+				note = m
+				return true
+			}
+		}
+		return false
+	}, "the note with Got it in alice's chat")
+	id := ackDataRE.FindStringSubmatch(fmt.Sprint(note.ReplyMarkup))
+	if id == nil {
+		t.Fatalf("the note's buttons %v carry no ack", note.ReplyMarkup)
+	}
+	return note, id[1]
 }
 
 // httpDo is the body of a request to url, which must answer 200.
@@ -425,42 +440,16 @@ func TestTapHeldByAKilledSwitchboard(t *testing.T) {
 	}
 	f := newFleet(t)
 	mcpAddr := testkit.FreeAddr(t)
-	env, sb := f.startProcesses(mcpAddr, fmt.Sprintf(`    escalate_to: [mail]
-    inbound: { allow_from: [%q] }
-  - id: mail
-    type: email
-    smtp_url_env: SMTP_URL
-    from: herald@example.com
-    default_to: alice@example.com
-    ca_file: %q
-    grants: all
-`, fmt.Sprint(alice.ID), f.smtp.WriteCertFile(t)), "SMTP_URL="+f.smtp.URL())
+	env, sb := f.escalatingToMail(mcpAddr, fmt.Sprintf("    inbound: { allow_from: [%q] }\n", fmt.Sprint(alice.ID)), "")
 	c := butlertest.Connect(t, "http://"+mcpAddr+"/mcp", "2025-06-18", f.bearer())
-
-	if res := c.Call("notify", map[string]any{"message": "The disk is full.", "ack_within": "30s"}); res.IsError {
-		t.Fatalf("notify with ack_within: %s", text(res))
-	}
-	var note telegramtest.Message
-	testkit.Eventually(t, 15*time.Second, func() bool {
-		for _, m := range f.tg.Messages(alice.ID) {
-			if strings.Contains(m.Text, "The disk is full.") && m.ReplyMarkup != nil {
-				note = m
-				return true
-			}
-		}
-		return false
-	}, "the note with Got it in alice's chat")
+	note, id := f.noteToSee(c, "The disk is full.")
 	deadline := time.Now().Add(30 * time.Second) // at or after the note's own
-	id := ackDataRE.FindStringSubmatch(fmt.Sprint(note.ReplyMarkup))
-	if id == nil {
-		t.Fatalf("the note's buttons %v carry no ack", note.ReplyMarkup)
-	}
 
 	if err := sb.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	_ = sb.cmd.Wait()
-	f.tg.PressButton(f.tg.Token(), alice.ID, note.MessageID, alice, "ack:"+id[1])
+	f.tg.PressButton(f.tg.Token(), alice.ID, note.MessageID, alice, "ack:"+id)
 	cons, err := f.js.Consumer(t.Context(), bus.StreamIngress, bus.ConsumerIngress)
 	if err != nil {
 		t.Fatal(err)
@@ -473,7 +462,7 @@ func TestTapHeldByAKilledSwitchboard(t *testing.T) {
 	for m := range batch.Messages() {
 		tap = m
 	}
-	if tap == nil || !strings.Contains(string(tap.Data()), "ack:"+id[1]) {
+	if tap == nil || !strings.Contains(string(tap.Data()), "ack:"+id) {
 		t.Fatalf("the tap did not reach the switchboard's inbound stream (%v)", batch.Error())
 	}
 	held := bus.KeepInProgress(tap, bus.AckWait)
@@ -481,7 +470,7 @@ func TestTapHeldByAKilledSwitchboard(t *testing.T) {
 	time.Sleep(time.Until(deadline.Add(3 * time.Second)))
 	held() // the holder dies: the tap comes back within bus.AckWait
 
-	testkit.Eventually(t, 30*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", id[1]) != nil },
+	testkit.Eventually(t, 30*time.Second, func() bool { return noticeOf(c.Notifications(butler.MethodChannel), "acknowledged", id) != nil },
 		"the model told the note was seen, by the tap made before its deadline")
 	time.Sleep(3 * time.Second) // an escalation decided before the tap would have been sent by now
 	for _, m := range f.smtp.Messages() {
@@ -489,7 +478,7 @@ func TestTapHeldByAKilledSwitchboard(t *testing.T) {
 			t.Fatalf("the note escalated to email although it was tapped before its deadline: %q", m.Subject())
 		}
 	}
-	if n := noticeOf(c.Notifications(butler.MethodChannel), "unacknowledged", id[1]); n != nil {
+	if n := noticeOf(c.Notifications(butler.MethodChannel), "unacknowledged", id); n != nil {
 		t.Fatalf("the model was told nobody saw the note: %v", n)
 	}
 }

@@ -507,6 +507,18 @@ func printTable(w io.Writer, rows []*result, legacy bool) {
 	if legacy {
 		fmt.Fprintln(w, "Config: CHAOS_LEGACY_CONFIG=1, so delivery.retry_for, on_uncertain, rate_limit_out and mcp_token_env were left out of herald.yaml.")
 	}
+	writeFailures(w, rows)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// writeFailures lists, under the table, what made each failing row fail.
+func writeFailures(w io.Writer, rows []*result) {
 	for _, r := range rows {
 		violations, aborted := r.failures()
 		if len(violations) == 0 && aborted == "" {
@@ -521,11 +533,4 @@ func printTable(w io.Writer, rows []*result, legacy bool) {
 		}
 	}
 	fmt.Fprintln(w)
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

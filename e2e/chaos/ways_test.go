@@ -217,20 +217,7 @@ func printWays(w io.Writer, rows []*result) {
 		"recovery: the longest time with nothing reaching the model after the kill (taps: from a kill to the model told of the tap the killed switchboard held); "+
 		"slowest: the longest from a send (a tap) to the model. A row fails on a message lost or doubled (or a tapped note escalated), never on a timing.")
 	fmt.Fprintln(w)
-	for _, r := range ways {
-		violations, aborted := r.failures()
-		if len(violations) == 0 && aborted == "" {
-			continue
-		}
-		fmt.Fprintf(w, "- %s:\n", r.name)
-		if aborted != "" {
-			fmt.Fprintf(w, "  - aborted: %s\n", aborted)
-		}
-		for _, v := range violations {
-			fmt.Fprintf(w, "  - %s\n", v)
-		}
-	}
-	fmt.Fprintln(w)
+	writeFailures(w, ways)
 }
 
 // killTrigger kills a process the moment the next message it is about to
