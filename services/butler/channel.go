@@ -49,6 +49,8 @@ type channelSide struct {
 	asked     map[string][]string             // each session's open permission requests
 	awaited   map[string]bool                 // questions an ask call waits for (tool_ask.go)
 	takes     map[string]bool                 // sessions that have taken messages: streamed or used inbox
+	pushed    map[pushKey]time.Time           // inbox messages pushed to a session, and when (pushedBefore)
+	prunedAt  time.Time                       // when pushed was last pruned
 	wake      chan struct{}
 	pulling   sync.Mutex // one reader of the inbox at a time keeps the order
 }
@@ -84,7 +86,7 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 	status := bus.NewDirectKV(js, bus.BucketStatus)
 	approvals := approval.New(bus.NewDirectKV(js, bus.BucketApprovals))
 	return &channelSide{b: b, js: js, cons: cons, requests: requests, status: status, approvals: approvals,
-		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, asked: map[string][]string{}, awaited: map[string]bool{}, takes: map[string]bool{}, wake: make(chan struct{}, 1)}, nil
+		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, asked: map[string][]string{}, awaited: map[string]bool{}, takes: map[string]bool{}, pushed: map[pushKey]time.Time{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // hooks track which sessions can receive server-pushed notifications: stdio
@@ -369,6 +371,56 @@ func ageOf(msg jetstream.Msg) time.Duration {
 	return time.Since(md.Timestamp)
 }
 
+// pushKey is one inbox message (its stream sequence, the same in every
+// redelivery) pushed to one session.
+type pushKey struct {
+	session string
+	seq     uint64
+}
+
+// pushedKeep is how long a push is remembered: far longer than a message
+// is redelivered after an ack that was lost (bus.AckWait, a NATS election).
+const pushedKeep = 10 * time.Minute
+
+func streamSeq(msg jetstream.Msg) uint64 {
+	md, err := msg.Metadata()
+	if err != nil {
+		return 0
+	}
+	return md.Sequence.Stream
+}
+
+// pushedBefore reports whether message seq was pushed to session already.
+func (c *channelSide) pushedBefore(session string, seq uint64) bool {
+	if seq == 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, ok := c.pushed[pushKey{session, seq}]
+	return ok
+}
+
+// markPushed remembers that message seq was pushed to session, and forgets
+// pushes older than pushedKeep.
+func (c *channelSide) markPushed(session string, seq uint64) {
+	if seq == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	if now.Sub(c.prunedAt) > time.Minute {
+		for k, at := range c.pushed {
+			if now.Sub(at) > pushedKeep {
+				delete(c.pushed, k)
+			}
+		}
+		c.prunedAt = now
+	}
+	c.pushed[pushKey{session, seq}] = now
+}
+
 // push sends one inbox message to every session that can receive it; acked
 // once at least one took it, otherwise handed back to wait.
 func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
@@ -396,8 +448,16 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
+	seq := streamSeq(msg)
 	sent := 0
 	for _, r := range rs {
+		if c.pushedBefore(r.id, seq) {
+			// A redelivery of a message this session has (its ack was lost:
+			// a NATS node killed, a kill of this process before the ack came
+			// to nothing): not pushed twice.
+			sent++
+			continue
+		}
 		took := false
 		for _, f := range r.families {
 			params := map[string]any{"content": v.Content, "meta": f.meta(v.Meta)}
@@ -409,6 +469,7 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 		}
 		if took {
 			sent++
+			c.markPushed(r.id, seq)
 		}
 	}
 	if sent == 0 {

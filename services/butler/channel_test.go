@@ -14,6 +14,8 @@ import (
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/bus"
@@ -138,5 +140,84 @@ func TestInboxToolForClientsWithoutNotifications(t *testing.T) {
 	res, _ = c.CallTool(t.Context(), call)
 	if text := res.Content[0].(mcp.TextContent).Text; !res.IsError || !strings.Contains(text, "(not_found)") {
 		t.Fatalf("reply to an unknown request: %s", text)
+	}
+}
+
+// TestRedeliveredMessageIsNotPushedTwice: a message whose ack never reaches
+// NATS (here NATS refuses the butler's acks; in the field, the stream's
+// leader killed right after the push) comes back after the ack wait, and a
+// session that has it does not get it again.
+func TestRedeliveredMessageIsNotPushedTwice(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+		JetStreamMaxStore: bus.EmbeddedMaxStore, NoLog: true, NoSigs: true,
+		Users: []*server.User{
+			{Username: "test", Password: "test"},
+			{Username: "butler", Password: "butler", Permissions: &server.Permissions{
+				Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.ACK.>"}}}},
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Start()
+	t.Cleanup(srv.Shutdown)
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready")
+	}
+	connect := func(user string) (*nats.Conn, jetstream.JetStream) {
+		nc, err := nats.Connect(srv.ClientURL(), nats.UserInfo(user, user))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		js, _ := jetstream.New(nc)
+		return nc, js
+	}
+	_, js := connect("test")
+	if err := bus.EnsureTopology(t.Context(), js, bus.Topology{Replicas: 1, Repair: true}); err != nil {
+		t.Fatal(err)
+	}
+	bnc, _ := connect("butler")
+	cfg := config.Default()
+	cfg.Butlers[0].MCPTokenEnv = "ASSISTANT_MCP_TOKEN"
+	tok := token.NewStatic()
+	b, err := butler.New(t.Context(), butler.Options{Name: "assistant", Config: cfg, NC: bnc, Getenv: func(string) string { return tok },
+		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = b.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	hs := httptest.NewServer(b.Handler())
+	t.Cleanup(hs.Close)
+
+	c := butlertest.Connect(t, hs.URL+butler.MCPPath, "2025-06-18", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok}))
+	id := inboundRoute(t, js, "assistant", "once, please", 1)
+	c.Wait(butler.MethodChannel, 1)
+	// Redelivered after bus.AckWait (4 s), and again after each one more.
+	cons, err := js.Consumer(t.Context(), bus.StreamInbox, bus.ConsumerInbox("assistant"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		info, err := cons.Info(t.Context())
+		if err == nil && info.NumRedelivered > 0 && info.Delivered.Consumer >= 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the message was not delivered again: %+v, %v", info, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(500 * time.Millisecond)
+	var got []string
+	for _, n := range c.Notifications(butler.MethodChannel) {
+		meta, _ := n["meta"].(map[string]any)
+		got = append(got, fmt.Sprint(meta["request_id"]))
+	}
+	if len(got) != 1 || got[0] != id {
+		t.Fatalf("the session got %v, want %s once", got, id)
 	}
 }
