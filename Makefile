@@ -115,7 +115,7 @@ SOAK ?= 10m
 soak:
 	$(GO) build -o bin/ ./services/cmd/...
 	cd e2e && $(GO) build -o ../bin/nats-server github.com/nats-io/nats-server/v2
-	cd e2e && HERALD_BIN=$(CURDIR)/bin CHAOS_SOAK=$(SOAK) $(GO) test -tags chaos -count=1 -timeout 2h -v -run '^TestSoak$$' ./chaos/
+	cd e2e && HERALD_BIN=$(CURDIR)/bin CHAOS_SOAK=$(SOAK) $(GO) test -tags 'chaos soak' -count=1 -timeout 2h -v -run '^TestSoak$$' ./chaos/
 
 ## claude-test: the Claude Code CLI at CLAUDE_CODE_VERSION against herald dev, as a
 ## user connects it (the banner's claude mcp add line, the README's .mcp.json, the

@@ -207,16 +207,7 @@ func TestAskAnswerOnceAcrossARestart(t *testing.T) {
 
 	question := func(text string) (telegramtest.Message, string) {
 		t.Helper()
-		var m telegramtest.Message
-		testkit.Eventually(t, 15*time.Second, func() bool {
-			for _, q := range f.tg.Messages(alice.ID) {
-				if strings.Contains(q.Text, text) && q.ReplyMarkup != nil {
-					m = q
-					return true
-				}
-			}
-			return false
-		}, "the question "+text+" in alice's chat")
+		m := f.withButtons(text)
 		id := regexp.MustCompile(`ask:(q[a-km-z]{9}):1`).FindStringSubmatch(fmt.Sprint(m.ReplyMarkup))
 		if id == nil {
 			t.Fatalf("question %q carries no answer buttons: %v", m.Text, m.ReplyMarkup)

@@ -391,21 +391,29 @@ func (f *fleet) noteToSee(c *butlertest.Client, message string) (telegramtest.Me
 	if res := c.Call("notify", map[string]any{"message": message, "ack_within": "30s"}); res.IsError {
 		t.Fatalf("notify with ack_within: %s", text(res))
 	}
-	var note telegramtest.Message
-	testkit.Eventually(t, 15*time.Second, func() bool {
-		for _, m := range f.tg.Messages(alice.ID) {
-			if strings.Contains(m.Text, message) && m.ReplyMarkup != nil {
-				note = m
-				return true
-			}
-		}
-		return false
-	}, "the note with Got it in alice's chat")
+	note := f.withButtons(message)
 	id := ackDataRE.FindStringSubmatch(fmt.Sprint(note.ReplyMarkup))
 	if id == nil {
 		t.Fatalf("the note's buttons %v carry no ack", note.ReplyMarkup)
 	}
 	return note, id[1]
+}
+
+// withButtons waits for the message in alice's chat whose text has text and
+// that carries buttons, and returns it.
+func (f *fleet) withButtons(text string) telegramtest.Message {
+	f.t.Helper()
+	var found telegramtest.Message
+	testkit.Eventually(f.t, 15*time.Second, func() bool {
+		for _, m := range f.tg.Messages(alice.ID) {
+			if strings.Contains(m.Text, text) && m.ReplyMarkup != nil {
+				found = m
+				return true
+			}
+		}
+		return false
+	}, "the message "+text+" with its buttons in alice's chat")
+	return found
 }
 
 // httpDo is the body of a request to url, which must answer 200.

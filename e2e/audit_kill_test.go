@@ -25,8 +25,8 @@ import (
 // missing. A route redone after a kill may be audited twice; the test
 // reports how many were.
 func TestKilledSwitchboardKeepsItsAudit(t *testing.T) {
-	if testing.Short() {
-		t.Skip("kills real processes for about 20 s")
+	if _, err := serviceBins(); err != nil {
+		t.Fatal(err)
 	}
 	f := newFleet(t)
 	mcpAddr := testkit.FreeAddr(t)

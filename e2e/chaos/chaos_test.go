@@ -28,7 +28,6 @@
 package chaos
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -37,8 +36,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/mark3labs/mcp-go/client"
 
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
@@ -204,16 +201,7 @@ func run(t *testing.T, sc *scenario, res *result, root string) {
 		sc.setup(f)
 	}
 
-	var clients []*client.Client
-	for range sessions {
-		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-		c, err := l.connect(ctx)
-		cancel()
-		if err != nil {
-			f.fatalf("MCP session: %v", err)
-		}
-		clients = append(clients, c)
-	}
+	clients := l.sessions(f, sessions)
 
 	loadStart := time.Now()
 	injected := make(chan error, 1)

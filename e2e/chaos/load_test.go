@@ -202,6 +202,21 @@ func (l *load) connect(ctx context.Context) (*client.Client, error) {
 	return c, nil
 }
 
+// sessions opens n MCP sessions of the load, failing the run without one.
+func (l *load) sessions(f *fleet, n int) []*client.Client {
+	var clients []*client.Client
+	for range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		c, err := l.connect(ctx)
+		cancel()
+		if err != nil {
+			f.fatalf("MCP session: %v", err)
+		}
+		clients = append(clients, c)
+	}
+	return clients
+}
+
 // drop closes a session the load no longer uses.
 func (l *load) drop(c *client.Client) {
 	l.mu.Lock()

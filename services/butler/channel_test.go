@@ -55,6 +55,13 @@ func serveButler(t *testing.T) (*butler.Butler, jetstream.JetStream, string, str
 	t.Helper()
 	srv := bustest.RunServer(t)
 	nc, js := srv.Connect()
+	b, url, tok := serveButlerOn(t, nc)
+	return b, js, url, tok
+}
+
+// serveButlerOn is serveButler on the connection nc.
+func serveButlerOn(t *testing.T, nc *nats.Conn) (*butler.Butler, string, string) {
+	t.Helper()
 	cfg := config.Default()
 	cfg.Butlers[0].MCPTokenEnv = "ASSISTANT_MCP_TOKEN"
 	tok := token.NewStatic()
@@ -69,7 +76,7 @@ func serveButler(t *testing.T) (*butler.Butler, jetstream.JetStream, string, str
 	t.Cleanup(func() { cancel(); <-done })
 	hs := httptest.NewServer(b.Handler())
 	t.Cleanup(hs.Close)
-	return b, js, hs.URL + butler.MCPPath, tok
+	return b, hs.URL + butler.MCPPath, tok
 }
 
 func TestWaitingMessagesArriveInOrderWhenAClientConnects(t *testing.T) {
@@ -177,22 +184,8 @@ func TestRedeliveredMessageIsNotPushedTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	bnc, _ := connect("butler")
-	cfg := config.Default()
-	cfg.Butlers[0].MCPTokenEnv = "ASSISTANT_MCP_TOKEN"
-	tok := token.NewStatic()
-	b, err := butler.New(t.Context(), butler.Options{Name: "assistant", Config: cfg, NC: bnc, Getenv: func(string) string { return tok },
-		Log: slog.New(slog.NewTextHandler(io.Discard, nil)), Timeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = b.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
-	hs := httptest.NewServer(b.Handler())
-	t.Cleanup(hs.Close)
-
-	c := butlertest.Connect(t, hs.URL+butler.MCPPath, "2025-06-18", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok}))
+	_, url, tok := serveButlerOn(t, bnc)
+	c := butlertest.Connect(t, url, "2025-06-18", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok}))
 	id := inboundRoute(t, js, "assistant", "once, please", 1)
 	c.Wait(butler.MethodChannel, 1)
 	// Redelivered after bus.AckWait (4 s), and again after each one more.
