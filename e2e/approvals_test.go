@@ -1,13 +1,16 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/approval"
 	"github.com/heraldhq/herald/pkg/audit"
+	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
@@ -120,6 +123,62 @@ func TestPromptClosesEverywhere(t *testing.T) {
 	}, "the late answer refused as verdict_expired")
 	if got := c.Notifications(butler.MethodPermission); len(got) != 1 {
 		t.Fatalf("a late answer to an expired prompt reached the session: %v", got)
+	}
+}
+
+// TestCloseFinishedAfterAKill: a switchboard killed after it closed an
+// expired prompt, before it stored the audit record and edited the copies,
+// leaves the prompt unfinished; the next switchboard finishes it (the
+// record stored, the copies saying it expired), once.
+func TestCloseFinishedAfterAKill(t *testing.T) {
+	f := newFleet(t)
+	f.cfg.Integration("tg_main").Inbound.Approvers = []string{chatID, "777"}
+	never := config.Duration(time.Hour)
+	f.cfg.Approvals.ExpireAfter = &never
+	f.start("switchboard", "messenger")
+	c := f.listen("health")
+	askPermission(t, c, "zxcvb", "Bash", "Run the tests")
+	copies := f.promptCopies("zxcvb", alice.ID, bob.ID)
+	f.stop("switchboard")
+
+	// What the killed switchboard left: closed as expired a minute ago,
+	// nothing else done.
+	kv, err := f.js.KeyValue(t.Context(), bus.BucketApprovals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := kv.Get(t.Context(), approval.Key("health", "zxcvb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var req approval.Request
+	if err := json.Unmarshal(e.Value(), &req); err != nil {
+		t.Fatal(err)
+	}
+	req.Verdict, req.AnsweredAt, req.Unfinished = approval.Expired, time.Now().Add(-time.Minute).UTC(), true
+	b, _ := json.Marshal(req)
+	if _, err := kv.Put(t.Context(), e.Key(), b); err != nil {
+		t.Fatal(err)
+	}
+
+	f.start("switchboard")
+	for _, chat := range []int64{alice.ID, bob.ID} {
+		testkit.Eventually(t, 15*time.Second, func() bool { return f.copyShows(chat, copies[chat], "⌛ expired") },
+			"the copy in chat "+telegramChat(chat)+" to say the prompt expired")
+	}
+	expired := func() (n int) {
+		for _, r := range f.audit(audit.Expired) {
+			if r["request_id"] == "zxcvb" {
+				n++
+			}
+		}
+		return n
+	}
+	testkit.Eventually(t, 10*time.Second, func() bool { return expired() > 0 }, "the audit record of the prompt's expiry")
+	// Finished, it is not finished again by the sweeps after.
+	time.Sleep(3 * time.Second)
+	if n := expired(); n != 1 {
+		t.Errorf("%d expired records for the prompt, want 1", n)
 	}
 }
 

@@ -124,7 +124,17 @@ type Request struct {
 	Verdict    string    `json:"verdict,omitempty"`
 	AnsweredBy string    `json:"answered_by,omitempty"`
 	AnsweredAt time.Time `json:"answered_at,omitzero"`
+	// Unfinished says the switchboard closed it without an answer (expired,
+	// its session ended) and has not yet stored the close's audit record
+	// and edited its copies: a switchboard killed in between leaves it so,
+	// and the next sweep after FinishGrace finishes it (Expire).
+	Unfinished bool `json:"unfinished,omitempty"`
 }
+
+// FinishGrace is how long a close may stay unfinished before a sweep takes
+// it as cut short by a kill and finishes it again: longer than a live
+// switchboard takes (bus.ConfirmWait and the copies' edits).
+const FinishGrace = 20 * time.Second
 
 // Expired reports whether the prompt's time is over at now; a prompt
 // without ExpiresAt (approvals.expire_after 0) never expires.

@@ -193,7 +193,14 @@ func (s *Store) Expire(ctx context.Context, now time.Time) ([]Request, error) {
 			return out, err
 		}
 		var r Request
-		if err := json.Unmarshal(e.Value(), &r); err != nil || r.Verdict != "" || !r.Expired(now) {
+		if err := json.Unmarshal(e.Value(), &r); err != nil {
+			continue
+		}
+		if r.Unfinished && now.Sub(r.AnsweredAt) > FinishGrace {
+			out = append(out, r) // closed by a switchboard killed before it finished
+			continue
+		}
+		if r.Verdict != "" || !r.Expired(now) {
 			continue
 		}
 		closed, err := s.close(ctx, k, Expired, now)
@@ -205,6 +212,56 @@ func (s *Store) Expire(ctx context.Context, now time.Time) ([]Request, error) {
 		}
 	}
 	return out, nil
+}
+
+// Finish records that the close of butler's prompt id is finished
+// (Request.Unfinished): its audit record stored, its copies edited.
+func (s *Store) Finish(ctx context.Context, butler, id string) error {
+	return finish(ctx, s, Key(butler, id), func(r *Request) *bool { return &r.Unfinished })
+}
+
+// finish clears the flag unfinished points to in the record at key; a
+// record gone meanwhile (its bucket's age) has nothing left to finish.
+func finish[T any](ctx context.Context, s *Store, key string, unfinished func(*T) *bool) error {
+	err := change(ctx, s, key, func(v *T) (bool, error) {
+		f := unfinished(v)
+		was := *f
+		*f = false
+		return was, nil
+	})
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	return err
+}
+
+// change applies f to the record at key by compare-and-set: f changes it
+// and says whether to store it (an error: neither). A failed update is a
+// change made meanwhile (read again, f sees it) or NATS's fault (read
+// again, that fails too). A missing key is jetstream.ErrKeyNotFound.
+func change[T any](ctx context.Context, s *Store, key string, f func(*T) (bool, error)) error {
+	for range 5 {
+		e, err := s.kv.Get(ctx, key)
+		if err != nil {
+			return err
+		}
+		var v T
+		if err := json.Unmarshal(e.Value(), &v); err != nil {
+			return fmt.Errorf("%s %s: %w", bus.BucketApprovals, key, err)
+		}
+		store, err := f(&v)
+		if err != nil || !store {
+			return err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if _, err = s.kv.Update(ctx, key, b, e.Revision()); err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s %s: changed under every try", bus.BucketApprovals, key)
 }
 
 func endedKey(butler, id string) string { return butler + "." + id + ".ended" }
@@ -263,7 +320,7 @@ func (s *Store) close(ctx context.Context, key, verdict string, now time.Time) (
 	if err := json.Unmarshal(e.Value(), &r); err != nil || r.Verdict != "" {
 		return nil, nil
 	}
-	r.Verdict, r.AnsweredAt = verdict, now.UTC()
+	r.Verdict, r.AnsweredAt, r.Unfinished = verdict, now.UTC(), true
 	b, err := json.Marshal(r)
 	if err != nil {
 		return nil, err

@@ -40,6 +40,10 @@ type Question struct {
 	AnsweredAt time.Time `json:"answered_at,omitzero"`
 	// Closed is "expired" once nobody answered in time.
 	Closed string `json:"closed,omitempty"`
+	// ClosedAt and Unfinished as a prompt's AnsweredAt and Unfinished,
+	// for a question closed unanswered.
+	ClosedAt   time.Time `json:"closed_at,omitzero"`
+	Unfinished bool      `json:"unfinished,omitempty"`
 	// ReturnedAt is when its butler gave the answer to the model as the
 	// result of the ask call that waited for it. The butler records it
 	// before it returns the answer, so a butler restarted later drops the
@@ -185,28 +189,27 @@ func (s *Store) AnswerQuestion(ctx context.Context, butler, id, answer, by, via 
 // Returned records that butler's question id's answer was returned to the
 // model (ReturnedAt), once; it is an error if the question has no answer.
 func (s *Store) Returned(ctx context.Context, butler, id string) error {
-	for range 5 {
-		q, rev, err := s.question(ctx, butler, id)
+	err := change(ctx, s, questionKey(butler, id), func(q *Question) (bool, error) {
 		switch {
-		case err != nil:
-			return err
 		case q.Answer == "":
-			return fmt.Errorf("question %s has no answer to return", id)
+			return false, fmt.Errorf("question %s has no answer to return", id)
 		case !q.ReturnedAt.IsZero():
-			return nil
+			return false, nil
 		}
 		q.ReturnedAt = s.now().UTC()
-		b, err := json.Marshal(q)
-		if err != nil {
-			return err
-		}
-		// A failed update is a change made meanwhile (the question read
-		// again says), or NATS's fault (read again, it fails too).
-		if _, err = s.kv.Update(ctx, questionKey(butler, id), b, rev); err == nil {
-			return nil
-		}
+		return true, nil
+	})
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return ErrUnknown
 	}
-	return fmt.Errorf("question %s: recording its answer returned: changed under every try", id)
+	return err
+}
+
+// FinishQuestion records that the close of butler's question id is
+// finished (Question.Unfinished): its audit record stored, its copies
+// edited.
+func (s *Store) FinishQuestion(ctx context.Context, butler, id string) error {
+	return finish(ctx, s, questionKey(butler, id), func(q *Question) *bool { return &q.Unfinished })
 }
 
 // ExpireQuestions closes the open questions whose time is over at now,
@@ -226,10 +229,17 @@ func (s *Store) ExpireQuestions(ctx context.Context, now time.Time) ([]Question,
 			return out, err
 		}
 		var q Question
-		if json.Unmarshal(e.Value(), &q) != nil || q.Answer != "" || q.Closed != "" || q.ExpiresAt.IsZero() || !now.After(q.ExpiresAt) {
+		if json.Unmarshal(e.Value(), &q) != nil {
 			continue
 		}
-		q.Closed = Expired
+		if q.Unfinished && now.Sub(q.ClosedAt) > FinishGrace {
+			out = append(out, q) // closed by a switchboard killed before it finished
+			continue
+		}
+		if q.Answer != "" || q.Closed != "" || q.ExpiresAt.IsZero() || !now.After(q.ExpiresAt) {
+			continue
+		}
+		q.Closed, q.ClosedAt, q.Unfinished = Expired, now.UTC(), true
 		b, err := json.Marshal(q)
 		if err != nil {
 			return out, err

@@ -221,23 +221,40 @@ func (s *Switchboard) expirePrompts(ctx context.Context) {
 		if err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "looking for permission requests of ended sessions", "err", err)
 		}
-		for _, req := range expired {
-			s.closeUnanswered(ctx, &req, expiredNote, "expired unanswered")
-		}
-		for _, req := range ended {
-			s.closeUnanswered(ctx, &req, endedNote, "closed unanswered: the session that asked ended")
+		for _, req := range append(expired, ended...) {
+			s.closeUnanswered(ctx, &req)
 		}
 		s.expireQuestions(ctx, time.Now())
 		s.escalate(ctx, time.Now())
 	}
 }
 
-// closeUnanswered audits a prompt closed without an answer (kind expired,
-// the reason saying why) and edits its copies to say so.
-func (s *Switchboard) closeUnanswered(ctx context.Context, req *approval.Request, note, why string) {
-	s.audit.Write(ctx, audit.Record{Kind: audit.Expired, Butler: req.Butler, RequestID: req.ID, Reason: "permission request for " + req.ToolName + " " + why})
+// closeUnanswered finishes a prompt closed without an answer (expired, or
+// its session ended): audited (kind expired, the reason saying why), its
+// copies edited to say so, and, once NATS has stored the record, marked
+// finished; a switchboard killed before that leaves it for the next sweep.
+func (s *Switchboard) closeUnanswered(ctx context.Context, req *approval.Request) {
+	note, why := expiredNote, "expired unanswered"
+	if req.Verdict == approval.Ended {
+		note, why = endedNote, "closed unanswered: the session that asked ended"
+	}
+	confirms := &bus.Confirms{}
+	s.audit.Write(bus.WithConfirms(ctx, confirms), audit.Record{Kind: audit.Expired, Butler: req.Butler, RequestID: req.ID, Reason: "permission request for " + req.ToolName + " " + why})
 	s.log.InfoContext(ctx, "permission request "+why, "butler", req.Butler, "permission_request_id", req.ID, "tool", req.ToolName)
 	if err := s.closePrompt(ctx, req, note); err != nil {
 		s.log.WarnContext(ctx, "the copies of a closed permission request were not edited", "permission_request_id", req.ID, "err", err)
+	}
+	s.finished(ctx, confirms, "permission request "+req.ID, func() error { return s.approvals.Finish(ctx, req.Butler, req.ID) })
+}
+
+// finished marks a close finished (mark) once its audit record is stored;
+// unstored, it stays unfinished and a later sweep does it again.
+func (s *Switchboard) finished(ctx context.Context, confirms *bus.Confirms, what string, mark func() error) {
+	err := confirms.Wait(bus.ConfirmWait)
+	if err == nil {
+		err = mark()
+	}
+	if err != nil && ctx.Err() == nil {
+		s.log.WarnContext(ctx, "closing "+what+" is left for the next sweep", "err", err)
 	}
 }

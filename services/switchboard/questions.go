@@ -11,6 +11,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/approval"
 	"github.com/heraldhq/herald/pkg/audit"
+	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/obs"
@@ -241,16 +242,19 @@ func (g *inbound) refuseAnswer(ctx context.Context, it *config.Integration, in *
 }
 
 // expireQuestions closes the questions whose time ran out: audited (kind
-// expired) and every copy edited.
+// expired), every copy edited, and marked finished as a prompt is
+// (closeUnanswered).
 func (s *Switchboard) expireQuestions(ctx context.Context, now time.Time) {
 	qs, err := s.approvals.ExpireQuestions(ctx, now)
 	if err != nil && ctx.Err() == nil {
 		s.log.WarnContext(ctx, "looking for expired questions", "err", err)
 	}
 	for _, q := range qs {
-		s.audit.Write(ctx, audit.Record{Kind: audit.Expired, Butler: q.Butler, RequestID: q.ID, Reason: "question expired unanswered"})
+		confirms := &bus.Confirms{}
+		s.audit.Write(bus.WithConfirms(ctx, confirms), audit.Record{Kind: audit.Expired, Butler: q.Butler, RequestID: q.ID, Reason: "question expired unanswered"})
 		if err := s.closeCopies(ctx, q.Butler, q.ID, expiredNote); err != nil {
 			s.log.WarnContext(ctx, "the copies of an expired question were not edited", "question_id", q.ID, "err", err)
 		}
+		s.finished(ctx, confirms, "question "+q.ID, func() error { return s.approvals.FinishQuestion(ctx, q.Butler, q.ID) })
 	}
 }

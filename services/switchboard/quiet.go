@@ -75,6 +75,8 @@ type heldNote struct {
 	// Window and TZ are the hours that held it ("22:00–07:00 Europe/Berlin").
 	Window string `json:"window"`
 	TZ     string `json:"tz"`
+	// Audited says its held record is stored.
+	Audited bool `json:"audited,omitempty"`
 }
 
 // digestRecord is one digest: its notes, and once planned its parts.
@@ -143,18 +145,57 @@ func (s *Switchboard) holdQuiet(ctx context.Context, butler string, r *envelope.
 		return false, fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
 	local := until.In(q.Location())
-	switch _, err := bus.NewDirectKV(s.js, bus.BucketHeld).Create(ctx, noteKey(note), b); {
-	case errors.Is(err, jetstream.ErrKeyExists):
+	kv, k, stored := bus.NewDirectKV(s.js, bus.BucketHeld), noteKey(note), note
+	rev, err := kv.Create(ctx, k, b)
+	if errors.Is(err, jetstream.ErrKeyExists) {
 		// This note again (a redelivery, a repeat): held once already.
-	case err != nil:
-		return false, fmt.Errorf("%w: holding a note for quiet hours: %w", envelope.ErrTargetUnavailable, err)
-	default:
-		s.audit.Write(ctx, audit.Record{Kind: audit.Held, Butler: butler, Channel: in.Channel(), Intent: envelope.IntentSend, Recipient: n.Delivery.Recipient,
-			RequestID: note.RequestID, Key: key, CallerKey: n.IdempotencyKey, Reason: "until " + local.Format("15:04") + " " + q.TZ + " (quiet hours " + q.From + "–" + q.To + ")"})
+		stored, rev, err = heldUnaudited(ctx, kv, k)
+	} else if err == nil {
 		s.log.InfoContext(ctx, "held for quiet hours", "butler", butler, "channel", in.Channel(), "request_id", note.RequestID, "until", until)
+	}
+	if err != nil {
+		return false, fmt.Errorf("%w: holding a note for quiet hours: %w", envelope.ErrTargetUnavailable, err)
+	}
+	if rev != 0 {
+		// Audited once stored, then marked so: a switchboard killed in
+		// between leaves the mark unset, and the redelivered route audits
+		// it then.
+		confirms := &bus.Confirms{}
+		s.audit.Write(bus.WithConfirms(ctx, confirms), audit.Record{Kind: audit.Held, Butler: butler, Channel: in.Channel(), Intent: envelope.IntentSend, Recipient: n.Delivery.Recipient,
+			RequestID: stored.RequestID, Key: key, CallerKey: stored.CallerKey, Reason: "until " + local.Format("15:04") + " " + q.TZ + " (quiet hours " + q.From + "–" + q.To + ")"})
+		if err := confirms.Wait(bus.ConfirmWait); err != nil {
+			return false, err
+		}
+		stored.Audited = true
+		if b, err = json.Marshal(stored); err == nil {
+			_, err = kv.Update(ctx, k, b, rev)
+		}
+		if err != nil {
+			s.log.WarnContext(ctx, "a held note's audit record is stored but not marked; its next repeat is audited again", "request_id", stored.RequestID, "err", err)
+		}
 	}
 	h := envelope.HeldResult{Channel: in.Channel(), Until: local.Format(time.RFC3339), TZ: q.TZ, Pass: q.PassUrgency()}
 	return true, s.settle(ctx, butler, note.RequestID, in.Channel(), envelope.AnswerHeld(r, h))
+}
+
+// heldUnaudited reads the note held at k, and its revision if its held
+// record is not marked stored (0 if it is).
+func heldUnaudited(ctx context.Context, kv *bus.DirectKV, k string) (heldNote, uint64, error) {
+	var n heldNote
+	e, err := kv.Get(ctx, k)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return n, 0, nil // released meanwhile, audited then
+	}
+	if err != nil {
+		return n, 0, err
+	}
+	if err := json.Unmarshal(e.Value(), &n); err != nil {
+		return n, 0, err
+	}
+	if n.Audited {
+		return n, 0, nil
+	}
+	return n, e.Revision(), nil
 }
 
 // noteKey is where note is kept in herald_held.
@@ -285,10 +326,14 @@ func (s *Switchboard) sendDigest(ctx context.Context, kv jetstream.KeyValue, d s
 		return err
 	}
 	if !rec.Sent {
+		confirms := &bus.Confirms{}
 		for i := range rec.Parts {
-			if err := s.publishDigest(ctx, *rec, i, notes); err != nil {
+			if err := s.publishDigest(bus.WithConfirms(ctx, confirms), *rec, i, notes); err != nil {
 				return fmt.Errorf("sending digest %s part %d: %w", d, i+1, err)
 			}
+		}
+		if err := confirms.Wait(bus.ConfirmWait); err != nil {
+			return fmt.Errorf("sending digest %s: %w", d, err)
 		}
 		rec.Sent = true
 		b, err := json.Marshal(rec)
@@ -305,8 +350,12 @@ func (s *Switchboard) sendDigest(ctx context.Context, kv jetstream.KeyValue, d s
 			if !ok {
 				continue
 			}
-			if err := s.release(ctx, n, p); err != nil {
+			confirms := &bus.Confirms{}
+			if err := s.release(bus.WithConfirms(ctx, confirms), n, p); err != nil {
 				return err
+			}
+			if err := confirms.Wait(bus.ConfirmWait); err != nil {
+				return fmt.Errorf("releasing held note %s: %w", k, err)
 			}
 			if err := kv.Delete(ctx, k); err != nil {
 				return fmt.Errorf("releasing held note %s: %w", k, err)
@@ -505,9 +554,12 @@ func (s *Switchboard) publishDigest(ctx context.Context, rec digestRecord, i int
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)
 	}
+	// Written again for a part published again (ack.Duplicate): the
+	// switchboard that published it first was killed before the digest was
+	// marked sent, which waits for this record, so it may not be stored.
+	s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: config.HeraldOrigin, Channel: first.Channel, Intent: envelope.IntentSend, Recipient: first.To,
+		RequestID: p.RequestID, Key: key, Reason: fmt.Sprintf("digest of %d notes held for quiet hours", len(part))})
 	if !ack.Duplicate {
-		s.audit.Write(ctx, audit.Record{Kind: audit.Routed, Butler: config.HeraldOrigin, Channel: first.Channel, Intent: envelope.IntentSend, Recipient: first.To,
-			RequestID: p.RequestID, Key: key, Reason: fmt.Sprintf("digest of %d notes held for quiet hours", len(part))})
 		s.log.InfoContext(ctx, "digest of quiet hours sent", "channel", first.Channel, "request_id", p.RequestID, "notes", len(part), "part", i+1, "parts", len(rec.Parts))
 	}
 	return nil

@@ -332,7 +332,10 @@ func TestQuietDigestResumes(t *testing.T) {
 	if err := s.publishDigest(ctx, *rec, 0, notes); err != nil {
 		t.Fatal(err)
 	}
-	// Stopped here. The next switchboard's scan:
+	// Killed here, before its routed record was stored. The next
+	// switchboard's scan:
+	testkit.Eventually(t, 10*time.Second, func() bool { return len(f.audited(t, audit.Routed)) == 1 }, "the first part's routed record")
+	f.loseAudit(t)
 	if err := s.flushDue(ctx, kv, until.Add(time.Second)); err != nil {
 		t.Fatal(err)
 	}
@@ -351,6 +354,70 @@ func TestQuietDigestResumes(t *testing.T) {
 	}
 	if left, err := heldKeys(ctx, kv); err != nil || len(left) != 0 {
 		t.Fatalf("left in %s: %v %v", bus.BucketHeld, left, err)
+	}
+	routed := map[string]bool{}
+	for _, r := range f.audited(t, audit.Routed) {
+		routed[r.RequestID] = true
+	}
+	for i, p := range rec.Parts {
+		if !routed[p.RequestID] {
+			t.Errorf("part %d (request_id %s) has no routed record", i+1, p.RequestID)
+		}
+	}
+	if got := f.audited(t, audit.Released); len(got) != 3 {
+		t.Errorf("%d released records, want one for each of the 3 notes", len(got))
+	}
+}
+
+// loseAudit purges the audit stream: what a process killed before its
+// records were stored leaves.
+func (f *quietFleet) loseAudit(t *testing.T) {
+	t.Helper()
+	st, err := f.js.Stream(t.Context(), bus.StreamAudit)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestHeldAuditedAfterAKill: a switchboard killed after it held a note,
+// before its held record was stored, leaves the note unmarked; the route
+// redelivered is audited held then, and once only.
+func TestHeldAuditedAfterAKill(t *testing.T) {
+	f := newQuietFleet(t)
+	quietAt(t, "2026-11-26 23:00:00")
+	f.run(t)
+	low, _ := f.notify(t, "health", envelope.Delivery{Message: "Garden report", Urgency: "low"}, true)
+	keys := f.heldKeys(t)
+	if len(keys) != 1 {
+		t.Fatalf("held %v, want the note", keys)
+	}
+	kv := mustKV(t, f.js, bus.BucketHeld)
+	e, err := kv.Get(t.Context(), keys[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n heldNote
+	if err := json.Unmarshal(e.Value(), &n); err != nil || !n.Audited {
+		t.Fatalf("held %+v (%v), want it marked audited", n, err)
+	}
+	n.Audited = false
+	b, _ := json.Marshal(n)
+	if _, err := kv.Put(t.Context(), keys[0], b); err != nil {
+		t.Fatal(err)
+	}
+	f.loseAudit(t)
+
+	for _, id := range []string{"redelivered", "again"} {
+		if resp := f.publish(t, low, id, true); resp.Result.NotifyResponse.Status != envelope.StatusHeld {
+			t.Fatalf("the route %s answered %+v, want held", id, resp.Result.NotifyResponse)
+		}
+	}
+	got := f.audited(t, audit.Held)
+	if len(got) != 1 || got[0].RequestID != low.RequestContext.RequestID {
+		t.Fatalf("held records %+v, want one, for %s", got, low.RequestContext.RequestID)
 	}
 }
 
