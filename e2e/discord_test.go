@@ -97,7 +97,7 @@ func TestDiscordBothWays(t *testing.T) {
 	n := c.Wait(butler.MethodChannel, 1)[0]
 	m := meta(n)
 	want := map[string]string{
-		"source": "discord", "integration": "dc", "chat_id": discordtest.ChannelGeneral, "chat_type": "group",
+		"source_channel": "discord", "integration": "dc", "chat_id": discordtest.ChannelGeneral, "chat_type": "group",
 		"message_id": asked.ID, "user_id": discordtest.HumanID, "user": "Ada", "guild_id": discordtest.GuildID,
 	}
 	for k, v := range want {

@@ -52,7 +52,7 @@ func TestTelegramRoundTrip(t *testing.T) {
 	sent := f.tell(alice, "Did I take my pills today?")
 	n := c.Wait(butler.MethodChannel, 1)[0]
 	m := meta(n)
-	if n["content"] != "Did I take my pills today?" || m["source"] != "telegram" || m["chat_id"] != chatID || m["user"] != "alice" ||
+	if n["content"] != "Did I take my pills today?" || m["source_channel"] != "telegram" || m["chat_id"] != chatID || m["user"] != "alice" ||
 		m["message_id"] != strconv.FormatInt(sent.MessageID, 10) || m["user_id"] != chatID || m["thread"] == "" {
 		t.Fatalf("notification %v", n)
 	}
@@ -111,7 +111,7 @@ func TestEmailRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := c.Wait(butler.MethodChannel, 1)[0]
-	if !strings.Contains(n["content"].(string), "Please pay invoice 42") || meta(n)["source"] != "email" || meta(n)["subject"] != "Invoice 42" {
+	if !strings.Contains(n["content"].(string), "Please pay invoice 42") || meta(n)["source_channel"] != "email" || meta(n)["subject"] != "Invoice 42" {
 		t.Fatalf("notification %v", n)
 	}
 	res := c.Call("reply", map[string]any{"request_id": meta(n)["request_id"], "message": "Paid."})

@@ -98,7 +98,7 @@ func TestNexoAndClaudeCodeOnOneButler(t *testing.T) {
 
 	f.tell(alice, "Did I take my pills?")
 	checkNexoMessage(t, nexo.Wait(butler.MethodNexoChannel, 1)[0], "Did I take my pills?")
-	if n := claude.Wait(butler.MethodChannel, 1)[0]; n["content"] != "Did I take my pills?" || meta(n)["source"] != "telegram" {
+	if n := claude.Wait(butler.MethodChannel, 1)[0]; n["content"] != "Did I take my pills?" || meta(n)["source_channel"] != "telegram" {
 		t.Fatalf("Claude Code's notification %v", n)
 	}
 

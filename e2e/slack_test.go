@@ -49,7 +49,7 @@ func TestSlackBothWays(t *testing.T) {
 	}, "the Events API endpoint to take the message")
 	n := c.Wait(butler.MethodChannel, 1)[0]
 	m := meta(n)
-	if n["content"] != "is prod ok?" || m["source"] != "slack" || m["chat_id"] != "C0OPS" || m["user_id"] != "U0HUMAN01" {
+	if n["content"] != "is prod ok?" || m["source_channel"] != "slack" || m["chat_id"] != "C0OPS" || m["user_id"] != "U0HUMAN01" {
 		t.Fatalf("notification %v", n)
 	}
 	if res := c.Call("reply", map[string]any{"request_id": m["request_id"], "message": "yes, all green"}); res.IsError {

@@ -47,7 +47,7 @@ func webChat(t *testing.T, ctx context.Context, c *butlertest.Client, page, ques
 		t.Fatal(err)
 	}
 	n := c.Wait(butler.MethodChannel, 1)[0]
-	if n["content"] != question || meta(n)["source"] != "web" {
+	if n["content"] != question || meta(n)["source_channel"] != "web" {
 		t.Fatalf("notification %v", n)
 	}
 	if res := c.Call("reply", map[string]any{"request_id": meta(n)["request_id"], "message": answer}); res.IsError {

@@ -70,7 +70,7 @@ func TestWebhookIn(t *testing.T) {
 	}, "the hook endpoint to take a signed POST")
 	n := c.Wait(butler.MethodChannel, 1)[0]
 	m := meta(n)
-	if n["content"] != "CI failed on main: 3 tests" || m["source"] != "webhook" || m["pipeline"] != "build-42" || m["integration"] != "ci" {
+	if n["content"] != "CI failed on main: 3 tests" || m["source_channel"] != "webhook" || m["pipeline"] != "build-42" || m["integration"] != "ci" {
 		t.Fatalf("notification %v", n)
 	}
 	for _, tt := range []struct {

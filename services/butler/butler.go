@@ -161,7 +161,9 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 	)
 	b.mcp.AddTool(notifyTool(o.Config, o.Name), b.counted(b.notify))
 	b.mcp.AddTool(sendMessageTool(o.Config, o.Name), b.counted(b.sendMessage))
-	b.mcp.AddTool(askTool(o.Config, o.Name), b.counted(b.ask))
+	ask := askTool(o.Config, o.Name)
+	alwaysLoad(&ask)
+	b.mcp.AddTool(ask, b.counted(b.ask))
 	b.addChannelTools()
 	for _, f := range families {
 		b.mcp.AddNotificationHandler(f.permissionRequest, b.permissionRequest(f))
@@ -216,8 +218,8 @@ func (b *Butler) hooks() *server.Hooks {
 
 func instructions(name string) string {
 	return "You are the butler \"" + name + "\", connected to your human through Herald.\n" +
-		"Messages from your human arrive as channel notifications (<channel source=\"telegram\" user=\"...\" request_id=\"...\">text</channel>): " +
-		"source is where it came from (telegram, email, web; source_channel where your client names the server source), user who wrote it, request_id which message it is, thread the conversation. " +
+		"Messages from your human arrive as channel notifications (<channel source=\"<this server's name>\" source_channel=\"telegram\" user=\"...\" request_id=\"...\" thread=\"...\">text</channel>): " +
+		"source_channel is where it came from (telegram, email, slack, discord, web, webhook), user who wrote it, request_id which message it is, thread the conversation. " +
 		"Answer a message with the reply tool (request_id, message); react to it with the react tool (request_id, emoji). " +
 		"Your answer goes back to the same chat, threaded; you cannot aim it elsewhere.\n" +
 		"To start a conversation yourself, use notify (intent send; omit channel for your default), or send_message (text, channel) if your client knows that name. " +

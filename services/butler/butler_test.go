@@ -62,6 +62,10 @@ func TestStdio(t *testing.T) {
 	if !strings.Contains(res.Instructions, "notify") {
 		t.Fatalf("instructions %q do not explain the notify tool", res.Instructions)
 	}
+	// They describe the tag the model sees: source is the server's name.
+	if !strings.Contains(res.Instructions, `source_channel="telegram"`) || strings.Contains(res.Instructions, `source="telegram"`) {
+		t.Errorf("instructions %q do not describe Herald's source as source_channel", res.Instructions)
+	}
 	for _, capability := range []string{"claude/channel", "claude/channel/permission", "nexo/channel", "nexo/channel/permission"} {
 		if _, ok := res.Capabilities.Experimental[capability]; !ok {
 			t.Fatalf("experimental capability %s not declared: %v", capability, res.Capabilities.Experimental)
@@ -71,9 +75,15 @@ func TestStdio(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The tools that answer a message load with the session: Claude Code
+	// sends a session's first channel message without its deferred tools.
 	var names []string
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
+		load := tool.Meta != nil && tool.Meta.AdditionalFields[butler.MetaAlwaysLoad] == true
+		if want := tool.Name == "reply" || tool.Name == "react" || tool.Name == "ask"; load != want {
+			t.Errorf("tool %s: _meta %v, want %s %v", tool.Name, tool.Meta, butler.MetaAlwaysLoad, want)
+		}
 	}
 	slices.Sort(names)
 	if want := []string{"ask", "channel_list", "channel_status", "inbox", "notify", "react", "reply", "send_message"}; !slices.Equal(names, want) {

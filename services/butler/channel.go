@@ -23,6 +23,10 @@ import (
 
 // MCP names of the channel contract (architecture.md §5).
 const (
+	// MetaSourceChannel is the meta key naming the channel type a message
+	// came from (telegram, email, web, ...).
+	MetaSourceChannel = "source_channel"
+
 	CapabilityChannel           = "claude/channel"
 	CapabilityChannelPermission = "claude/channel/permission"
 	MethodChannel               = "notifications/claude/channel"
@@ -288,18 +292,23 @@ func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, er
 	return view(in), nil
 }
 
-// view is the notification payload: content and meta, keys only letters,
-// digits and underscore.
+// view is the notification payload: content and meta. Claude Code and
+// nexo-rs write every meta key as an attribute of the <channel
+// source="<server>"> tag they give the model and silently drop a key that
+// is not an identifier (a letter or _ first, then letters, digits, _), so
+// only those are kept; their own source attribute names the MCP server, so
+// Herald's source (telegram, email, ...) is source_channel, and no key is
+// source.
 func view(in *envelope.Ingress) *inbound {
 	meta := map[string]string{}
 	for k, v := range in.Meta {
-		if !strings.HasPrefix(k, "permission_") && k != envelope.MetaClaimSession {
+		if identifier(k) && k != "source" && !strings.HasPrefix(k, "permission_") && k != envelope.MetaClaimSession {
 			meta[k] = v
 		}
 	}
 	typ, _, _ := strings.Cut(in.RequestContext.SourceChannel, ":")
 	meta["request_id"] = in.RequestContext.RequestID
-	meta["source"] = typ
+	meta[MetaSourceChannel] = typ
 	meta["integration"] = in.IntegrationID
 	if meta["user_id"] == "" {
 		meta["user_id"] = in.RequestContext.SourceSenderIdentity
@@ -460,7 +469,7 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 		}
 		took := false
 		for _, f := range r.families {
-			params := map[string]any{"content": v.Content, "meta": f.meta(v.Meta)}
+			params := map[string]any{"content": v.Content, "meta": v.Meta}
 			if err := c.b.mcp.SendNotificationToSpecificClient(r.id, f.message, params); err != nil {
 				c.b.log.WarnContext(ctx, "channel notification not sent", "session", r.id, "protocol", f.name, "err", err)
 				continue
@@ -479,7 +488,7 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 	if v.claim != "" && len(rs) > 1 {
 		c.b.log.InfoContext(ctx, "the session that claimed this conversation is gone or silent; the butler's other sessions got its message", "request_id", v.Meta["request_id"])
 	}
-	c.b.log.InfoContext(ctx, "inbound message delivered to the model", "request_id", v.Meta["request_id"], "source", v.Meta["source"], "sessions", sent)
+	c.b.log.InfoContext(ctx, "inbound message delivered to the model", "request_id", v.Meta["request_id"], "source_channel", v.Meta[MetaSourceChannel], "sessions", sent)
 	_ = msg.Ack()
 }
 

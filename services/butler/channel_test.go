@@ -94,7 +94,7 @@ func TestWaitingMessagesArriveInOrderWhenAClientConnects(t *testing.T) {
 				if n["content"] != fmt.Sprintf("waiting %d", i) || meta["request_id"] != ids[i] {
 					t.Fatalf("notification %d = %v, want waiting %d with request_id %s", i, n, i, ids[i])
 				}
-				for _, k := range []string{"source", "chat_id", "message_id", "user", "user_id", "ts", "thread"} {
+				for _, k := range []string{"source_channel", "chat_id", "message_id", "user", "user_id", "ts", "thread"} {
 					if meta[k] == nil || meta[k] == "" {
 						t.Fatalf("meta %v lacks %s", meta, k)
 					}

@@ -1,8 +1,6 @@
 package butler
 
 import (
-	"maps"
-
 	"github.com/mark3labs/mcp-go/server"
 )
 
@@ -28,15 +26,13 @@ type family struct {
 	name                               string // "claude", "nexo"
 	channel, permission                string // capability keys
 	message, permissionRequest, answer string // notification methods
-	// meta turns a message's meta into what the client takes.
-	meta func(map[string]string) map[string]string
 }
 
 var (
 	claudeFamily = &family{name: "claude", channel: CapabilityChannel, permission: CapabilityChannelPermission,
-		message: MethodChannel, permissionRequest: MethodPermissionRequest, answer: MethodPermission, meta: maps.Clone[map[string]string]}
+		message: MethodChannel, permissionRequest: MethodPermissionRequest, answer: MethodPermission}
 	nexoFamily = &family{name: "nexo", channel: CapabilityNexoChannel, permission: CapabilityNexoChannelPermission,
-		message: MethodNexoChannel, permissionRequest: MethodNexoPermissionRequest, answer: MethodNexoPermission, meta: nexoMeta}
+		message: MethodNexoChannel, permissionRequest: MethodNexoPermissionRequest, answer: MethodNexoPermission}
 	// families are the protocols a butler speaks, Claude Code's first.
 	families = []*family{claudeFamily, nexoFamily}
 )
@@ -82,25 +78,6 @@ func familiesOf(s server.ClientSession, spoke *family) []*family {
 		return []*family{claudeFamily}
 	}
 	return families
-}
-
-// nexoMeta is meta as nexo-rs takes it. It writes every key as an attribute
-// of the <channel source="<server>"> tag it gives the model and silently
-// drops a key that is not an identifier (a letter or _ first, then letters,
-// digits, _), so only those are sent; its own source attribute names the
-// MCP server, so Herald's source (telegram, email, ...) goes as
-// source_channel rather than as a second source attribute.
-func nexoMeta(meta map[string]string) map[string]string {
-	out := make(map[string]string, len(meta))
-	for k, v := range meta {
-		if identifier(k) && k != "source" {
-			out[k] = v
-		}
-	}
-	if src, ok := meta["source"]; ok {
-		out["source_channel"] = src
-	}
-	return out
 }
 
 // identifier reports whether k matches ^[A-Za-z_][A-Za-z0-9_]*$.

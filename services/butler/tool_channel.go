@@ -20,11 +20,13 @@ func (b *Butler) addChannelTools() {
 		mcp.WithDescription("Answer an inbound message in its own chat, as a reply to it. Use the request_id from the message's meta."),
 		mcp.WithString("request_id", mcp.Required(), mcp.Description("meta.request_id of the message you answer")),
 		mcp.WithString("message", mcp.Required(), mcp.Description("Your answer; markdown allowed")),
+		alwaysLoad,
 	), b.counted(b.reply))
 	b.mcp.AddTool(mcp.NewTool("react",
 		mcp.WithDescription("Put an emoji reaction on an inbound message (Telegram accepts only its fixed reaction set, e.g. 👍 ❤ 🔥 👀 🙏)."),
 		mcp.WithString("request_id", mcp.Required(), mcp.Description("meta.request_id of the message")),
 		mcp.WithString("emoji", mcp.Required(), mcp.Description("The reaction")),
+		alwaysLoad,
 	), b.counted(b.react))
 	b.mcp.AddTool(mcp.NewTool("inbox",
 		mcp.WithDescription("Take the inbound messages waiting for you, oldest first. Only needed if your client does not show channel notifications."),
@@ -43,6 +45,18 @@ func (b *Butler) addChannelTools() {
 		mcp.WithDescription("Health of your channels: receiver state (running, standby, conflict, error), last inbound message, and how many messages wait for you. Give server to see one channel only."),
 		mcp.WithString("server", mcp.Description("One of your channels, as channel_list names it (telegram:tg_main), its integration id (tg_main), or a type (telegram: each of that type). Omitted: every channel.")),
 	}, readOnly...)...), b.channelStatus)
+}
+
+// MetaAlwaysLoad is the tool _meta key by which Claude Code loads a tool
+// with the session instead of deferring it behind its ToolSearch tool: a
+// session whose first turn is a channel message is sent without the
+// servers' instructions and deferred-tool list, so the tools that answer a
+// message carry it.
+const MetaAlwaysLoad = "anthropic/alwaysLoad"
+
+// alwaysLoad marks a tool MetaAlwaysLoad.
+func alwaysLoad(t *mcp.Tool) {
+	t.Meta = &mcp.Meta{AdditionalFields: map[string]any{MetaAlwaysLoad: true}}
 }
 
 // answer builds a reply or react to a remembered inbound message. The chat,
@@ -100,7 +114,7 @@ func (b *Butler) inbox(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	}
 	var lines []string
 	for _, m := range msgs {
-		lines = append(lines, fmt.Sprintf("[%s] %s via %s: %s", m.Meta["request_id"], m.Meta["user"], m.Meta["source"], m.Content))
+		lines = append(lines, fmt.Sprintf("[%s] %s via %s: %s", m.Meta["request_id"], m.Meta["user"], m.Meta[MetaSourceChannel], m.Content))
 	}
 	text := "No messages are waiting."
 	if len(msgs) > 0 {
