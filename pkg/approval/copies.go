@@ -223,45 +223,12 @@ func (s *Store) Finish(ctx context.Context, butler, id string) error {
 // finish clears the flag unfinished points to in the record at key; a
 // record gone meanwhile (its bucket's age) has nothing left to finish.
 func finish[T any](ctx context.Context, s *Store, key string, unfinished func(*T) *bool) error {
-	err := change(ctx, s, key, func(v *T) (bool, error) {
+	return bus.ChangeJSON(ctx, s.kv, key, func(v *T, found bool) (bool, error) {
 		f := unfinished(v)
 		was := *f
 		*f = false
-		return was, nil
+		return found && was, nil
 	})
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil
-	}
-	return err
-}
-
-// change applies f to the record at key by compare-and-set: f changes it
-// and says whether to store it (an error: neither). A failed update is a
-// change made meanwhile (read again, f sees it) or NATS's fault (read
-// again, that fails too). A missing key is jetstream.ErrKeyNotFound.
-func change[T any](ctx context.Context, s *Store, key string, f func(*T) (bool, error)) error {
-	for range 5 {
-		e, err := s.kv.Get(ctx, key)
-		if err != nil {
-			return err
-		}
-		var v T
-		if err := json.Unmarshal(e.Value(), &v); err != nil {
-			return fmt.Errorf("%s %s: %w", bus.BucketApprovals, key, err)
-		}
-		store, err := f(&v)
-		if err != nil || !store {
-			return err
-		}
-		b, err := json.Marshal(v)
-		if err != nil {
-			return err
-		}
-		if _, err = s.kv.Update(ctx, key, b, e.Revision()); err == nil {
-			return nil
-		}
-	}
-	return fmt.Errorf("%s %s: changed under every try", bus.BucketApprovals, key)
 }
 
 func endedKey(butler, id string) string { return butler + "." + id + ".ended" }

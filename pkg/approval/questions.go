@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/heraldhq/herald/pkg/bus"
 )
 
 // A question is the ask tool's: a butler asks its human something, with up
@@ -189,8 +191,10 @@ func (s *Store) AnswerQuestion(ctx context.Context, butler, id, answer, by, via 
 // Returned records that butler's question id's answer was returned to the
 // model (ReturnedAt), once; it is an error if the question has no answer.
 func (s *Store) Returned(ctx context.Context, butler, id string) error {
-	err := change(ctx, s, questionKey(butler, id), func(q *Question) (bool, error) {
+	return bus.ChangeJSON(ctx, s.kv, questionKey(butler, id), func(q *Question, found bool) (bool, error) {
 		switch {
+		case !found:
+			return false, ErrUnknown
 		case q.Answer == "":
 			return false, fmt.Errorf("question %s has no answer to return", id)
 		case !q.ReturnedAt.IsZero():
@@ -199,10 +203,6 @@ func (s *Store) Returned(ctx context.Context, butler, id string) error {
 		q.ReturnedAt = s.now().UTC()
 		return true, nil
 	})
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return ErrUnknown
-	}
-	return err
 }
 
 // FinishQuestion records that the close of butler's question id is

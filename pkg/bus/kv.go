@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -121,3 +122,43 @@ func (e *entry) Revision() uint64                { return e.rev }
 func (e *entry) Created() time.Time              { return e.created }
 func (e *entry) Delta() uint64                   { return 0 }
 func (e *entry) Operation() jetstream.KeyValueOp { return jetstream.KeyValuePut }
+
+// ChangeJSON applies f to the JSON record at key by compare-and-set: f
+// changes it (a zero T if the key has none, and found false) and says
+// whether to store it; an error from f stores nothing and is returned. A
+// failed write is a change made meanwhile (read again, f sees it) or NATS's
+// fault (read again, that fails too). ErrKeyNotFound is returned only by a
+// kv whose Get fails so for a reason of its own.
+func ChangeJSON[T any](ctx context.Context, kv KV, key string, f func(v *T, found bool) (bool, error)) error {
+	for range 5 {
+		var v T
+		e, err := kv.Get(ctx, key)
+		found := err == nil
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return err
+		default:
+			if err := json.Unmarshal(e.Value(), &v); err != nil {
+				return fmt.Errorf("%s: %w", key, err)
+			}
+		}
+		store, err := f(&v, found)
+		if err != nil || !store {
+			return err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return err
+		}
+		if found {
+			_, err = kv.Update(ctx, key, b, e.Revision())
+		} else {
+			_, err = kv.Create(ctx, key, b)
+		}
+		if err == nil {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s: changed under every try", key)
+}

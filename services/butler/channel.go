@@ -256,6 +256,9 @@ type inbound struct {
 	// claim tags the session that claimed the conversation (claim_thread),
 	// if one did; it is not shown to the model.
 	claim string
+	// notice says it is Herald's word about a notify, not a person's
+	// message: it has no record to reply to.
+	notice bool
 }
 
 // take decodes an inbox message, remembers it so reply and react can answer
@@ -280,7 +283,9 @@ func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, er
 	}
 	if envelope.IsNotice(in) {
 		// Herald's word about a notify: nothing to reply to.
-		return view(in), nil
+		v := view(in)
+		v.notice = true
+		return v, nil
 	}
 	b, err := json.Marshal(in)
 	if err != nil {
@@ -485,10 +490,17 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.Nak()
 		return
 	}
+	// Pushed is not yet seen: unread until the model acts on it or takes
+	// it with inbox (unread.go).
+	if err := c.addUnread(ctx, seq, v); err != nil {
+		c.b.log.WarnContext(ctx, "inbound message pushed but not recorded unread; it is pushed again", "request_id", v.Meta["request_id"], "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
 	if v.claim != "" && len(rs) > 1 {
 		c.b.log.InfoContext(ctx, "the session that claimed this conversation is gone or silent; the butler's other sessions got its message", "request_id", v.Meta["request_id"])
 	}
-	c.b.log.InfoContext(ctx, "inbound message delivered to the model", "request_id", v.Meta["request_id"], "source_channel", v.Meta[MetaSourceChannel], "sessions", sent)
+	c.b.log.InfoContext(ctx, "inbound message pushed to the model's sessions; unread until the model answers it or takes it with inbox", "request_id", v.Meta["request_id"], "source_channel", v.Meta[MetaSourceChannel], "sessions", sent)
 	_ = msg.Ack()
 }
 
@@ -588,14 +600,22 @@ func (c *channelSide) settleElsewhere(ctx context.Context, msg jetstream.Msg) {
 }
 
 // pending takes up to max waiting messages at once, for the inbox tool of
-// session; a message of a conversation another open session claimed is left
-// for that one (claimants).
+// session: the unread ones first (pushed before, not acted on), then those
+// never pushed; a message of a conversation another open session claimed
+// is left for that one (claimants).
 func (c *channelSide) pending(ctx context.Context, session string, max int) ([]*inbound, error) {
 	c.taking(session)
 	c.pulling.Lock()
 	defer c.pulling.Unlock()
-	var out []*inbound
-	for wait := 2 * time.Second; len(out) < max; wait = 300 * time.Millisecond {
+	out, err := c.takeUnread(ctx, max)
+	if err != nil {
+		return out, err
+	}
+	first := 2 * time.Second
+	if len(out) > 0 {
+		first = 300 * time.Millisecond
+	}
+	for wait := first; len(out) < max; wait = 300 * time.Millisecond {
 		msg, err := c.cons.Next(jetstream.FetchMaxWait(wait))
 		if err != nil {
 			break

@@ -214,3 +214,57 @@ func TestRedeliveredMessageIsNotPushedTwice(t *testing.T) {
 		t.Fatalf("the session got %v, want %s once", got, id)
 	}
 }
+
+// TestPushedMessageStaysUnreadUntilActedOn: a session is pushed three
+// messages and answers one; its client showed the model none of them (no
+// client says). The other two stay unread: channel_status counts them, and
+// inbox gives them, in order, once, marked pushed, to this session or to
+// another process of the butler; the answered one never again.
+func TestPushedMessageStaysUnreadUntilActedOn(t *testing.T) {
+	srv := bustest.RunServer(t)
+	nc, js := srv.Connect()
+	_, url, tok := serveButlerOn(t, nc)
+	auth := transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok})
+	c := butlertest.Connect(t, url, "2025-11-25", auth)
+	var ids []string
+	for i, text := range []string{"one", "two", "three"} {
+		ids = append(ids, inboundRoute(t, js, "assistant", text, i+1))
+	}
+	c.Wait(butler.MethodChannel, 3)
+	if res := c.Call("reply", map[string]any{"request_id": ids[1], "message": "got two"}); res.IsError {
+		t.Fatalf("reply: %v", res.Content)
+	}
+	status := c.Call("channel_status", nil)
+	if st, _ := status.StructuredContent.(map[string]any); st["unread"] != float64(2) {
+		t.Errorf("channel_status %v, want 2 unread", status.StructuredContent)
+	}
+
+	// Another process of the butler (a second stdio run, a restart) sees
+	// the same list.
+	nc2, _ := srv.Connect()
+	_, url2, tok2 := serveButlerOn(t, nc2)
+	other := butlertest.Connect(t, url2, "2025-11-25", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok2}))
+	res := other.Call("inbox", nil)
+	text := res.Content[0].(mcp.TextContent).Text
+	msgs, _ := res.StructuredContent.(map[string]any)["messages"].([]any)
+	if res.IsError || len(msgs) != 2 {
+		t.Fatalf("inbox gave %d messages, want one and three: %s", len(msgs), text)
+	}
+	for i, want := range []string{ids[0], ids[2]} {
+		m, _ := msgs[i].(map[string]any)
+		meta, _ := m["meta"].(map[string]any)
+		if meta["request_id"] != want || meta["pushed"] != "true" {
+			t.Errorf("message %d: %v, want %s marked pushed", i+1, m, want)
+		}
+	}
+	if !strings.Contains(text, "(pushed to you before)") || strings.Index(text, "one") > strings.Index(text, "three") {
+		t.Errorf("inbox text: %s", text)
+	}
+	if text := c.Call("inbox", nil).Content[0].(mcp.TextContent).Text; !strings.Contains(text, "No messages") {
+		t.Errorf("inbox again: %s", text)
+	}
+	status = c.Call("channel_status", nil)
+	if st, _ := status.StructuredContent.(map[string]any); st["unread"] != float64(0) {
+		t.Errorf("channel_status %v, want none unread", status.StructuredContent)
+	}
+}

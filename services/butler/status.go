@@ -21,7 +21,10 @@ type Status struct {
 	// Listening is how many MCP sessions receive pushed messages now.
 	Listening int               `json:"listening"`
 	Inbox     obs.ConsumerState `json:"inbox"`
-	LastError *obs.ErrorRecord  `json:"last_error"`
+	// Unread is how many messages pushed to its sessions the model has not
+	// answered or taken with inbox (unread.go).
+	Unread    int              `json:"unread"`
+	LastError *obs.ErrorRecord `json:"last_error"`
 }
 
 func (b *Butler) status() any {
@@ -31,6 +34,9 @@ func (b *Butler) status() any {
 		st.Channels = append(st.Channels, c.Channel)
 	}
 	st.Inbox = obs.Lag(context.Background(), b.channel.js, b.inboxConsumer())[0]
+	if l, err := b.channel.unread(context.Background()); err == nil {
+		st.Unread = len(l.Entries)
+	}
 	return st
 }
 

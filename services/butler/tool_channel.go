@@ -76,7 +76,11 @@ func (b *Butler) answer(ctx context.Context, requestID string, d envelope.Delive
 	if err := envelope.Check(schemas.Notify, n); err != nil {
 		return toolError(err)
 	}
-	return b.send(ctx, n)
+	res := b.send(ctx, n)
+	if !res.IsError {
+		b.channel.actedOn(ctx, requestID, d.Intent)
+	}
+	return res
 }
 
 func (b *Butler) reply(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -114,7 +118,11 @@ func (b *Butler) inbox(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	}
 	var lines []string
 	for _, m := range msgs {
-		lines = append(lines, fmt.Sprintf("[%s] %s via %s: %s", m.Meta["request_id"], m.Meta["user"], m.Meta[MetaSourceChannel], m.Content))
+		seen := ""
+		if m.Meta[MetaPushed] == "true" {
+			seen = " (pushed to you before)"
+		}
+		lines = append(lines, fmt.Sprintf("[%s]%s %s via %s: %s", m.Meta["request_id"], seen, m.Meta["user"], m.Meta[MetaSourceChannel], m.Content))
 	}
 	text := "No messages are waiting."
 	if len(msgs) > 0 {
@@ -255,8 +263,12 @@ func (b *Butler) channelStatus(ctx context.Context, req mcp.CallToolRequest) (*m
 	if info, err := b.channel.cons.Info(ctx); err == nil {
 		waiting = info.NumPending + uint64(info.NumAckPending)
 	}
-	lines = append(lines, fmt.Sprintf("%d message(s) waiting for you", waiting))
-	return mcp.NewToolResultStructured(map[string]any{"channels": out, "waiting": waiting}, strings.Join(lines, "\n")), nil
+	unread := 0
+	if l, err := b.channel.unread(ctx); err == nil {
+		unread = len(l.Entries)
+	}
+	lines = append(lines, fmt.Sprintf("%d message(s) waiting for you: %d pushed to you and not yet answered (reply, react) or taken with inbox, %d not yet pushed", waiting+uint64(unread), unread, waiting))
+	return mcp.NewToolResultStructured(map[string]any{"channels": out, "waiting": waiting + uint64(unread), "unread": unread}, strings.Join(lines, "\n")), nil
 }
 
 // statusError is channel_status's isError answer: the class and the reason.
