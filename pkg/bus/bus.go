@@ -153,6 +153,45 @@ const (
 // route before it publishes the route to HERALD_ROUTE instead.
 const DirectWait = 5 * time.Second
 
+// TypingPrefix starts a butler's signs of life (core NATS, no stream):
+// herald.typing.<butler>.start names a message that reached one of its
+// sessions, .stop one the model answered; the messenger shows "typing…"
+// in between (and puts ack_reaction on it at the start).
+const (
+	TypingPrefix = "herald.typing."
+	TypingStart  = "start"
+	TypingStop   = "stop"
+)
+
+// TypingSignal is the body of a sign of life: the request_id of the
+// message it is about; for a stop, empty means every one of the butler's
+// (the model asked a question, and now waits).
+type TypingSignal struct {
+	RequestID string `json:"request_id"`
+}
+
+// TypingSubject is butler's signal verb (TypingStart, TypingStop).
+func TypingSubject(butler, verb string) string { return TypingPrefix + butler + "." + verb }
+
+// Routed inbound messages, so that a reply, a reaction or a sign of life
+// can name only a message that really reached the butler. The switchboard
+// keeps them in herald_requests under "_routed.<butler>.<request_id>":
+// butlers read and write only their own "<butler>.…" keys there, and no
+// butler name starts with "_", so none can read, forge or rewrite one.
+const RoutedPrefix = "_routed."
+
+// RoutedKey is where the switchboard records request id routed to butler.
+func RoutedKey(butler, requestID string) string { return RoutedPrefix + butler + "." + requestID }
+
+// RoutedRequest is what is kept of one routed inbound message.
+type RoutedRequest struct {
+	Integration    string                  `json:"integration"`
+	RequestContext envelope.RequestContext `json:"request_context"`
+	// Chat is where an answer to it goes (its chat id, or its sender): the
+	// only recipient a reply or reaction to it may name.
+	Chat string `json:"chat,omitempty"`
+}
+
 // Subjects. Request/reply subjects (herald.reply.>, herald.direct.>)
 // overlap no stream.
 func RouteSubject(butler string) string    { return RoutePrefix + butler }

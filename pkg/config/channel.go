@@ -23,6 +23,10 @@ type Channel struct {
 	// Answers: a person can answer a question there (the ask tool), by a
 	// tap or a reply that comes back naming the message it answers.
 	Answers bool
+	// Typing: the channel can show that the agent is writing (typing).
+	Typing bool
+	// Reactions: a message can be reacted to (react, ack_reaction).
+	Reactions bool
 	// AlwaysReceives: the channel's integrations take inbound messages even
 	// without an inbound block (the web chat).
 	AlwaysReceives bool
@@ -74,13 +78,13 @@ type (
 // is here all the same, so that `make schemas` can write it into them; an
 // integration of that type is refused meanwhile, as notifies naming it are.
 var builtin = map[string]Channel{
-	"telegram": {Settings: func() ChannelSettings { return &TelegramSettings{} }, Buttons: true, Answers: true, Limit: &markdown.TelegramLimit},
+	"telegram": {Settings: func() ChannelSettings { return &TelegramSettings{} }, Buttons: true, Answers: true, Typing: true, Reactions: true, Limit: &markdown.TelegramLimit},
 	"email":    {Settings: func() ChannelSettings { return &EmailSettings{Inbound: EmailInbound{MaxBytes: DefaultEmailMaxBytes}} }, Answers: true},
-	"slack":    {Settings: func() ChannelSettings { return &SlackSettings{} }, Buttons: true, Answers: true, Limit: &markdown.SlackLimit},
+	"slack":    {Settings: func() ChannelSettings { return &SlackSettings{} }, Buttons: true, Answers: true, Reactions: true, Limit: &markdown.SlackLimit},
 	"webhook":  {Settings: func() ChannelSettings { return &WebhookSettings{} }, SignedSenders: true},
-	"web":      {Settings: func() ChannelSettings { return &WebSettings{Listen: DefaultWebListen} }, AlwaysReceives: true, Answers: true},
+	"web":      {Settings: func() ChannelSettings { return &WebSettings{Listen: DefaultWebListen} }, AlwaysReceives: true, Answers: true, Reactions: true},
 	"log":      {},
-	"discord":  {Settings: func() ChannelSettings { return &DiscordSettings{} }, Buttons: true, Answers: true, Limit: &markdown.DiscordLimit},
+	"discord":  {Settings: func() ChannelSettings { return &DiscordSettings{} }, Buttons: true, Answers: true, Typing: true, Reactions: true, Limit: &markdown.DiscordLimit},
 }
 
 // ChannelOf returns what configuration knows of channel type typ.

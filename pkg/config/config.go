@@ -242,6 +242,14 @@ type Integration struct {
 	// in order, when nobody acknowledged it in time (attention.go).
 	EscalateTo []string `yaml:"escalate_to"`
 
+	// Typing shows "typing…" in the chat of a message that reached one of
+	// its butler's sessions, until the model answers it (at most 2
+	// minutes); nil: on where the channel has it (Channel.Typing).
+	Typing *bool `yaml:"typing"`
+	// AckReaction, if set, is an emoji put on each message that reached a
+	// session, on receipt (Telegram: one of its reactions, e.g. 👀).
+	AckReaction string `yaml:"ack_reaction"`
+
 	// QuietHours, if set, holds the notes below its pass urgency during
 	// those hours, and sends them as one digest when they end (quiet.go).
 	QuietHours *QuietHours `yaml:"quiet_hours"`
@@ -728,6 +736,12 @@ func (c *Config) checkIntegrations(add func(format string, a ...any)) {
 		if in.RateLimitOut.Burst < 0 {
 			add("%s.rate_limit_out.burst must not be negative", at)
 		}
+		if in.Typing != nil && *in.Typing && built && !ch.Typing {
+			add("%s.typing: %s has no typing indicator (telegram and discord have one); remove the key", at, in.Type)
+		}
+		if in.AckReaction != "" && built && !ch.Reactions {
+			add("%s.ack_reaction: %s has no reactions; remove the key", at, in.Type)
+		}
 		switch in.Inbound.DMPolicy {
 		case "pairing", "allowlist", "disabled":
 		default:
@@ -743,6 +757,16 @@ func (c *Config) checkIntegrations(add func(format string, a ...any)) {
 		}
 	}
 	c.checkEscalations(add)
+}
+
+// ShowsTyping reports whether in shows "typing…" for a message that
+// reached a session: its typing key, else whether its channel has it.
+func (in *Integration) ShowsTyping() bool {
+	ch, _ := ChannelOf(in.Type)
+	if in.Typing != nil {
+		return *in.Typing && ch.Typing
+	}
+	return ch.Typing
 }
 
 // checkButlers is Validate's step for the butlers.

@@ -105,6 +105,8 @@ func TestInvalid(t *testing.T) {
 		{"retry_for too short", "delivery: { retry_for: 10ms }", "delivery.retry_for"},
 		{"retry_for past the queues", "delivery: { retry_for: 200h }", "delivery.retry_for"},
 		{"bad outbound rate", "integrations: [{id: t, type: telegram, rate_limit_out: {per_chat: fast}}]", "1/s"},
+		{"typing where there is none", "integrations: [{id: sl, type: slack, token_env: T, typing: true}]", "integrations[0].typing: slack has no typing indicator"},
+		{"ack reaction on mail", "integrations: [{id: m, type: email, smtp: {host: h}, from: a@b.c, ack_reaction: \"👀\"}]", "integrations[0].ack_reaction: email has no reactions"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

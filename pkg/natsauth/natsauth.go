@@ -205,6 +205,8 @@ func messengerUser() User {
 		bucket(bus.BucketStatus, "receivers' health, for channel_status"),
 		bucket(bus.BucketLimits, "providers' rate limits and 429 pauses, shared by replicas"),
 		bucket(bus.BucketSeen, "inbound messages stored lately, so a replayed one is a duplicate"),
+		rules("the inbound messages the switchboard routed, read only, key by key: where a butler's sign of life shows",
+			"$JS.API.DIRECT.GET.KV_"+bus.BucketRequests+".$KV."+bus.BucketRequests+"."+bus.RoutedPrefix+">"),
 		rules("the web chat's conversations: the stream HERALD_WEB (herald setup makes it)",
 			"herald.web.>",
 			"$JS.API.STREAM.INFO.HERALD_WEB",
@@ -218,7 +220,9 @@ func messengerUser() User {
 		probe(bus.ServiceProbeKey(ConnMessenger)),
 		reloadAnswers(ConnMessenger),
 	)
-	m.Subscribe = concat(rules("", "_INBOX."+ConnMessenger+".>"), Discovery(obs.ServiceMessenger), reloads)
+	m.Subscribe = concat(rules("", "_INBOX."+ConnMessenger+".>"),
+		rules("the butlers' signs of life (typing…, ack_reaction)", bus.TypingPrefix+"*.*"),
+		Discovery(obs.ServiceMessenger), reloads)
 	m.AllowResponses, m.ResponsesWhy = true, answersDiscovery
 	return m
 }
@@ -293,6 +297,8 @@ func Butler(name string, integrations ...string) User {
 			"$JS.ACK."+bus.StreamInbox+"."+bus.ConsumerInbox(name)+".>"),
 		rules("the inbound messages it was given, so reply and react answer only those",
 			"$KV."+bus.BucketRequests+"."+name+".>", own(bus.BucketRequests)),
+		rules("signs of life: a message reached one of its sessions, or the model answered it (the messenger shows typing, and checks the message was routed to it)",
+			bus.TypingSubject(name, "*")),
 		statusOf(integrations),
 		rules("opens its own questions (write only) and reads them back (an ask call waiting for its answer), and marks its own prompts' sessions ended; it opens no prompt (the switchboard does, from the request relayed in a notify)",
 			"$KV."+bus.BucketApprovals+"."+approval.QuestionKeys(name),

@@ -502,6 +502,9 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 	}
 	c.b.log.InfoContext(ctx, "inbound message pushed to the model's sessions; unread until the model answers it or takes it with inbox", "request_id", v.Meta["request_id"], "source_channel", v.Meta[MetaSourceChannel], "sessions", sent)
 	_ = msg.Ack()
+	if !v.notice && v.Meta[envelope.MetaKind] != MetaKindAnswer {
+		c.signal(bus.TypingStart, v.Meta["request_id"])
+	}
 }
 
 // verdict passes an approver's answer to the session that asked, in the

@@ -13,6 +13,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 
 	"github.com/heraldhq/herald/pkg/approval"
+	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 )
@@ -60,6 +61,7 @@ func (b *Butler) ask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToo
 	if err != nil {
 		return askRefused(err), nil
 	}
+	b.channel.signal(bus.TypingStop, "") // the model now waits for its human
 	q := b.newQuestion(ctx, question, options)
 	n, err := b.questionNotify(q, args)
 	if err == nil {

@@ -112,6 +112,7 @@ func (c *channelSide) actedOn(ctx context.Context, id, how string) {
 		}
 		return false
 	})
+	c.signal(bus.TypingStop, id)
 	switch {
 	case err != nil:
 		// It stays unread: inbox gives it once more, marked pushed.
@@ -188,4 +189,16 @@ func (c *channelSide) unread(ctx context.Context) (*unreadList, error) {
 		return nil, fmt.Errorf("%w: the unread list: %w", envelope.ErrInternal, err)
 	}
 	return &l, nil
+}
+
+// signal sends a sign of life (bus.TypingSubject) about message id: it
+// reached a session (start; the messenger shows typing… and the ack
+// reaction), or the model answered it (stop; "" for all of this butler's:
+// it asked a question). Best effort: a lost one only shows typing a while
+// longer, or not at all.
+func (c *channelSide) signal(verb, id string) {
+	b, _ := json.Marshal(bus.TypingSignal{RequestID: id})
+	if err := c.b.nc.Publish(bus.TypingSubject(c.b.name, verb), b); err != nil {
+		c.b.log.Debug("a sign of life was not sent", "verb", verb, "request_id", id, "err", err)
+	}
 }

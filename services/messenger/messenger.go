@@ -249,6 +249,11 @@ func (m *Messenger) serve(ctx context.Context, o Options, receivers map[string]d
 	w := &bus.Worker{Stream: bus.StreamDeliver, Durable: bus.ConsumerMessenger, Handle: obs.Noted(&m.lastErr, m.deliver), GiveUp: m.giveUp,
 		Concurrency: o.Concurrency, RetryFor: time.Duration(o.Config.Delivery.RetryFor), Log: m.log}
 	g, ctx := errgroup.WithContext(ctx)
+	stopSigns, err := m.signsOfLife(ctx)
+	if err != nil {
+		return fmt.Errorf("listening for the butlers' signs of life: %w", err)
+	}
+	defer stopSigns()
 	g.Go(func() error { m.presence(ctx); return nil })
 	for id, r := range receivers {
 		s := &sink{in: *o.Config.Integration(id), js: m.js, status: status, seen: seen, audit: m.audit, m: m}

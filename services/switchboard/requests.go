@@ -14,38 +14,20 @@ import (
 	"github.com/heraldhq/herald/pkg/envelope"
 )
 
-// Routed inbound messages, so that a reply or reaction can name only a
-// message that really reached the butler. The switchboard keeps them in
-// herald_requests under "_routed.<butler>.<request_id>": butlers read and
-// write only their own "<butler>.…" keys there, and no butler name starts
-// with "_", so none can read, forge or rewrite one.
-const routedPrefix = "_routed."
-
 // legacyRoutedPrefix is where releases before 2026-11-26 kept them, where a
 // butler named "routed" could reach them. They are still read, for 30 days
 // of replies to messages routed before an upgrade, unless such a butler is
 // configured. TODO(2026-12-26): remove.
 const legacyRoutedPrefix = "routed."
 
-// routedRequest is what is kept of one routed inbound message.
-type routedRequest struct {
-	Integration    string                  `json:"integration"`
-	RequestContext envelope.RequestContext `json:"request_context"`
-	// Chat is where an answer to it goes (its chat id, or its sender): the
-	// only recipient a reply or reaction to it may name.
-	Chat string `json:"chat,omitempty"`
-}
-
-func routedKey(butler, requestID string) string { return routedPrefix + butler + "." + requestID }
-
 // RecordRouted notes that in was routed to butler. The switchboard calls it
 // before the message reaches the butler's inbox.
 func RecordRouted(ctx context.Context, kv jetstream.KeyValue, butler string, in *envelope.Ingress) error {
-	b, err := json.Marshal(routedRequest{Integration: in.IntegrationID, RequestContext: in.RequestContext, Chat: recipientOf(nil, in)})
+	b, err := json.Marshal(bus.RoutedRequest{Integration: in.IntegrationID, RequestContext: in.RequestContext, Chat: recipientOf(nil, in)})
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
-	if _, err := kv.Put(ctx, routedKey(butler, in.RequestContext.RequestID), b); err != nil {
+	if _, err := kv.Put(ctx, bus.RoutedKey(butler, in.RequestContext.RequestID), b); err != nil {
 		return fmt.Errorf("%w: recording the request: %w", envelope.ErrTargetUnavailable, err)
 	}
 	return nil
@@ -68,7 +50,7 @@ func (s *Switchboard) inReplyTo(ctx context.Context, butler string, in *config.I
 	if rc == nil || rc.RequestID == "" || strings.ContainsAny(rc.RequestID, ".*> ") {
 		return fmt.Errorf("%w: a %s needs the request_context of an inbound message given to you", envelope.ErrValidation, n.Delivery.Intent)
 	}
-	e, err := s.requests.Get(ctx, routedKey(butler, rc.RequestID))
+	e, err := s.requests.Get(ctx, bus.RoutedKey(butler, rc.RequestID))
 	if errors.Is(err, jetstream.ErrKeyNotFound) && s.cfg.Butler(strings.TrimSuffix(legacyRoutedPrefix, ".")) == nil {
 		e, err = s.requests.Get(ctx, legacyRoutedPrefix+butler+"."+rc.RequestID)
 	}
@@ -78,7 +60,7 @@ func (s *Switchboard) inReplyTo(ctx context.Context, butler string, in *config.I
 	if err != nil {
 		return fmt.Errorf("%w: reading request %s: %w", envelope.ErrTargetUnavailable, rc.RequestID, err)
 	}
-	var got routedRequest
+	var got bus.RoutedRequest
 	if err := json.Unmarshal(e.Value(), &got); err != nil {
 		return fmt.Errorf("%w: request %s: %w", envelope.ErrInternal, rc.RequestID, err)
 	}

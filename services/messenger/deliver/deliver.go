@@ -75,6 +75,14 @@ type Editor interface {
 	Edit(ctx context.Context, d Delivery) (Receipt, error)
 }
 
+// Typer is a Sender that can show, in the chat of d (its Recipient, else
+// the chat of its Thread, as a reply's), that the agent is writing: one
+// call shows it for a few seconds (Telegram 5, Discord 10). Best effort:
+// no ledger, no retry.
+type Typer interface {
+	Typing(ctx context.Context, d Delivery) error
+}
+
 // Calling is what a sender calls just before each provider call (Begin).
 func (d *Delivery) Calling() error {
 	if d.Begin == nil {

@@ -497,6 +497,21 @@ func (s *sender) react(ctx context.Context, d deliver.Delivery) (deliver.Receipt
 	return d.SentOne(th.message, "reaction on message")
 }
 
+// Typing shows that the bot is writing in the channel of d's thread for 10
+// seconds (deliver.Typer): POST /channels/{channel}/typing. It takes no
+// slot of the rate limits; a sign of life is worth nothing late.
+func (s *sender) Typing(ctx context.Context, d deliver.Delivery) error {
+	th, err := parseThread(d.Thread)
+	if err != nil {
+		return err
+	}
+	const tmpl = "/channels/{channel}/typing"
+	if err := s.do(ctx, "POST", tmpl, "/channels/"+th.channel+"/typing", th.channel, nil, nil); err != nil {
+		return s.classified(ctx, err, "show typing", th.channel)
+	}
+	return nil
+}
+
 // customEmoji is a server's own emoji, as Discord writes it in a message
 // (<:name:id>, <a:name:id> when animated) or as its API takes it (name:id).
 var customEmoji = regexp.MustCompile(`^<?a?:?([A-Za-z0-9_]{2,32}):([0-9]{1,20})>?$`)

@@ -452,3 +452,25 @@ func TestNewChecksConfig(t *testing.T) {
 		t.Errorf("New with defaults: %v", err)
 	}
 }
+
+// TestTyping: the sign of life shows the bot typing in the channel (or
+// thread) of the message it is about, by Discord's typing route.
+func TestTyping(t *testing.T) {
+	srv := discordtest.NewServer(t)
+	thread := srv.NewThread(discordtest.ChannelGeneral, "disk")
+	m := srv.UserMessage(discordtest.MessageOptions{Channel: thread, Content: "and now?"})
+	typer, ok := newSender(t, srv, srv.Token()).(deliver.Typer)
+	if !ok {
+		t.Fatal("the Discord sender cannot show typing")
+	}
+	if err := typer.Typing(t.Context(), deliver.Delivery{Intent: "reply", Thread: m.ChannelID + ":" + m.ID}); err != nil {
+		t.Fatal(err)
+	}
+	calls := srv.Accepted(discordtest.RouteTyping)
+	if len(calls) != 1 || calls[0].Channel != thread {
+		t.Fatalf("typing calls %+v, want one in thread %s", calls, thread)
+	}
+	if err := typer.Typing(t.Context(), deliver.Delivery{Intent: "reply", Thread: "1100000000000000999:1100000000000000998"}); err == nil {
+		t.Error("typing in a channel the bot cannot see: no error")
+	}
+}

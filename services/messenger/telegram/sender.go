@@ -347,6 +347,24 @@ func (s *sender) react(ctx context.Context, d deliver.Delivery) (deliver.Receipt
 	return d.SentOne(strconv.Itoa(th.messageID), "reaction on message")
 }
 
+// Typing shows "typing…" in the chat of d for 5 seconds (deliver.Typer).
+// It takes no slot of the rate limits, and does not wait out a 429: a sign
+// of life is worth nothing late.
+func (s *sender) Typing(ctx context.Context, d deliver.Delivery) error {
+	var th *thread
+	if t, err := parseThread(d.Thread); err == nil {
+		th = &t
+	}
+	chat, err := s.recipient(d, th)
+	if err != nil {
+		return err
+	}
+	if _, err := s.bot.SendChatAction(ctx, &bot.SendChatActionParams{ChatID: chat, Action: models.ChatActionTyping}); err != nil {
+		return s.classify(ctx, "sendChatAction", chat, err)
+	}
+	return nil
+}
+
 // thread is a Telegram source_thread_identity, "<chat_id>:<message_id>".
 type thread struct {
 	chat      string

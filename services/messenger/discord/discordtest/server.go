@@ -80,6 +80,7 @@ const (
 	RouteCreateMessage = "POST /channels/{channel}/messages"
 	RouteEditMessage   = "PATCH /channels/{channel}/messages/{message}"
 	RouteAddReaction   = "PUT /channels/{channel}/messages/{message}/reactions/{emoji}/@me"
+	RouteTyping        = "POST /channels/{channel}/typing"
 	RouteStartThread   = "POST /channels/{channel}/messages/{message}/threads"
 	RouteGetChannel    = "GET /channels/{channel}"
 	RouteCreateDM      = "POST /users/@me/channels"
@@ -572,6 +573,7 @@ var routes = []route{
 	{"POST", RouteCreateMessage, true, (*Server).createMessage},
 	{"PATCH", RouteEditMessage, true, (*Server).editMessage},
 	{"PUT", RouteAddReaction, true, (*Server).addReaction},
+	{"POST", RouteTyping, true, (*Server).typing},
 	{"POST", RouteStartThread, true, (*Server).startThread},
 	{"GET", RouteGetChannel, true, (*Server).getChannel},
 	{"POST", RouteCreateDM, true, (*Server).createDM},
@@ -972,6 +974,15 @@ func checkComponents(rows []Component) error {
 		}
 	}
 	return nil
+}
+
+// typing is Discord's Trigger Typing Indicator: 204 for a channel the
+// bot can see.
+func (s *Server) typing(req *request) (int, any, error) {
+	if _, err := s.channelLocked(req.params["channel"]); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusNoContent, nil, nil
 }
 
 func (s *Server) addReaction(req *request) (int, any, error) {

@@ -21,6 +21,24 @@ func init() {
 	register("getUpdates", true, getUpdates)
 	register("answerCallbackQuery", false, answerCallbackQuery)
 	register("editMessageText", false, editMessageText)
+	register("sendChatAction", false, sendChatAction)
+}
+
+// chatActions are the actions sendChatAction takes.
+var chatActions = map[string]bool{"typing": true, "upload_photo": true, "record_video": true, "upload_video": true, "record_voice": true,
+	"upload_voice": true, "upload_document": true, "choose_sticker": true, "find_location": true, "record_video_note": true, "upload_video_note": true}
+
+// sendChatAction is Telegram's: the chat must exist and the action be one
+// of its names; the answer is true.
+func sendChatAction(s *Server, req *request) (any, error) {
+	p := req.params
+	if _, err := s.chatLocked(p["chat_id"]); err != nil {
+		return nil, err
+	}
+	if !chatActions[p["action"]] {
+		return nil, badRequest("wrong parameter action in request")
+	}
+	return true, nil
 }
 
 func getMe(_ *Server, req *request) (any, error) {
