@@ -165,6 +165,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 	alwaysLoad(&ask)
 	b.mcp.AddTool(ask, b.counted(b.ask))
 	b.addChannelTools()
+	b.addHistoryTool()
 	for _, f := range families {
 		b.mcp.AddNotificationHandler(f.permissionRequest, b.permissionRequest(f))
 	}

@@ -86,7 +86,7 @@ func TestStdio(t *testing.T) {
 		}
 	}
 	slices.Sort(names)
-	if want := []string{"ask", "channel_list", "channel_status", "inbox", "notify", "react", "reply", "send_message"}; !slices.Equal(names, want) {
+	if want := []string{"ask", "channel_list", "channel_status", "history", "inbox", "notify", "react", "reply", "send_message"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 	call := mcp.CallToolRequest{}

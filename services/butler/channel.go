@@ -294,6 +294,7 @@ func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, er
 	if _, err := c.requests.Put(ctx, c.b.name+"."+in.RequestContext.RequestID, b); err != nil {
 		return nil, fmt.Errorf("%w: remembering request: %w", envelope.ErrTargetUnavailable, err)
 	}
+	c.heard(ctx, in)
 	return view(in), nil
 }
 

@@ -219,7 +219,7 @@ func TestChannelStatusServer(t *testing.T) {
 		a := tool.Annotations
 		readOnly := a.ReadOnlyHint != nil && *a.ReadOnlyHint && a.IdempotentHint != nil && *a.IdempotentHint && a.DestructiveHint != nil && !*a.DestructiveHint
 		switch tool.Name {
-		case "channel_list", "channel_status":
+		case "channel_list", "channel_status", "history":
 			if !readOnly {
 				t.Errorf("%s is not annotated read-only, idempotent and not destructive: %+v", tool.Name, a)
 			}

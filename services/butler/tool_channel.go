@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 	"github.com/nats-io/nats.go/jetstream"
@@ -79,6 +80,13 @@ func (b *Butler) answer(ctx context.Context, requestID string, d envelope.Delive
 	res := b.send(ctx, n)
 	if !res.IsError {
 		b.channel.actedOn(ctx, requestID, d.Intent)
+		if d.Intent == envelope.IntentReply {
+			s := said{From: "you", Text: d.Message, At: time.Now().UTC()}
+			if a, ok := res.StructuredContent.(sentAnswer); ok && a.Delivery != nil {
+				s.DeliveryID = a.Delivery.DeliveryID
+			}
+			b.channel.remember(ctx, in.IntegrationID, chatOf(in), s)
+		}
 	}
 	return res
 }

@@ -47,6 +47,12 @@ type messageEvent struct {
 		MessageID string `json:"message_id"`
 		ChannelID string `json:"channel_id"`
 	} `json:"message_reference"`
+	// ReferencedMessage is the message a reply answers, as Discord sends
+	// it with the reply (null if it was deleted).
+	ReferencedMessage *struct {
+		Content string `json:"content"`
+		Author  user   `json:"author"`
+	} `json:"referenced_message"`
 	Attachments []struct {
 		ID          string `json:"id"`
 		Filename    string `json:"filename"`
@@ -150,6 +156,9 @@ func fromMessage(integration, botUser string, m *messageEvent, at where) (*envel
 	}
 	if r := m.MessageReference; r != nil && m.Type == messageReply && r.MessageID != "" && (r.ChannelID == "" || r.ChannelID == m.ChannelID) {
 		meta["reply_to_message_id"] = r.MessageID
+		if q := m.ReferencedMessage; q != nil {
+			deliver.Quoted(meta, q.Content, q.Author.name())
+		}
 	}
 	endpoint := botUser
 	if endpoint == "" {

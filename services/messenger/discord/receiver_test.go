@@ -94,6 +94,11 @@ func TestReceiveDirectMessageAndReply(t *testing.T) {
 	if got[1].Meta["reply_to_message_id"] != first.ID {
 		t.Errorf("reply meta %v, want reply_to_message_id %s", got[1].Meta, first.ID)
 	}
+	// What the answered message said, and who wrote it, from Discord's
+	// referenced_message.
+	if got[1].Meta["reply_to_text"] != "hello" || got[1].Meta["reply_to_from"] == "" {
+		t.Errorf("reply meta %v, want reply_to_text hello and reply_to_from", got[1].Meta)
+	}
 }
 
 func TestBotsAndWebhooksAreSkipped(t *testing.T) {

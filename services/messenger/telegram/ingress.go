@@ -90,8 +90,17 @@ func fromMessage(integration, nativeID string, m *models.Message) *envelope.Ingr
 	meta := chatMeta(m.Chat, m.ID, m.MessageThreadID)
 	topicMeta(meta, m)
 	meta["ts"] = strconv.Itoa(m.Date)
-	if m.ReplyToMessage != nil && m.ReplyToMessage.ID != 0 {
-		meta["reply_to_message_id"] = strconv.Itoa(m.ReplyToMessage.ID)
+	if r := m.ReplyToMessage; r != nil && r.ID != 0 {
+		meta["reply_to_message_id"] = strconv.Itoa(r.ID)
+		text := r.Text
+		if text == "" {
+			text = r.Caption
+		}
+		from := ""
+		if r.From != nil {
+			from = displayName(r.From)
+		}
+		deliver.Quoted(meta, text, from)
 	}
 	sender := strconv.FormatInt(m.Chat.ID, 10)
 	switch {
@@ -159,13 +168,18 @@ func topicMeta(meta map[string]string, m *models.Message) {
 
 func userMeta(meta map[string]string, u *models.User) {
 	meta["user_id"] = strconv.FormatInt(u.ID, 10)
-	name := u.Username
-	if name == "" {
-		name = u.FirstName
-	}
-	if name != "" {
+	if name := displayName(u); name != "" {
 		meta["user"] = name
 	}
+}
+
+// displayName is how meta names a Telegram user: the username, else the
+// first name.
+func displayName(u *models.User) string {
+	if u.Username != "" {
+		return u.Username
+	}
+	return u.FirstName
 }
 
 func chatName(c models.Chat) string {
