@@ -25,6 +25,8 @@ const (
 	Routed    = "routed"
 	Rejected  = "rejected"
 	Delivered = "delivered"
+	// Edited: a butler's edit of a message it sent was delivered.
+	Edited = "edited"
 	Failed    = "failed"
 	// Dropped: an inbound message refused on arrival or at a gate.
 	Dropped = "dropped"
@@ -76,8 +78,11 @@ type Record struct {
 // Outcome is the record of a delivery's outcome as the waiting butler is
 // told it: delivered (with its delivery id) or failed (with the class and
 // reason). channel is the integration the notify went to.
-func Outcome(butler, requestID, key, channel string, resp *envelope.RouteResponse) Record {
+func Outcome(butler, requestID, key, channel, intent string, resp *envelope.RouteResponse) Record {
 	rec := Record{Kind: Delivered, Butler: butler, RequestID: requestID, Key: key}
+	if intent == envelope.IntentEdit {
+		rec.Kind = Edited
+	}
 	if nr := resp.Result; nr != nil && nr.NotifyResponse != nil && nr.NotifyResponse.Delivery != nil {
 		rec.Channel, rec.DeliveryID = nr.NotifyResponse.Delivery.Channel, nr.NotifyResponse.Delivery.DeliveryID
 	}

@@ -68,11 +68,11 @@ func TestFailuresAreNotHeldBack(t *testing.T) {
 func TestOutcome(t *testing.T) {
 	r := envelope.NewRoute(envelope.NewNotify("health", envelope.Delivery{Channel: "telegram:tg", Message: "secret words"}, nil))
 	ok := envelope.Answer(r, &envelope.NotifyResponse{Status: envelope.StatusOK, Delivery: &envelope.DeliveryResult{Channel: "telegram:tg", DeliveryID: "dlv_1"}})
-	if rec := audit.Outcome("health", "id", "key", "telegram:tg", ok); rec.Kind != audit.Delivered || rec.DeliveryID != "dlv_1" || rec.Channel != "telegram:tg" {
+	if rec := audit.Outcome("health", "id", "key", "telegram:tg", "", ok); rec.Kind != audit.Delivered || rec.DeliveryID != "dlv_1" || rec.Channel != "telegram:tg" {
 		t.Errorf("delivered: %+v", rec)
 	}
 	failed := envelope.Answer(r, envelope.Failed("id", fmt.Errorf("%w: provider down", envelope.ErrTargetUnavailable)))
-	rec := audit.Outcome("health", "id", "key", "telegram:tg", failed)
+	rec := audit.Outcome("health", "id", "key", "telegram:tg", "", failed)
 	if rec.Kind != audit.Failed || rec.Class != "target_unavailable" || rec.Channel != "telegram:tg" {
 		t.Errorf("failed: %+v", rec)
 	}

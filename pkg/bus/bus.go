@@ -90,6 +90,8 @@ const (
 	HeaderSubject = "Herald-Subject"
 	// HeaderChannel names the integration ("type:id") a result is about.
 	HeaderChannel = "Herald-Channel"
+	// HeaderIntent names the intent of the notify a result is about.
+	HeaderIntent = "Herald-Intent"
 	// HeaderDeliveries is how many times it was tried.
 	HeaderDeliveries = "Herald-Deliveries"
 	// HeaderRelay on a delivery asks the messenger to hand its outcome to

@@ -27,6 +27,8 @@ type Channel struct {
 	Typing bool
 	// Reactions: a message can be reacted to (react, ack_reaction).
 	Reactions bool
+	// Edits: a message sent there can be edited afterwards (edit).
+	Edits bool
 	// AlwaysReceives: the channel's integrations take inbound messages even
 	// without an inbound block (the web chat).
 	AlwaysReceives bool
@@ -78,13 +80,13 @@ type (
 // is here all the same, so that `make schemas` can write it into them; an
 // integration of that type is refused meanwhile, as notifies naming it are.
 var builtin = map[string]Channel{
-	"telegram": {Settings: func() ChannelSettings { return &TelegramSettings{} }, Buttons: true, Answers: true, Typing: true, Reactions: true, Limit: &markdown.TelegramLimit},
+	"telegram": {Settings: func() ChannelSettings { return &TelegramSettings{} }, Buttons: true, Answers: true, Typing: true, Reactions: true, Edits: true, Limit: &markdown.TelegramLimit},
 	"email":    {Settings: func() ChannelSettings { return &EmailSettings{Inbound: EmailInbound{MaxBytes: DefaultEmailMaxBytes}} }, Answers: true},
-	"slack":    {Settings: func() ChannelSettings { return &SlackSettings{} }, Buttons: true, Answers: true, Reactions: true, Limit: &markdown.SlackLimit},
+	"slack":    {Settings: func() ChannelSettings { return &SlackSettings{} }, Buttons: true, Answers: true, Reactions: true, Edits: true, Limit: &markdown.SlackLimit},
 	"webhook":  {Settings: func() ChannelSettings { return &WebhookSettings{} }, SignedSenders: true},
-	"web":      {Settings: func() ChannelSettings { return &WebSettings{Listen: DefaultWebListen} }, AlwaysReceives: true, Answers: true, Reactions: true},
+	"web":      {Settings: func() ChannelSettings { return &WebSettings{Listen: DefaultWebListen} }, AlwaysReceives: true, Answers: true, Reactions: true, Edits: true},
 	"log":      {},
-	"discord":  {Settings: func() ChannelSettings { return &DiscordSettings{} }, Buttons: true, Answers: true, Typing: true, Reactions: true, Limit: &markdown.DiscordLimit},
+	"discord":  {Settings: func() ChannelSettings { return &DiscordSettings{} }, Buttons: true, Answers: true, Typing: true, Reactions: true, Edits: true, Limit: &markdown.DiscordLimit},
 }
 
 // ChannelOf returns what configuration knows of channel type typ.

@@ -22,6 +22,9 @@ const (
 	IntentSend  = "send"
 	IntentReply = "reply"
 	IntentReact = "react"
+	// IntentEdit replaces the text of a message the butler sent
+	// (Delivery.EditOf names it).
+	IntentEdit = "edit"
 )
 
 // Statuses of responses.
@@ -90,6 +93,9 @@ type Delivery struct {
 	ClaimSession     string   `json:"claim_session,omitempty"`
 	AckWithin        string   `json:"ack_within,omitempty"`
 	Actions          []Action `json:"actions,omitempty"`
+	// EditOf, for intent edit, is the idempotency key of the butler's
+	// delivery whose message is replaced (its ledger record's key).
+	EditOf string `json:"edit_of,omitempty"`
 }
 
 // Action is a button under a message; data comes back as callback_data.

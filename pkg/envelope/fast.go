@@ -71,7 +71,7 @@ var shapeKeys = [...]struct {
 		{"intent", shLeaf}, {"channel", shLeaf}, {"message", shLeaf}, {"recipient", shLeaf},
 		{"subject", shLeaf}, {"emoji", shLeaf}, {"urgency", shLeaf}, {"topic", shLeaf}, {"level", shLeaf},
 		{"claim_thread", shLeaf}, {"claim_thread_label", shLeaf}, {"actions", shActions},
-		{"claim_session", shLeaf}, {"ack_within", shLeaf},
+		{"claim_session", shLeaf}, {"ack_within", shLeaf}, {"edit_of", shLeaf},
 	}, 0},
 	shAction: {[]shapeKey{{"label", shLeaf}, {"data", shLeaf}}, 0b11},
 	shTrace:  {[]shapeKey{{"traceparent", shLeaf}}, 0},
@@ -382,6 +382,8 @@ func deliveryString(o *Delivery, name string) *string {
 		return &o.ClaimSession
 	case "ack_within":
 		return &o.AckWithin
+	case "edit_of":
+		return &o.EditOf
 	}
 	return nil
 }
@@ -478,7 +480,7 @@ func notifyRCOK(rc *RequestContext) bool {
 // intent, urgency and level, each of which may be absent.
 func deliveryEnumsOK(d *Delivery) bool {
 	switch d.Intent {
-	case "", IntentSend, IntentReply, IntentReact:
+	case "", IntentSend, IntentReply, IntentReact, IntentEdit:
 	default:
 		return false
 	}
@@ -504,7 +506,21 @@ func deliveryFieldsOK(d *Delivery) bool {
 		(d.Topic == "" || isName(d.Topic)) &&
 		runes(d.ClaimThreadLabel, 0, 128) &&
 		(d.ClaimSession == "" || isSessionTag(d.ClaimSession)) &&
-		(d.AckWithin == "" || isAckWithin(d.AckWithin))
+		(d.AckWithin == "" || isAckWithin(d.AckWithin)) &&
+		(d.EditOf == "" || isHexKey(d.EditOf))
+}
+
+// isHexKey reports whether s is a delivery key: 64 lowercase hex digits.
+func isHexKey(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // actionsOK checks delivery.actions: absent, or one to eight buttons, each
@@ -533,6 +549,9 @@ func intentRulesOK(d *Delivery, rc *RequestContext) bool {
 	}
 	if d.Intent == IntentReact && (d.Emoji == "" || rc.SourceThreadIdentity == "") {
 		return false // react needs an emoji and the message it reacts to
+	}
+	if d.Intent == IntentEdit && d.EditOf == "" {
+		return false // edit names the delivery it edits
 	}
 	telegram := d.Channel == "telegram" || strings.HasPrefix(d.Channel, "telegram:") ||
 		d.Channel == "" && rc != nil && rc.SourceChannel == "telegram"

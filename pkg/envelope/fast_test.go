@@ -634,7 +634,7 @@ func TestTraceIDMatchesPattern(t *testing.T) {
 // fast.go reads from the schemas themselves), check fast.go against it, then
 // update the sum here.
 func TestFastSchemasUnchanged(t *testing.T) {
-	const want = "866d306a19cbf0de78371a0ac26dd83a6a7c3f0f70af9287abf3bd81b0c0889e"
+	const want = "3c221beb5b477279ce6b4ccc96a8a399b70d647191c9d3b0ea87280a8407f6a6"
 	h := sha256.New()
 	for _, name := range []string{schemas.Route, schemas.Notify, schemas.RequestContext} {
 		b, err := schemas.FS.ReadFile(name)
@@ -821,7 +821,7 @@ func TestFastDecodesEveryKey(t *testing.T) {
 		`"target":{"butler":"health","tool":"route.execute"},"input":{"prompt":"Say it","context":{"notify_request":` +
 		`{"schema_version":"notify.v1","origin_butler":"health","delivery":{"intent":"reply","channel":"telegram:tg_main",` +
 		`"message":"Refill the pills?","recipient":"12345","subject":"Pills","emoji":"👍","urgency":"high","topic":"meds",` +
-		`"level":"warn","claim_thread":true,"claim_thread_label":"Refill","claim_session":"0123456789abcdef","ack_within":"10m","actions":[{"label":"Yes","data":"refill:yes"},` +
+		`"level":"warn","claim_thread":true,"claim_thread_label":"Refill","claim_session":"0123456789abcdef","ack_within":"10m","edit_of":"` + strings.Repeat("ab", 32) + `","actions":[{"label":"Yes","data":"refill:yes"},` +
 		`{"label":"No \u2014 not yet","data":"refill:no"}]},"request_context":` + rc + `,"idempotency_key":"refill-2026.11:a_1"}}},` +
 		`"trace_context":{"traceparent":"` + testTP + `"}}`)
 	var tree any

@@ -55,6 +55,9 @@ func (r *Route) IdempotencyKey() string {
 	if intent == "" {
 		intent = IntentSend
 	}
+	if n.Delivery.EditOf != "" {
+		return hashParts(n.OriginButler, requestID, intent, n.Delivery.Channel, n.Delivery.Recipient, thread, n.Delivery.Message, n.Delivery.Emoji, n.Delivery.EditOf)
+	}
 	return hashParts(n.OriginButler, requestID, intent, n.Delivery.Channel, n.Delivery.Recipient, thread, n.Delivery.Message, n.Delivery.Emoji)
 }
 

@@ -79,6 +79,10 @@ type Record struct {
 	// Args is the notify's ArgsDigest when the caller named it with an
 	// idempotency_key: a later call with that key must ask for the same.
 	Args string `json:"args,omitempty"`
+	// Chat is where its messages went: the recipient, else the chat of
+	// the message it answered, else the integration's default; what an
+	// edit of it names (with MessageIDs[0]). Empty on records from before.
+	Chat string `json:"chat,omitempty"`
 
 	rev uint64
 }

@@ -166,6 +166,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 	b.mcp.AddTool(ask, b.counted(b.ask))
 	b.addChannelTools()
 	b.addHistoryTool()
+	b.addEditTool()
 	for _, f := range families {
 		b.mcp.AddNotificationHandler(f.permissionRequest, b.permissionRequest(f))
 	}

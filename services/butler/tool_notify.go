@@ -130,6 +130,9 @@ func (b *Butler) send(ctx context.Context, n *envelope.Notify) *mcp.CallToolResu
 		return failedAnswer(body, r.RequestContext.RequestID)
 	}
 	nr := resp.Result.NotifyResponse
+	if n.Delivery.Intent != envelope.IntentEdit {
+		b.sent(ctx, r.IdempotencyKey(), nr.Delivery)
+	}
 	text := sentText(nr.RequestContext.RequestID, nr.Delivery)
 	return mcp.NewToolResultStructured(sentAnswer{nr, text}, text)
 }

@@ -45,7 +45,7 @@ Examples:
 `
 
 // logKinds are the kinds of audit records, as pkg/audit writes them.
-var logKinds = []string{audit.Routed, audit.Rejected, audit.Delivered, audit.Failed, audit.Dropped, audit.Uncertain, audit.Expired, audit.AutoAllowed, audit.ConfigReloaded, audit.Held, audit.Released}
+var logKinds = []string{audit.Routed, audit.Rejected, audit.Delivered, audit.Edited, audit.Failed, audit.Dropped, audit.Uncertain, audit.Expired, audit.AutoAllowed, audit.ConfigReloaded, audit.Held, audit.Released}
 
 // logIdle is how long a read that has not yet caught up waits for a record
 // before it asks the server whether any are left (they may have expired).

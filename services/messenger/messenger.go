@@ -354,6 +354,7 @@ func (m *Messenger) attempt(ctx context.Context, msg jetstream.Msg, r *envelope.
 	}
 	if rec == nil {
 		rec = newRecord(msg, n, key)
+		rec.Chat = m.chatOf(n)
 	} else if err := m.heldElsewhere(ctx, r, rec); err != nil {
 		return err
 	}
@@ -494,19 +495,22 @@ func (m *Messenger) answer(ctx context.Context, msg jetstream.Msg, r *envelope.R
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}
-	channel, id, butler := r.Notify().Delivery.Channel, r.RequestContext.RequestID, r.Target.Butler
+	channel, intent, id, butler := r.Notify().Delivery.Channel, r.Notify().Delivery.Intent, r.RequestContext.RequestID, r.Target.Butler
 	h := nats.Header{}
 	if tp := envelope.Traceparent(envelope.Traced(ctx, r)); tp != "" {
 		h.Set(envelope.HeaderTraceparent, tp)
 	}
 	if m.nc != nil && msg.Headers().Get(bus.HeaderRelay) == "" {
 		if _, err := m.nc.RequestMsg(&nats.Msg{Subject: bus.ReplySubject(butler, id), Data: b, Header: h}, bus.AnswerWait); err == nil {
-			m.audit.Write(ctx, audit.Outcome(butler, id, key, channel, resp))
+			m.audit.Write(ctx, audit.Outcome(butler, id, key, channel, intent, resp))
 			return nil
 		}
 	}
 	h.Set(bus.HeaderChannel, channel)
 	h.Set(bus.HeaderKey, key)
+	if intent != "" {
+		h.Set(bus.HeaderIntent, intent)
+	}
 	if relay := msg.Headers().Get(bus.HeaderRelay); relay != "" {
 		h.Set(bus.HeaderRelay, relay) // what the switchboard has to do with it
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -57,6 +58,26 @@ func newRecord(msg jetstream.Msg, n *envelope.Notify, key string) *ledger.Record
 		}
 	}
 	return rec
+}
+
+// chatOf is where notify n's messages go, as its ledger record keeps it
+// for an edit: its recipient, else the chat of the message it answers
+// (the part of its thread before ":", as the channels that edit write it),
+// else its integration's default.
+func (m *Messenger) chatOf(n *envelope.Notify) string {
+	if r := strings.TrimSpace(n.Delivery.Recipient); r != "" {
+		return r
+	}
+	if rc := n.RequestContext; rc != nil && n.Delivery.Intent != envelope.IntentSend && n.Delivery.Intent != "" {
+		if chat, _, ok := strings.Cut(rc.SourceThreadIdentity, ":"); ok && chat != "" {
+			return chat
+		}
+	}
+	_, id, _ := strings.Cut(n.Delivery.Channel, ":")
+	if in := m.cfg.Integration(id); in != nil {
+		return in.DefaultRecipient()
+	}
+	return ""
 }
 
 // heldElsewhere defers a delivery that another messenger is working on (or

@@ -238,6 +238,9 @@ func (s *Switchboard) routeOne(ctx context.Context, butler, subject string, raw 
 		return err
 	}
 	n.Delivery.Channel = in.Channel()
+	if n.Delivery.Intent == envelope.IntentEdit {
+		return s.routeEdit(ctx, r, butler, key, args, in)
+	}
 	if err := s.checkAddressee(ctx, butler, in, n); err != nil {
 		return err
 	}
@@ -263,6 +266,28 @@ func (s *Switchboard) routeOne(ctx context.Context, butler, subject string, raw 
 	// A prompt's, question's or claim's outcome, like a note's, ends the
 	// wait of a reply to its copy (ackSent).
 	ack, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, deliverHeader(args, claimed, prompt, mustSee || prompt || claimed))
+	if err != nil {
+		return &deliverUnsure{fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)}
+	}
+	s.routed(ctx, r, butler, key, ack.Duplicate)
+	return nil
+}
+
+// routeEdit hands butler's edit r to the messenger as an edit of the
+// message it names (editTarget): no prompt, claim, acknowledgement or quiet
+// hours apply to a change of a message already sent.
+func (s *Switchboard) routeEdit(ctx context.Context, r *envelope.Route, butler, key, args string, in *config.Integration) error {
+	id, err := s.editTarget(ctx, butler, in, r.Notify())
+	if err != nil {
+		return err
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
+	}
+	h := deliverHeader(args, false, false, false)
+	h.Set(bus.HeaderEdit, id)
+	ack, err := bus.Publish(ctx, s.js, bus.DeliverSubject("messenger"), data, key, h)
 	if err != nil {
 		return &deliverUnsure{fmt.Errorf("%w: %w", envelope.ErrTargetUnavailable, err)}
 	}
@@ -479,7 +504,7 @@ func (s *Switchboard) relay(ctx context.Context, m jetstream.Msg) error {
 	if err != nil {
 		return err
 	}
-	s.audit.Write(ctx, audit.Outcome(butler, id, m.Headers().Get(bus.HeaderKey), m.Headers().Get(bus.HeaderChannel), resp))
+	s.audit.Write(ctx, audit.Outcome(butler, id, m.Headers().Get(bus.HeaderKey), m.Headers().Get(bus.HeaderChannel), m.Headers().Get(bus.HeaderIntent), resp))
 	if butler == config.HeraldOrigin {
 		// Herald's own messages (pairing codes, closed prompts): nobody
 		// waits, and no butler is to be told.
