@@ -507,7 +507,7 @@ func TestLogErrors(t *testing.T) {
 	}{
 		{"unknown flag", []string{"--bogus"}, "Usage:"},
 		{"an argument", []string{"health"}, "Usage:"},
-		{"unknown kind", []string{"--kind", "deliverd"}, `--kind "deliverd": the kinds are routed, rejected, delivered, failed, dropped, uncertain`},
+		{"unknown kind", []string{"--kind", "deliverd"}, `--kind "deliverd": the kinds are routed, rejected, delivered, edited, failed, dropped, uncertain`},
 		{"bad since", []string{"--since", "yesterday"}, "neither a duration (10m, 24h, 7d) nor a time"},
 		{"bad channel", []string{"--channel", "telegram.tg"}, "give a channel type (telegram) or one integration (telegram:tg_main)"},
 		{"bad limit", []string{"--limit", "-1"}, "--limit -1"},

@@ -196,7 +196,7 @@ func TestReceiveMessages(t *testing.T) {
 				text: "the disk graph", sender: "77", thread: "-1001234567890:12",
 				meta: map[string]string{
 					"chat_id": "-1001234567890", "chat_type": "supergroup", "message_id": "12", "user": "Grace", "user_id": "77",
-					"ts": "1767225602", "reply_to_message_id": "9", "thread_id": "3",
+					"ts": "1767225602", "reply_to_message_id": "9", "reply_to_text": "how full is it?", "thread_id": "3",
 				},
 				attachments: []envelope.Attachment{{Name: "photo.jpg", Mime: "image/jpeg", Size: 98765, Ref: "telegram:file:large"}},
 			},
