@@ -14,7 +14,9 @@
 // passes the channel gate's Herald steps (capability, protocol era) for each
 // server. Offline, the gate then stops at a step of Anthropic's (the feature
 // flag, with 2.1.332 and the stand-in as first-party API); the test logs
-// which, and what lies beyond it.
+// which, and what lies beyond it. TestChannelLoop then sets that flag and
+// the permission relay's locally, as Anthropic does for an account with the
+// channels preview, and runs the whole conversation from Telegram.
 //
 // Run it with `make claude-test`. CLAUDE_BIN is the CLI; HERALD_BIN the
 // directory of the built binaries (default ../../bin). Without CLAUDE_BIN or

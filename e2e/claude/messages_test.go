@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -36,6 +37,9 @@ type messagesAPI struct {
 	mu       sync.Mutex
 	scripts  []*script
 	requests []string // "POST /v1/messages (stream)" etc., in order
+	// model, if set, answers a request before the scripts: its content
+	// block and stop reason, or ok false to leave it to them.
+	model func(req apiRequest) (content map[string]any, stop string, ok bool)
 }
 
 // script is one scripted turn of the model: find the tool, call it, say done.
@@ -99,6 +103,9 @@ type apiRequest struct {
 	MaxTokens int          `json:"max_tokens"`
 	Stream    bool         `json:"stream"`
 	Messages  []apiMessage `json:"messages"`
+	Tools     []struct {
+		Name string `json:"name"`
+	} `json:"tools"`
 }
 
 type apiMessage struct {
@@ -158,6 +165,11 @@ func (a *messagesAPI) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	a.mu.Lock()
 	a.requests = append(a.requests, line)
+	// HERALD_STANDIN_DUMP=dir keeps each request's body there, to read
+	// what Claude Code sent when a test fails.
+	if os.Getenv("HERALD_STANDIN_DUMP") != "" {
+		_ = os.WriteFile(fmt.Sprintf("%s/req-%03d.json", os.Getenv("HERALD_STANDIN_DUMP"), len(a.requests)), body, 0o600)
+	}
 	a.mu.Unlock()
 	w.Header().Set("request-id", fmt.Sprintf("req_standin%06d", len(a.log())))
 
@@ -191,7 +203,16 @@ func (a *messagesAPI) serve(w http.ResponseWriter, r *http.Request) {
 		apiError(w, http.StatusBadRequest, "invalid_request_error", "model, max_tokens and messages are required")
 		return
 	}
-	content, stop := a.reply(req.Messages)
+	a.mu.Lock()
+	model := a.model
+	a.mu.Unlock()
+	content, stop, ok := map[string]any(nil), "", false
+	if model != nil {
+		content, stop, ok = model(req)
+	}
+	if !ok {
+		content, stop = a.reply(req.Messages)
+	}
 	if req.Stream {
 		stream(w, req.Model, content, stop)
 		return

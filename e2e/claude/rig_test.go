@@ -39,9 +39,26 @@ type rig struct {
 	dev     *devFleet
 }
 
+// rigOptions change what a rig starts with.
+type rigOptions struct {
+	// config is herald dev's herald.yaml (devConfig if empty), and devEnv
+	// what it adds to herald dev's environment.
+	config string
+	devEnv []string
+	// channels sets the two switches Claude Code reads before it delivers
+	// a channel message and relays a permission prompt (GrowthBook flags
+	// tengu_harbor and tengu_harbor_permissions, from the disk cache that
+	// CLAUDE_CODE_GB_DISK_CACHE_WHEN_TELEMETRY_OFF makes it read), as
+	// Anthropic sets them for an account with the channels preview.
+	channels bool
+}
+
 // newRig checks what the test needs, skipping (with the reason) when the
 // CLI or tmux cannot be had, and starts herald dev and the stand-in.
-func newRig(t *testing.T) *rig {
+func newRig(t *testing.T) *rig { return newRigWith(t, rigOptions{}) }
+
+// newRigWith is newRig with o.
+func newRigWith(t *testing.T, o rigOptions) *rig {
 	t.Helper()
 	claude := os.Getenv("CLAUDE_BIN")
 	if claude == "" {
@@ -82,18 +99,26 @@ func newRig(t *testing.T) *rig {
 	// project trusted, the API key (the stand-in's) accepted. What Herald
 	// brings (the project's MCP server, development channels) is asked on
 	// screen and answered there.
-	writeJSON(t, filepath.Join(r.home, ".claude.json"), map[string]any{
+	settings := map[string]any{
 		"hasCompletedOnboarding": true,
 		"customApiKeyResponses":  map[string]any{"approved": []string{apiKey[len(apiKey)-20:]}, "rejected": []string{}},
 		"projects":               map[string]any{r.project: map[string]any{"hasTrustDialogAccepted": true}},
-	})
+	}
 	r.env = r.claudeEnv()
+	if o.channels {
+		settings["cachedGrowthBookFeatures"] = map[string]any{"tengu_harbor": true, "tengu_harbor_permissions": true}
+		r.env = append(r.env, "CLAUDE_CODE_GB_DISK_CACHE_WHEN_TELEMETRY_OFF=1")
+	}
+	writeJSON(t, filepath.Join(r.home, ".claude.json"), settings)
 	version, err := r.run(t, 30*time.Second, r.claude, "--version")
 	if err != nil {
 		t.Fatalf("%s --version: %v\n%s", r.claude, err, version)
 	}
 	t.Logf("Claude Code %s (%s)", strings.TrimSpace(version), r.claude)
-	r.dev = startDev(t, r.bin, r.project)
+	if o.config == "" {
+		o.config = devConfig
+	}
+	r.dev = startDev(t, r.bin, r.project, o.config, o.devEnv)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("Messages API stand-in saw:\n  %s", strings.Join(r.api.log(), "\n  "))
@@ -255,9 +280,9 @@ butlers:
   - { name: assistant, default_channel: log, mcp_http: "127.0.0.1:0" }
 `
 
-func startDev(t *testing.T, bin, project string) *devFleet {
+func startDev(t *testing.T, bin, project, config string, env []string) *devFleet {
 	t.Helper()
-	if err := os.WriteFile(filepath.Join(project, "herald.yaml"), []byte(devConfig), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(project, "herald.yaml"), []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	logs := t.TempDir()
@@ -277,6 +302,7 @@ func startDev(t *testing.T, bin, project string) *devFleet {
 			d.cmd.Env = append(d.cmd.Env, kv)
 		}
 	}
+	d.cmd.Env = append(d.cmd.Env, env...)
 	err = d.cmd.Start()
 	out.Close()
 	errf.Close()
@@ -474,6 +500,15 @@ type channelResult struct {
 // servers' channel gate result, what it says of them.
 func (r *rig) channelSession(t *testing.T, servers []string, flags ...string) map[string]*channelResult {
 	t.Helper()
+	s, results := r.openChannelSession(t, servers, flags...)
+	s.close()
+	return results
+}
+
+// openChannelSession is channelSession with the session left running, and
+// its screen.
+func (r *rig) openChannelSession(t *testing.T, servers []string, flags ...string) (*screen, map[string]*channelResult) {
+	t.Helper()
 	debug := filepath.Join(t.TempDir(), "claude-debug.log")
 	argv := append([]string{r.claude}, flags...)
 	argv = append(argv, "--debug-file", debug)
@@ -509,8 +544,7 @@ func (r *rig) channelSession(t *testing.T, servers []string, flags ...string) ma
 		time.Sleep(200 * time.Millisecond)
 	}
 	t.Logf("screen:\n%s", s.text())
-	s.close()
-	return results
+	return s, results
 }
 
 func readChannelResults(path string) map[string]*channelResult {
