@@ -398,6 +398,9 @@ type procSample struct {
 	at                   time.Time
 	pid                  int
 	rss, files, routines int64
+	// heap is a Herald process's go_memstats_heap_alloc_bytes: the live
+	// heap and the garbage not yet collected.
+	heap int64
 }
 
 type streamSample struct {
@@ -447,6 +450,9 @@ func (s *sampler) sample() {
 		if name != soakNATSProcess {
 			if g, ok, err := s.f.counter(name, "go_goroutines"); err == nil && ok {
 				ps.routines = int64(g)
+			}
+			if h, ok, err := s.f.counter(name, "go_memstats_heap_alloc_bytes"); err == nil && ok {
+				ps.heap = int64(h)
 			}
 		}
 		if ps.rss < 0 {
@@ -520,6 +526,28 @@ func slope(at []time.Time, y []float64) float64 {
 
 func mb(b float64) string { return fmt.Sprintf("%.1f MB", b/(1<<20)) }
 
+// troughEvery is the span of each trough of a heap series: a few of the
+// collector's cycles at the soak's load.
+const troughEvery = 2 * time.Minute
+
+// troughs are the least of vs in each span of every (zeros, a sample
+// without the figure, left out), at the span's start.
+func troughs(at []time.Time, vs []float64, every time.Duration) ([]time.Time, []float64) {
+	var outAt []time.Time
+	var out []float64
+	for i, v := range vs {
+		if v <= 0 {
+			continue
+		}
+		if n := len(out); n > 0 && at[i].Sub(outAt[n-1]) < every {
+			out[n-1] = min(out[n-1], v)
+			continue
+		}
+		outAt, out = append(outAt, at[i]), append(out, v)
+	}
+	return outAt, out
+}
+
 // report prints, per process, what the samples from from on say, and per
 // stream its growth against its limits.
 func (s *sampler) report(w io.Writer, from time.Time, d time.Duration) {
@@ -528,11 +556,11 @@ func (s *sampler) report(w io.Writer, from time.Time, d time.Duration) {
 	fmt.Fprintf(w, "\nA month of steady load: %d notifies/s and %d inbound/s for %s, samples every %s, measured from %s on (after the warm-up and the kills)\n\n",
 		soakNotifyRate, soakInboundRate, d, s.every, d*4/10)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "process\tsamples\tRSS\tRSS /h\tfiles\tfiles /h\tgoroutines\tgoroutines /h\t30-day RSS\tbudget\tverdict\t")
+	fmt.Fprintln(tw, "process\tsamples\tRSS\tRSS /h\tlive heap\theap /h\tfiles\tfiles /h\tgoroutines\tgoroutines /h\t30-day RSS\tbudget\tverdict\t")
 	keysPerHour, keysNow, keys30 := s.kvKeys(from)
 	for _, name := range []string{soakNATSProcess, "switchboard", "messenger", "butler"} {
 		var at []time.Time
-		var rss, files, routines []float64
+		var rss, files, routines, heap []float64
 		all := s.procs[name]
 		if len(all) == 0 {
 			continue
@@ -544,6 +572,7 @@ func (s *sampler) report(w io.Writer, from time.Time, d time.Duration) {
 			}
 			at = append(at, p.at)
 			rss, files, routines = append(rss, float64(p.rss)), append(files, float64(p.files)), append(routines, float64(p.routines))
+			heap = append(heap, float64(p.heap))
 		}
 		if len(at) < 3 {
 			fmt.Fprintf(tw, "%s\t%d\t\t\t\t\t\t\t\t\ttoo few samples\t\n", name, len(at))
@@ -551,10 +580,23 @@ func (s *sampler) report(w io.Writer, from time.Time, d time.Duration) {
 		}
 		rssH := slope(at, rss)
 		end := rss[len(rss)-1]
-		// A Herald process holds no state that grows with the traffic: its
-		// growth is projected as it was measured, for the whole month.
-		proj := end + max(rssH, 0)*soakMonth.Hours()
-		how := "linear"
+		// A Herald process's RSS follows its live heap: the collector lets
+		// the heap reach twice the live heap (GOGC=100) before it collects,
+		// and returns freed pages when it likes, so over minutes RSS is a
+		// sawtooth. The live heap is the heap's troughs (the least heap of
+		// each troughEvery), and a month is projected as the RSS at the end
+		// and twice the live heap's growth, for the whole month.
+		liveAt, live := troughs(at, heap, troughEvery)
+		heapH := 0.0
+		if len(live) >= 2 {
+			heapH = slope(liveAt, live)
+		}
+		proj := end + 2*max(heapH, 0)*soakMonth.Hours()
+		how := "2 × live heap's growth"
+		liveText, heapHText := "-", "-"
+		if len(live) >= 2 {
+			liveText, heapHText = mb(live[0])+"→"+mb(live[len(live)-1]), mb(heapH)
+		}
 		if name == soakNATSProcess && keysPerHour > 0 && rssH > 0 {
 			// nats-server's grows with the keys the buckets keep, until
 			// each bucket's limits stop it: what it holds now and the
@@ -577,8 +619,11 @@ func (s *sampler) report(w io.Writer, from time.Time, d time.Duration) {
 		if name != soakNATSProcess {
 			g, gh = fmt.Sprintf("%.0f→%.0f", routines[0], routines[len(routines)-1]), fmt.Sprintf("%+.0f", slope(at, routines))
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s→%s\t%s\t%.0f→%.0f\t%+.0f\t%s\t%s\t%s (%s)\t%s\t%s\t\n", name, len(at),
-			mb(rss[0]), mb(end), mb(rssH), files[0], files[len(files)-1], slope(at, files), g, gh, mb(proj), how, mb(float64(soakBudget(name))), verdict)
+		if name == soakNATSProcess {
+			liveText, heapHText = "-", "-"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s→%s\t%s\t%s\t%s\t%.0f→%.0f\t%+.0f\t%s\t%s\t%s (%s)\t%s\t%s\t\n", name, len(at),
+			mb(rss[0]), mb(end), mb(rssH), liveText, heapHText, files[0], files[len(files)-1], slope(at, files), g, gh, mb(proj), how, mb(float64(soakBudget(name))), verdict)
 	}
 	_ = tw.Flush()
 	s.reportStreams(w, from)
