@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
@@ -161,11 +162,11 @@ func (m *loopModel) answer(req apiRequest) (map[string]any, string, bool) {
 	// turn: the result is kept, and the message answered.
 	results := false
 	for _, b := range blocksOf(last.Content) {
-		if b.Type == "tool_result" {
+		if word, ok := m.calls[b.ToolUseID]; ok && b.Type == "tool_result" {
 			results = true
-			if word, ok := m.calls[b.ToolUseID]; ok {
-				m.results[word] = b
-			}
+			m.results[word] = b
+		} else if b.Type == "tool_result" && strings.HasPrefix(b.ToolUseID, "toolu_01Loop") {
+			results = true // the reply's
 		}
 	}
 	for _, b := range blocksOf(last.Content) {
@@ -265,5 +266,40 @@ func waitPrompt(t *testing.T, tg *telegramtest.Server, before []string, s *scree
 			t.Fatalf("no new permission prompt (after %v) reached Telegram within 90s; screen:\n%s", before, s.text())
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// TestInboxWithoutChannelFlag: Claude Code started without the channel flag
+// ignores the channel notification the butler pushes, and says nothing of
+// it; the model still gets the message, marked pushed, when it calls inbox.
+func TestInboxWithoutChannelFlag(t *testing.T) {
+	tg := telegramtest.NewServer(t)
+	r := newRigWith(t, rigOptions{config: loopConfig, channels: true,
+		devEnv: []string{"HERALD_LOOP_TG_TOKEN=" + tg.Token(), "TELEGRAM_API_URL=" + tg.URL()}})
+	add := r.dev.bannerLine(t, "Claude:")
+	server := strings.Fields(add)[5]
+	if out, err := r.shell(t, r.project, add); err != nil {
+		t.Fatalf("%s: %v\n%s", add, err, out)
+	}
+	inbox := toolName(server, "inbox")
+	sc := r.api.play("check your inbox", inbox, map[string]any{}, "Read them.")
+	s, results := r.openChannelSession(t, []string{server}, "--allowedTools", inbox)
+	defer s.close()
+	if slices.Contains(results[server].gate, "registered") {
+		t.Fatalf("%s registered as a channel without the flag: %v", server, results[server].gate)
+	}
+	tg.SendUserMessage(tg.Token(), telegramtest.Message{Chat: telegramtest.Chat{ID: loopAlice.ID, Type: "private"}, From: &loopAlice, Text: "are you reading this?"})
+	if _, ok := r.dev.logLine(60*time.Second, "pushed to the model's sessions"); !ok {
+		t.Fatalf("the butler pushed nothing to the session:\n%s", testkit.Tail(r.dev.stderr, 20))
+	}
+	s.keys("-l", "check your inbox")
+	time.Sleep(500 * time.Millisecond)
+	s.keys("Enter")
+	got, isError, err := sc.waitResult(90 * time.Second)
+	if err != nil {
+		t.Fatalf("%v; screen:\n%s", err, s.text())
+	}
+	if isError || !strings.Contains(got, "are you reading this?") || !strings.Contains(got, "(pushed to you before)") {
+		t.Fatalf("inbox answered the model %q, want the pushed message, marked pushed", got)
 	}
 }

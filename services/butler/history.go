@@ -140,7 +140,7 @@ func (b *Butler) history(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 		lines = append(lines, fmt.Sprintf("[%s] %s (%s): %s", m.At.Format("2006-01-02 15:04"), m.From, id, m.Text))
 	}
 	text := fmt.Sprintf("%d message(s) of chat %s on %s, oldest first:\n%s", len(msgs), chat, integration, strings.Join(lines, "\n"))
-	return mcp.NewToolResultStructured(map[string]any{"integration": integration, "chat": chat, "messages": msgs}, text), nil
+	return mcp.NewToolResultStructured(map[string]any{"integration": integration, "chat": chat, "messages": msgs, "summary": text}, text), nil
 }
 
 // conversationOf is the integration and chat history names: by a message

@@ -139,7 +139,9 @@ func (b *Butler) inbox(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 	if msgs == nil {
 		msgs = []*inbound{}
 	}
-	return mcp.NewToolResultStructured(map[string]any{"messages": msgs}, text), nil
+	// Claude Code gives the model the structured content in place of the
+	// text: the sentence goes in it too.
+	return mcp.NewToolResultStructured(map[string]any{"messages": msgs, "summary": text}, text), nil
 }
 
 // channelInfo describes one integration to the model. Never a secret.
