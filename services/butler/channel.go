@@ -55,8 +55,12 @@ type channelSide struct {
 	takes     map[string]bool                 // sessions that have taken messages: streamed or used inbox
 	pushed    map[pushKey]time.Time           // inbox messages pushed to a session, and when (pushedBefore)
 	prunedAt  time.Time                       // when pushed was last pruned
-	wake      chan struct{}
-	pulling   sync.Mutex // one reader of the inbox at a time keeps the order
+	// unreadDropped counts entries that left the unread list since
+	// unreadWarned, when that was last logged (unread.go).
+	unreadDropped int
+	unreadWarned  time.Time
+	wake          chan struct{}
+	pulling       sync.Mutex // one reader of the inbox at a time keeps the order
 }
 
 func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*channelSide, error) {

@@ -268,3 +268,30 @@ func TestPushedMessageStaysUnreadUntilActedOn(t *testing.T) {
 		t.Errorf("channel_status %v, want none unread", status.StructuredContent)
 	}
 }
+
+// TestUnreadListKeepsTheLatest: a client that never answers nor calls inbox
+// leaves at most 500 messages on the unread list, the latest; inbox then
+// gives those, oldest first.
+func TestUnreadListKeepsTheLatest(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: pushes 510 messages")
+	}
+	srv := bustest.RunServer(t)
+	nc, js := srv.Connect()
+	_, url, tok := serveButlerOn(t, nc)
+	c := butlertest.Connect(t, url, "2025-11-25", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok}))
+	var ids []string
+	for i := range 510 {
+		ids = append(ids, inboundRoute(t, js, "assistant", fmt.Sprintf("message %d", i), i+1))
+	}
+	c.Wait(butler.MethodChannel, 510)
+	res := c.Call("inbox", map[string]any{"max": 200})
+	msgs, _ := res.StructuredContent.(map[string]any)["messages"].([]any)
+	if len(msgs) != 200 {
+		t.Fatalf("inbox gave %d, want 200", len(msgs))
+	}
+	first, _ := msgs[0].(map[string]any)["meta"].(map[string]any)
+	if first["request_id"] != ids[10] {
+		t.Errorf("the oldest unread is %v, want message 10 (the 10 before it left the list)", first["request_id"])
+	}
+}

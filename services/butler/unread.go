@@ -77,10 +77,27 @@ func (c *channelSide) addUnread(ctx context.Context, seq uint64, v *inbound) err
 	if err != nil {
 		return fmt.Errorf("%w: recording an unread message: %w", envelope.ErrTargetUnavailable, err)
 	}
-	for _, d := range dropped {
-		c.b.log.WarnContext(ctx, "a pushed message the model never acted on leaves the unread list (too old, or too many unread)", "request_id", d.RequestID, "pushed_at", d.PushedAt)
+	if len(dropped) > 0 {
+		c.droppedUnread(ctx, dropped)
 	}
 	return nil
+}
+
+// droppedUnread logs entries that left the unread list unread: at most once
+// a minute, with how many since, so a client that never answers (nor calls
+// inbox) does not fill the log.
+func (c *channelSide) droppedUnread(ctx context.Context, dropped []unreadEntry) {
+	c.mu.Lock()
+	c.unreadDropped += len(dropped)
+	n, due := c.unreadDropped, time.Since(c.unreadWarned) >= time.Minute
+	if due {
+		c.unreadDropped, c.unreadWarned = 0, time.Now()
+	}
+	c.mu.Unlock()
+	if due {
+		last := dropped[len(dropped)-1]
+		c.b.log.WarnContext(ctx, "pushed messages the model never answered nor took with inbox left the unread list (older than 7 days, or beyond 500); they are still in history", "count", n, "last_request_id", last.RequestID)
+	}
 }
 
 // trim drops the entries older than unreadKeep and the oldest beyond
