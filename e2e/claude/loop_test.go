@@ -43,14 +43,30 @@ var loopAlice = telegramtest.User{ID: 12345, FirstName: "Alice", Username: "alic
 // and then another denied by "no <id>", each outcome in the model's next
 // request.
 func TestChannelLoop(t *testing.T) {
-	tg := telegramtest.NewServer(t)
-	r := newRigWith(t, rigOptions{config: loopConfig, channels: true,
-		devEnv: []string{"HERALD_LOOP_TG_TOKEN=" + tg.Token(), "TELEGRAM_API_URL=" + tg.URL()}})
+	t.Run("http", func(t *testing.T) { channelLoop(t, addHTTPServer) })
+	// The README's stdio butler gets the messages and its reply goes back,
+	// but Claude Code 2.1.332 relayed no permission prompt to it within
+	// 90 s (its debug log: the permission hooks ran, nothing was sent to
+	// the server): not yet understood, so not yet run here.
+}
+
+// addHTTPServer adds herald dev's butler to Claude Code by the banner's
+// line, and returns the server's name.
+func addHTTPServer(t *testing.T, r *rig) string {
+	t.Helper()
 	add := r.dev.bannerLine(t, "Claude:")
-	server := strings.Fields(add)[5]
 	if out, err := r.shell(t, r.project, add); err != nil {
 		t.Fatalf("%s: %v\n%s", add, err, out)
 	}
+	return strings.Fields(add)[5]
+}
+
+// channelLoop is TestChannelLoop with the butler connected by connect.
+func channelLoop(t *testing.T, connect func(*testing.T, *rig) string) {
+	tg := telegramtest.NewServer(t)
+	r := newRigWith(t, rigOptions{config: loopConfig, channels: true,
+		devEnv: []string{"HERALD_LOOP_TG_TOKEN=" + tg.Token(), "TELEGRAM_API_URL=" + tg.URL()}})
+	server := connect(t, r)
 	m := &loopModel{server: server, results: map[string]apiBlock{}, calls: map[string]string{}, handled: map[string]bool{}}
 	r.api.mu.Lock()
 	r.api.model = m.answer
@@ -123,18 +139,20 @@ type loopModel struct {
 
 // channelTurn is a request whose latest user turn held a channel message.
 type channelTurn struct {
-	tag      string // the <channel …> opening tag
-	attrs    map[string]string
-	sources  int // how many attributes are named source
-	content  string
-	tools    []string // the tools the request offers the model
-	turn     int      // which turn of the model's it is (1: the session's first)
+	tag     string // the <channel …> opening tag
+	attrs   map[string]string
+	sources int // how many attributes are named source
+	content string
+	tools   []string // the tools the request offers the model
+	turn    int      // which turn of the model's it is (1: the session's first)
 }
 
 var (
 	channelTag = regexp.MustCompile(`(<channel\b[^>]*>)([\s\S]*?)</channel>`)
 	tagAttr    = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)="([^"]*)"`)
 	runCommand = regexp.MustCompile(`please run: (touch ([a-z]+))`)
+	// requestIDForm is a request_id: a UUID.
+	requestIDForm = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
 )
 
 func (m *loopModel) answer(req apiRequest) (map[string]any, string, bool) {
@@ -143,17 +161,23 @@ func (m *loopModel) answer(req apiRequest) (map[string]any, string, bool) {
 	}
 	// The latest user turn (Claude Code may add a system message after it),
 	// and how many turns the model had before it.
-	var last apiMessage
-	before := 0
+	// A message that arrives while the model works comes in a system
+	// message after the turn ("A message arrived from … while you were
+	// working"): the blocks of the latest user turn and of what follows it.
+	var latest []apiBlock
+	before, seenUser := 0, false
 	for _, msg := range req.Messages {
 		switch msg.Role {
 		case "user":
-			last = msg
+			latest, seenUser = blocksOf(msg.Content), true
 		case "assistant":
 			before++
+			latest = nil
+		default:
+			latest = append(latest, blocksOf(msg.Content)...)
 		}
 	}
-	if last.Role == "" {
+	if !seenUser {
 		return nil, "", false
 	}
 	m.mu.Lock()
@@ -161,7 +185,7 @@ func (m *loopModel) answer(req apiRequest) (map[string]any, string, bool) {
 	// A tool's result and a new channel message may come in one user
 	// turn: the result is kept, and the message answered.
 	results := false
-	for _, b := range blocksOf(last.Content) {
+	for _, b := range latest {
 		if word, ok := m.calls[b.ToolUseID]; ok && b.Type == "tool_result" {
 			results = true
 			m.results[word] = b
@@ -169,9 +193,11 @@ func (m *loopModel) answer(req apiRequest) (map[string]any, string, bool) {
 			results = true // the reply's
 		}
 	}
-	for _, b := range blocksOf(last.Content) {
+	for _, b := range latest {
+		// Only a message's tag: the server's instructions, which Claude
+		// Code also sends, show one with request_id="...".
 		found := channelTag.FindStringSubmatch(b.Text)
-		if found == nil || m.handled[tagAttrOf(found[1], "request_id")] {
+		if found == nil || !requestIDForm.MatchString(tagAttrOf(found[1], "request_id")) || m.handled[tagAttrOf(found[1], "request_id")] {
 			continue
 		}
 		turn := channelTurn{tag: found[1], attrs: map[string]string{}, content: found[2], turn: before + 1}
@@ -276,11 +302,7 @@ func TestInboxWithoutChannelFlag(t *testing.T) {
 	tg := telegramtest.NewServer(t)
 	r := newRigWith(t, rigOptions{config: loopConfig, channels: true,
 		devEnv: []string{"HERALD_LOOP_TG_TOKEN=" + tg.Token(), "TELEGRAM_API_URL=" + tg.URL()}})
-	add := r.dev.bannerLine(t, "Claude:")
-	server := strings.Fields(add)[5]
-	if out, err := r.shell(t, r.project, add); err != nil {
-		t.Fatalf("%s: %v\n%s", add, err, out)
-	}
+	server := addHTTPServer(t, r)
 	inbox := toolName(server, "inbox")
 	sc := r.api.play("check your inbox", inbox, map[string]any{}, "Read them.")
 	s, results := r.openChannelSession(t, []string{server}, "--allowedTools", inbox)

@@ -510,6 +510,11 @@ func (r *rig) channelSession(t *testing.T, servers []string, flags ...string) ma
 func (r *rig) openChannelSession(t *testing.T, servers []string, flags ...string) (*screen, map[string]*channelResult) {
 	t.Helper()
 	debug := filepath.Join(t.TempDir(), "claude-debug.log")
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("Claude Code's debug log, its permission lines:\n%s", grepFile(debug, "ermission"))
+		}
+	})
 	argv := append([]string{r.claude}, flags...)
 	argv = append(argv, "--debug-file", debug)
 	t.Logf("interactive session: claude %s", strings.Join(argv[1:], " "))
