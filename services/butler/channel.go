@@ -399,7 +399,7 @@ type pushKey struct {
 
 // pushedKeep is how long a push is remembered: far longer than a message
 // is redelivered after an ack that was lost (bus.AckWait, a NATS election).
-const pushedKeep = 10 * time.Minute
+const pushedKeep = 2 * time.Minute
 
 func streamSeq(msg jetstream.Msg) uint64 {
 	md, err := msg.Metadata()
