@@ -27,7 +27,7 @@ const (
 	Delivered = "delivered"
 	// Edited: a butler's edit of a message it sent was delivered.
 	Edited = "edited"
-	Failed    = "failed"
+	Failed = "failed"
 	// Dropped: an inbound message refused on arrival or at a gate.
 	Dropped = "dropped"
 	// Uncertain: a delivery whose attempt died while calling the provider,
