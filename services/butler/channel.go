@@ -469,11 +469,13 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 	}
 	seq := streamSeq(msg)
 	sent := 0
+	var fresh []string // the sessions pushed it now
 	for _, r := range rs {
 		if c.pushedBefore(r.id, seq) {
-			// A redelivery of a message this session has (its ack was lost:
-			// a NATS node killed, a kill of this process before the ack came
-			// to nothing): not pushed twice.
+			// A redelivery of a message this session has, recorded unread
+			// then (its ack was lost: a NATS node killed, a kill of this
+			// process before the ack came to nothing): not pushed twice,
+			// nor put back on the unread list if the model answered it.
 			sent++
 			continue
 		}
@@ -488,7 +490,7 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 		}
 		if took {
 			sent++
-			c.markPushed(r.id, seq)
+			fresh = append(fresh, r.id)
 		}
 	}
 	if sent == 0 {
@@ -496,18 +498,23 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	// Pushed is not yet seen: unread until the model acts on it or takes
-	// it with inbox (unread.go).
-	if err := c.addUnread(ctx, seq, v); err != nil {
-		c.b.log.WarnContext(ctx, "inbound message pushed but not recorded unread; it is pushed again", "request_id", v.Meta["request_id"], "err", err)
-		_ = msg.NakWithDelay(time.Second)
-		return
+	// it with inbox (unread.go). A push is remembered once it is recorded.
+	if len(fresh) > 0 {
+		if err := c.addUnread(ctx, seq, v); err != nil {
+			c.b.log.WarnContext(ctx, "inbound message pushed but not recorded unread; it is pushed again", "request_id", v.Meta["request_id"], "err", err)
+			_ = msg.NakWithDelay(time.Second)
+			return
+		}
+		for _, id := range fresh {
+			c.markPushed(id, seq)
+		}
 	}
 	if v.claim != "" && len(rs) > 1 {
 		c.b.log.InfoContext(ctx, "the session that claimed this conversation is gone or silent; the butler's other sessions got its message", "request_id", v.Meta["request_id"])
 	}
 	c.b.log.InfoContext(ctx, "inbound message pushed to the model's sessions; unread until the model answers it or takes it with inbox", "request_id", v.Meta["request_id"], "source_channel", v.Meta[MetaSourceChannel], "sessions", sent)
 	_ = msg.Ack()
-	if !v.notice && v.Meta[envelope.MetaKind] != MetaKindAnswer {
+	if len(fresh) > 0 && !v.notice && v.Meta[envelope.MetaKind] != MetaKindAnswer {
 		c.signal(bus.TypingStart, v.Meta["request_id"])
 	}
 }

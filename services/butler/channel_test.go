@@ -154,7 +154,10 @@ func TestInboxToolForClientsWithoutNotifications(t *testing.T) {
 // NATS (here NATS refuses the butler's acks; in the field, the stream's
 // leader killed right after the push) comes back after the ack wait, and a
 // session that has it does not get it again.
-func TestRedeliveredMessageIsNotPushedTwice(t *testing.T) {
+// ackLessButler serves a butler whose NATS user may not ack (in the
+// field: acks lost with a killed stream leader), and connects a session.
+func ackLessButler(t *testing.T) (jetstream.JetStream, *butlertest.Client) {
+	t.Helper()
 	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
 		JetStreamMaxStore: bus.EmbeddedMaxStore, NoLog: true, NoSigs: true,
 		Users: []*server.User{
@@ -186,9 +189,28 @@ func TestRedeliveredMessageIsNotPushedTwice(t *testing.T) {
 	bnc, _ := connect("butler")
 	_, url, tok := serveButlerOn(t, bnc)
 	c := butlertest.Connect(t, url, "2025-06-18", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok}))
+	return js, c
+}
+
+func TestRedeliveredMessageIsNotPushedTwice(t *testing.T) {
+	js, c := ackLessButler(t)
 	id := inboundRoute(t, js, "assistant", "once, please", 1)
 	c.Wait(butler.MethodChannel, 1)
-	// Redelivered after bus.AckWait (4 s), and again after each one more.
+	waitRedelivered(t, js)
+	var got []string
+	for _, n := range c.Notifications(butler.MethodChannel) {
+		meta, _ := n["meta"].(map[string]any)
+		got = append(got, fmt.Sprint(meta["request_id"]))
+	}
+	if len(got) != 1 || got[0] != id {
+		t.Fatalf("the session got %v, want %s once", got, id)
+	}
+}
+
+// waitRedelivered waits until the inbox's one message was delivered again
+// twice: after bus.AckWait (4 s), and after one more.
+func waitRedelivered(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
 	cons, err := js.Consumer(t.Context(), bus.StreamInbox, bus.ConsumerInbox("assistant"))
 	if err != nil {
 		t.Fatal(err)
@@ -205,13 +227,23 @@ func TestRedeliveredMessageIsNotPushedTwice(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	time.Sleep(500 * time.Millisecond)
-	var got []string
-	for _, n := range c.Notifications(butler.MethodChannel) {
-		meta, _ := n["meta"].(map[string]any)
-		got = append(got, fmt.Sprint(meta["request_id"]))
+}
+
+// TestAnsweredRedeliveryIsNotUnreadAgain: a message the model answered,
+// whose ack was lost (NATS refuses the butler's acks here), comes back
+// after the ack wait; it is not put back on the unread list, so inbox does
+// not offer it again.
+func TestAnsweredRedeliveryIsNotUnreadAgain(t *testing.T) {
+	js, c := ackLessButler(t)
+	id := inboundRoute(t, js, "assistant", "answer me once", 1)
+	c.Wait(butler.MethodChannel, 1)
+	if res := c.Call("reply", map[string]any{"request_id": id, "message": "answered"}); res.IsError {
+		t.Fatalf("reply: %v", res.Content)
 	}
-	if len(got) != 1 || got[0] != id {
-		t.Fatalf("the session got %v, want %s once", got, id)
+	waitRedelivered(t, js)
+	status := c.Call("channel_status", nil)
+	if st, _ := status.StructuredContent.(map[string]any); st["unread"] != float64(0) {
+		t.Fatalf("channel_status after the answered message came back: %v, want none unread", status.StructuredContent)
 	}
 }
 
@@ -273,9 +305,6 @@ func TestPushedMessageStaysUnreadUntilActedOn(t *testing.T) {
 // leaves at most 500 messages on the unread list, the latest; inbox then
 // gives those, oldest first.
 func TestUnreadListKeepsTheLatest(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: pushes 510 messages")
-	}
 	srv := bustest.RunServer(t)
 	nc, js := srv.Connect()
 	_, url, tok := serveButlerOn(t, nc)
