@@ -94,8 +94,8 @@ func TestClaudeCode(t *testing.T) {
 
 // writeReadmeMCPJSON writes the project's .mcp.json from the README's stdio
 // recipe (the json block under "Talk to your model" that runs a butler with
-// --stdio), changing only its NATS_URL to herald dev's, and returns the
-// name it gives the server.
+// --stdio), with herald dev's NATS_URL and, as the README says for one's own
+// herald.yaml, HERALD_CONFIG; it returns the name it gives the server.
 func writeReadmeMCPJSON(t *testing.T, r *rig) string {
 	t.Helper()
 	recipe := mdBlock(t, readme(t, r), "Talk to your model", "json", `"--stdio"`)
@@ -119,10 +119,18 @@ func writeReadmeMCPJSON(t *testing.T, r *rig) string {
 			recipe = strings.Replace(recipe, `"`+url+`"`, `"`+r.dev.nats+`"`, 1)
 		}
 	}
+	// herald dev runs on the project's herald.yaml: the README says to name
+	// it to a butler of one's own file (without it the butler would run on
+	// the built-in configuration, and know none of the file's approvers).
+	const ownFile = `"HERALD_CONFIG": "herald.yaml"`
+	if !strings.Contains(readme(t, r), ownFile) {
+		t.Fatalf("README's stdio recipe no longer says how to name one's own herald.yaml (%s)", ownFile)
+	}
+	recipe = strings.Replace(recipe, `"env": { `, `"env": { `+ownFile+`, `, 1)
 	if err := os.WriteFile(filepath.Join(r.project, ".mcp.json"), []byte(recipe), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf(".mcp.json (the README's, NATS_URL herald dev's):\n%s", recipe)
+	t.Logf(".mcp.json (the README's, on herald dev's NATS and file):\n%s", recipe)
 	return name
 }
 
