@@ -43,8 +43,21 @@ var loopAlice = telegramtest.User{ID: 12345, FirstName: "Alice", Username: "alic
 // and then another denied by "no <id>", each outcome in the model's next
 // request.
 func TestChannelLoop(t *testing.T) {
-	t.Run("http", func(t *testing.T) { channelLoop(t, addHTTPServer) })
-	t.Run("stdio", func(t *testing.T) { channelLoop(t, writeReadmeMCPJSON) })
+	asServer := func(add func(*testing.T, *rig) string) func(*testing.T, *rig) (string, []string) {
+		return func(t *testing.T, r *rig) (string, []string) {
+			name := add(t, r)
+			return name, []string{"--dangerously-load-development-channels", "server:" + name}
+		}
+	}
+	t.Run("http", func(t *testing.T) { channelLoop(t, asServer(addHTTPServer)) })
+	t.Run("stdio", func(t *testing.T) { channelLoop(t, asServer(writeReadmeMCPJSON)) })
+	// The plugin's butler on herald dev's file, as its README says for a
+	// butler of one's own.
+	t.Run("plugin", func(t *testing.T) {
+		channelLoop(t, func(t *testing.T, r *rig) (string, []string) {
+			return installPlugin(t, r, "herald_config="+filepath.Join(r.project, "herald.yaml"))
+		})
+	})
 }
 
 // addHTTPServer adds herald dev's butler to Claude Code by the banner's
@@ -58,19 +71,20 @@ func addHTTPServer(t *testing.T, r *rig) string {
 	return strings.Fields(add)[5]
 }
 
-// channelLoop is TestChannelLoop with the butler connected by connect.
-func channelLoop(t *testing.T, connect func(*testing.T, *rig) string) {
+// channelLoop is TestChannelLoop with the butler connected by connect,
+// which returns its server's name and the flags that load it as a channel.
+func channelLoop(t *testing.T, connect func(*testing.T, *rig) (string, []string)) {
 	tg := telegramtest.NewServer(t)
 	r := newRigWith(t, rigOptions{config: loopConfig, channels: true,
 		devEnv: []string{"HERALD_LOOP_TG_TOKEN=" + tg.Token(), "TELEGRAM_API_URL=" + tg.URL()}})
-	server := connect(t, r)
+	server, channel := connect(t, r)
 	m := &loopModel{server: server, results: map[string]apiBlock{}, calls: map[string]string{}, handled: map[string]bool{}}
 	r.api.mu.Lock()
 	r.api.model = m.answer
 	r.api.mu.Unlock()
 
-	s, results := r.openChannelSession(t, []string{server}, "--dangerously-load-development-channels", "server:"+server,
-		"--permission-mode", "default", "--allowedTools", toolName(server, "reply"))
+	s, results := r.openChannelSession(t, []string{server}, append(channel,
+		"--permission-mode", "default", "--allowedTools", toolName(server, "reply"))...)
 	defer s.close()
 	if !slices.Contains(results[server].gate, "registered") {
 		t.Fatalf("Claude Code did not register %s as a channel with the flags set: %v", server, results[server].gate)

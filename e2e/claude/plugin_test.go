@@ -17,7 +17,19 @@ import (
 // butler as a channel and has the model notify through it.
 func TestClaudeCodePlugin(t *testing.T) {
 	r := newRig(t)
+	server, session := installPlugin(t, r)
+	results := r.channelSession(t, []string{server}, session...)
+	checkChannelGates(t, server, results[server])
 
+	r.notifyThrough(t, server)
+}
+
+// installPlugin installs the repository's plugin by its README's lines, on
+// herald dev's NATS address and the options in config (key=value), and
+// returns its server's name and the README's flags that load it as a
+// channel.
+func installPlugin(t *testing.T, r *rig, config ...string) (server string, session []string) {
+	t.Helper()
 	b, err := os.ReadFile(filepath.Join(r.repo, ".claude-plugin", "marketplace.json"))
 	if err != nil {
 		t.Fatalf("the repository is no plugin marketplace: %v", err)
@@ -53,7 +65,6 @@ func TestClaudeCodePlugin(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var session []string
 	for _, line := range strings.Split(strings.TrimSpace(mdBlock(t, string(readme), "", "sh", "claude plugin install")), "\n") {
 		switch {
 		case strings.HasPrefix(line, "claude plugin marketplace add "):
@@ -62,6 +73,9 @@ func TestClaudeCodePlugin(t *testing.T) {
 			}
 		case strings.HasPrefix(line, "claude plugin install "+plugin):
 			line += " --config nats_url=" + r.dev.nats
+			for _, c := range config {
+				line += " --config " + c
+			}
 			if out, err := r.shell(t, checkout, line); err != nil || !strings.Contains(out, "Successfully installed plugin: "+plugin) {
 				t.Fatalf("%s: %v\n%s", line, err, out)
 			}
@@ -84,16 +98,12 @@ func TestClaudeCodePlugin(t *testing.T) {
 	}
 
 	// Claude Code names a plugin's server plugin:<plugin>:<server>.
-	server := "plugin:herald:herald"
+	server = "plugin:herald:herald"
 	servers, out := r.mcpList(t)
 	if !connected(servers[server]) {
 		t.Fatalf("claude mcp list shows %s as %q, not Connected:\n%s", server, servers[server], out)
 	}
-
-	results := r.channelSession(t, []string{server}, session...)
-	checkChannelGates(t, server, results[server])
-
-	r.notifyThrough(t, server)
+	return server, session
 }
 
 // copyDir copies the regular files under src to dst.
