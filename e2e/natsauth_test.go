@@ -295,6 +295,7 @@ integrations:
 	try("STREAM.INFO with a subjects filter, listing the approvals' keys", "$JS.API.STREAM.INFO.KV_herald_approvals",
 		req("$JS.API.STREAM.INFO.KV_herald_approvals", map[string]any{"subjects_filter": ">"}))
 	try("deleting a stream", "$JS.API.STREAM.DELETE."+bus.StreamAudit, req("$JS.API.STREAM.DELETE."+bus.StreamAudit, nil))
+	try("typing… shown on a visitor's web chat", bus.WebTypingSubject("web", "0123456789abcdef01234567"), pub(bus.WebTypingSubject("web", "0123456789abcdef01234567")))
 	for _, k := range []struct{ bucket, key string }{
 		{bus.BucketDeliveries, "finance.x"}, {bus.BucketRequests, "finance.x"}, {bus.BucketRequests, "_routed.health.x"},
 		{bus.BucketApprovals, "finance.abcde"}, {bus.BucketApprovals, "health.abcde"}, {bus.BucketSessions, "x"},
@@ -361,6 +362,19 @@ integrations:
 		if !mr.of(subject) {
 			t.Errorf("messenger %s: not refused (err %v)", subject, err)
 		}
+	}
+	// A control: one replica's web chat typing… reaches another's pages.
+	typing := bus.WebTypingSubject("web", "0123456789abcdef01234567")
+	heard, err := m2.SubscribeSync(bus.WebTypingSubject("web", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m3, _, mr3 := s.conn("messenger", natsauth.ConnMessenger)
+	if err := m3.Publish(typing, []byte(`{"butler":"health"}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := heard.NextMsg(5 * time.Second); err != nil || mr.of(typing) || mr3.of(typing) {
+		t.Errorf("the messenger's web chat typing… does not pass between replicas: %v", err)
 	}
 }
 

@@ -31,9 +31,9 @@ func webFleet(t *testing.T) (f *fleet, ctx context.Context, c *butlertest.Client
 }
 
 // webChat opens page in the browser of ctx and sends question from it; the
-// butler of c gets it as a web channel notification and replies answer
-// (markdown), and the page shows the reply, formatted, as shown under the
-// butler's name.
+// butler of c gets it as a web channel notification, the page says the
+// butler is typing, the butler replies answer (markdown), and the page shows
+// the reply, formatted, as shown under the butler's name.
 func webChat(t *testing.T, ctx context.Context, c *butlertest.Client, page, question, answer, shown string) {
 	t.Helper()
 	if _, err := chromedp.Run(ctx, chromedp.Navigate(page)); err != nil {
@@ -50,10 +50,17 @@ func webChat(t *testing.T, ctx context.Context, c *butlertest.Client, page, ques
 	if n["content"] != question || meta(n)["source_channel"] != "web" {
 		t.Fatalf("notification %v", n)
 	}
+	// The person sees that the butler works on it, until its reply.
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`#typing`)); err != nil {
+		t.Fatalf("no typing… on the page: %v", err)
+	}
+	if says, err := chromedp.Run(ctx, chromedp.Text(`#typing`)); err != nil || says != "health is typing…" {
+		t.Errorf("the page says %q (%v), want \"health is typing…\"", says, err)
+	}
 	if res := c.Call("reply", map[string]any{"request_id": meta(n)["request_id"], "message": answer}); res.IsError {
 		t.Fatalf("reply: %s", text(res))
 	}
-	if err := chromedp.Do(ctx, chromedp.WaitVisible(`.msg.butler .body strong`)); err != nil {
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(`.msg.butler .body strong`), chromedp.WaitNotVisible(`#typing`)); err != nil {
 		t.Fatal(err)
 	}
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('.msg.butler').textContent`))

@@ -175,6 +175,18 @@ type TypingSignal struct {
 // TypingSubject is butler's signal verb (TypingStart, TypingStop).
 func TypingSubject(butler, verb string) string { return TypingPrefix + butler + "." + verb }
 
+// WebTypingPrefix starts the web chat's "typing…" (core NATS, no stream,
+// so nothing of it is kept in a conversation):
+// herald.webtyping.<integration>.<visitor>, published by the messenger that
+// runs the loop and heard by every messenger serving that integration's
+// page.
+const WebTypingPrefix = "herald.webtyping."
+
+// WebTypingSubject is where visitor's pages of integration hear "typing…".
+func WebTypingSubject(integration, visitor string) string {
+	return WebTypingPrefix + integration + "." + visitor
+}
+
 // Routed inbound messages, so that a reply, a reaction or a sign of life
 // can name only a message that really reached the butler. The switchboard
 // keeps them in herald_requests under "_routed.<butler>.<request_id>":

@@ -84,7 +84,7 @@ var builtin = map[string]Channel{
 	"email":    {Settings: func() ChannelSettings { return &EmailSettings{Inbound: EmailInbound{MaxBytes: DefaultEmailMaxBytes}} }, Answers: true},
 	"slack":    {Settings: func() ChannelSettings { return &SlackSettings{} }, Buttons: true, Answers: true, Reactions: true, Edits: true, Limit: &markdown.SlackLimit},
 	"webhook":  {Settings: func() ChannelSettings { return &WebhookSettings{} }, SignedSenders: true},
-	"web":      {Settings: func() ChannelSettings { return &WebSettings{Listen: DefaultWebListen} }, AlwaysReceives: true, Answers: true, Reactions: true, Edits: true},
+	"web":      {Settings: func() ChannelSettings { return &WebSettings{Listen: DefaultWebListen} }, AlwaysReceives: true, Answers: true, Typing: true, Reactions: true, Edits: true},
 	"log":      {},
 	"discord":  {Settings: func() ChannelSettings { return &DiscordSettings{} }, Buttons: true, Answers: true, Typing: true, Reactions: true, Edits: true, Limit: &markdown.DiscordLimit},
 }

@@ -217,11 +217,13 @@ func messengerUser() User {
 			"$JS.API.CONSUMER.MSG.NEXT.HERALD_WEB.*",
 			"$JS.API.CONSUMER.DELETE.HERALD_WEB.*",
 			"$JS.FC.HERALD_WEB.>"),
+		rules("the web chat's typing… to the replicas serving its page", bus.WebTypingPrefix+">"),
 		probe(bus.ServiceProbeKey(ConnMessenger)),
 		reloadAnswers(ConnMessenger),
 	)
 	m.Subscribe = concat(rules("", "_INBOX."+ConnMessenger+".>"),
 		rules("the butlers' signs of life (typing…, ack_reaction)", bus.TypingPrefix+"*.*"),
+		rules("the web chat's typing…, for the pages this replica serves", bus.WebTypingPrefix+">"),
 		Discovery(obs.ServiceMessenger), reloads)
 	m.AllowResponses, m.ResponsesWhy = true, answersDiscovery
 	return m

@@ -36,6 +36,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"regexp"
@@ -43,6 +44,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
+	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
@@ -84,6 +88,7 @@ var (
 	_ deliver.Sender   = (*Channel)(nil)
 	_ deliver.Receiver = (*Channel)(nil)
 	_ deliver.Editor   = (*Channel)(nil)
+	_ deliver.Typer    = (*Channel)(nil)
 )
 
 // Channel is one web integration: the sender that puts butler messages into
@@ -96,10 +101,14 @@ type Channel struct {
 	log          *slog.Logger
 	store        store
 	timeouts     serverTimeouts
+	// nc carries "typing…" to every replica serving the page (nil without
+	// a bus: then only to this process's pages).
+	nc *nats.Conn
 
 	mu        sync.Mutex
 	url       string
 	receiving bool
+	fan       *fanout // while Receive serves the page
 }
 
 // New is the channel's deliver.Factory. The returned *Channel is also the
@@ -117,10 +126,37 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 		listen = DefaultListen
 	}
 	var st store = newMemStore()
+	var nc *nats.Conn
 	if env.JS != nil {
-		st = &jsStore{js: env.JS, log: log}
+		st, nc = &jsStore{js: env.JS, log: log}, env.JS.Conn()
 	}
-	return &Channel{id: in.ID, listen: listen, allowedHosts: c.AllowedHosts, log: log, store: st, timeouts: defaultTimeouts}, nil
+	return &Channel{id: in.ID, listen: listen, allowedHosts: c.AllowedHosts, log: log, store: st, timeouts: defaultTimeouts, nc: nc}, nil
+}
+
+// Typing shows "<butler> is typing…" on the open pages of the visitor d
+// answers (deliver.Typer) for 6 seconds: a page hears it live and never
+// again, since it is not kept in the conversation; a message or reaction of
+// the same butler ends it at once. Nobody is shown it for a delivery to every
+// visitor.
+func (c *Channel) Typing(ctx context.Context, d deliver.Delivery) error {
+	visitor, err := c.recipient(ctx, d)
+	if err != nil || visitor == Broadcast {
+		return err
+	}
+	data, err := json.Marshal(map[string]string{"butler": d.Butler})
+	if err != nil {
+		return err
+	}
+	if c.nc != nil {
+		return c.nc.Publish(bus.WebTypingSubject(c.id, visitor), data)
+	}
+	c.mu.Lock()
+	fan := c.fan
+	c.mu.Unlock()
+	if fan != nil {
+		fan.typing(visitor, data)
+	}
+	return nil
 }
 
 // URL is the address of the page once Receive is listening, else "".

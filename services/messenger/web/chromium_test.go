@@ -58,6 +58,14 @@ func TestChatInChromium(t *testing.T) {
 	thread := deliver.Delivery{Butler: "health", Thread: rc.SourceThreadIdentity, Sender: rc.SourceSenderIdentity}
 	reply := thread
 	reply.Intent, reply.Key = envelope.IntentReply, strings.Repeat("1", 64)
+	// While the model works the page says so; its answer ends it.
+	if err := ch.Typing(t.Context(), reply); err != nil {
+		t.Fatal(err)
+	}
+	do(chromedp.WaitVisible(`#typing`))
+	if says, err := chromedp.Run(ctx, chromedp.Text(`#typing`)); err != nil || says != "health is typing…" {
+		t.Fatalf("the typing line says %q (%v), want \"health is typing…\"", says, err)
+	}
 	reply.Message = "Yes, **taken** at 08:00.\n\n<script>window.pwned = 'script'</script>" +
 		`<img src=x onerror="window.pwned = 'img'"> [link](javascript:window.pwned='link')`
 	reply.Actions = []envelope.Action{{Label: "Remind me tonight", Data: "remind:tonight"}, {Label: "No", Data: "remind:no"}}
@@ -65,7 +73,7 @@ func TestChatInChromium(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	do(chromedp.WaitVisible(`.msg.butler .body strong`))
+	do(chromedp.WaitVisible(`.msg.butler .body strong`), chromedp.WaitNotVisible(`#typing`))
 	got, err := chromedp.Run(ctx, chromedp.Evaluate[visible](`(() => {
 		const m = document.querySelector('.msg.butler');
 		return {

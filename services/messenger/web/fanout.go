@@ -22,6 +22,9 @@ const streamBuffer = 64
 type frame struct {
 	seq  uint64
 	data []byte
+	// typing is "<butler> is typing…" (data its butler), an event of its
+	// own that the page hears live only: no seq, never kept.
+	typing bool
 }
 
 // render turns a stored entry into the event a page gets: butler markdown
@@ -198,6 +201,20 @@ func (f *fanout) dispatch(m stored) {
 		return
 	}
 	f.offer(f.listeners[visitor], fr)
+}
+
+// typing shows "typing…" (data) on the streams of visitor. A stream with no
+// room misses it, and is not dropped for it: it is gone in seconds anyway.
+func (f *fanout) typing(visitor string, data []byte) {
+	fr := frame{data: data, typing: true}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for l := range f.listeners[visitor] {
+		select {
+		case l.events <- fr:
+		default:
+		}
+	}
 }
 
 // offer gives fr to each stream of set. f.mu is held.

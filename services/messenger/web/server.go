@@ -23,8 +23,10 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/nats-io/nats.go"
 	"golang.org/x/time/rate"
 
+	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -107,6 +109,28 @@ func (c *Channel) Receive(ctx context.Context, sink deliver.Sink) error {
 
 	// One follower of the conversations for every page this process serves.
 	fan := newFanout(c.log)
+	c.mu.Lock()
+	c.fan = fan
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.fan = nil
+		c.mu.Unlock()
+	}()
+	if c.nc != nil {
+		// "typing…" from whichever replica runs the loop. Best effort, as
+		// typing is everywhere: without it the page shows none.
+		sub, err := c.nc.Subscribe(bus.WebTypingSubject(c.id, "*"), func(m *nats.Msg) {
+			if v := m.Subject[strings.LastIndexByte(m.Subject, '.')+1:]; visitorPattern.MatchString(v) {
+				fan.typing(v, m.Data)
+			}
+		})
+		if err != nil {
+			c.log.Warn("web chat cannot hear typing…; its pages show none", "err", err)
+		} else {
+			defer func() { _ = sub.Unsubscribe() }()
+		}
+	}
 	fanCtx, stopFan := context.WithCancel(context.WithoutCancel(ctx))
 	fanDone := make(chan struct{})
 	go func() {
@@ -581,6 +605,12 @@ func (s *eventStream) live(ctx context.Context, l *listener) {
 	for {
 		select {
 		case fr := <-l.events:
+			if fr.typing {
+				if !s.send("event: typing\ndata: %s\n\n", fr.data) {
+					return
+				}
+				continue
+			}
 			if fr.seq <= s.last {
 				continue // already sent from the history
 			}

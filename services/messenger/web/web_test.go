@@ -519,3 +519,66 @@ func TestHostCheckedOnEveryInterface(t *testing.T) {
 		}
 	}
 }
+
+// TestTypingShowsLiveOnly: "typing…" for a visitor reaches their open page,
+// on whichever replica serves it, and is never kept in the conversation.
+func TestTypingShowsLiveOnly(t *testing.T) {
+	srv := bustest.RunServer(t)
+	_, js := srv.Connect()
+	ch, sk := serve(t, js, "home")
+	_, js2 := srv.Connect()
+	other, _ := serve(t, js2, "home") // another messenger replica
+	v := newVisitor(t, ch)
+	events := v.events("")
+	v.say("Is it going to rain?")
+	in := sk.next(t)
+	said := events.next()
+	rc := in.RequestContext
+	reply := deliver.Delivery{Intent: envelope.IntentReply, Butler: "weather", Thread: rc.SourceThreadIdentity, Sender: rc.SourceSenderIdentity}
+
+	// The page on the other replica, and this one, hear it.
+	away := &visitor{t: t, base: strings.TrimSuffix(other.URL(), "/"), client: v.client}
+	awayEvents := away.events(strconv.FormatUint(said.Seq, 10))
+	for _, loop := range []*web.Channel{ch, other} {
+		if err := loop.Typing(t.Context(), reply); err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range []*feed{events, awayEvents} {
+			if name, data, id := f.read(); name != "typing" || data != `{"butler":"weather"}` || id != "" {
+				t.Fatalf("got event %q %s (id %q), want typing… of weather with no id", name, data, id)
+			}
+		}
+	}
+
+	// Another visitor's page hears nothing of it.
+	stranger := newVisitor(t, ch)
+	strangerEvents := stranger.events("")
+	stranger.say("hi")
+	sk.next(t)
+	strangerEvents.next()
+	if err := ch.Typing(t.Context(), reply); err != nil {
+		t.Fatal(err)
+	}
+	if name, _, _ := events.read(); name != "typing" {
+		t.Fatalf("got event %q, want typing…", name)
+	}
+	if _, err := ch.Deliver(t.Context(), deliver.Delivery{Intent: envelope.IntentSend, Butler: "weather", Recipient: stranger.id, Message: "hello"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := strangerEvents.next(); ev.Kind != "butler" {
+		t.Fatalf("the other visitor got %+v first, want only their own message", ev)
+	}
+
+	// The reply is what a reload replays: no typing… before or after it.
+	reply.Message = "No, sunny all day."
+	if _, err := ch.Deliver(t.Context(), reply); err != nil {
+		t.Fatal(err)
+	}
+	replay := v.events("")
+	if ev := replay.next(); ev.ID != said.ID {
+		t.Fatalf("replay began with %+v, want the visitor's message", ev)
+	}
+	if ev := replay.next(); ev.Kind != "butler" || ev.ReplyTo != said.ID {
+		t.Fatalf("replay then gave %+v, want the reply (and no typing…)", ev)
+	}
+}

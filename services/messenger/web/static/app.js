@@ -14,10 +14,14 @@
   const statusEl = document.getElementById('status');
   const visitorEl = document.getElementById('visitor');
   const hint = document.getElementById('hint');
+  const typingEl = document.getElementById('typing');
 
   const MAX_TEXT = 16384;
   const OUTBOX = 'herald.outbox'; // posts not yet accepted, kept across reloads
   const NAME = 'herald.name';
+  // TYPING_SHOWN is how long one "typing…" shows: the messenger renews it
+  // every 4 s while the model works.
+  const TYPING_SHOWN = 6000;
 
   const nodes = new Map(); // message id -> its element
   const seen = new Set(); // reaction ids already shown
@@ -120,7 +124,28 @@
     return row;
   };
 
+  // "<butler> is typing…": shown a while after each typing event, and gone
+  // as soon as that butler's message or reaction arrives.
+  const typists = new Map(); // butler -> its timer
+  const showTyping = () => {
+    const names = [...typists.keys()];
+    typingEl.textContent = names.length ? `${names.join(', ')} ${names.length > 1 ? 'are' : 'is'} typing…` : '';
+    typingEl.hidden = !names.length;
+  };
+  const typing = (butler) => {
+    clearTimeout(typists.get(butler));
+    typists.set(butler, setTimeout(() => typed(butler), TYPING_SHOWN));
+    showTyping();
+  };
+  const typed = (butler) => {
+    if (!typists.has(butler)) return;
+    clearTimeout(typists.get(butler));
+    typists.delete(butler);
+    showTyping();
+  };
+
   const showButler = (m) => {
+    typed(m.butler || 'butler');
     if (nodes.has(m.id)) return;
     const node = make('article', m.urgency === 'high' ? 'msg butler urgent' : 'msg butler');
     node.dataset.id = m.id;
@@ -160,6 +185,7 @@
   };
 
   const react = (m) => {
+    typed(m.butler || 'butler');
     if (seen.has(m.id)) return;
     const target = nodes.get(m.target);
     if (!target) {
@@ -276,6 +302,7 @@
     es.addEventListener('hello', (e) => {
       visitorEl.textContent = JSON.parse(e.data).visitor;
     });
+    es.addEventListener('typing', (e) => typing(JSON.parse(e.data).butler || 'butler'));
     es.onopen = () => {
       pause = 2000;
       setStatus('live', 'connected');
