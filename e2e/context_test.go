@@ -1,6 +1,10 @@
 package e2e
 
 import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/http/cookiejar"
 	"strings"
 	"testing"
 	"time"
@@ -68,5 +72,61 @@ func TestContext(t *testing.T) {
 	}
 	if res := c.Call("history", map[string]any{"channel": "telegram", "chat": "999"}); !res.IsError || !strings.Contains(text(res), "no conversation") {
 		t.Errorf("history of a chat the butler never talked in: %s", text(res))
+	}
+}
+
+// TestContextFromHerald: where the provider does not say what an answered
+// message said (the web chat, Slack), the butler fills reply_to_text and
+// reply_to_from from the conversation it keeps: a visitor's button press
+// under the butler's reply carries the reply's words.
+func TestContextFromHerald(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	c := f.listen("health")
+	page := strings.TrimSuffix(f.statusDetail("web"), "/")
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	if resp, err := browser.Get(page + "/"); err != nil {
+		t.Fatal(err)
+	} else {
+		resp.Body.Close()
+	}
+	post := func(p map[string]string) {
+		t.Helper()
+		b, _ := json.Marshal(p)
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, page+"/api/messages", bytes.NewReader(b))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("X-Herald", "1")
+		resp, err := browser.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("post %v: %s", p, resp.Status)
+		}
+	}
+
+	post(map[string]string{"client_id": "9b2f6a0e-1c3d-4e5f-8a9b-0c1d2e3f4a5b", "text": "Shall I water the plants?"})
+	first := meta(c.Wait(butler.MethodChannel, 1)[0])
+	res := c.Call("reply", map[string]any{"request_id": first["request_id"], "message": "Only the **ferns**, today."})
+	if res.IsError {
+		t.Fatalf("reply: %s", text(res))
+	}
+	var answer struct {
+		Delivery struct {
+			MessageIDs []string `json:"message_ids"`
+		} `json:"delivery"`
+	}
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &answer); err != nil || len(answer.Delivery.MessageIDs) != 1 {
+		t.Fatalf("the reply's answer names no message: %s", b)
+	}
+
+	// The visitor answers the butler's message (as a button press under it does).
+	post(map[string]string{"client_id": "0c1d2e3f-4a5b-4c6d-8e7f-9a0b1c2d3e4f", "text": "Which ones are those?", "reply_to": answer.Delivery.MessageIDs[0]})
+	second := meta(c.Wait(butler.MethodChannel, 2)[1])
+	if second["reply_to_message_id"] != answer.Delivery.MessageIDs[0] || second["reply_to_text"] != "Only the **ferns**, today." || second["reply_to_from"] != "you" {
+		t.Errorf("an answer to the butler's web message: meta %v, want reply_to_text %q from you", second, "Only the **ferns**, today.")
 	}
 }

@@ -291,6 +291,7 @@ func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, er
 		v.notice = true
 		return v, nil
 	}
+	c.quote(ctx, in)
 	b, err := json.Marshal(in)
 	if err != nil {
 		return nil, err

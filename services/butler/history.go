@@ -40,6 +40,10 @@ type said struct {
 	RequestID string    `json:"request_id,omitempty"` // a received message's
 	// DeliveryID is a sent message's (what edit names).
 	DeliveryID string `json:"delivery_id,omitempty"`
+	// MessageIDs are the provider's ids of it (a received message's
+	// message_id; a sent one's receipt), which a message answering it names
+	// (reply_to_message_id).
+	MessageIDs []string `json:"message_ids,omitempty"`
 }
 
 type conversation struct {
@@ -93,7 +97,42 @@ func (c *channelSide) heard(ctx context.Context, in *envelope.Ingress) {
 	if err != nil {
 		at = time.Now().UTC()
 	}
-	c.remember(ctx, in.IntegrationID, chatOf(in), said{From: from, Text: in.Content.Text, At: at, RequestID: in.RequestContext.RequestID})
+	s := said{From: from, Text: in.Content.Text, At: at, RequestID: in.RequestContext.RequestID}
+	if id := in.Meta["message_id"]; id != "" {
+		s.MessageIDs = []string{id}
+	}
+	c.remember(ctx, in.IntegrationID, chatOf(in), s)
+}
+
+// quote sets reply_to_text and reply_to_from of received message in, which
+// answers another, from its conversation's history where its provider did
+// not say what that one said (Slack, the web chat; Telegram and Discord
+// do): the other is found by the id in reply_to_message_id, as its
+// provider gave it ("<chat>:<id>" on Slack). One read, only for a message
+// that answers another; a message the history no longer holds gets none.
+func (c *channelSide) quote(ctx context.Context, in *envelope.Ingress) {
+	id := in.Meta["reply_to_message_id"]
+	if id == "" || in.Meta[envelope.MetaReplyToText] != "" {
+		return
+	}
+	chat := chatOf(in)
+	e, err := c.requests.Get(ctx, conversationKey(c.b.name, in.IntegrationID, chat))
+	if err != nil {
+		if !errors.Is(err, jetstream.ErrKeyNotFound) {
+			c.b.log.WarnContext(ctx, "the message this one answers was not looked up", "request_id", in.RequestContext.RequestID, "err", err)
+		}
+		return
+	}
+	var cv conversation
+	if json.Unmarshal(e.Value(), &cv) != nil {
+		return
+	}
+	for _, m := range slices.Backward(cv.Messages) {
+		if slices.ContainsFunc(m.MessageIDs, func(mid string) bool { return id == mid || id == chat+":"+mid }) {
+			envelope.Quoted(in.Meta, m.Text, m.From)
+			return
+		}
+	}
 }
 
 func (b *Butler) addHistoryTool() {

@@ -83,7 +83,7 @@ func (b *Butler) answer(ctx context.Context, requestID string, d envelope.Delive
 		if d.Intent == envelope.IntentReply {
 			s := said{From: "you", Text: d.Message, At: time.Now().UTC()}
 			if a, ok := res.StructuredContent.(sentAnswer); ok && a.Delivery != nil {
-				s.DeliveryID = a.Delivery.DeliveryID
+				s.DeliveryID, s.MessageIDs = a.Delivery.DeliveryID, a.Delivery.MessageIDs
 			}
 			b.channel.remember(ctx, in.IntegrationID, chatOf(in), s)
 		}

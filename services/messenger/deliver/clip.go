@@ -1,7 +1,6 @@
 package deliver
 
 import (
-	"strings"
 	"unicode/utf8"
 
 	"github.com/heraldhq/herald/pkg/envelope"
@@ -54,27 +53,4 @@ func Attachment(name, mime string, size int64, ref string) envelope.Attachment {
 		mime = "application/octet-stream"
 	}
 	return envelope.Attachment{Name: Clip(name, MaxFileName), Mime: Clip(mime, MaxMime), Size: max(size, 0), Ref: Clip(ref, MaxRef)}
-}
-
-// MaxQuoted is how much of the text of the message a received one answers
-// it carries (meta reply_to_text), in characters.
-const MaxQuoted = 500
-
-// Quoted sets meta reply_to_text and reply_to_from of a received message
-// that answers another, where its provider says what that one said and
-// who wrote it: the text cut to MaxQuoted characters ("…" where it was
-// cut). Nothing is set for an empty text.
-func Quoted(meta map[string]string, text, from string) {
-	text = strings.TrimSpace(text)
-	if text == "" {
-		return
-	}
-	if utf8.RuneCountInString(text) > MaxQuoted {
-		r := []rune(text)
-		text = strings.TrimSpace(string(r[:MaxQuoted-1])) + "…"
-	}
-	meta[envelope.MetaReplyToText] = text
-	if from = strings.TrimSpace(from); from != "" {
-		meta[envelope.MetaReplyToFrom] = from
-	}
 }

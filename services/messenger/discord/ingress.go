@@ -157,7 +157,7 @@ func fromMessage(integration, botUser string, m *messageEvent, at where) (*envel
 	if r := m.MessageReference; r != nil && m.Type == messageReply && r.MessageID != "" && (r.ChannelID == "" || r.ChannelID == m.ChannelID) {
 		meta["reply_to_message_id"] = r.MessageID
 		if q := m.ReferencedMessage; q != nil {
-			deliver.Quoted(meta, q.Content, q.Author.name())
+			envelope.Quoted(meta, q.Content, q.Author.name())
 		}
 	}
 	endpoint := botUser

@@ -100,7 +100,7 @@ func fromMessage(integration, nativeID string, m *models.Message) *envelope.Ingr
 		if r.From != nil {
 			from = displayName(r.From)
 		}
-		deliver.Quoted(meta, text, from)
+		envelope.Quoted(meta, text, from)
 	}
 	sender := strconv.FormatInt(m.Chat.ID, 10)
 	switch {
