@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/smtp"
 	"regexp"
@@ -270,5 +271,39 @@ func TestAskAnswerOnceAcrossARestart(t *testing.T) {
 	got.WriteString(text(call(t, c2, "inbox", map[string]any{"max": 50})))
 	if strings.Contains(got.String(), "Restart now") {
 		t.Fatalf("the answer the ask call returned came again after the butler's restart:\n%s", got.String())
+	}
+}
+
+// TestAskAboutAMessage: ask naming a message (request_id) puts the question
+// in that message's chat and counts as answering it: the message is no
+// longer unread, and inbox does not offer it again.
+func TestAskAboutAMessage(t *testing.T) {
+	f := newFleet(t)
+	f.start("switchboard", "messenger")
+	c := f.listen("health")
+	f.tell(alice, "Can you book the dentist?")
+	in := meta(c.Wait(butler.MethodChannel, 1)[0])
+
+	if res := c.Call("ask", map[string]any{"question": "Which day?", "request_id": in["request_id"], "channel": "email"}); !res.IsError || !strings.Contains(text(res), "leave out channel") {
+		t.Errorf("ask with request_id and a channel: %q, want it refused", text(res))
+	}
+	res := c.Call("ask", map[string]any{"question": "Which day suits you?", "options": []any{"Monday", "Friday"}, "request_id": in["request_id"]})
+	if res.IsError {
+		t.Fatalf("ask about the message: %s", text(res))
+	}
+	testkit.Eventually(t, 15*time.Second, func() bool {
+		for _, m := range f.tg.Messages(alice.ID) {
+			if strings.Contains(m.Text, "Which day suits you?") {
+				return true
+			}
+		}
+		return false
+	}, "the question in the chat the message came from")
+	status := c.Call("channel_status", nil)
+	if st, _ := json.Marshal(status.StructuredContent); !strings.Contains(string(st), `"unread":0`) {
+		t.Errorf("after ask about it, the message is still unread: %s", st)
+	}
+	if got := text(c.Call("inbox", map[string]any{"max": 50})); strings.Contains(got, "Can you book the dentist?") {
+		t.Errorf("inbox offers the message ask answered again:\n%s", got)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,7 +33,7 @@ const (
 	maxQuestionBytes = 4096
 )
 
-var askArgs = []string{"question", "options", "wait", "channel", "recipient"}
+var askArgs = []string{"question", "options", "wait", "channel", "recipient", "request_id"}
 
 func askTool(cfg *config.Config, name string) mcp.Tool {
 	channels, _ := json.Marshal(channelDescription(cfg, name))
@@ -47,7 +48,8 @@ func askTool(cfg *config.Config, name string) mcp.Tool {
     "options": {"type": "array", "items": {"type": "string"}, "maxItems": 8, "description": "Up to 8 answers to offer, short labels; leave out for a free-text answer."},
     "wait": {"type": "integer", "minimum": 0, "maximum": 50, "description": "Seconds to wait for the answer here (0, the default, returns at once)."},
     "channel": {"type": "string", "description": `+string(channels)+`},
-    "recipient": {"type": "string", "description": "Who to ask on that channel (a chat id, an address); default the channel's."}
+    "recipient": {"type": "string", "description": "Who to ask on that channel (a chat id, an address); default the channel's."},
+    "request_id": {"type": "string", "description": "Instead of channel and recipient: the message this question is about (meta.request_id). The question goes to that chat, and the message counts as answered."}
   },
   "required": ["question"],
   "additionalProperties": false
@@ -60,6 +62,23 @@ func (b *Butler) ask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToo
 	question, options, wait, err := askArguments(args)
 	if err != nil {
 		return askRefused(err), nil
+	}
+	// A question about a message goes to the chat it came from.
+	about, _ := args["request_id"].(string)
+	if about = strings.TrimSpace(about); about != "" {
+		if _, ok := args["channel"]; ok {
+			return askRefused(fmt.Errorf("%w: request_id names the chat to ask in; leave out channel and recipient", envelope.ErrValidation)), nil
+		}
+		if _, ok := args["recipient"]; ok {
+			return askRefused(fmt.Errorf("%w: request_id names the chat to ask in; leave out channel and recipient", envelope.ErrValidation)), nil
+		}
+		in, err := b.channel.request(ctx, about)
+		if err != nil {
+			return toolError(err), nil
+		}
+		typ, _, _ := strings.Cut(in.RequestContext.SourceChannel, ":")
+		args = maps.Clone(args)
+		args["channel"], args["recipient"] = typ+":"+in.IntegrationID, chatOf(in)
 	}
 	b.channel.signal(bus.TypingStop, "") // the model now waits for its human
 	q := b.newQuestion(ctx, question, options)
@@ -83,6 +102,9 @@ func (b *Butler) ask(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToo
 		b.channel.await(q.ID, false)
 		return res, nil
 	}
+	if about != "" {
+		b.channel.actedOn(ctx, about, "ask")
+	}
 	if wait > 0 {
 		if a := b.awaitAnswer(ctx, q.ID, time.Duration(wait)*time.Second); a != nil {
 			return mcp.NewToolResultStructured(map[string]any{"question_id": q.ID, "answer": a.Answer, "answered_by": a.AnsweredBy, "via": a.Via},
@@ -102,7 +124,7 @@ func askArguments(args map[string]any) (question string, options []string, wait 
 	field := func(ptr, msg string) { bad = append(bad, envelope.FieldError{Pointer: ptr, Message: msg}) }
 	for k := range args {
 		if !slices.Contains(askArgs, k) {
-			field("/"+k, "is not an argument of ask, which takes question, options, wait, channel and recipient")
+			field("/"+k, "is not an argument of ask, which takes question, options, wait, channel and recipient, or request_id")
 		}
 	}
 	question, _ = args["question"].(string)

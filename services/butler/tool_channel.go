@@ -277,7 +277,7 @@ func (b *Butler) channelStatus(ctx context.Context, req mcp.CallToolRequest) (*m
 	if l, err := b.channel.unread(ctx); err == nil {
 		unread = len(l.Entries)
 	}
-	lines = append(lines, fmt.Sprintf("%d message(s) waiting for you: %d pushed to you and not yet answered (reply, react) or taken with inbox, %d not yet pushed", waiting+uint64(unread), unread, waiting))
+	lines = append(lines, fmt.Sprintf("%d message(s) waiting for you: %d pushed to you and not yet answered (reply, react, ask) or taken with inbox, %d not yet pushed", waiting+uint64(unread), unread, waiting))
 	return mcp.NewToolResultStructured(map[string]any{"channels": out, "waiting": waiting + uint64(unread), "unread": unread}, strings.Join(lines, "\n")), nil
 }
 
