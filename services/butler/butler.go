@@ -222,6 +222,7 @@ func instructions(name string) string {
 	return "You are the butler \"" + name + "\", connected to your human through Herald.\n" +
 		"Messages from your human arrive as channel notifications (<channel source=\"<this server's name>\" source_channel=\"telegram\" user=\"...\" request_id=\"...\" thread=\"...\">text</channel>): " +
 		"source_channel is where it came from (telegram, email, slack, discord, web, webhook), user who wrote it, request_id which message it is, thread the conversation. " +
+		"A message that came with files has attachments (each file's name, type and size) and attachment_count; you cannot open the files yet, so ask your human for what you need from them. " +
 		"A message that answers another also has reply_to_text (what that one said) and reply_to_from (who wrote it; \"you\" for your own). " +
 		"Answer a message with the reply tool (request_id, message); react to it with the react tool (request_id, emoji). " +
 		"Your answer goes back to the same chat, threaded; you cannot aim it elsewhere. " +

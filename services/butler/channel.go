@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -329,7 +330,48 @@ func view(in *envelope.Ingress) *inbound {
 			meta["ts"] = fmt.Sprint(t.Unix())
 		}
 	}
-	return &inbound{Content: in.Content.Text, Meta: meta, claim: in.Meta[envelope.MetaClaimSession]}
+	content := in.Content.Text
+	if files := attachmentsLine(in.Attachments); files != "" {
+		meta[MetaAttachments], meta[MetaAttachmentCount] = files, strconv.Itoa(len(in.Attachments))
+		if strings.TrimSpace(content) == "" {
+			// A photo without a caption is never an empty message.
+			content = "(no text; attached: " + files + ")"
+		}
+	}
+	return &inbound{Content: content, Meta: meta, claim: in.Meta[envelope.MetaClaimSession]}
+}
+
+// Meta of a message that came with files: each file's name, type and size
+// on one line, and how many.
+const (
+	MetaAttachments     = "attachments"
+	MetaAttachmentCount = "attachment_count"
+)
+
+// attachmentsLine is what the model reads of files: "photo.jpg
+// (image/jpeg, 183 KB); voice.ogg (audio/ogg, 12 KB)"; "" for none.
+func attachmentsLine(files []envelope.Attachment) string {
+	parts := make([]string, 0, len(files))
+	for _, f := range files {
+		parts = append(parts, fmt.Sprintf("%s (%s, %s)", f.Name, f.Mime, byteSize(f.Size)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// byteSize writes n bytes as people read them: 512 B, 183 KB, 4.2 MB
+// (powers of 1,000, as providers state their limits). A provider that did
+// not say is "size unknown".
+func byteSize(n int64) string {
+	switch {
+	case n <= 0:
+		return "size unknown"
+	case n < 1000:
+		return fmt.Sprintf("%d B", n)
+	case n < 1_000_000:
+		return fmt.Sprintf("%d KB", (n+500)/1000)
+	default:
+		return strconv.FormatFloat(float64(n)/1e6, 'f', 1, 64) + " MB"
+	}
 }
 
 // claimHold is how long a message of a claimed conversation waits for the

@@ -138,18 +138,50 @@ type Message struct {
 	// MessageThreadID is the forum topic a message is in (or, in a group
 	// that is not a forum, the message its reply thread started from);
 	// IsTopicMessage says it is a topic's.
-	MessageThreadID int64                 `json:"message_thread_id,omitempty"`
-	IsTopicMessage  bool                  `json:"is_topic_message,omitempty"`
-	From            *User                 `json:"from,omitempty"`
-	Date            int64                 `json:"date"`
-	Chat            Chat                  `json:"chat"`
-	Text            string                `json:"text,omitempty"`
-	Entities        []Entity              `json:"entities,omitempty"`
-	Caption         string                `json:"caption,omitempty"`
-	ReplyToMessage  *Message              `json:"reply_to_message,omitempty"`
-	ReplyMarkup     *InlineKeyboardMarkup `json:"reply_markup,omitempty"`
+	MessageThreadID int64    `json:"message_thread_id,omitempty"`
+	IsTopicMessage  bool     `json:"is_topic_message,omitempty"`
+	From            *User    `json:"from,omitempty"`
+	Date            int64    `json:"date"`
+	Chat            Chat     `json:"chat"`
+	Text            string   `json:"text,omitempty"`
+	Entities        []Entity `json:"entities,omitempty"`
+	Caption         string   `json:"caption,omitempty"`
+	// Photo (each size, the largest last), Voice and Document are the
+	// files a person sends, as the Bot API describes them.
+	Photo          []PhotoSize           `json:"photo,omitempty"`
+	Voice          *Voice                `json:"voice,omitempty"`
+	Document       *Document             `json:"document,omitempty"`
+	ReplyToMessage *Message              `json:"reply_to_message,omitempty"`
+	ReplyMarkup    *InlineKeyboardMarkup `json:"reply_markup,omitempty"`
 	// ForumTopicCreated marks the service message that opens a topic.
 	ForumTopicCreated *ForumTopicCreated `json:"forum_topic_created,omitempty"`
+}
+
+// PhotoSize is one size of a photo (Bot API PhotoSize).
+type PhotoSize struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Width        int    `json:"width"`
+	Height       int    `json:"height"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
+// Voice is a voice note (Bot API Voice).
+type Voice struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	Duration     int    `json:"duration"`
+	MimeType     string `json:"mime_type,omitempty"`
+	FileSize     int64  `json:"file_size,omitempty"`
+}
+
+// Document is a file sent as a document (Bot API Document).
+type Document struct {
+	FileID       string `json:"file_id"`
+	FileUniqueID string `json:"file_unique_id"`
+	FileName     string `json:"file_name,omitempty"`
+	MimeType     string `json:"mime_type,omitempty"`
+	FileSize     int64  `json:"file_size,omitempty"`
 }
 
 // ForumTopic is a topic of a forum, as createForumTopic answers it.
