@@ -138,10 +138,16 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 // again, since it is not kept in the conversation; a message or reaction of
 // the same butler ends it at once. Nobody is shown it for a delivery to every
 // visitor.
-func (c *Channel) Typing(ctx context.Context, d deliver.Delivery) error {
-	visitor, err := c.recipient(ctx, d)
-	if err != nil || visitor == Broadcast {
-		return err
+func (c *Channel) Typing(_ context.Context, d deliver.Delivery) error {
+	// Renewed every 4 s: the visitor is not looked up in the store each
+	// time, as a send's is; a sign for a visitor with no page open reaches
+	// nobody.
+	visitor := envelope.WebVisitor(d.Recipient)
+	if d.Recipient == "" {
+		visitor = replyVisitor(d)
+	}
+	if !visitorPattern.MatchString(visitor) {
+		return nil
 	}
 	data, err := json.Marshal(map[string]string{"butler": d.Butler})
 	if err != nil {
@@ -281,14 +287,23 @@ func (c *Channel) recipient(ctx context.Context, d deliver.Delivery) (string, er
 		return v, nil
 	}
 	if d.Intent == envelope.IntentReply {
-		if v, _, ok := parseThread(d.Thread); ok {
-			return v, nil
-		}
-		if v, ok := strings.CutPrefix(d.Sender, envelope.WebPrefix); ok && visitorPattern.MatchString(v) {
+		if v := replyVisitor(d); v != "" {
 			return v, nil
 		}
 	}
 	return Broadcast, nil
+}
+
+// replyVisitor is the visitor a reply answers: of its thread, else its
+// sender; "" if neither names one.
+func replyVisitor(d deliver.Delivery) string {
+	if v, _, ok := parseThread(d.Thread); ok {
+		return v
+	}
+	if v, ok := strings.CutPrefix(d.Sender, envelope.WebPrefix); ok && visitorPattern.MatchString(v) {
+		return v
+	}
+	return ""
 }
 
 // Subject is where the conversation of one visitor (or Broadcast) of an
