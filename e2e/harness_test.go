@@ -61,13 +61,15 @@ type fleet struct {
 	services map[string]func() // running service -> stop (waits until stopped)
 	butlers  map[string]*butler.Butler
 	timeout  time.Duration
+	// dir is the in-process butlers' working directory (files.inbox).
+	dir string
 }
 
 // newFleet starts the bus and the fakes and writes the configuration; the
 // services start with start(...).
 func newFleet(t *testing.T) *fleet {
 	t.Helper()
-	f := &fleet{t: t, bus: bustest.RunServer(t), logs: &testkit.Buffer{}, services: map[string]func(){}, butlers: map[string]*butler.Butler{}, timeout: 20 * time.Second}
+	f := &fleet{t: t, bus: bustest.RunServer(t), logs: &testkit.Buffer{}, services: map[string]func(){}, butlers: map[string]*butler.Butler{}, timeout: 20 * time.Second, dir: t.TempDir()}
 	f.nc, f.js = f.bus.Connect()
 	f.tg = telegramtest.NewServer(t)
 	f.smtp = smtptest.NewServer(t, smtptest.WithAuth("herald", "s3cret"), smtptest.WithSTARTTLS())
@@ -201,7 +203,7 @@ func (f *fleet) butler(name string) *butler.Butler {
 	if b := f.butlers[name]; b != nil {
 		return b
 	}
-	b, err := butler.New(context.Background(), butler.Options{Name: name, Config: f.cfg, NC: f.nc, Log: f.logger(), Timeout: f.timeout, Getenv: f.getenv})
+	b, err := butler.New(context.Background(), butler.Options{Name: name, Config: f.cfg, NC: f.nc, Log: f.logger(), Timeout: f.timeout, Getenv: f.getenv, Dir: f.dir})
 	if err != nil {
 		f.t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -314,8 +315,21 @@ integrations:
 		bus.DirectSubject("finance"),                      // the same, straight to the switchboard
 		bus.DeliverSubject("messenger"), bus.IngressSubject("telegram"), bus.InboxSubject("finance"),
 		bus.ResultSubject("finance", "x"), bus.AuditSubject("routed", "telegram"), "herald.dead.x",
+		bus.FileOutSubject("finance", "x") + ".0",  // a file out as finance
+		bus.FileInSubject("health", "x", 0) + ".0", // the bytes of a download, which the messenger writes
+		"$O." + bus.BucketFiles + ".M.eA",          // an Object Store object's description
+		bus.DownloadSubject("finance"),             // asking for finance's attachments
 	} {
 		try("publishing to "+subject, subject, pub(subject))
+	}
+	for _, subject := range []string{
+		"$JS.API.DIRECT.GET." + bus.StreamFiles + "." + bus.FileInSubject("finance", "x", 0) + ".0", // finance's downloads
+		"$JS.API.DIRECT.GET." + bus.StreamFiles + "." + bus.FileOutSubject("finance", "x") + ".0",   // finance's files out
+		"$JS.API.DIRECT.GET." + bus.StreamFiles,                                                     // any chunk, by sequence
+		"$JS.API.STREAM.MSG.GET." + bus.StreamFiles,                                                 // the same
+		"$JS.API.STREAM.INFO." + bus.StreamFiles,                                                    // listing the files' subjects
+	} {
+		try("reading "+subject, subject, req(subject, map[string]any{"seq": 1}))
 	}
 	finInbox := "$JS.API.CONSUMER.CREATE." + bus.StreamInbox + "." + bus.ConsumerInbox("finance") + "." + bus.InboxSubject("finance")
 	try("consuming finance's inbox", finInbox, req(finInbox, nil))
@@ -350,6 +364,19 @@ integrations:
 	// A control: what health may do is not refused, so the checks above can tell.
 	if err := pub(bus.RouteSubject("health"))(); err != nil || refused.of(bus.RouteSubject("health")) {
 		t.Errorf("health's own route subject refused: %v", err)
+	}
+	out := bus.FileOutSubject("health", "x")
+	if _, err := bus.PutFile(ctx, hJS, out, strings.NewReader("a chart"), 1<<20); err != nil || refused.of(out+".0") {
+		t.Errorf("health writing its own file out: %v", err)
+	}
+	in := bus.FileInSubject("health", "x", 0)
+	if err := bus.GetFile(ctx, hNC, in, 1, "", io.Discard); !errors.Is(err, envelope.ErrNotFound) || refused.of("$JS.API.DIRECT.GET."+bus.StreamFiles+"."+in+".0") {
+		t.Errorf("health reading its own downloads: %v, want not_found (none was fetched)", err)
+	}
+	if msg, err := hNC.Request(bus.DownloadSubject("health"), []byte(`{"request_id":"x"}`), 10*time.Second); err != nil {
+		t.Errorf("health asking the messenger for an attachment: %v", err)
+	} else if !strings.Contains(string(msg.Data), "not a message routed to health") {
+		t.Errorf("health asking the messenger for an attachment of a message it was not given: %s", msg.Data)
 	}
 
 	// The messenger may not list keys of buckets it has no business with,

@@ -204,6 +204,9 @@ type RoutedRequest struct {
 	// Chat is where an answer to it goes (its chat id, or its sender): the
 	// only recipient a reply or reaction to it may name.
 	Chat string `json:"chat,omitempty"`
+	// Attachments are the message's files, which only the butler it was
+	// routed to may download.
+	Attachments []envelope.Attachment `json:"attachments,omitempty"`
 }
 
 // Subjects. Request/reply subjects (herald.reply.>, herald.direct.>)
@@ -365,7 +368,7 @@ var (
 		Buckets: []string{BucketDeliveries, BucketSessions, BucketPairing, BucketApprovals, BucketRequests, BucketHeld},
 	}
 	MessengerUses = Uses{
-		Streams: []string{StreamDeliver, StreamResult, StreamIngress, StreamAudit, StreamDeadLetter, StreamWeb},
+		Streams: []string{StreamDeliver, StreamResult, StreamIngress, StreamAudit, StreamDeadLetter, StreamWeb, StreamFiles},
 		Buckets: []string{BucketDeliveries, BucketLeases, BucketChannelState, BucketStatus, BucketLimits, BucketSeen},
 	}
 	ButlerUses = Uses{}
@@ -415,7 +418,7 @@ const (
 	// which nats-server reserves against its max_file_store (10 GB in
 	// deploy/nats.conf; an embedded server's default is 75% of the disk's
 	// free space): a server with less cannot make the topology.
-	StoreReserved = 6968 << 20
+	StoreReserved = 9016 << 20
 )
 
 func (t Topology) streams() []jetstream.StreamConfig {
@@ -453,6 +456,14 @@ func (t Topology) streams() []jetstream.StreamConfig {
 			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Replicas: r, MaxAge: WebRetention,
 			MaxMsgsPerSubject: WebMaxPerVisitor, Discard: jetstream.DiscardOld, Duplicates: DuplicateWindow,
 			MaxMsgs: 100_000, MaxBytes: 64 << 20,
+		},
+		// An Object Store bucket's stream (files.go): nats.go opens it
+		// as the bucket herald_files.
+		{
+			Name: StreamFiles, Description: "files to and from people, chunk by chunk", Subjects: []string{"$O." + BucketFiles + ".C.>", "$O." + BucketFiles + ".M.>"},
+			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Replicas: r, MaxAge: FilesAge,
+			Discard: jetstream.DiscardNew, AllowRollup: true, AllowDirect: true, Duplicates: DuplicateWindow,
+			MaxMsgs: 1_000_000, MaxBytes: FilesMaxBytes,
 		},
 	}
 }

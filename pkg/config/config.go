@@ -205,6 +205,9 @@ type Butler struct {
 	// Quorum makes a prompt for a tool whose name matches need more than
 	// one approver's allow (approvals.go).
 	Quorum []Quorum `yaml:"quorum"`
+	// Files: where the files it sends may come from, how big, and where
+	// its downloads go (files.go).
+	Files Files `yaml:"files"`
 }
 
 // A butler's session bounds: max_sessions' and session_idle_timeout's
@@ -804,6 +807,7 @@ func (c *Config) checkButlers(add func(format string, a ...any)) {
 			add("%s.session_idle_timeout must be at least %s, not %s; leave it out for %s", at, MinSessionIdleTimeout, d, DefaultSessionIdleTimeout)
 		}
 		c.checkApprovers(at, &c.Butlers[i], add)
+		checkFiles(at, &c.Butlers[i], add)
 	}
 }
 

@@ -218,12 +218,17 @@ func messengerUser() User {
 			"$JS.API.CONSUMER.DELETE.HERALD_WEB.*",
 			"$JS.FC.HERALD_WEB.>"),
 		rules("the web chat's typing… to the replicas serving its page", bus.WebTypingPrefix+">"),
+		rules("files to and from people (herald_files): reads butlers' files out, writes the attachments it fetches for them",
+			"$JS.API.STREAM.INFO."+bus.StreamFiles,
+			"$O."+bus.BucketFiles+".C.>",
+			"$JS.API.DIRECT.GET."+bus.StreamFiles+".>"),
 		probe(bus.ServiceProbeKey(ConnMessenger)),
 		reloadAnswers(ConnMessenger),
 	)
 	m.Subscribe = concat(rules("", "_INBOX."+ConnMessenger+".>"),
 		rules("the butlers' signs of life (typing…, ack_reaction)", bus.TypingPrefix+"*.*"),
 		rules("the web chat's typing…, for the pages this replica serves", bus.WebTypingPrefix+">"),
+		rules("butlers asking for an attachment of a message routed to them (it checks that it was)", bus.DownloadSubject("*")),
 		Discovery(obs.ServiceMessenger), reloads)
 	m.AllowResponses, m.ResponsesWhy = true, answersDiscovery
 	return m
@@ -302,6 +307,9 @@ func Butler(name string, integrations ...string) User {
 		rules("signs of life: a message reached one of its sessions, or the model answered it (the messenger shows typing, and checks the message was routed to it)",
 			bus.TypingSubject(name, "*")),
 		statusOf(integrations),
+		rules("files: writes its own files out, asks for the attachments of its messages and reads those fetched for it, in herald_files",
+			bus.FileOutSubject(name, ">"), bus.DownloadSubject(name),
+			"$JS.API.DIRECT.GET."+bus.StreamFiles+"."+bus.FileInPrefix(name)+">"),
 		rules("opens its own questions (write only) and reads them back (an ask call waiting for its answer), and marks its own prompts' sessions ended; it opens no prompt (the switchboard does, from the request relayed in a notify)",
 			"$KV."+bus.BucketApprovals+"."+approval.QuestionKeys(name),
 			"$KV."+bus.BucketApprovals+"."+approval.EndedKeys(name),

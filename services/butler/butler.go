@@ -55,6 +55,9 @@ type Options struct {
 	// Store is the process's watch of whether NATS can store, which the
 	// process runs. With none the butler keeps and runs its own.
 	Store *obs.StoreWatch
+	// Dir is the working directory files.roots and files.inbox are
+	// relative to; "" is the process's.
+	Dir string
 }
 
 // HealthCheck is the name of butler name's readiness check: its background
@@ -80,6 +83,8 @@ type Butler struct {
 	health  *obs.Health
 	store   *obs.StoreWatch
 	audit   *audit.Writer
+	// dir: Options.Dir, or the process's working directory at start.
+	dir string
 	// probes: the butler runs store's probes itself (Options.Store nil).
 	probes  bool
 	state   *obs.State // ready while Run runs
@@ -130,6 +135,11 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		runID:   rand.Text(),
 	}
 	b.cfg.Store(o.Config)
+	if b.dir = o.Dir; b.dir == "" {
+		if b.dir, err = os.Getwd(); err != nil {
+			return nil, fmt.Errorf("the working directory, which files.roots and files.inbox start from: %w", err)
+		}
+	}
 	b.promptsCtx, b.stopPrompts = context.WithCancel(context.Background())
 	if b.health == nil {
 		b.health = obs.NewHealth()
@@ -167,6 +177,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 	b.addChannelTools()
 	b.addHistoryTool()
 	b.addEditTool()
+	b.addFileTools()
 	for _, f := range families {
 		b.mcp.AddNotificationHandler(f.permissionRequest, b.permissionRequest(f))
 	}
@@ -222,7 +233,7 @@ func instructions(name string) string {
 	return "You are the butler \"" + name + "\", connected to your human through Herald.\n" +
 		"Messages from your human arrive as channel notifications (<channel source=\"<this server's name>\" source_channel=\"telegram\" user=\"...\" request_id=\"...\" thread=\"...\">text</channel>): " +
 		"source_channel is where it came from (telegram, email, slack, discord, web, webhook), user who wrote it, request_id which message it is, thread the conversation. " +
-		"A message that came with files has attachments (each file's name, type and size) and attachment_count; you cannot open the files yet, so ask your human for what you need from them. " +
+		"A message that came with files has attachments (each file's name, type and size) and attachment_count; download_attachment { request_id, index } saves one and answers its path (an image you also see). " +
 		"A message that answers another also has reply_to_text (what that one said) and reply_to_from (who wrote it; \"you\" for your own). " +
 		"Answer a message with the reply tool (request_id, message); react to it with the react tool (request_id, emoji). " +
 		"Your answer goes back to the same chat, threaded; you cannot aim it elsewhere. " +

@@ -81,12 +81,12 @@ func TestStdio(t *testing.T) {
 	for _, tool := range tools.Tools {
 		names = append(names, tool.Name)
 		load := tool.Meta != nil && tool.Meta.AdditionalFields[butler.MetaAlwaysLoad] == true
-		if want := tool.Name == "reply" || tool.Name == "react" || tool.Name == "ask" || tool.Name == "edit"; load != want {
+		if want := tool.Name == "reply" || tool.Name == "react" || tool.Name == "ask" || tool.Name == "edit" || tool.Name == "download_attachment"; load != want {
 			t.Errorf("tool %s: _meta %v, want %s %v", tool.Name, tool.Meta, butler.MetaAlwaysLoad, want)
 		}
 	}
 	slices.Sort(names)
-	if want := []string{"ask", "channel_list", "channel_status", "edit", "history", "inbox", "notify", "react", "reply", "send_message"}; !slices.Equal(names, want) {
+	if want := []string{"ask", "channel_list", "channel_status", "download_attachment", "edit", "history", "inbox", "notify", "react", "reply", "send_message"}; !slices.Equal(names, want) {
 		t.Fatalf("tools %v, want %v", names, want)
 	}
 	call := mcp.CallToolRequest{}

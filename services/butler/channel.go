@@ -353,25 +353,9 @@ const (
 func attachmentsLine(files []envelope.Attachment) string {
 	parts := make([]string, 0, len(files))
 	for _, f := range files {
-		parts = append(parts, fmt.Sprintf("%s (%s, %s)", f.Name, f.Mime, byteSize(f.Size)))
+		parts = append(parts, fmt.Sprintf("%s (%s, %s)", f.Name, f.Mime, bus.Bytes(f.Size)))
 	}
 	return strings.Join(parts, "; ")
-}
-
-// byteSize writes n bytes as people read them: 512 B, 183 KB, 4.2 MB
-// (powers of 1,000, as providers state their limits). A provider that did
-// not say is "size unknown".
-func byteSize(n int64) string {
-	switch {
-	case n <= 0:
-		return "size unknown"
-	case n < 1000:
-		return fmt.Sprintf("%d B", n)
-	case n < 1_000_000:
-		return fmt.Sprintf("%d KB", (n+500)/1000)
-	default:
-		return strconv.FormatFloat(float64(n)/1e6, 'f', 1, 64) + " MB"
-	}
 }
 
 // claimHold is how long a message of a claimed conversation waits for the

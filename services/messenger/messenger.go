@@ -254,6 +254,11 @@ func (m *Messenger) serve(ctx context.Context, o Options, receivers map[string]d
 		return fmt.Errorf("listening for the butlers' signs of life: %w", err)
 	}
 	defer stopSigns()
+	stopDownloads, err := m.downloads(ctx)
+	if err != nil {
+		return fmt.Errorf("listening for the butlers' downloads: %w", err)
+	}
+	defer stopDownloads()
 	g.Go(func() error { m.presence(ctx); return nil })
 	for id, r := range receivers {
 		s := &sink{in: *o.Config.Integration(id), js: m.js, status: status, seen: seen, audit: m.audit, m: m}

@@ -23,7 +23,7 @@ const legacyRoutedPrefix = "routed."
 // RecordRouted notes that in was routed to butler. The switchboard calls it
 // before the message reaches the butler's inbox.
 func RecordRouted(ctx context.Context, kv jetstream.KeyValue, butler string, in *envelope.Ingress) error {
-	b, err := json.Marshal(bus.RoutedRequest{Integration: in.IntegrationID, RequestContext: in.RequestContext, Chat: recipientOf(nil, in)})
+	b, err := json.Marshal(bus.RoutedRequest{Integration: in.IntegrationID, RequestContext: in.RequestContext, Chat: recipientOf(nil, in), Attachments: in.Attachments})
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)
 	}

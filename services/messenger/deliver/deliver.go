@@ -11,6 +11,7 @@ package deliver
 
 import (
 	"context"
+	"io"
 	"log/slog"
 	"time"
 
@@ -81,6 +82,15 @@ type Editor interface {
 // no ledger, no retry.
 type Typer interface {
 	Typing(ctx context.Context, d Delivery) error
+}
+
+// Fetcher is a Sender whose channel can fetch what people attached to
+// their messages, with its credentials: Fetch writes the file a.Ref names
+// to w as it comes (never whole in memory). A file the provider will not
+// hand over (too big for its API) is an envelope.ErrValidation naming its
+// limit; one it no longer has, envelope.ErrNotFound.
+type Fetcher interface {
+	Fetch(ctx context.Context, a envelope.Attachment, w io.Writer) error
 }
 
 // Calling is what a sender calls just before each provider call (Begin).

@@ -233,6 +233,10 @@ type Server struct {
 	chatErrs map[int64]failure
 	chats    map[int64]*chatState
 	names    map[string]int64 // @username -> chat id
+	// files people sent (files.go), by file_id and by path.
+	files     map[string]*storedFile
+	filePaths map[string]*storedFile
+	downloads int
 }
 
 type botState struct {
@@ -310,6 +314,9 @@ func NewServer(t testing.TB) *Server {
 		chatErrs: map[int64]failure{},
 		chats:    map[int64]*chatState{},
 		names:    map[string]int64{},
+
+		files:     map[string]*storedFile{},
+		filePaths: map[string]*storedFile{},
 	}
 	s.token = "7000000001:" + randomSecret()
 	s.AddBot(s.token)
@@ -673,6 +680,10 @@ func register(name string, unlocked bool, handle func(s *Server, req *request) (
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	arrived := time.Now()
+	if strings.HasPrefix(r.URL.Path, "/file/bot") && r.Method == http.MethodGet {
+		s.serveFile(w, r)
+		return
+	}
 	token, name, ok := splitPath(r.URL.Path)
 	if !ok {
 		writeError(w, &apiError{code: http.StatusNotFound, description: "Not Found"})

@@ -1,0 +1,78 @@
+package config
+
+import (
+	"path/filepath"
+)
+
+// Files is a butler's files setting: where the files it sends may come
+// from, how big one may be, and where the attachments it downloads go.
+type Files struct {
+	// Roots are the directories whose files the butler may send (symlinks
+	// resolved); default: its working directory.
+	Roots []string `yaml:"roots"`
+	// MaxBytes bounds one file, sent or downloaded (default 50 MB).
+	MaxBytes int64 `yaml:"max_bytes"`
+	// Inbox is where download_attachment saves (default
+	// .herald/files/<butler>/ of its working directory).
+	Inbox string `yaml:"inbox"`
+}
+
+// DefaultFileMaxBytes is files.max_bytes left out; MaxFileBytes is the
+// most it may be (a file is kept whole in herald_files, which holds 2 GiB).
+const (
+	DefaultFileMaxBytes = 50 << 20
+	MaxFileBytes        = 1 << 30
+)
+
+// FileMaxBytes is the largest file the butler sends or downloads.
+func (b *Butler) FileMaxBytes() int64 {
+	if b == nil || b.Files.MaxBytes <= 0 {
+		return DefaultFileMaxBytes
+	}
+	return b.Files.MaxBytes
+}
+
+// FileRoots are the directories the butler may send files from, resolved
+// against dir (its working directory).
+func (b *Butler) FileRoots(dir string) []string {
+	if b == nil || len(b.Files.Roots) == 0 {
+		return []string{dir}
+	}
+	out := make([]string, len(b.Files.Roots))
+	for i, r := range b.Files.Roots {
+		out[i] = absIn(dir, r)
+	}
+	return out
+}
+
+// FileInbox is where the butler saves what it downloads, resolved against
+// dir.
+func (b *Butler) FileInbox(dir string) string {
+	if b == nil || b.Files.Inbox == "" {
+		name := ""
+		if b != nil {
+			name = b.Name
+		}
+		return filepath.Join(dir, ".herald", "files", name)
+	}
+	return absIn(dir, b.Files.Inbox)
+}
+
+func absIn(dir, p string) string {
+	if filepath.IsAbs(p) {
+		return filepath.Clean(p)
+	}
+	return filepath.Join(dir, p)
+}
+
+// checkFiles is checkButlers' step for b.files.
+func checkFiles(at string, b *Butler, add func(format string, a ...any)) {
+	if f := b.Files.MaxBytes; f < 0 || f > MaxFileBytes {
+		add("%s.files.max_bytes must be a number of bytes from 1 to %d (1 GiB), not %d; leave it out for 50 MB", at, int64(MaxFileBytes), f)
+	}
+	for j, r := range b.Files.Roots {
+		if r == "" {
+			add("%s.files.roots[%d] is empty; name a directory whose files the butler may send", at, j)
+		}
+	}
+}
