@@ -35,6 +35,9 @@ type Channel struct {
 	// SignedSenders: the channel's own secret authenticates every sender, so
 	// allow_from defaults to anyone and pairing cannot apply (webhooks).
 	SignedSenders bool
+	// MaxFile is the largest file a message there carries (files); 0:
+	// the channel carries none (yet).
+	MaxFile int64
 	// Limit is how much one message holds, as the channel's sender counts
 	// it; nil: a message is shown whole (markdown.WholeLimit).
 	Limit *markdown.Limit
@@ -80,13 +83,14 @@ type (
 // is here all the same, so that `make schemas` can write it into them; an
 // integration of that type is refused meanwhile, as notifies naming it are.
 var builtin = map[string]Channel{
-	"telegram": {Settings: func() ChannelSettings { return &TelegramSettings{} }, Buttons: true, Answers: true, Typing: true, Reactions: true, Edits: true, Limit: &markdown.TelegramLimit},
-	"email":    {Settings: func() ChannelSettings { return &EmailSettings{Inbound: EmailInbound{MaxBytes: DefaultEmailMaxBytes}} }, Answers: true},
-	"slack":    {Settings: func() ChannelSettings { return &SlackSettings{} }, Buttons: true, Answers: true, Reactions: true, Edits: true, Limit: &markdown.SlackLimit},
-	"webhook":  {Settings: func() ChannelSettings { return &WebhookSettings{} }, SignedSenders: true},
-	"web":      {Settings: func() ChannelSettings { return &WebSettings{Listen: DefaultWebListen} }, AlwaysReceives: true, Answers: true, Typing: true, Reactions: true, Edits: true},
-	"log":      {},
-	"discord":  {Settings: func() ChannelSettings { return &DiscordSettings{} }, Buttons: true, Answers: true, Typing: true, Reactions: true, Edits: true, Limit: &markdown.DiscordLimit},
+	"telegram": {Settings: func() ChannelSettings { return &TelegramSettings{} }, Buttons: true, Answers: true, Typing: true, Reactions: true, Edits: true, Limit: &markdown.TelegramLimit,
+		MaxFile: 50 << 20}, // the Bot API's sendDocument
+	"email":   {Settings: func() ChannelSettings { return &EmailSettings{Inbound: EmailInbound{MaxBytes: DefaultEmailMaxBytes}} }, Answers: true},
+	"slack":   {Settings: func() ChannelSettings { return &SlackSettings{} }, Buttons: true, Answers: true, Reactions: true, Edits: true, Limit: &markdown.SlackLimit},
+	"webhook": {Settings: func() ChannelSettings { return &WebhookSettings{} }, SignedSenders: true},
+	"web":     {Settings: func() ChannelSettings { return &WebSettings{Listen: DefaultWebListen} }, AlwaysReceives: true, Answers: true, Typing: true, Reactions: true, Edits: true},
+	"log":     {MaxFile: MaxFileBytes}, // a line per file: name, size, sha256
+	"discord": {Settings: func() ChannelSettings { return &DiscordSettings{} }, Buttons: true, Answers: true, Typing: true, Reactions: true, Edits: true, Limit: &markdown.DiscordLimit},
 }
 
 // ChannelOf returns what configuration knows of channel type typ.

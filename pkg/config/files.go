@@ -40,7 +40,7 @@ func (b *Butler) FileRoots(dir string) []string {
 	}
 	out := make([]string, len(b.Files.Roots))
 	for i, r := range b.Files.Roots {
-		out[i] = absIn(dir, r)
+		out[i] = AbsIn(dir, r)
 	}
 	return out
 }
@@ -55,10 +55,11 @@ func (b *Butler) FileInbox(dir string) string {
 		}
 		return filepath.Join(dir, ".herald", "files", name)
 	}
-	return absIn(dir, b.Files.Inbox)
+	return AbsIn(dir, b.Files.Inbox)
 }
 
-func absIn(dir, p string) string {
+// AbsIn is p, relative to dir unless it is absolute.
+func AbsIn(dir, p string) string {
 	if filepath.IsAbs(p) {
 		return filepath.Clean(p)
 	}

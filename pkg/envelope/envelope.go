@@ -96,6 +96,20 @@ type Delivery struct {
 	// EditOf, for intent edit, is the idempotency key of the butler's
 	// delivery whose message is replaced (its ledger record's key).
 	EditOf string `json:"edit_of,omitempty"`
+	// Files are sent with the message; their bytes are in herald_files
+	// (pkg/bus FileOutSubject of the origin butler and Object).
+	Files []File `json:"files,omitempty"`
+}
+
+// File names one file a notify sends.
+type File struct {
+	Name      string `json:"name"`
+	Size      int64  `json:"size"`
+	SHA256    string `json:"sha256"`
+	MediaType string `json:"media_type"`
+	// Object is the file's name in herald_files: the first 32 hex digits
+	// of its sha256, so the same file sent again is the same notify.
+	Object string `json:"object"`
 }
 
 // Action is a button under a message; data comes back as callback_data.

@@ -55,6 +55,14 @@ func (r *Route) IdempotencyKey() string {
 	if intent == "" {
 		intent = IntentSend
 	}
+	if len(n.Delivery.Files) > 0 {
+		// Two sends of one text with other files are two deliveries.
+		parts := []string{n.OriginButler, requestID, intent, n.Delivery.Channel, n.Delivery.Recipient, thread, n.Delivery.Message, n.Delivery.Emoji, "files"}
+		for _, f := range n.Delivery.Files {
+			parts = append(parts, f.Name, f.SHA256)
+		}
+		return hashParts(parts...)
+	}
 	if n.Delivery.EditOf != "" {
 		return hashParts(n.OriginButler, requestID, intent, n.Delivery.Channel, n.Delivery.Recipient, thread, n.Delivery.Message, n.Delivery.Emoji, n.Delivery.EditOf)
 	}

@@ -21,6 +21,7 @@ func (b *Butler) addChannelTools() {
 		mcp.WithDescription("Answer an inbound message in its own chat, as a reply to it. Use the request_id from the message's meta."),
 		mcp.WithString("request_id", mcp.Required(), mcp.Description("meta.request_id of the message you answer")),
 		mcp.WithString("message", mcp.Required(), mcp.Description("Your answer; markdown allowed")),
+		mcp.WithArray("files", mcp.WithStringItems(), mcp.MaxItems(10), mcp.Description("Up to 10 files to send with the answer: paths under your files.roots (default: your working directory). Telegram carries files; other channels refuse them.")),
 		alwaysLoad,
 	), b.counted(b.reply))
 	b.mcp.AddTool(mcp.NewTool("react",
@@ -62,7 +63,7 @@ func alwaysLoad(t *mcp.Tool) {
 
 // answer builds a reply or react to a remembered inbound message. The chat,
 // thread and integration come from that message, never from the model.
-func (b *Butler) answer(ctx context.Context, requestID string, d envelope.Delivery) *mcp.CallToolResult {
+func (b *Butler) answer(ctx context.Context, requestID string, d envelope.Delivery, files ...string) *mcp.CallToolResult {
 	in, err := b.channel.request(ctx, requestID)
 	if err != nil {
 		return toolError(err)
@@ -74,6 +75,9 @@ func (b *Butler) answer(ctx context.Context, requestID string, d envelope.Delive
 	}
 	rc := in.RequestContext
 	n := envelope.NewNotify(b.name, d, &rc)
+	if err := b.attach(ctx, n, files); err != nil {
+		return toolError(err)
+	}
 	if err := envelope.Check(schemas.Notify, n); err != nil {
 		return toolError(err)
 	}
@@ -92,7 +96,14 @@ func (b *Butler) answer(ctx context.Context, requestID string, d envelope.Delive
 }
 
 func (b *Butler) reply(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	return b.answer(ctx, req.GetString("request_id", ""), envelope.Delivery{Intent: envelope.IntentReply, Message: req.GetString("message", "")}), nil
+	var files []string
+	if v, ok := req.GetArguments()["files"]; ok {
+		var err error
+		if files, err = filesArg(v); err != nil {
+			return toolError(err), nil
+		}
+	}
+	return b.answer(ctx, req.GetString("request_id", ""), envelope.Delivery{Intent: envelope.IntentReply, Message: req.GetString("message", "")}, files...), nil
 }
 
 // replySubject is "Re: <subject>" for a message that had one (email), so a

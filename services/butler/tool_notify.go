@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -48,6 +49,7 @@ func notifyTool(cfg *config.Config, name string) mcp.Tool {
     "claim_thread_label": {"type": "string", "description": "Label of the claimed thread (Telegram)."},
     "ack_within": {"type": "string", "description": "For a note that must be seen: unacknowledged within this long (30s to 7d, e.g. 10m, 1h30m, 2d), it is sent again through the next channel of the escalation chain. You get a channel message with kind acknowledged or unacknowledged."},
     "request_context": {"type": ["object", "string"], "description": "The request_context of the inbound message you answer, as given to you (an object, or its JSON string). Required for reply and react."},
+    "files": {"type": "array", "items": {"type": "string"}, "maxItems": 10, "description": "Up to 10 files to send with the message (a chart, a log, a screenshot): paths under your files.roots (default: your working directory), relative to it or absolute. Telegram and the log carry files; other channels refuse them."},
     "idempotency_key": {"type": "string", "description": "Your own name for this message (1-128 of A-Z a-z 0-9 . _ : -), e.g. report-2026-11-26. Give one whenever you might call notify again for the same message (after an error, a timeout, a lost connection): the same key within 24 h is answered with the first call's delivery and never sent twice. A new message needs a new key; the same key with other arguments is refused."}
   },
   "additionalProperties": false
@@ -79,9 +81,27 @@ func channelDescription(cfg *config.Config, name string) string {
 // notify is the tool's handler. Bad input is an isError result the model can
 // act on; a Go error is kept for faults of the server itself.
 func (b *Butler) notify(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-	n, err := b.buildNotify(req.GetArguments())
+	args := req.GetArguments()
+	var paths []string
+	if v, ok := args["files"]; ok {
+		var err error
+		if paths, err = filesArg(v); err != nil {
+			return toolError(err), nil
+		}
+		args = maps.Clone(args)
+		delete(args, "files")
+	}
+	n, err := b.buildNotify(args)
 	if err != nil {
 		return toolError(err), nil
+	}
+	if len(paths) > 0 {
+		if err := b.attach(ctx, n, paths); err != nil {
+			return toolError(err), nil
+		}
+		if err := envelope.Check(schemas.Notify, n); err != nil {
+			return toolError(err), nil
+		}
 	}
 	if n.Delivery.ClaimThread {
 		// The claim is the calling session's: its replies come to it.

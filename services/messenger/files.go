@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -129,4 +133,48 @@ func (m *Messenger) download(ctx context.Context, requests bus.KV, butler string
 		return bus.DownloadAnswer{}, ferr
 	}
 	return bus.DownloadAnswer{Name: att.Name, Mime: bus.MediaType(sum.Head, att.Mime), Size: sum.Size, SHA256: sum.SHA256}, nil
+}
+
+// spool reads the files of notify n from herald_files into local files,
+// checking each against its size and sha256, for the sender to read as
+// often as it needs (a photo's dimensions, then its upload). They are
+// removed by the returned func. A channel that carries no files, or a file
+// over its limit, is refused before anything is read.
+func (m *Messenger) spool(ctx context.Context, n *envelope.Notify) ([]deliver.File, func(), error) {
+	if len(n.Delivery.Files) == 0 {
+		return nil, func() {}, nil
+	}
+	typ, _, _ := strings.Cut(n.Delivery.Channel, ":")
+	ch, _ := config.ChannelOf(typ)
+	if ch.MaxFile == 0 {
+		return nil, nil, fmt.Errorf("%w: %s cannot carry files yet (telegram and log can); send them another way", envelope.ErrValidation, n.Delivery.Channel)
+	}
+	dir, err := os.MkdirTemp("", "herald-files-")
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: a place for the files: %w", envelope.ErrTargetUnavailable, err)
+	}
+	done := func() { _ = os.RemoveAll(dir) }
+	files := make([]deliver.File, 0, len(n.Delivery.Files))
+	for i, f := range n.Delivery.Files {
+		if f.Size > ch.MaxFile {
+			done()
+			return nil, nil, fmt.Errorf("%w: file %s is %s, over %s's limit of %s", envelope.ErrValidation, f.Name, bus.Bytes(f.Size), typ, bus.Bytes(ch.MaxFile))
+		}
+		path := filepath.Join(dir, strconv.Itoa(i))
+		out, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+		if err == nil {
+			// The butler's own prefix: the origin butler is the route's,
+			// which NATS permissions tie to its credentials.
+			err = bus.GetFile(ctx, m.nc, bus.FileOutSubject(n.OriginButler, f.Object), f.Size, f.SHA256, out)
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			done()
+			return nil, nil, fmt.Errorf("file %s: %w", f.Name, err)
+		}
+		files = append(files, deliver.File{Name: f.Name, Size: f.Size, MediaType: f.MediaType, SHA256: f.SHA256, Path: path})
+	}
+	return files, done, nil
 }

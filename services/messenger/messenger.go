@@ -368,8 +368,15 @@ func (m *Messenger) attempt(ctx context.Context, msg jetstream.Msg, r *envelope.
 	if err != nil {
 		return err
 	}
+	files, unspool, err := m.spool(ctx, n)
+	if err != nil {
+		return err
+	}
+	defer unspool()
 	a := m.newAttempt(rec)
-	receipt, err := carryOut(ctx, msg, sender, newDelivery(ctx, n, key, rec, a))
+	d := newDelivery(ctx, n, key, rec, a)
+	d.Files = files
+	receipt, err := carryOut(ctx, msg, sender, d)
 	if err != nil {
 		a.abandon(ctx, err)
 		if fresh && errors.Is(err, errTakenOver) && !a.claimed() {

@@ -47,6 +47,10 @@ type Delivery struct {
 	// them; channels without buttons ignore them (the text says how to answer).
 	Actions []envelope.Action
 
+	// Files go with the message, each spooled to a local file whose bytes
+	// match what the notify named (the channel opens Path).
+	Files []File
+
 	// Edit, if set, is the provider id of a message this integration sent
 	// to Recipient (as its Receipt named it) that is to be replaced rather
 	// than a new one sent: its text becomes Message and its buttons Actions
@@ -65,6 +69,16 @@ type Delivery struct {
 	// Sent, if set, is called after each chunk is accepted by the provider, with
 	// its id, so that progress is kept before the next chunk goes out.
 	Sent func(messageID string) error
+}
+
+// File is one file of a delivery, checked and ready to send: Path holds
+// its Size bytes, of MediaType (told from the bytes by the butler).
+type File struct {
+	Name      string
+	Size      int64
+	MediaType string
+	SHA256    string
+	Path      string
 }
 
 // Editor is a Sender that can replace a message it sent (Delivery.Edit):

@@ -67,6 +67,12 @@ func (s *Sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 		return deliver.Receipt{}, err
 	}
 	s.log.LogAttrs(ctx, level, "notification", attrs...)
+	// Its files: a line each, with what identifies the bytes (never the
+	// bytes themselves).
+	for _, f := range d.Files {
+		s.log.LogAttrs(ctx, level, "file", slog.String("butler", d.Butler), slog.String("message_id", id),
+			slog.String("name", Escape(f.Name)), slog.Int64("size", f.Size), slog.String("media_type", Escape(f.MediaType)), slog.String("sha256", f.SHA256))
+	}
 	return d.SentOne(id, "log record")
 }
 

@@ -54,8 +54,10 @@ var tokenPattern = regexp.MustCompile(`^[0-9]+:[A-Za-z0-9_-]+$`)
 
 // sender delivers to one Telegram bot. It is safe for concurrent use.
 type sender struct {
-	id          string // integration id, for messages and logs
-	bot         *bot.Bot
+	id  string // integration id, for messages and logs
+	bot *bot.Bot
+	// uploads makes the calls that upload files, which take longer.
+	uploads     *bot.Bot
 	client      *http.Client
 	token       string // for the receiver: the bot id, getUpdates' URL
 	secrets     *deliver.Scrubber
@@ -107,18 +109,28 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	if s.limit, err = ratelimit.ForIntegration(env.JS, "telegram."+botID, ratelimit.TelegramDefaults(), in.RateLimitOut); err != nil {
 		return nil, fmt.Errorf("telegram integration %q: %w", in.ID, err)
 	}
-	s.bot, err = bot.New(token,
-		bot.WithServerURL(apiURL),
-		bot.WithSkipGetMe(),
-		bot.WithHTTPClient(requestTimeout, botClient{deliver.Caller{Client: sizedBodies{s.client}, Secrets: s.secrets}}),
-		// The library reports some failures (closing a request body) only
-		// here; its default handler would print them with the standard logger.
-		bot.WithErrorsHandler(func(err error) {
-			s.log.Warn("telegram client error", "err", s.secrets.Scrub(err.Error()))
-		}),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("%w: telegram integration %q: %s", config.ErrInvalid, in.ID, s.secrets.Scrub(err.Error()))
+	newBot := func(client *http.Client, timeout time.Duration) (*bot.Bot, error) {
+		b, err := bot.New(token,
+			bot.WithServerURL(apiURL),
+			bot.WithSkipGetMe(),
+			bot.WithHTTPClient(timeout, botClient{deliver.Caller{Client: sizedBodies{client}, Secrets: s.secrets}}),
+			// The library reports some failures (closing a request body) only
+			// here; its default handler would print them with the standard logger.
+			bot.WithErrorsHandler(func(err error) {
+				s.log.Warn("telegram client error", "err", s.secrets.Scrub(err.Error()))
+			}),
+		)
+		if err != nil {
+			return nil, fmt.Errorf("%w: telegram integration %q: %s", config.ErrInvalid, in.ID, s.secrets.Scrub(err.Error()))
+		}
+		return b, nil
+	}
+	if s.bot, err = newBot(s.client, requestTimeout); err != nil {
+		return nil, err
+	}
+	uploads := deliver.NewClient(env.Timeout(uploadTimeout))
+	if s.uploads, err = newBot(uploads, uploadTimeout); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -212,34 +224,50 @@ func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, repl
 	if err != nil {
 		return deliver.Receipt{MessageIDs: d.Done}, err
 	}
+	if len(d.Files) > 0 {
+		var markup models.ReplyMarkup
+		if buttons != nil {
+			markup = buttons
+		}
+		return s.sendFiles(ctx, d, chat, md, thread, reply, markup)
+	}
 	return d.SendChunks(len(chunks), func() error { return s.wait(ctx, chat) }, func(i int) (string, error) {
-		params := &bot.SendMessageParams{
-			ChatID:              chat,
-			Text:                chunks[i],
-			ParseMode:           models.ParseModeHTML,
-			LinkPreviewOptions:  &models.LinkPreviewOptions{IsDisabled: bot.True()},
-			DisableNotification: d.Urgency == "low",
-			MessageThreadID:     thread,
-		}
+		var rp *models.ReplyParameters
 		if i == 0 {
-			params.ReplyParameters = reply
+			rp = reply
 		}
+		var markup models.ReplyMarkup
 		if i == len(chunks)-1 && buttons != nil {
-			params.ReplyMarkup = buttons
+			markup = buttons
 		}
-		var msg *models.Message
-		err := s.call(ctx, "sendMessage", chat, func(ctx context.Context) (err error) {
-			msg, err = s.bot.SendMessage(ctx, params)
-			return err
-		})
-		if thread != 0 && errors.Is(err, errThreadGone) {
-			err = s.threadGone(ctx, chat, d.Butler, thread, err)
-		}
-		if err != nil {
-			return "", err
-		}
-		return strconv.Itoa(msg.ID), nil
+		return s.sendText(ctx, d, chat, chunks[i], thread, rp, markup)
 	})
+}
+
+// sendText sends one message of text (HTML) to chat, its id the answer.
+func (s *sender) sendText(ctx context.Context, d deliver.Delivery, chat, text string, thread int, reply *models.ReplyParameters, buttons models.ReplyMarkup) (string, error) {
+	params := &bot.SendMessageParams{
+		ChatID:              chat,
+		Text:                text,
+		ParseMode:           models.ParseModeHTML,
+		LinkPreviewOptions:  &models.LinkPreviewOptions{IsDisabled: bot.True()},
+		DisableNotification: d.Urgency == "low",
+		MessageThreadID:     thread,
+		ReplyParameters:     reply,
+		ReplyMarkup:         buttons,
+	}
+	var msg *models.Message
+	err := s.call(ctx, "sendMessage", chat, func(ctx context.Context) (err error) {
+		msg, err = s.bot.SendMessage(ctx, params)
+		return err
+	})
+	if thread != 0 && errors.Is(err, errThreadGone) {
+		err = s.threadGone(ctx, chat, d.Butler, thread, err)
+	}
+	if err != nil {
+		return "", err
+	}
+	return strconv.Itoa(msg.ID), nil
 }
 
 // Edit replaces the text of a message the bot sent to d.Recipient (d.Edit,

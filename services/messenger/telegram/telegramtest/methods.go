@@ -62,6 +62,14 @@ func sendMessage(s *Server, req *request) (any, error) {
 		}
 		req.call.LinkPreviewOptions = &lp
 	}
+	return s.postLocked(req, chat, func(m *Message) { m.Text, m.Entities = visible, entities })
+}
+
+// postLocked adds the bot's message to chat, with what fill sets (its text
+// or its files), as every sending method does: its buttons, the message it
+// replies to and its forum topic, from the call's parameters.
+func (s *Server) postLocked(req *request, chat *chatState, fill func(*Message)) (*Message, error) {
+	p := req.params
 	markup, err := inlineKeyboard(p)
 	if err != nil {
 		return nil, err
@@ -111,11 +119,10 @@ func sendMessage(s *Server, req *request) (any, error) {
 		From:            &bot,
 		Date:            time.Now().Unix(),
 		Chat:            chat.chat,
-		Text:            visible,
-		Entities:        entities,
 		ReplyToMessage:  replyTo,
 		ReplyMarkup:     markup,
 	}
+	fill(m)
 	chat.messages[m.MessageID] = m
 	c := *m
 	req.call.Message = &c

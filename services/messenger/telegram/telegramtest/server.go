@@ -64,6 +64,9 @@ type Call struct {
 	LinkPreviewOptions *LinkPreviewOptions
 	// ReplyMarkup is an inline keyboard sent with the message.
 	ReplyMarkup *InlineKeyboardMarkup
+	// Files are the files uploaded with the call (multipart/form-data
+	// parts with a file name), by form field.
+	Files map[string]Upload
 
 	// ErrorCode and Description are what the server answered; ErrorCode 0
 	// means {"ok":true}. RetryAfter is the parameters.retry_after of a 429.
@@ -146,6 +149,7 @@ type Message struct {
 	Text            string   `json:"text,omitempty"`
 	Entities        []Entity `json:"entities,omitempty"`
 	Caption         string   `json:"caption,omitempty"`
+	CaptionEntities []Entity `json:"caption_entities,omitempty"`
 	// Photo (each size, the largest last), Voice and Document are the
 	// files a person sends, as the Bot API describes them.
 	Photo          []PhotoSize           `json:"photo,omitempty"`
@@ -464,6 +468,7 @@ func (s *Server) WaitCalls(t testing.TB, method string, n int, timeout time.Dura
 // cloneCall is c with its own Params, for a reader.
 func cloneCall(c Call) Call {
 	c.Params = maps.Clone(c.Params)
+	c.Files = maps.Clone(c.Files)
 	return c
 }
 
@@ -699,6 +704,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	params, contentType, perr := parseParams(r)
 	call.Params, call.ContentType = params, contentType
+	call.Files = uploadsOf(r)
 
 	s.mu.Lock()
 	bot := s.bots[token]
@@ -893,6 +899,9 @@ func parseParams(r *http.Request) (map[string]string, string, error) {
 		}
 		for k, fh := range r.MultipartForm.File {
 			params[k] = "attach:" + fh[0].Filename
+		}
+		if err := readUploads(r); err != nil {
+			return params, contentType, err
 		}
 	case "application/x-www-form-urlencoded":
 		if err := r.ParseForm(); err != nil {
