@@ -47,15 +47,16 @@ type channelSide struct {
 	status    bus.KV
 	approvals *approval.Store
 
-	mu        sync.Mutex
-	sessions  map[string]server.ClientSession // registered sessions
-	listening map[string]int                  // open GET streams by HTTP session id
-	spoke     map[string]*family              // the family of each session's latest permission request
-	asked     map[string][]string             // each session's open permission requests
-	awaited   map[string]bool                 // questions an ask call waits for (tool_ask.go)
-	takes     map[string]bool                 // sessions that have taken messages: streamed or used inbox
-	pushed    map[pushKey]time.Time           // inbox messages pushed to a session, and when (pushedBefore)
-	prunedAt  time.Time                       // when pushed was last pruned
+	mu          sync.Mutex
+	sessions    map[string]server.ClientSession // registered sessions
+	listening   map[string]int                  // open GET streams by HTTP session id
+	spoke       map[string]*family              // the family of each session's latest permission request
+	asked       map[string][]string             // each session's open permission requests
+	awaited     map[string]bool                 // questions an ask call waits for (tool_ask.go)
+	takes       map[string]bool                 // sessions that have taken messages: streamed or used inbox
+	pushed      map[pushKey]time.Time           // inbox messages pushed to a session, and when (pushedBefore)
+	prunedAt    time.Time                       // when pushed was last pruned
+	notRecorded map[uint64]bool                 // inbox messages pushed but not yet on the unread list
 	// unreadDropped counts entries that left the unread list since
 	// unreadWarned, when that was last logged (unread.go).
 	unreadDropped int
@@ -95,7 +96,7 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 	status := bus.NewDirectKV(js, bus.BucketStatus)
 	approvals := approval.New(bus.NewDirectKV(js, bus.BucketApprovals))
 	return &channelSide{b: b, js: js, cons: cons, requests: requests, status: status, approvals: approvals,
-		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, asked: map[string][]string{}, awaited: map[string]bool{}, takes: map[string]bool{}, pushed: map[pushKey]time.Time{}, wake: make(chan struct{}, 1)}, nil
+		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, asked: map[string][]string{}, awaited: map[string]bool{}, takes: map[string]bool{}, pushed: map[pushKey]time.Time{}, notRecorded: map[uint64]bool{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // hooks track which sessions can receive server-pushed notifications: stdio
@@ -467,6 +468,24 @@ func (c *channelSide) markPushed(session string, seq uint64) {
 	c.pushed[pushKey{session, seq}] = now
 }
 
+// unrecorded reports whether message seq was pushed but not yet put on
+// the unread list; with mark, it notes that it was not.
+func (c *channelSide) unrecorded(seq uint64, mark bool) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if mark {
+		c.notRecorded[seq] = true
+	}
+	return c.notRecorded[seq]
+}
+
+// recorded notes that message seq is on the unread list.
+func (c *channelSide) recorded(seq uint64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.notRecorded, seq)
+}
+
 // push sends one inbox message to every session that can receive it; acked
 // once at least one took it, otherwise handed back to wait.
 func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
@@ -496,7 +515,7 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 	}
 	seq := streamSeq(msg)
 	sent := 0
-	var fresh []string // the sessions pushed it now
+	fresh := 0 // the sessions pushed it now
 	for _, r := range rs {
 		if c.pushedBefore(r.id, seq) {
 			// A redelivery of a message this session has, recorded unread
@@ -517,7 +536,8 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 		}
 		if took {
 			sent++
-			fresh = append(fresh, r.id)
+			fresh++
+			c.markPushed(r.id, seq)
 		}
 	}
 	if sent == 0 {
@@ -525,23 +545,25 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 		return
 	}
 	// Pushed is not yet seen: unread until the model acts on it or takes
-	// it with inbox (unread.go). A push is remembered once it is recorded.
-	if len(fresh) > 0 {
+	// it with inbox (unread.go). A push that could not be recorded (a KV
+	// write lost to a NATS election) is recorded when the message comes
+	// back, and not pushed again: the session has it.
+	record := fresh > 0 || c.unrecorded(seq, false)
+	if record {
 		if err := c.addUnread(ctx, seq, v); err != nil {
-			c.b.log.WarnContext(ctx, "inbound message pushed but not recorded unread; it is pushed again", "request_id", v.Meta["request_id"], "err", err)
+			c.unrecorded(seq, true)
+			c.b.log.WarnContext(ctx, "inbound message pushed but not recorded unread yet; recorded when it comes back, not pushed again", "request_id", v.Meta["request_id"], "err", err)
 			_ = msg.NakWithDelay(time.Second)
 			return
 		}
-		for _, id := range fresh {
-			c.markPushed(id, seq)
-		}
+		c.recorded(seq)
 	}
 	if v.claim != "" && len(rs) > 1 {
 		c.b.log.InfoContext(ctx, "the session that claimed this conversation is gone or silent; the butler's other sessions got its message", "request_id", v.Meta["request_id"])
 	}
 	c.b.log.InfoContext(ctx, "inbound message pushed to the model's sessions; unread until the model answers it or takes it with inbox", "request_id", v.Meta["request_id"], "source_channel", v.Meta[MetaSourceChannel], "sessions", sent)
 	_ = msg.Ack()
-	if len(fresh) > 0 && !v.notice && v.Meta[envelope.MetaKind] != MetaKindAnswer {
+	if record && !v.notice && v.Meta[envelope.MetaKind] != MetaKindAnswer {
 		c.signal(bus.TypingStart, v.Meta["request_id"])
 	}
 }

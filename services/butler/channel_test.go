@@ -158,13 +158,18 @@ func TestInboxToolForClientsWithoutNotifications(t *testing.T) {
 // field: acks lost with a killed stream leader), and connects a session.
 func ackLessButler(t *testing.T) (jetstream.JetStream, *butlertest.Client) {
 	t.Helper()
-	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
+	_, _, js, c := deniedButler(t, "$JS.ACK.>")
+	return js, c
+}
+
+// deniedButler serves a butler whose NATS user may not publish to deny,
+// and connects a session; the server's options, to reload with another deny.
+func deniedButler(t *testing.T, deny string) (*server.Server, *server.Options, jetstream.JetStream, *butlertest.Client) {
+	t.Helper()
+	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
 		JetStreamMaxStore: bus.EmbeddedMaxStore, NoLog: true, NoSigs: true,
-		Users: []*server.User{
-			{Username: "test", Password: "test"},
-			{Username: "butler", Password: "butler", Permissions: &server.Permissions{
-				Publish: &server.SubjectPermission{Allow: []string{">"}, Deny: []string{"$JS.ACK.>"}}}},
-		}})
+		Users: usersDenying(deny)}
+	srv, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -189,14 +194,60 @@ func ackLessButler(t *testing.T) (jetstream.JetStream, *butlertest.Client) {
 	bnc, _ := connect("butler")
 	_, url, tok := serveButlerOn(t, bnc)
 	c := butlertest.Connect(t, url, "2025-06-18", transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + tok}))
-	return js, c
+	return srv, opts, js, c
 }
 
-func TestRedeliveredMessageIsNotPushedTwice(t *testing.T) {
-	js, c := ackLessButler(t)
+// usersDenying is a test user that may do anything and a butler user that
+// may not publish to deny (none when empty).
+func usersDenying(deny string) []*server.User {
+	perm := &server.SubjectPermission{Allow: []string{">"}}
+	if deny != "" {
+		perm.Deny = []string{deny}
+	}
+	return []*server.User{
+		{Username: "test", Password: "test"},
+		{Username: "butler", Password: "butler", Permissions: &server.Permissions{Publish: perm}},
+	}
+}
+
+// TestUnrecordedPushIsNotPushedAgain: a message pushed to a session whose
+// unread record could not be read and written (NATS refuses the read
+// here; in the field, a KV request lost to an election) comes back, is recorded then, and
+// the session does not get it twice.
+func TestUnrecordedPushIsNotPushedAgain(t *testing.T) {
+	srv, opts, js, c := deniedButler(t, "$JS.API.DIRECT.GET.KV_"+bus.BucketRequests+".$KV."+bus.BucketRequests+".assistant._unread")
 	id := inboundRoute(t, js, "assistant", "once, please", 1)
 	c.Wait(butler.MethodChannel, 1)
-	waitRedelivered(t, js)
+	// The write refused, the message handed back and delivered again.
+	cons, err := js.Consumer(t.Context(), bus.StreamInbox, bus.ConsumerInbox("assistant"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		if info, err := cons.Info(t.Context()); err == nil && info.Delivered.Consumer >= 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the message was not handed back and delivered again")
+		}
+	}
+	allowed := opts.Clone()
+	allowed.Users = usersDenying("")
+	if err := srv.ReloadOptions(allowed); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, _ := c.Call("channel_status", nil).StructuredContent.(map[string]any)
+		if st["unread"] == float64(1) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the message was never recorded unread: %v", st)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	time.Sleep(1500 * time.Millisecond)
 	var got []string
 	for _, n := range c.Notifications(butler.MethodChannel) {
 		meta, _ := n["meta"].(map[string]any)
