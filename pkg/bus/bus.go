@@ -324,6 +324,17 @@ type Topology struct {
 	// Butlers are the fleet's butlers: herald setup (the whole topology,
 	// with Repair) makes the durable consumers too, their inboxes included.
 	Butlers []string
+	// FilesMaxBytes bounds herald_files (nats.files_max_bytes); 0 is
+	// FilesMaxBytes.
+	FilesMaxBytes int64
+}
+
+// filesMaxBytes is what herald_files may hold.
+func (t Topology) filesMaxBytes() int64 {
+	if t.FilesMaxBytes > 0 {
+		return t.FilesMaxBytes
+	}
+	return FilesMaxBytes
 }
 
 // SeenTTL is how long an inbound message's provider id is remembered in
@@ -463,7 +474,7 @@ func (t Topology) streams() []jetstream.StreamConfig {
 			Name: StreamFiles, Description: "files to and from people, chunk by chunk", Subjects: []string{"$O." + BucketFiles + ".C.>", "$O." + BucketFiles + ".M.>"},
 			Retention: jetstream.LimitsPolicy, Storage: jetstream.FileStorage, Replicas: r, MaxAge: FilesAge,
 			Discard: jetstream.DiscardNew, AllowRollup: true, AllowDirect: true, Duplicates: DuplicateWindow,
-			MaxMsgs: 1_000_000, MaxBytes: FilesMaxBytes,
+			MaxMsgs: 1_000_000, MaxBytes: t.filesMaxBytes(),
 		},
 	}
 }

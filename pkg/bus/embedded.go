@@ -18,6 +18,9 @@ type ServerOptions struct {
 	// (2 min): a process crash loses nothing (the OS has the data); only a
 	// power loss of this one machine could. See docs/decisions.md.
 	SyncAlways bool
+	// FilesMaxBytes is the topology's herald_files bound, where it is not
+	// the default: the store grows by what it adds.
+	FilesMaxBytes int64
 }
 
 // EmbeddedMaxStore is the embedded server's JetStream store limit: what
@@ -50,7 +53,7 @@ func RunServer(o ServerOptions) (*server.Server, error) {
 		// the store would be 75% of the disk's free space, and herald dev
 		// on a disk with less than 9 GiB free could not make them. A disk
 		// that really fills is answered as any full store is.
-		JetStreamMaxStore: EmbeddedMaxStore,
+		JetStreamMaxStore: EmbeddedMaxStore + max(o.FilesMaxBytes-FilesMaxBytes, 0),
 		SyncAlways:        o.SyncAlways,
 		NoSigs:            true,
 		NoLog:             true,

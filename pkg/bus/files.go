@@ -2,6 +2,7 @@ package bus
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -39,8 +40,9 @@ const (
 	// FilesAge is how long a file is kept: a delivery waiting out an
 	// outage longer than that fails, saying so.
 	FilesAge = 24 * time.Hour
-	// FilesMaxBytes bounds the bucket (docs/reliability.md); a full one
-	// refuses a new file, with ErrFilesFull.
+	// FilesMaxBytes bounds the bucket unless nats.files_max_bytes says
+	// otherwise (docs/reliability.md); a full one refuses a new file, with
+	// ErrFilesFull.
 	FilesMaxBytes = 2 << 30
 )
 
@@ -59,6 +61,43 @@ func FileInSubject(butler, requestID string, index int) string {
 
 // FileInPrefix is every attachment fetched for butler.
 func FileInPrefix(butler string) string { return filesChunks + "in." + butler + "." }
+
+// Held files are attachments that come with the message itself (an
+// email's parts, a web chat upload): the receiver that takes the message
+// writes each to herald_files at once, under its integration, and names it
+// in the attachment's Ref (HeldRef); a download copies it to the butler's
+// own prefix as it would a provider's. Kept FilesAge, like every file.
+
+// heldRefPrefix starts a held attachment's Ref: "held:<object>:<sha256>".
+const heldRefPrefix = "held:"
+
+// HoldFile writes r, up to max bytes, as a held file of integration, and
+// returns the Ref an attachment names it by, with what was written.
+func HoldFile(ctx context.Context, js jetstream.JetStream, integration string, r io.Reader, max int64) (string, FileSum, error) {
+	object := rand.Text()
+	sum, err := PutFile(ctx, js, heldSubject(integration, object), r, max)
+	if err != nil {
+		return "", sum, err
+	}
+	return heldRefPrefix + object + ":" + sum.SHA256, sum, nil
+}
+
+// Held reports whether an attachment's ref names a held file (else the
+// provider holds it, for a deliver.Fetcher).
+func Held(ref string) bool { return strings.HasPrefix(ref, heldRefPrefix) }
+
+// GetHeld writes the held file ref of integration, size bytes, to w.
+func GetHeld(ctx context.Context, nc *nats.Conn, integration, ref string, size int64, w io.Writer) error {
+	object, sum, found := strings.Cut(strings.TrimPrefix(ref, heldRefPrefix), ":")
+	if !Held(ref) || !found || object == "" || strings.ContainsAny(object, ".*> ") {
+		return fmt.Errorf("%w: attachment ref %q is not a held file's", envelope.ErrValidation, ref)
+	}
+	return GetFile(ctx, nc, heldSubject(integration, object), size, sum, w)
+}
+
+func heldSubject(integration, object string) string {
+	return filesChunks + "held." + integration + "." + object
+}
 
 // ErrFilesFull is a file refused because herald_files holds FilesMaxBytes.
 var ErrFilesFull = errors.New("the file store (herald_files) is full")
@@ -109,7 +148,7 @@ func PutFile(ctx context.Context, js jetstream.JetStream, subject string, r io.R
 
 func storeError(err error) error {
 	if strings.Contains(err.Error(), "maximum bytes") || strings.Contains(err.Error(), "resource limits") {
-		return fmt.Errorf("%w: %w; try again later, or ask the operator to raise files_max_bytes", envelope.ErrOverload, ErrFilesFull)
+		return fmt.Errorf("%w: %w; try again later, or ask the operator to raise nats.files_max_bytes", envelope.ErrOverload, ErrFilesFull)
 	}
 	return fmt.Errorf("%w: storing the file: %w", envelope.ErrTargetUnavailable, err)
 }

@@ -88,3 +88,30 @@ func TestFilesFull(t *testing.T) {
 		t.Errorf("the full store kept %d chunks of the first file, want 2", n)
 	}
 }
+
+// A held file (an email's part, a web chat upload) is named by its Ref and
+// read back whole under its integration only; a ref of another integration,
+// or one that is not a held file's, is refused.
+func TestHeldFile(t *testing.T) {
+	srv := bustest.RunServer(t)
+	nc, js := srv.Connect()
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("%PDF-1.7 held\n"), 20000)
+	ref, sum, err := bus.HoldFile(ctx, js, "mail_in", bytes.NewReader(data), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bus.Held(ref) || sum.Size != int64(len(data)) {
+		t.Fatalf("ref %q, size %d", ref, sum.Size)
+	}
+	var got bytes.Buffer
+	if err := bus.GetHeld(ctx, nc, "mail_in", ref, sum.Size, &got); err != nil || !bytes.Equal(got.Bytes(), data) {
+		t.Fatalf("read back %d bytes, %v", got.Len(), err)
+	}
+	if err := bus.GetHeld(ctx, nc, "other", ref, sum.Size, &bytes.Buffer{}); !errors.Is(err, envelope.ErrNotFound) {
+		t.Errorf("another integration's read: %v, want not_found", err)
+	}
+	if err := bus.GetHeld(ctx, nc, "mail_in", "BQACAgIAAxkBAAI", 10, &bytes.Buffer{}); !errors.Is(err, envelope.ErrValidation) {
+		t.Errorf("a provider's ref: %v, want a validation error", err)
+	}
+}

@@ -161,3 +161,27 @@ func TestSmallStoreSaysWhatToRaise(t *testing.T) {
 		t.Fatalf("setup on a 1 GiB store: %v, want an error naming max_file_store and what is reserved", err)
 	}
 }
+
+// TestFilesStoreBoundFollowsTheConfig: nats.files_max_bytes sets what
+// herald_files may hold, and herald setup (Repair) applies a change to a
+// fleet made with the default.
+func TestFilesStoreBoundFollowsTheConfig(t *testing.T) {
+	srv := bustest.RunServer(t)
+	_, js := srv.Connect()
+	info := func() int64 {
+		s, err := js.Stream(t.Context(), bus.StreamFiles)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.CachedInfo().Config.MaxBytes
+	}
+	if got := info(); got != bus.FilesMaxBytes {
+		t.Fatalf("herald_files holds %d by default, want %d", got, int64(bus.FilesMaxBytes))
+	}
+	if err := bus.EnsureTopology(t.Context(), js, bus.Topology{Replicas: 1, Repair: true, FilesMaxBytes: 256 << 20}); err != nil {
+		t.Fatal(err)
+	}
+	if got := info(); got != 256<<20 {
+		t.Errorf("after setup with files_max_bytes 256 MiB herald_files holds %d", got)
+	}
+}

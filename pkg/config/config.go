@@ -86,6 +86,9 @@ type Config struct {
 	// always does on SIGHUP and `herald reload`). Unset is on in herald dev
 	// and off in a fleet's services (WatchesConfig).
 	WatchConfig *bool `yaml:"watch_config"`
+	// Transcribe turns voice notes into text before they reach the model
+	// (transcribe.go); unset, they arrive as attachments.
+	Transcribe *Transcribe `yaml:"transcribe"`
 }
 
 // WatchesConfig is watch_config, or def where the file does not set it.
@@ -162,6 +165,9 @@ type NATS struct {
 	// Wait is how long a service waits at start for NATS and JetStream to
 	// answer (a server starting, a cluster electing leaders); default 2m.
 	Wait Duration `yaml:"wait"`
+	// FilesMaxBytes bounds the file store herald_files, where files wait
+	// 24 h (default 2 GiB); herald setup applies a change.
+	FilesMaxBytes int64 `yaml:"files_max_bytes"`
 }
 
 // Butler is one agent of the fleet.
@@ -689,6 +695,8 @@ func (c *Config) problems() []string {
 	c.checkChannels(add)
 	c.checkButlers(add)
 	c.checkEnvNames(add)
+	c.checkTranscribe(add)
+	c.checkFilesStore(add)
 	c.checkTopics(add)
 	if c.Butler(c.DefaultButler) == nil {
 		add("default_butler %q is not a configured butler", c.DefaultButler)

@@ -106,6 +106,13 @@ func TestInvalid(t *testing.T) {
 		{"retry_for past the queues", "delivery: { retry_for: 200h }", "delivery.retry_for"},
 		{"bad outbound rate", "integrations: [{id: t, type: telegram, rate_limit_out: {per_chat: fast}}]", "1/s"},
 		{"typing where there is none", "integrations: [{id: sl, type: slack, token_env: T, typing: true}]", "integrations[0].typing: slack has no typing indicator"},
+		{"file store too small", "nats: { files_max_bytes: 1000 }", "nats.files_max_bytes must be"},
+		{"file store under a butler's files", "nats: { files_max_bytes: 100000000 }\nbutlers: [{name: health, files: {max_bytes: 200000000}}]", "less than butlers[0].files.max_bytes"},
+		{"transcribe without a url", "transcribe: { model: whisper-1 }", "transcribe.url is missing"},
+		{"transcribe url not http", "transcribe: { url: ftp://whisper }", "transcribe.url"},
+		{"transcribe key in the url", "transcribe: { url: \"https://sk:x@api.openai.com/v1\" }", "transcribe.api_key_env"},
+		{"transcribe key pasted in", "transcribe: { url: https://api.openai.com/v1, api_key_env: sk-proj-abc }", "transcribe.api_key_env"},
+		{"transcribe language", "transcribe: { url: https://api.openai.com/v1, language: English }", "transcribe.language"},
 		{"ack reaction on mail", "integrations: [{id: m, type: email, smtp: {host: h}, from: a@b.c, ack_reaction: \"👀\"}]", "integrations[0].ack_reaction: email has no reactions"},
 	}
 	for _, tt := range tests {
@@ -184,6 +191,23 @@ integrations:
 		if got := c.Integration(id).Inbound.Enabled; got != want {
 			t.Errorf("%s inbound enabled = %v, want %v", id, got, want)
 		}
+	}
+}
+
+// TestTranscribe: the endpoint is the URL given, or its base with
+// /audio/transcriptions added; the model defaults to whisper-1.
+func TestTranscribe(t *testing.T) {
+	c, err := config.Parse([]byte("transcribe: { url: \"http://127.0.0.1:9000/v1/\", api_key_env: GROQ_API_KEY, language: de }"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := c.Transcribe
+	if tr.Endpoint() != "http://127.0.0.1:9000/v1/audio/transcriptions" || tr.ModelName() != "whisper-1" || tr.Language != "de" || tr.APIKeyEnv != "GROQ_API_KEY" {
+		t.Errorf("transcribe %+v: endpoint %s, model %s", tr, tr.Endpoint(), tr.ModelName())
+	}
+	full := config.Transcribe{URL: "https://api.groq.com/openai/v1/audio/transcriptions", Model: "whisper-large-v3"}
+	if full.Endpoint() != full.URL || full.ModelName() != "whisper-large-v3" {
+		t.Errorf("endpoint %s, model %s", full.Endpoint(), full.ModelName())
 	}
 }
 

@@ -77,3 +77,27 @@ func checkFiles(at string, b *Butler, add func(format string, a ...any)) {
 		}
 	}
 }
+
+// Bounds of nats.files_max_bytes: the store must hold the largest file a
+// butler may send, and a few at once.
+const (
+	MinFilesStoreBytes = 64 << 20
+	MaxFilesStoreBytes = 1 << 40
+)
+
+// checkFilesStore is check's step for nats.files_max_bytes.
+func (c *Config) checkFilesStore(add func(format string, a ...any)) {
+	n := c.NATS.FilesMaxBytes
+	if n == 0 {
+		return
+	}
+	if n < MinFilesStoreBytes || n > MaxFilesStoreBytes {
+		add("nats.files_max_bytes must be a number of bytes from %d (64 MiB) to %d (1 TiB), not %d; leave it out for 2 GiB", int64(MinFilesStoreBytes), int64(MaxFilesStoreBytes), n)
+		return
+	}
+	for i := range c.Butlers {
+		if b := &c.Butlers[i]; b.FileMaxBytes() > n {
+			add("nats.files_max_bytes (%d) is less than butlers[%d].files.max_bytes (%d): no file of that size would ever fit; raise it or lower the butler's", n, i, b.FileMaxBytes())
+		}
+	}
+}

@@ -115,7 +115,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 	// streams (that would let it list every butler's keys). It waits for NATS,
 	// then for its inbox (newChannelSide), and reads its ledger records by
 	// subject.
-	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas, Uses: &bus.ButlerUses, Log: log}, time.Duration(o.Config.NATS.Wait), log)
+	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas, FilesMaxBytes: o.Config.NATS.FilesMaxBytes, Uses: &bus.ButlerUses, Log: log}, time.Duration(o.Config.NATS.Wait), log)
 	if err != nil {
 		return nil, err
 	}

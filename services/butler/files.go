@@ -180,7 +180,7 @@ func (b *Butler) attach(ctx context.Context, n *envelope.Notify, paths []string)
 		typ, _, _ := strings.Cut(channel, ":")
 		ch, _ := config.ChannelOf(typ)
 		if ch.MaxFile == 0 {
-			return fmt.Errorf("%w: %s cannot carry files yet (telegram and log can); send them another way, or name the files in the message", envelope.ErrValidation, typ)
+			return fmt.Errorf("%w: %s cannot carry files; send them another way, or name the files in the message", envelope.ErrValidation, typ)
 		}
 		if ch.MaxFile < limit {
 			limit, why = ch.MaxFile, typ+"'s limit"

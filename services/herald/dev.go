@@ -144,7 +144,7 @@ func (f *devFleet) connect(ctx context.Context) (stop func(), err error) {
 		if err != nil {
 			return stop, err
 		}
-		srv, err := bus.RunServer(bus.ServerOptions{Host: host, Port: port, StoreDir: f.cfg.NATS.StoreDir})
+		srv, err := bus.RunServer(bus.ServerOptions{Host: host, Port: port, StoreDir: f.cfg.NATS.StoreDir, FilesMaxBytes: f.cfg.NATS.FilesMaxBytes})
 		if err != nil {
 			return stop, err
 		}
@@ -159,7 +159,7 @@ func (f *devFleet) connect(ctx context.Context) (stop func(), err error) {
 			f.log.Warn("stopping", "err", err)
 		}
 	})
-	_, err = bus.Open(ctx, f.nc, bus.Topology{Replicas: f.cfg.NATS.Replicas, Repair: true, Log: f.log, Butlers: f.cfg.ButlerNames()}, time.Duration(f.cfg.NATS.Wait), f.log)
+	_, err = bus.Open(ctx, f.nc, bus.Topology{Replicas: f.cfg.NATS.Replicas, FilesMaxBytes: f.cfg.NATS.FilesMaxBytes, Repair: true, Log: f.log, Butlers: f.cfg.ButlerNames()}, time.Duration(f.cfg.NATS.Wait), f.log)
 	return stop, err
 }
 
@@ -233,7 +233,7 @@ func (f *devFleet) announce(ctx context.Context) {
 // the messenger restarted on the new file (each drains first), every
 // butler given it, added ones started, removed ones retired.
 func (f *devFleet) apply(ctx context.Context, next *config.Config, _ []string) error {
-	if _, err := bus.Open(ctx, f.nc, bus.Topology{Replicas: next.NATS.Replicas, Repair: true, Log: f.log, Butlers: next.ButlerNames()}, time.Duration(next.NATS.Wait), f.log); err != nil {
+	if _, err := bus.Open(ctx, f.nc, bus.Topology{Replicas: next.NATS.Replicas, FilesMaxBytes: next.NATS.FilesMaxBytes, Repair: true, Log: f.log, Butlers: next.ButlerNames()}, time.Duration(next.NATS.Wait), f.log); err != nil {
 		return err
 	}
 	f.mu.Lock()

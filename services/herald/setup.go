@@ -43,7 +43,7 @@ func runSetup(ctx context.Context, args []string, o IO) error {
 	}
 	return withFleet(ctx, *path, *timeout, o, func(ctx context.Context, js jetstream.JetStream, url string) error {
 		log := slog.New(slog.NewTextHandler(o.Stderr, nil))
-		if _, err := bus.Open(ctx, js.Conn(), bus.Topology{Replicas: cfg.NATS.Replicas, Repair: true, Log: log, Butlers: cfg.ButlerNames()}, *timeout, log); err != nil {
+		if _, err := bus.Open(ctx, js.Conn(), bus.Topology{Replicas: cfg.NATS.Replicas, FilesMaxBytes: cfg.NATS.FilesMaxBytes, Repair: true, Log: log, Butlers: cfg.ButlerNames()}, *timeout, log); err != nil {
 			return err
 		}
 		fmt.Fprintf(o.Stdout, "Herald's streams and buckets are in place on %s (replicas %d).\n", redactURL(url), cfg.NATS.Replicas)

@@ -105,9 +105,9 @@ func (m *Messenger) download(ctx context.Context, requests bus.KV, butler string
 	if in == nil || in.Disabled || !in.Grants.Allows(butler) {
 		return bus.DownloadAnswer{}, fmt.Errorf("%w: integration %s, where message %s came in, is no longer granted to %s", envelope.ErrForbidden, rr.Integration, id, butler)
 	}
-	fetcher, ok := m.senders[rr.Integration].(deliver.Fetcher)
-	if !ok {
-		return bus.DownloadAnswer{}, fmt.Errorf("%w: %s cannot fetch attachments; ask the person to send the file another way", envelope.ErrValidation, in.Channel())
+	fetch, err := m.fetcher(ctx, in, att)
+	if err != nil {
+		return bus.DownloadAnswer{}, err
 	}
 	limit := m.cfg.Butler(butler).FileMaxBytes()
 	if att.Size > limit {
@@ -117,7 +117,7 @@ func (m *Messenger) download(ctx context.Context, requests bus.KV, butler string
 	r, w := io.Pipe()
 	fetched := make(chan error, 1)
 	go func() {
-		err := fetcher.Fetch(ctx, att, w)
+		err := fetch(w)
 		w.CloseWithError(err)
 		fetched <- err
 	}()
@@ -135,6 +135,20 @@ func (m *Messenger) download(ctx context.Context, requests bus.KV, butler string
 	return bus.DownloadAnswer{Name: att.Name, Mime: bus.MediaType(sum.Head, att.Mime), Size: sum.Size, SHA256: sum.SHA256}, nil
 }
 
+// fetcher is how attachment att of a message that came in on in is read:
+// from herald_files for a file that came with the message (email, web
+// chat), else from the provider, with the channel's credentials.
+func (m *Messenger) fetcher(ctx context.Context, in *config.Integration, att envelope.Attachment) (func(w io.Writer) error, error) {
+	if bus.Held(att.Ref) {
+		return func(w io.Writer) error { return bus.GetHeld(ctx, m.nc, in.ID, att.Ref, att.Size, w) }, nil
+	}
+	f, ok := m.senders[in.ID].(deliver.Fetcher)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s cannot fetch attachments; ask the person to send the file another way", envelope.ErrValidation, in.Channel())
+	}
+	return func(w io.Writer) error { return f.Fetch(ctx, att, w) }, nil
+}
+
 // spool reads the files of notify n from herald_files into local files,
 // checking each against its size and sha256, for the sender to read as
 // often as it needs (a photo's dimensions, then its upload). They are
@@ -147,7 +161,7 @@ func (m *Messenger) spool(ctx context.Context, n *envelope.Notify) ([]deliver.Fi
 	typ, _, _ := strings.Cut(n.Delivery.Channel, ":")
 	ch, _ := config.ChannelOf(typ)
 	if ch.MaxFile == 0 {
-		return nil, nil, fmt.Errorf("%w: %s cannot carry files yet (telegram and log can); send them another way", envelope.ErrValidation, n.Delivery.Channel)
+		return nil, nil, fmt.Errorf("%w: %s cannot carry files; send them another way", envelope.ErrValidation, n.Delivery.Channel)
 	}
 	dir, err := os.MkdirTemp("", "herald-files-")
 	if err != nil {

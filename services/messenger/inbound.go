@@ -69,6 +69,7 @@ func (s *sink) Ingress(ctx context.Context, in *envelope.Ingress) error {
 		s.Dropped(ctx, in, ReasonDuplicate)
 		return nil
 	}
+	s.m.transcribe(ctx, &s.in, in)
 	b, err := json.Marshal(in)
 	if err != nil {
 		return fmt.Errorf("%w: %w", envelope.ErrInternal, err)

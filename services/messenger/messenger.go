@@ -84,6 +84,8 @@ type Messenger struct {
 	active   map[string]struct{} // idempotency keys being delivered in this process
 	attempts uint64
 	sinks    map[string]*sink // receiving integrations, by id
+
+	transcriber *transcriber // nil without transcribe (transcribe.go)
 }
 
 // Run delivers until ctx is done, then drains and closes its senders.
@@ -93,7 +95,7 @@ func Run(ctx context.Context, o Options) error {
 		log = slog.Default()
 	}
 	log = log.With("service", "messenger")
-	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas, Uses: &bus.MessengerUses, Log: log}, time.Duration(o.Config.NATS.Wait), log)
+	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas, FilesMaxBytes: o.Config.NATS.FilesMaxBytes, Uses: &bus.MessengerUses, Log: log}, time.Duration(o.Config.NATS.Wait), log)
 	if err != nil {
 		return err
 	}
@@ -123,6 +125,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return fmt.Errorf("opening %s (run herald setup after upgrading): %w", bus.BucketSeen, err)
 	}
+	m.transcriber = newTranscriber(o.Config.Transcribe, getenv)
 	env := deliver.Env{Getenv: getenv, Logger: log, JS: js, Instance: m.instance, HTTP: deliver.NewHTTP()}
 	if o.Config.PublicURL != "" {
 		m.mountAckLinks(env.HTTP)

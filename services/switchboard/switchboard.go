@@ -101,7 +101,7 @@ func Run(ctx context.Context, o Options) error {
 }
 
 func run(ctx context.Context, o Options, log *slog.Logger, state *obs.State) error {
-	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas, Uses: &bus.SwitchboardUses, Log: log}, time.Duration(o.Config.NATS.Wait), log)
+	js, err := bus.Open(ctx, o.NC, bus.Topology{Replicas: o.Config.NATS.Replicas, FilesMaxBytes: o.Config.NATS.FilesMaxBytes, Uses: &bus.SwitchboardUses, Log: log}, time.Duration(o.Config.NATS.Wait), log)
 	if err != nil {
 		return err
 	}

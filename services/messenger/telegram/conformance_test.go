@@ -29,7 +29,16 @@ func TestConformance(t *testing.T) {
 		Features: delivertest.Features{
 			Chunks: true, Recipients: true, Threads: true, React: true,
 			Faults:   []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
-			NoAnswer: true, APIURL: true, RefusesEmpty: true,
+			NoAnswer: true, APIURL: true, RefusesEmpty: true, Files: true,
+		},
+		Uploaded: func(t *testing.T) []delivertest.Upload {
+			var out []delivertest.Upload
+			// The Bot API's multipart carries no media type (every part is
+			// application/octet-stream): Telegram tells it from the bytes.
+			for _, f := range srv.SentFiles() {
+				out = append(out, delivertest.Upload{Name: f.Upload.Name, Data: f.Upload.Data, Caption: f.Caption})
+			}
+			return out
 		},
 		NewAt: func(t *testing.T, url string) deliver.Sender {
 			srv = telegramtest.NewServer(t)

@@ -152,8 +152,9 @@ func (s *sender) sendMedia(ctx context.Context, d deliver.Delivery, chat, captio
 				Caption: caption, ParseMode: models.ParseModeHTML, ReplyParameters: reply, ReplyMarkup: buttons, DisableNotification: quiet, MessageThreadID: thread})
 		default:
 			media := make([]models.InputMedia, len(d.Files))
+			names := attachNames(d.Files)
 			for i := range d.Files {
-				c, ref := "", "attach://file"+strconv.Itoa(i)
+				c, ref := "", "attach://"+names[i]
 				if i == 0 {
 					c = caption
 				}
@@ -178,6 +179,30 @@ func (s *sender) sendMedia(ctx context.Context, d deliver.Delivery, chat, captio
 		return "", s.tooBig(err)
 	}
 	return strconv.Itoa(id), nil
+}
+
+// attachNames are the multipart fields of a media group's files: the
+// library names each part's file after its field, and Telegram shows a
+// document by that name, so each is the file's own name where it can be
+// (unique, nothing a Content-Disposition would have to escape), else the
+// name with its place in front.
+func attachNames(files []deliver.File) []string {
+	out := make([]string, len(files))
+	seen := map[string]bool{}
+	for i, f := range files {
+		name := f.Name
+		if seen[name] || strings.ContainsAny(name, "\"\\\r\n") {
+			name = strconv.Itoa(i+1) + "_" + strings.Map(func(r rune) rune {
+				if r == '"' || r == '\\' || r < ' ' {
+					return '_'
+				}
+				return r
+			}, name)
+		}
+		seen[name] = true
+		out[i] = name
+	}
+	return out
 }
 
 // tooBig names the limit when Telegram says a file is too large (413, or

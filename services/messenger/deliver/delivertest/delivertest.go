@@ -53,6 +53,9 @@ type Features struct {
 	// RefusesEmpty: a message with nothing to show (blank, an empty code
 	// block) is refused as a validation error, and no call is made.
 	RefusesEmpty bool
+	// Files: a delivery's files reach the provider as its wire carries
+	// them (Harness.Uploaded), each provider call a chunk like a message's.
+	Files bool
 }
 
 // Fault is a provider failure a harness injects into its fake.
@@ -160,6 +163,9 @@ type Harness struct {
 	// accepted or not (RefusesEmpty; else Delivered counts).
 	Calls func(t *testing.T) int
 
+	// Uploaded returns every file the provider took, in order (Files).
+	Uploaded func(t *testing.T) []Upload
+
 	// Secrets, if set, returns what no error of the sender may show: a
 	// token, a password, the secret part of a URL.
 	Secrets func(t *testing.T) []string
@@ -179,6 +185,7 @@ func Run(t *testing.T, h Harness) {
 	runNoAnswer(t, h)
 	runAPIURL(t, h)
 	runRefusesEmpty(t, h)
+	runFiles(t, h)
 	runCancelled(t, h)
 }
 

@@ -5,6 +5,7 @@ import (
 	"io"
 	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -48,6 +49,21 @@ func (s *Server) Downloads() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.downloads
+}
+
+// SentFile is a file a bot sent: as a photo or a document, with the
+// caption's visible text.
+type SentFile struct {
+	Kind    string // photo | document
+	Upload  Upload
+	Caption string
+}
+
+// SentFiles are the files bots sent, in order.
+func (s *Server) SentFiles() []SentFile {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sentFiles)
 }
 
 // getFile is the Bot API's: the file's path, to download within an hour;
@@ -210,6 +226,7 @@ func (s *Server) sendFile(req *request, kind string) (any, error) {
 // fillLocked makes m the message of file u sent as kind.
 func (s *Server) fillLocked(m *Message, kind string, u Upload, text string, entities []Entity) {
 	id := s.keepLocked(u)
+	s.sentFiles = append(s.sentFiles, SentFile{Kind: kind, Upload: u, Caption: text})
 	m.Caption, m.CaptionEntities = text, entities
 	if kind == "photo" {
 		m.Photo = []PhotoSize{{FileID: id, FileUniqueID: id, FileSize: int64(len(u.Data))}}

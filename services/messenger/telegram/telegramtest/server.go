@@ -241,6 +241,7 @@ type Server struct {
 	files     map[string]*storedFile
 	filePaths map[string]*storedFile
 	downloads int
+	sentFiles []SentFile // every file a bot sent, in order
 }
 
 type botState struct {
