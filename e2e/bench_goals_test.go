@@ -19,6 +19,8 @@ const (
 	goalP99 = 2.5
 	// goalWrites: stored writes per MCP notify, critical path and audit.
 	goalWrites = 3.5
+	// goalFiles: row (r), text while 20 MB files flow, against (g).
+	goalFiles = 0.8
 	// goalHoldRSS: herald dev's peak resident set over row (p).
 	goalHoldRSS = 80 << 20
 	// composedWrites: the composed limit is the floor plus this many stored
@@ -61,6 +63,9 @@ func (t *table) judge() {
 				g.say(fmt.Sprintf("%.2f× the composed limit (q)", r.rate/composed))
 			}
 			g.writes(r.writes)
+		case "r":
+			// Its writes include the files' chunks: no writes goal.
+			g.share("(g), text alone", r.rate, t.byKey("g"), goalFiles)
 		case "p":
 			g.check(fmt.Sprintf("peak RSS ≤ %s: %s", mb(goalHoldRSS), mb(r.rss)), r.rss <= goalHoldRSS)
 			g.writes(r.writes)

@@ -3,13 +3,17 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
+	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -54,6 +58,61 @@ func benchMCPRows(b *testing.B, t *table) {
 		figure: fmt.Sprintf("%s now, %s of it code", mb(rss), mb(files)), goal: "the goal is at 500/s held: row (p)"})
 	m.measure("f", fmt.Sprintf("(f) MCP notify → log, %d sessions, closed loop", benchWindow), "cl", "log", benchFor, closed)
 	m.measure("g", fmt.Sprintf("(g) MCP notify → Telegram fake, %d sessions, closed loop", benchWindow), "ct", "telegram", benchFor, closed)
+	m.measureWithFiles(closed)
+}
+
+// benchFileSize is the file row (r) sends, one after another, while text
+// flows.
+const benchFileSize = 20 << 20
+
+// measureWithFiles is row (r): row (g) again while one more session sends
+// 20 MB files to the Telegram fake, one notify after another; its text
+// rate is judged against (g)'s, measured in the same run.
+func (m *mcpRig) measureWithFiles(closed func(do func(worker, seq int) error) *result) {
+	s, err := newMCPClient(m.dev.state.Butlers["bench"], m.dev.token("bench")).open(context.Background())
+	if err != nil {
+		m.b.Fatalf("MCP session: %v", err)
+	}
+	before := len(m.tg.Accepted("sendDocument"))
+	stop, done := make(chan struct{}), make(chan struct{})
+	sent, failed := 0, 0
+	var firstErr error
+	start := time.Now()
+	go func() {
+		defer close(done)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if err := s.notifyFiles(context.Background(), "telegram", marker("rf", i), m.file); err != nil {
+				failed++
+				firstErr = cmp.Or(firstErr, err)
+				continue
+			}
+			sent++
+		}
+	}()
+	res := m.measure("r", "(r) (g) while 20 MB files go to the Telegram fake, one after another", "cf", "telegram", benchFor, closed)
+	close(stop)
+	<-done
+	elapsed := time.Since(start)
+	want := sha256.Sum256(m.fileData)
+	intact := 0
+	for _, c := range m.tg.Accepted("sendDocument")[before:] {
+		if u, ok := c.Files["document"]; ok && sha256.Sum256(u.Data) == want {
+			intact++
+		}
+	}
+	if failed > 0 || intact != sent {
+		m.b.Errorf("files: %d sent, %d arrived intact, %d failed (%v)", sent, intact, failed, firstErr)
+	}
+	m.t.mu.Lock()
+	defer m.t.mu.Unlock()
+	if r := m.t.byKey("r"); r != nil && res != nil {
+		r.breakdown = fmt.Sprintf("%d files of 20 MB sent meanwhile (%.0f MB/s), every one intact at the fake; %s", sent, float64(sent*benchFileSize)/(1<<20)/elapsed.Seconds(), r.breakdown)
+	}
 }
 
 // benchHoldRow is (p): a fresh herald dev held at 500 notify/s (BENCH_HOLD_RATE)
@@ -76,6 +135,8 @@ type mcpRig struct {
 	dev      *devProc
 	tg       *telegramtest.Server
 	sessions []*mcpSession
+	file     string // a 20 MB file under the butler's files.roots (row r)
+	fileData []byte
 }
 
 // newMCPRig starts herald dev (on the cluster when BENCH_CLUSTER asks for
@@ -87,12 +148,18 @@ func newMCPRig(b *testing.B, t *table, name string, warm int) *mcpRig {
 		url = c.URL()
 		nats = fmt.Sprintf(`{ url: %q, replicas: %d }`, url, c.Replicas())
 	}
-	m := &mcpRig{b: b, t: t, tg: telegramtest.NewServer(b)}
+	m := &mcpRig{b: b, t: t, tg: telegramtest.NewServer(b), fileData: make([]byte, benchFileSize)}
+	_, _ = rand.Read(m.fileData)
+	dir := b.TempDir()
+	m.file = filepath.Join(dir, "results.bin")
+	if err := os.WriteFile(m.file, m.fileData, 0o600); err != nil {
+		b.Fatal(err)
+	}
 	m.dev = startDevOn(b, t, name, fmt.Sprintf(`
 nats: %s
 http_listen: "127.0.0.1:0"
 butlers:
-  - { name: bench, default_channel: log, mcp_http: "127.0.0.1:0" }
+  - { name: bench, default_channel: log, mcp_http: "127.0.0.1:0", files: { roots: [%q] } }
 integrations:
   - id: tg
     type: telegram
@@ -101,7 +168,7 @@ integrations:
     default_chat: "12345"
     grants: all
     rate_limit_out: { disabled: true }
-`, nats, m.tg.URL()), url, 0, "BENCH_TG_TOKEN="+m.tg.Token())
+`, nats, dir, m.tg.URL()), url, 0, "BENCH_TG_TOKEN="+m.tg.Token())
 	c := newMCPClient(m.dev.state.Butlers["bench"], m.dev.token("bench"))
 	m.sessions = make([]*mcpSession, benchWindow)
 	for i := range m.sessions {
@@ -354,7 +421,16 @@ func events(r io.Reader, fn func(data []byte) bool) error {
 // notify calls the notify tool: an error unless the answer is "Notification
 // sent via ...".
 func (s *mcpSession) notify(ctx context.Context, channel, message string) error {
-	res, err := s.call(ctx, "tools/call", map[string]any{"name": "notify", "arguments": map[string]any{"channel": channel, "message": message}})
+	return s.notifyFiles(ctx, channel, message)
+}
+
+// notifyFiles is notify with files (paths the butler reads).
+func (s *mcpSession) notifyFiles(ctx context.Context, channel, message string, files ...string) error {
+	args := map[string]any{"channel": channel, "message": message}
+	if len(files) > 0 {
+		args["files"] = files
+	}
+	res, err := s.call(ctx, "tools/call", map[string]any{"name": "notify", "arguments": args})
 	if err != nil {
 		return err
 	}

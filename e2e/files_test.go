@@ -1,10 +1,16 @@
 package e2e
 
 import (
+	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/mail"
 	"os"
 	"path/filepath"
 	"strings"
@@ -125,6 +131,16 @@ func TestFilesOut(t *testing.T) {
 		t.Errorf("the log channel wrote %d lines for the file, want 1 naming its sha256", len(recs))
 	}
 
+	// By mail: an attachment of multipart/mixed, as a real MIME parser
+	// reads it.
+	if res := c.Call("notify", map[string]any{"channel": "email", "message": "the chart", "files": []any{"out/chart.png"}}); res.IsError {
+		t.Fatalf("notify with a file by mail: %s", text(res))
+	}
+	mails := f.smtp.WaitMessages(t, 1, 20*time.Second)
+	if got := mailAttachments(t, mails[len(mails)-1].Data); len(got) != 1 || got["chart.png"] == nil || !bytes.Equal(got["chart.png"], chart) {
+		t.Errorf("the mail's attachments: %d, chart.png %d bytes; want the chart, %d bytes", len(got), len(got["chart.png"]), len(chart))
+	}
+
 	// What may not be sent.
 	outside := filepath.Join(t.TempDir(), "outside.txt")
 	if err := os.WriteFile(outside, []byte("x"), 0o600); err != nil {
@@ -146,7 +162,6 @@ func TestFilesOut(t *testing.T) {
 		{map[string]any{"message": "x", "files": []any{"out/.env"}}, "environment file"},
 		{map[string]any{"message": "x", "files": []any{"out/big.bin"}}, "over files.max_bytes (2 MB)"},
 		{map[string]any{"message": "x", "files": []any{"out/none.txt"}}, "does not exist"},
-		{map[string]any{"message": "x", "channel": "email", "files": []any{"out/chart.png"}}, "email cannot carry files"},
 	} {
 		res := c.Call("notify", bad.args)
 		if !res.IsError || !strings.Contains(text(res), bad.says) {
@@ -239,5 +254,42 @@ integrations:
 		}
 	case <-time.After(40 * time.Second):
 		t.Error("notify never answered")
+	}
+}
+
+// mailAttachments parses a mail with net/mail and mime/multipart and
+// returns its attachments' bytes by file name.
+func mailAttachments(t *testing.T, data []byte) map[string][]byte {
+	t.Helper()
+	msg, err := mail.ReadMessage(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mt, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+	if err != nil || mt != "multipart/mixed" {
+		t.Fatalf("the mail is %s (%v), want multipart/mixed", mt, err)
+	}
+	out := map[string][]byte{}
+	mr := multipart.NewReader(msg.Body, params["boundary"])
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.FileName() == "" {
+			continue
+		}
+		var r io.Reader = p
+		if strings.EqualFold(p.Header.Get("Content-Transfer-Encoding"), "base64") {
+			r = base64.NewDecoder(base64.StdEncoding, p)
+		}
+		b, err := io.ReadAll(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[p.FileName()] = b
 	}
 }

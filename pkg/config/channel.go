@@ -85,12 +85,17 @@ type (
 var builtin = map[string]Channel{
 	"telegram": {Settings: func() ChannelSettings { return &TelegramSettings{} }, Buttons: true, Answers: true, Typing: true, Reactions: true, Edits: true, Limit: &markdown.TelegramLimit,
 		MaxFile: 50 << 20}, // the Bot API's sendDocument
-	"email":   {Settings: func() ChannelSettings { return &EmailSettings{Inbound: EmailInbound{MaxBytes: DefaultEmailMaxBytes}} }, Answers: true},
-	"slack":   {Settings: func() ChannelSettings { return &SlackSettings{} }, Buttons: true, Answers: true, Reactions: true, Edits: true, Limit: &markdown.SlackLimit},
-	"webhook": {Settings: func() ChannelSettings { return &WebhookSettings{} }, SignedSenders: true},
-	"web":     {Settings: func() ChannelSettings { return &WebSettings{Listen: DefaultWebListen} }, AlwaysReceives: true, Answers: true, Typing: true, Reactions: true, Edits: true},
-	"log":     {MaxFile: MaxFileBytes}, // a line per file: name, size, sha256
-	"discord": {Settings: func() ChannelSettings { return &DiscordSettings{} }, Buttons: true, Answers: true, Typing: true, Reactions: true, Edits: true, Limit: &markdown.DiscordLimit},
+	"email": {Settings: func() ChannelSettings { return &EmailSettings{Inbound: EmailInbound{MaxBytes: DefaultEmailMaxBytes}} }, Answers: true,
+		MaxFile: 18 << 20}, // base64 makes it 24 MB: within the 25 MB most mail servers take
+	"slack": {Settings: func() ChannelSettings { return &SlackSettings{} }, Buttons: true, Answers: true, Reactions: true, Edits: true, Limit: &markdown.SlackLimit,
+		MaxFile: 0}, // SLACK-PENDING files.getUploadURLExternal's 1 GB
+	"webhook": {Settings: func() ChannelSettings { return &WebhookSettings{} }, SignedSenders: true,
+		MaxFile: 50 << 20},
+	"web": {Settings: func() ChannelSettings { return &WebSettings{Listen: DefaultWebListen} }, AlwaysReceives: true, Answers: true, Typing: true, Reactions: true, Edits: true,
+		MaxFile: 0}, // WEB-PENDING 50 << 20
+	"log": {MaxFile: MaxFileBytes}, // a line per file: name, size, sha256
+	"discord": {Settings: func() ChannelSettings { return &DiscordSettings{} }, Buttons: true, Answers: true, Typing: true, Reactions: true, Edits: true, Limit: &markdown.DiscordLimit,
+		MaxFile: 25 << 20}, // a boosted server's; an unboosted one's 413 names its 10 MB
 }
 
 // ChannelOf returns what configuration knows of channel type typ.

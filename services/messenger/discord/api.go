@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ratelimit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -38,17 +39,24 @@ type rest struct {
 	client  *http.Client
 	secrets *deliver.Scrubber
 	caller  deliver.Caller
-	log     *slog.Logger
-	now     func() time.Time
+	// transfer is client without its bound of one JSON call, for calls
+	// that carry files (up to 25 MB each, ten to a message): they take
+	// as long as they take, within transferTimeout. uploads calls with it.
+	transfer *http.Client
+	uploads  deliver.Caller
+	log      *slog.Logger
+	now      func() time.Time
 
 	mu    sync.Mutex
 	spent map[string]time.Time // route key -> when its bucket resets
 }
 
-func newREST(id, base, token string, timeout time.Duration, log *slog.Logger) *rest {
+func newREST(id, base, token string, timeout, transferTimeout time.Duration, log *slog.Logger) *rest {
 	r := &rest{id: id, base: base, token: token, client: deliver.NewClient(timeout), secrets: deliver.NewScrubber("<token>", token),
 		log: log, now: time.Now, spent: map[string]time.Time{}}
 	r.caller = deliver.Caller{Client: r.client, Secrets: r.secrets}
+	r.transfer = &http.Client{Timeout: transferTimeout, Transport: r.client.Transport, CheckRedirect: r.client.CheckRedirect}
+	r.uploads = deliver.Caller{Client: r.transfer, Secrets: r.secrets}
 	return r
 }
 
@@ -115,10 +123,15 @@ type errorBody struct {
 }
 
 // call sends method to route (a path under api_url, ids in it; the
-// route's template in tmpl, for messages and buckets) with body as JSON,
-// and decodes a successful answer into out (if not nil).
+// route's template in tmpl, for messages and buckets) with body as JSON
+// (an *upload as multipart/form-data), and decodes a successful answer
+// into out (if not nil).
 func (r *rest) call(ctx context.Context, method, tmpl, route string, body, out any) error {
-	return r.callWith(ctx, r.caller, method, tmpl, route, body, out)
+	caller := r.caller
+	if _, ok := body.(*upload); ok {
+		caller = r.uploads
+	}
+	return r.callWith(ctx, caller, method, tmpl, route, body, out)
 }
 
 // ready waits until the bucket of a call is not spent: a sender waits
@@ -139,24 +152,26 @@ func (r *rest) callWith(ctx context.Context, caller deliver.Caller, method, tmpl
 		e.cause = err
 		return e
 	}
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			e.cause = err
-			return e
-		}
-		rd = bytes.NewReader(b)
+	rd, ctype, err := encode(body)
+	if err != nil {
+		// Nothing went out.
+		return err
 	}
 	req, err := http.NewRequestWithContext(ctx, method, r.base+route, rd)
 	if err != nil {
+		if c, ok := rd.(io.Closer); ok {
+			_ = c.Close()
+		}
 		e.cause = errors.New(caller.Secrets.Scrub(err.Error()))
 		return e
 	}
+	if f, ok := rd.(*formBody); ok {
+		req.ContentLength = f.size // sent with its length, not chunked
+	}
 	req.Header.Set("Authorization", "Bot "+r.token)
 	req.Header.Set("User-Agent", userAgent)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
 	}
 	got, err := caller.Do(req)
 	if err != nil {
@@ -198,6 +213,27 @@ func (r *rest) callWith(ctx context.Context, caller deliver.Caller, method, tmpl
 	}
 	e.code, e.message, e.detail = eb.Code, caller.Secrets.Scrub(eb.Message), caller.Secrets.Scrub(firstFieldError(eb.Errors))
 	return e
+}
+
+// encode is a request's body, with its Content-Type: nil for none, an
+// *upload as multipart/form-data (its files streamed), anything else as
+// JSON.
+func encode(body any) (io.Reader, string, error) {
+	switch b := body.(type) {
+	case nil:
+		return nil, "", nil
+	case *upload:
+		f, err := b.open()
+		if err != nil {
+			return nil, "", err
+		}
+		return f, f.contentType, nil
+	}
+	j, err := json.Marshal(body)
+	if err != nil {
+		return nil, "", fmt.Errorf("%w: encoding a Discord request: %w", envelope.ErrInternal, err)
+	}
+	return bytes.NewReader(j), "application/json", nil
 }
 
 // retryAfter is a 429's wait: the body's retry_after (seconds, with

@@ -26,7 +26,16 @@ func TestConformance(t *testing.T) {
 		Features: delivertest.Features{
 			Chunks: true, Recipients: true, Threads: true, React: true,
 			Faults:   []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
-			NoAnswer: true, APIURL: true, RefusesEmpty: true,
+			NoAnswer: true, APIURL: true, RefusesEmpty: true, Files: true,
+		},
+		// The message and its files are one Discord message: its text is
+		// in Delivered.
+		Uploaded: func(t *testing.T) []delivertest.Upload {
+			var out []delivertest.Upload
+			for _, u := range srv.Uploads() {
+				out = append(out, delivertest.Upload{Name: u.Name, MediaType: u.ContentType, Data: u.Data})
+			}
+			return out
 		},
 		NewAt: func(t *testing.T, url string) deliver.Sender {
 			srv = discordtest.NewServer(t)

@@ -53,6 +53,25 @@
 // new content (decorated as a message of one chunk, cut to it) and an
 // empty components array, which removes the buttons.
 //
+// # Files
+//
+// A delivery's files (at most MaxFiles) go with its last chunk, in one
+// POST /channels/{channel}/messages as multipart/form-data: payload_json,
+// naming each file in attachments, and a part files[n] per file, streamed
+// from its spooled copy; a message of one chunk is one post, its reply
+// reference, buttons and files together. A server without boosts (and a
+// direct message) takes files of up to 10 MB each, and Discord's 413
+// (40005 Request entity too large) is a validation error saying so;
+// Herald sends none over 25 MB (pkg/config).
+//
+// Fetch (deliver.Fetcher) downloads what a person attached, from the
+// signed CDN link the ingress's attachment ref holds: only from Discord's
+// CDN (cdn.discordapp.com, media.discordapp.net) or api_url's host, and
+// without the token, which the CDN does not need. The link's fragment
+// names the message the file came with, so an expired link (they last
+// about a day) is renewed by fetching the message (GET
+// /channels/{channel}/messages/{message}, needing Read Message History).
+//
 // Progress is reported chunk by chunk through deliver.Delivery.Sent, and a
 // retry skips the chunks in Delivery.Done. A 429 is waited out (its
 // retry_after, to the millisecond, up to MaxRateLimitWait in all; a global

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -47,6 +48,9 @@ func (s *sender) classify(ctx context.Context, ae *apiError, what, channel strin
 	}
 	if unanswered := s.unanswered(ctx, ae, what, where); unanswered != nil {
 		return unanswered
+	}
+	if big := tooLarge(ae); big != nil {
+		return big
 	}
 	if ae.status == http.StatusUnauthorized {
 		return fmt.Errorf("%w: Discord rejected the bot token (401 Unauthorized); check that %s of integration %q holds the bot's current token (Developer Portal → your application → Bot → Reset Token)",
@@ -118,7 +122,7 @@ func (s *sender) byCode(ae *apiError, what, channel, where string) error {
 	case codeMaxReactions:
 		return fmt.Errorf("%w: the message%s has as many different reactions as Discord allows (30010)", envelope.ErrValidation, where)
 
-	case codeInvalidFormBody, codeCannotSendEmpty, codeEntityTooLarge:
+	case codeInvalidFormBody, codeCannotSendEmpty:
 		return fmt.Errorf("%w: Discord refused the request to %s%s (%d %s%s); simplify the message, and report this as a Herald bug if it persists",
 			envelope.ErrValidation, what, where, ae.code, ae.message, detail(ae))
 	}
@@ -154,6 +158,18 @@ func (s *sender) byStatus(ctx context.Context, ae *apiError, what, where string)
 	// has nothing.
 	return fmt.Errorf("%w: discord %s%s at %s failed (%s): Discord or the network is unavailable; try again later, and check api_url if it persists",
 		envelope.ErrTargetUnavailable, what, where, s.api.base, ae.Error())
+}
+
+// tooLarge is the error of files Discord refused as too big: a 413 (its
+// JSON 40005 "Request entity too large", or Cloudflare's page), naming the
+// limit of a server without boosts, the likeliest one hit. Nil for any
+// other failure.
+func tooLarge(ae *apiError) error {
+	if ae.status != http.StatusRequestEntityTooLarge && ae.code != codeEntityTooLarge {
+		return nil
+	}
+	return fmt.Errorf("%w: Discord refused the files as too large (413 Request entity too large): a server without boosts, and a direct message, takes files of up to %s each (50 MB with level 2 boosts, 100 MB with level 3); send smaller files, or a link to them",
+		envelope.ErrValidation, bus.Bytes(MaxFileUnboosted))
 }
 
 func detail(ae *apiError) string {

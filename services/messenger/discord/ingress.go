@@ -241,8 +241,9 @@ func inboundText(text, botUser string) string {
 }
 
 // messageFiles describes the attachments of m without downloading them:
-// their ref is the attachment's URL on Discord's CDN (signed; Discord
-// renews such links for a bot that asks).
+// their ref is the attachment's URL on Discord's CDN, signed and valid for
+// about a day, with in its fragment ("#<channel>:<message>:<attachment>")
+// the message it came with, whose fetching renews the link (Fetch).
 func messageFiles(m *messageEvent) []envelope.Attachment {
 	var out []envelope.Attachment
 	for _, a := range m.Attachments {
@@ -250,8 +251,11 @@ func messageFiles(m *messageEvent) []envelope.Attachment {
 			continue
 		}
 		ref := a.URL
-		if ref == "" {
+		switch {
+		case ref == "":
 			ref = "discord:attachment:" + a.ID
+		case !strings.Contains(ref, "#"):
+			ref += "#" + m.ChannelID + ":" + m.ID + ":" + a.ID
 		}
 		out = append(out, deliver.Attachment(a.Filename, a.ContentType, a.Size, ref))
 	}

@@ -85,7 +85,7 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	log := env.Log().With("channel", "discord:"+in.ID)
 	s := &sender{
 		id:             in.ID,
-		api:            newREST(in.ID, c.API(), token, env.Timeout(requestTimeout), log),
+		api:            newREST(in.ID, c.API(), token, env.Timeout(requestTimeout), env.Timeout(transferTimeout), log),
 		botID:          botIDOf(token),
 		source:         c.TokenSource(),
 		defaultChannel: strings.TrimSpace(c.DefaultChannelID),
@@ -230,6 +230,10 @@ type createMessage struct {
 	Components       []component       `json:"components,omitempty"`
 	AllowedMentions  allowedMentions   `json:"allowed_mentions"`
 	Flags            int               `json:"flags,omitempty"`
+	// Attachments name the files a message carries (withFiles).
+	Attachments []attachment `json:"attachments,omitempty"`
+
+	files []deliver.File // sent with it (files.go)
 }
 
 // message is the part of a message object Herald reads.
@@ -240,10 +244,14 @@ type message struct {
 
 // post delivers the message as chunks, skipping those an earlier attempt
 // sent; only the first carries the reply's reference and only the last the
-// buttons.
+// buttons and the files: a message of one chunk is one post with its
+// files, and a retry after the last chunk sends nothing again.
 func (s *sender) post(ctx context.Context, d deliver.Delivery, to target, ref *messageReference) (deliver.Receipt, error) {
 	if err := d.NeedsText(); err != nil {
 		return deliver.Receipt{}, err
+	}
+	if len(d.Files) > MaxFiles {
+		return deliver.Receipt{}, fmt.Errorf("%w: Discord takes at most %d files with a message; this one has %d", envelope.ErrValidation, MaxFiles, len(d.Files))
 	}
 	parts := chunks(d.Message, MaxMessageLength, decorator(d))
 	if len(parts) == 0 {
@@ -269,7 +277,7 @@ func (s *sender) post(ctx context.Context, d deliver.Delivery, to target, ref *m
 			body.MessageReference = ref
 		}
 		if i == len(parts)-1 {
-			body.Components = rows
+			body.Components, body.files = rows, d.Files
 		}
 		var m message
 		err := s.postOne(ctx, d, &to, body, &m)
@@ -331,6 +339,9 @@ func (s *sender) create(ctx context.Context, d deliver.Delivery, channel string,
 	}
 	if err := d.Calling(); err != nil {
 		return err
+	}
+	if len(body.files) > 0 {
+		return s.do(ctx, "POST", tmpl, route, channel, withFiles(body), out)
 	}
 	return s.do(ctx, "POST", tmpl, route, channel, body, out)
 }

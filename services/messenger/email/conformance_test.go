@@ -28,8 +28,19 @@ func TestConformance(t *testing.T) {
 		Delivered: func(t *testing.T) []string {
 			var out []string
 			for _, m := range srv.Messages() {
-				if p, ok := m.Part("text/plain"); ok {
+				if p, ok := m.Part("text/plain"); ok && p.Disposition == "" {
 					out = append(out, p.Body)
+				}
+			}
+			return out
+		},
+		// The files are the attachment parts of the mails, the text in
+		// the mail's own body (Delivered).
+		Uploaded: func(t *testing.T) []delivertest.Upload {
+			var out []delivertest.Upload
+			for _, m := range srv.Messages() {
+				for _, p := range m.Attachments() {
+					out = append(out, delivertest.Upload{Name: p.Filename, MediaType: p.MediaType, Data: []byte(p.Body)})
 				}
 			}
 			return out
@@ -41,7 +52,7 @@ func TestConformance(t *testing.T) {
 		Features: delivertest.Features{
 			Recipients: true, Threads: true,
 			Faults:   []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable},
-			NoAnswer: true,
+			NoAnswer: true, Files: true,
 		},
 		DefaultRecipient: "me@example.com",
 		Recipient:        func(*testing.T) string { return "bob@example.com" },

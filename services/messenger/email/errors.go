@@ -6,9 +6,14 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
+	"strconv"
+	"strings"
 
 	"github.com/emersion/go-smtp"
 
+	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -136,4 +141,47 @@ func isTLSError(err error) bool {
 	)
 	return errors.As(err, &verify) || errors.As(err, &record) || errors.As(err, &alert) ||
 		errors.As(err, &unknownCA) || errors.As(err, &hostname) || errors.As(err, &invalid)
+}
+
+// tooLarge names the limits when the server refused the mail as too large:
+// a 552 to its end (RFC 5321 §4.5.3.1.10; a 5.2.2 is a full mailbox, not
+// this), or the enhanced codes 5.3.4 and 5.2.3 (RFC 3463). size is what was
+// sent; the server's own limit is its SIZE (RFC 1870), where it tells it.
+// nil for any other error.
+func (s *Sender) tooLarge(c *smtp.Client, err error, size int64) error {
+	se, ok := errors.AsType[*smtp.SMTPError](err)
+	if !ok || !sizeRefusal(se) {
+		return nil
+	}
+	limit := "what it takes"
+	if has, v := c.Extension("SIZE"); has {
+		if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil && n > 0 {
+			limit = "its limit of " + bus.Bytes(n)
+		}
+	}
+	ch, _ := config.ChannelOf(channelType)
+	return replyErr(envelope.ErrValidation, se, "SMTP server %s refused the mail as too large (%q): with its files in base64 it was %s, over %s; email sends files of up to %s each, and most servers take mails of up to 25 MB: send fewer or smaller files, or a link",
+		s.addr, replyText(se), bus.Bytes(size), limit, bus.Bytes(ch.MaxFile))
+}
+
+func sizeRefusal(se *smtp.SMTPError) bool {
+	switch se.EnhancedCode {
+	case smtp.EnhancedCode{5, 3, 4}, smtp.EnhancedCode{5, 2, 3}:
+		return true
+	case smtp.EnhancedCode{5, 2, 2}:
+		return false
+	}
+	return se.Code == 552
+}
+
+// counter counts the bytes written through it.
+type counter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *counter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }

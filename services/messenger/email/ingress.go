@@ -3,11 +3,13 @@ package email
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
+	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/envelope"
 )
 
@@ -66,13 +68,15 @@ func newIngress(integrationID string, m *inbound, raw []byte, mailFrom string, r
 	meta := mailMeta{}
 	meta.setSender(m, sender, who, auth)
 	meta.setMail(m, id, mailFrom, rcpts, now)
+	attachments, notes := meta.attachments(m)
 	text := m.text
-	if utf8.RuneCountInString(text) > maxTextChars {
-		text = limit(text, maxTextChars-utf8.RuneCountInString(truncated)) + truncated
+	if room := maxTextChars - utf8.RuneCountInString(notes); utf8.RuneCountInString(text) > room {
+		text = limit(text, room-utf8.RuneCountInString(truncated)) + truncated
 	}
+	text = strings.TrimLeft(text+notes, "\n")
 
 	in := envelope.NewIngress(integrationID, channelType, endpoint, who, id, text, id, meta)
-	in.Attachments = meta.attachments(m, id)
+	in.Attachments = attachments
 	return in
 }
 
@@ -147,24 +151,31 @@ func (meta mailMeta) setMail(m *inbound, id, mailFrom string, rcpts []string, no
 	meta.set("ts", strconv.FormatInt(ts.Unix(), 10))
 }
 
-// attachments describes the mail's attachments, as many as ingress.v1
-// allows, each named by the mail's id and its place in the mail; how many
-// more there were goes in meta attachments_omitted.
-func (meta mailMeta) attachments(m *inbound, id string) []envelope.Attachment {
+// attachments describes the mail's attachments that were held, as many as
+// ingress.v1 allows; how many more there were goes in meta
+// attachments_omitted. An attachment that could not be held is not listed,
+// since a download of it could only fail: a line of the text (notes) names
+// it and says why, so the butler can ask for it another way.
+func (meta mailMeta) attachments(m *inbound) ([]envelope.Attachment, string) {
 	var out []envelope.Attachment
+	var notes strings.Builder
 	for i, a := range m.attachments {
 		if i == maxAttachments {
 			meta.set("attachments_omitted", strconv.Itoa(len(m.attachments)-maxAttachments))
 			break
 		}
-		out = append(out, envelope.Attachment{
-			Name: limit(a.name, maxNameChars),
-			Mime: limit(a.mime, maxMimeChars),
-			Size: a.size,
-			Ref:  "email:" + id + "/" + strconv.Itoa(a.index),
-		})
+		name := limit(a.name, maxNameChars)
+		if a.ref == "" {
+			lost := a.lost
+			if lost == "" {
+				lost = "it was not stored"
+			}
+			fmt.Fprintf(&notes, "\n\n[attachment %s (%s) could not be kept: %s]", name, bus.Bytes(a.size), lost)
+			continue
+		}
+		out = append(out, envelope.Attachment{Name: name, Mime: limit(a.mime, maxMimeChars), Size: a.size, Ref: a.ref})
 	}
-	return out
+	return out, notes.String()
 }
 
 // withoutContent is what of an ingress goes to sink.Dropped: who, to whom,

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"html"
+	"io"
 	"mime"
 	"mime/multipart"
 	"mime/quotedprintable"
@@ -40,13 +41,21 @@ const messageIDMax = 64
 // composed is one mail ready for DATA.
 type composed struct {
 	messageID string // "<id@domain>"
-	data      []byte // CRLF line endings, 7-bit
+	// head is the header with the blank line after it, and body the
+	// multipart/alternative of the text (of type bodyType); CRLF line
+	// endings, 7-bit.
+	head, body []byte
+	bodyType   string
+	// files follow the text in a multipart/mixed of boundary mixed.
+	files []deliver.File
+	mixed string
 }
 
 // compose builds the mail of d from from to to: the headers of architecture.md §7 and
 // a multipart/alternative body with the markdown as text/plain and its HTML
-// rendering. Every header value passes through clean, so nothing in d can
-// start a header of its own.
+// rendering; with files, that body and then the files in a multipart/mixed.
+// Every header value passes through clean, so nothing in d can start a
+// header of its own.
 func compose(d deliver.Delivery, from, to *mail.Address, now time.Time) (composed, error) {
 	id := messageID(d.Key, from.Address)
 	subject := Subject(d.Butler, d.Subject, d.Message, d.Urgency)
@@ -83,13 +92,50 @@ func compose(d deliver.Delivery, from, to *mail.Address, now time.Time) (compose
 	if err := mw.Close(); err != nil {
 		return composed{}, err
 	}
-	h.add("Content-Type", mime.FormatMediaType("multipart/alternative", map[string]string{"boundary": mw.Boundary()}))
+	c := composed{messageID: id, body: body.Bytes(), files: d.Files,
+		bodyType: mime.FormatMediaType("multipart/alternative", map[string]string{"boundary": mw.Boundary()})}
+	if len(d.Files) == 0 {
+		h.add("Content-Type", c.bodyType)
+	} else {
+		c.mixed = multipart.NewWriter(io.Discard).Boundary()
+		h.add("Content-Type", mime.FormatMediaType("multipart/mixed", map[string]string{"boundary": c.mixed}))
+	}
 
 	var out bytes.Buffer
 	h.writeTo(&out)
 	out.WriteString("\r\n")
-	out.Write(body.Bytes())
-	return composed{messageID: id, data: out.Bytes()}, nil
+	c.head = out.Bytes()
+	return c, nil
+}
+
+// writeTo writes the mail to w, its files read as they go (never whole in
+// memory). An error reading a file wraps envelope.ErrInternal.
+func (c composed) writeTo(w io.Writer) error {
+	if _, err := w.Write(c.head); err != nil {
+		return err
+	}
+	if c.mixed == "" {
+		_, err := w.Write(c.body)
+		return err
+	}
+	mw := multipart.NewWriter(w)
+	if err := mw.SetBoundary(c.mixed); err != nil {
+		return err
+	}
+	// Folded after its type, as the header's own, to keep the line short.
+	p, err := mw.CreatePart(textproto.MIMEHeader{"Content-Type": {strings.Replace(c.bodyType, "; ", ";\r\n ", 1)}})
+	if err != nil {
+		return err
+	}
+	if _, err := p.Write(c.body); err != nil {
+		return err
+	}
+	for _, f := range c.files {
+		if err := writeFile(mw, f); err != nil {
+			return err
+		}
+	}
+	return mw.Close()
 }
 
 func writePart(mw *multipart.Writer, contentType, content string) error {

@@ -76,12 +76,19 @@ type inbound struct {
 }
 
 // attachment is a part of a mail that is not its body text. Index is its
-// position among the leaf parts, from 1, depth first.
+// position among the leaf parts, from 1, depth first. Ref names it in
+// herald_files once held (holdAttachments); until then, or when it could
+// not be held, it is "" and lost says why.
 type attachment struct {
 	name, mime string
 	size       int64
 	index      int
+	ref, lost  string
 }
+
+// holdFunc keeps the attachment a, whose decoded bytes r gives as they
+// are read, and sets its ref (or lost), size and mime from what it read.
+type holdFunc func(a *attachment, r io.Reader)
 
 // Reasons a mail is accepted and dropped rather than handed on, as
 // sink.Dropped records them.
@@ -133,6 +140,20 @@ func parseMail(raw []byte) (*inbound, error) {
 	return m, nil
 }
 
+// holdAttachments reads raw's attachments again, as parseMail found them,
+// and hands each to hold as it is decoded from its part: only a mail that
+// is to be handed on is worth keeping the files of, and that is known only
+// once it was parsed and its sender checked.
+func holdAttachments(raw []byte, hold holdFunc) []attachment {
+	msg, err := mail.ReadMessage(bytes.NewReader(raw))
+	if err != nil {
+		return nil
+	}
+	w := walker{hold: hold}
+	w.walk(textproto.MIMEHeader(msg.Header), msg.Body, 0)
+	return w.attachments
+}
+
 // uniqueFrom reports whether h has one From header with one address in
 // it, parsed strictly (no loose fallback as addressList has).
 func uniqueFrom(h mail.Header) bool {
@@ -172,6 +193,9 @@ type walker struct {
 	plain, html []string
 	attachments []attachment
 	leaves      int
+	// hold keeps each attachment; without it an attachment is only
+	// measured.
+	hold holdFunc
 }
 
 func (w *walker) walk(h textproto.MIMEHeader, body io.Reader, depth int) {
@@ -195,9 +219,6 @@ func (w *walker) walk(h textproto.MIMEHeader, body io.Reader, depth int) {
 	w.leaves++
 	index := w.leaves
 
-	data, _ := io.ReadAll(body) // bounded by the message size
-	data = decodeTransfer(h.Get("Content-Transfer-Encoding"), data)
-
 	disposition, dparams := mediaType(h.Get("Content-Disposition"))
 	name := dparams["filename"]
 	if name == "" {
@@ -205,21 +226,33 @@ func (w *walker) walk(h textproto.MIMEHeader, body io.Reader, depth int) {
 	}
 	// Some clients put RFC 2047 words where RFC 2231 parameters belong.
 	name = clean(decodeWords(name))
+	encoding := h.Get("Content-Transfer-Encoding")
 
 	if disposition != "attachment" && name == "" {
 		switch mt {
-		case "text/plain":
-			w.plain = append(w.plain, toUTF8(data, params["charset"]))
-			return
-		case "text/html":
-			w.html = append(w.html, toUTF8(data, params["charset"]))
+		case "text/plain", "text/html":
+			data, _ := io.ReadAll(body) // bounded by the message size
+			text := toUTF8(decodeTransfer(encoding, data), params["charset"])
+			if mt == "text/plain" {
+				w.plain = append(w.plain, text)
+			} else {
+				w.html = append(w.html, text)
+			}
 			return
 		}
 	}
 	if name == "" {
 		name = "part-" + strconv.Itoa(index)
 	}
-	w.attachments = append(w.attachments, attachment{name: name, mime: mt, size: int64(len(data)), index: index})
+	a := attachment{name: name, mime: mt, index: index}
+	// Decoded as it is read, never whole: a file is held chunk by chunk.
+	r := transferReader(encoding, body)
+	if w.hold != nil {
+		w.hold(&a, r)
+	} else {
+		a.size, _ = io.Copy(io.Discard, r)
+	}
+	w.attachments = append(w.attachments, a)
 }
 
 // bodyText is the text of the mail: its plain-text parts if they say
@@ -266,26 +299,55 @@ func decodeTransfer(encoding string, data []byte) []byte {
 		}
 		return out
 	case "base64":
-		compact := bytes.Map(func(r rune) rune {
-			if r == ' ' || r == '\t' || r == '\r' || r == '\n' {
-				return -1
-			}
-			return r
-		}, data)
-		out := make([]byte, base64.StdEncoding.DecodedLen(len(compact)))
-		n, err := base64.StdEncoding.Decode(out, compact)
-		if err != nil {
-			// A missing final padding is common; anything else keeps the
-			// prefix that decoded.
-			unpadded := bytes.TrimRight(compact, "=")
-			raw := make([]byte, base64.RawStdEncoding.DecodedLen(len(unpadded)))
-			if m, err := base64.RawStdEncoding.Decode(raw, unpadded); err == nil {
-				return raw[:m]
-			}
-		}
-		return out[:n]
+		out, _ := io.ReadAll(transferReader(encoding, bytes.NewReader(data)))
+		return out
 	}
 	return data
+}
+
+// transferReader undoes a Content-Transfer-Encoding as r is read. What
+// fails to decode ends the part where it fails: a sloppy client's file is
+// kept as far as it decoded rather than lost.
+func transferReader(encoding string, r io.Reader) io.Reader {
+	switch strings.ToLower(strings.TrimSpace(encoding)) {
+	case "quoted-printable":
+		return lenient{quotedprintable.NewReader(r)}
+	case "base64":
+		// Without its padding, base64 decodes whatever the final padding
+		// (often missing, sometimes doubled) would have said.
+		return lenient{base64.NewDecoder(base64.RawStdEncoding, base64Chars{r})}
+	}
+	return r
+}
+
+// base64Chars is r without spaces, line breaks and padding.
+type base64Chars struct{ r io.Reader }
+
+func (b base64Chars) Read(p []byte) (int, error) {
+	for {
+		n, err := b.r.Read(p)
+		k := 0
+		for _, c := range p[:n] {
+			if c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != '=' {
+				p[k] = c
+				k++
+			}
+		}
+		if k > 0 || err != nil {
+			return k, err
+		}
+	}
+}
+
+// lenient turns a decoding error into the end of the data.
+type lenient struct{ r io.Reader }
+
+func (l lenient) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) {
+		err = io.EOF
+	}
+	return n, err
 }
 
 // wordDecoder decodes RFC 2047 encoded words. mime handles UTF-8,

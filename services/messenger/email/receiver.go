@@ -19,6 +19,7 @@ import (
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
@@ -86,6 +87,8 @@ type Receiver struct {
 	// lookupTXT fetches DKIM keys: the system's resolver unless a test
 	// gives its own (WithLookupTXT).
 	lookupTXT LookupTXT
+	// js holds the mails' attachments in herald_files (nil: none is kept).
+	js jetstream.JetStream
 
 	mu          sync.Mutex // serialises status reports
 	lastInbound time.Time
@@ -144,6 +147,7 @@ func newReceiver(in config.Integration, env deliver.Env, opts []ReceiverOption) 
 		now:       time.Now,
 		trusted:   map[string]bool{},
 		lookupTXT: net.DefaultResolver.LookupTXT,
+		js:        env.JS,
 	}
 	if r.maxBytes <= 0 {
 		r.maxBytes = defaultMaxBytes
@@ -418,13 +422,16 @@ func (r *Receiver) accept(ctx context.Context, sink deliver.Sink, raw []byte, ma
 		return nil
 	}
 	auth := r.authenticate(ctx, m, raw)
-	in := newIngress(r.id, m, raw, mailFrom, rcpts, r.now(), auth)
-	switch {
-	case auth.retry:
+	if auth.retry {
 		r.log.WarnContext(ctx, "inbound mail sender could not be checked just now; answered 451 so the sender retries",
-			"sender_auth", auth.how, "by", auth.by, "detail", auth.detail, "message_id", in.NativeID)
+			"sender_auth", auth.how, "by", auth.by, "detail", auth.detail, "message_id", mailID(m, raw))
 		return errTryLater
-	case !auth.ok:
+	}
+	if len(m.attachments) > 0 {
+		m.attachments = holdAttachments(raw, r.holder(ctx, mailID(m, raw)))
+	}
+	in := newIngress(r.id, m, raw, mailFrom, rcpts, r.now(), auth)
+	if !auth.ok {
 		// The switchboard audits what it does with the stranger under this
 		// request_id; this says why they are one. No content is logged.
 		r.log.InfoContext(ctx, "inbound mail sender not authenticated; it reaches the switchboard as "+UnverifiedPrefix+"<address>",

@@ -1,7 +1,6 @@
 package email_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
@@ -166,11 +165,17 @@ func runReceiver(t *testing.T, in config.Integration, getenv config.Getenv, logs
 	if logs != nil {
 		w = logs
 	}
-	rcv, err := email.NewReceiverFactory(opts...)(in, deliver.Env{
+	return runWith(t, in, deliver.Env{
 		Getenv:   getenv,
 		Logger:   slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		Instance: "test-1",
-	})
+	}, opts...)
+}
+
+// runWith is runReceiver with the receiver's whole env.
+func runWith(t *testing.T, in config.Integration, env deliver.Env, opts ...email.ReceiverOption) (*recorder, context.CancelFunc) {
+	t.Helper()
+	rcv, err := email.NewReceiverFactory(opts...)(in, env)
 	if err != nil {
 		t.Fatalf("NewReceiver: %v", err)
 	}
@@ -552,34 +557,6 @@ func TestDecoding(t *testing.T) {
 				t.Errorf("text:\n%q\nwant:\n%q", in.Content.Text, tt.wantText)
 			}
 		})
-	}
-}
-
-func TestAttachments(t *testing.T) {
-	pdf := bytes.Repeat([]byte{0x25, 0x50, 0x44, 0x46, 0x00, 0xff}, 50) // 300 bytes
-	png := []byte("\x89PNG\r\n\x1a\n\x00\x01")                          // 10 bytes
-	msg := "From: ann@example.org\nSubject: report\nMessage-ID: <att@example.org>\nMIME-Version: 1.0\n" +
-		"Content-Type: multipart/mixed; boundary=\"b1\"\n\n" +
-		"--b1\nContent-Type: multipart/alternative; boundary=\"b2\"\n\n" +
-		"--b2\nContent-Type: text/plain; charset=utf-8\n\nSee the report.\n" +
-		"--b2\nContent-Type: text/html; charset=utf-8\n\n<p>See the report.</p>\n--b2--\n" +
-		"--b1\nContent-Type: application/pdf; name=\"report.pdf\"\nContent-Disposition: attachment; filename=\"report.pdf\"\n" +
-		"Content-Transfer-Encoding: base64\n\n" + base64.StdEncoding.EncodeToString(pdf) + "\n" +
-		"--b1\nContent-Type: image/png\nContent-Disposition: inline; filename*=UTF-8''Gr%C3%BC%C3%9Fe.png\n" +
-		"Content-Transfer-Encoding: base64\n\n" + base64.StdEncoding.EncodeToString(png) + "\n--b1--\n"
-
-	rec, addr := startReceiver(t, inboundIntegration())
-	mustSend(t, addr, "ann@example.org", []string{"herald@example.com"}, crlf(msg))
-	in := oneIngress(t, rec)
-	if in.Content.Text != "See the report." {
-		t.Errorf("text %q, want the text part", in.Content.Text)
-	}
-	want := []envelope.Attachment{
-		{Name: "report.pdf", Mime: "application/pdf", Size: 300, Ref: "email:<att@example.org>/3"},
-		{Name: "Grüße.png", Mime: "image/png", Size: 10, Ref: "email:<att@example.org>/4"},
-	}
-	if !slices.Equal(in.Attachments, want) {
-		t.Errorf("attachments\n%+v\nwant\n%+v", in.Attachments, want)
 	}
 }
 

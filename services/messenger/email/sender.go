@@ -10,6 +10,10 @@
 // Message-ID derived from the delivery's idempotency key, so a retried mail
 // is recognisably the same mail.
 //
+// A delivery's files go in its one mail, as attachments after the text
+// (multipart/mixed), streamed from their spooled copies; a mail's own
+// attachments are held in herald_files as they are read (files.go).
+//
 // A session that fails before the end of the mail (its final dot) is sent
 // cannot have delivered it: a server discards a transaction cut off in DATA.
 // One that fails after, with no reply, may have: that is a timeout
@@ -196,7 +200,7 @@ func (s *Sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 	if err := d.Calling(); err != nil {
 		return deliver.Receipt{}, err
 	}
-	if err := s.send(ctx, to.Address, m.data); err != nil {
+	if err := s.send(ctx, to.Address, m); err != nil {
 		return deliver.Receipt{}, err
 	}
 	s.log.DebugContext(ctx, "email sent", "channel", "email:"+s.id, "butler", d.Butler, "message_id", m.messageID)
@@ -228,7 +232,7 @@ func (s *Sender) recipient(d deliver.Delivery) (*mail.Address, error) {
 
 // send runs one SMTP session: connect, STARTTLS, AUTH PLAIN, MAIL, RCPT,
 // DATA, QUIT.
-func (s *Sender) send(ctx context.Context, to string, data []byte) (err error) {
+func (s *Sender) send(ctx context.Context, to string, m composed) (err error) {
 	c, err := s.connect(ctx)
 	if err != nil {
 		return err
@@ -279,12 +283,21 @@ func (s *Sender) send(ctx context.Context, to string, data []byte) (err error) {
 	if err != nil {
 		return s.classify(stageData, to, err)
 	}
-	if _, err := w.Write(data); err != nil {
-		_ = w.Close() // the connection failed: no dot goes out after the error
+	sent := &counter{w: w}
+	if err := m.writeTo(sent); err != nil {
+		// No dot goes out after the error: the connection is closed with
+		// the mail cut off, which the server discards, so a file that
+		// could not be read is never delivered half.
+		if errors.Is(err, envelope.ErrInternal) {
+			return err
+		}
 		return s.classify(stageData, to, err)
 	}
 	ended = true
 	if err := w.Close(); err != nil {
+		if big := s.tooLarge(c, err, sent.n); big != nil {
+			return big
+		}
 		return s.afterEnd(to, err)
 	}
 	// The server has taken the mail; a failed QUIT changes nothing.

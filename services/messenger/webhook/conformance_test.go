@@ -46,12 +46,21 @@ func TestConformance(t *testing.T) {
 			}
 			return out
 		},
-		// A message is one POST, never split; a reaction is an event with
-		// intent react.
+		// A message is one POST, never split, its files in it; a reaction
+		// is an event with intent react.
 		Features: delivertest.Features{
-			Recipients: true, Threads: true, React: true,
+			Recipients: true, Threads: true, React: true, Files: true,
 			Faults:   []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
 			NoAnswer: true,
+		},
+		Uploaded: func(t *testing.T) []delivertest.Upload {
+			var out []delivertest.Upload
+			for _, r := range accepted(false) {
+				for _, f := range r.Files {
+					out = append(out, delivertest.Upload{Name: f.Name, MediaType: f.MediaType, Data: f.Data})
+				}
+			}
+			return out
 		},
 		DefaultRecipient: "ops",
 		Recipient:        func(*testing.T) string { return "pager" },

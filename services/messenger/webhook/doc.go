@@ -44,6 +44,35 @@
 //	  "sender": "…"                        // request_context.source_sender_identity
 //	}
 //
+// A notify with files is one multipart/form-data POST instead: first the
+// part "payload" (Content-Type application/json), the JSON above with a
+// "files" list, then each file as the part that list names, with its
+// filename and Content-Type:
+//
+//	"files": [{"name": "build.log", "size": 6000, "media_type": "text/plain; charset=utf-8",
+//	           "sha256": "c018c3…", "part": "files[0]"}, …]
+//
+//	--herald-<hash>
+//	Content-Disposition: form-data; name="payload"
+//	Content-Type: application/json
+//
+//	{"type":"notify.send",…,"files":[…]}
+//	--herald-<hash>
+//	Content-Disposition: form-data; name="files[0]"; filename="build.log"
+//	Content-Type: text/plain; charset=utf-8
+//
+//	<the file's bytes>
+//	--herald-<hash>--
+//
+// The signature is the same, over the raw body as received, boundaries and
+// all: verify it before parsing anything, then check each part's size and
+// sha256 against the list. Files are up to 50 MB each (10 per notify); a
+// 413 is a validation_error saying how big the webhook was. The boundary
+// is a hash of the payload, so a resend is byte for byte the same body
+// here too. The body is written to a temp file (0600, removed once sent)
+// while it is signed, since the signature header goes before it; a POST
+// with files may take up to 10 minutes.
+//
 // Webhooks have no reactions of their own: a react is sent as an event like
 // the others, with intent "react", the emoji and the thread it answers, and
 // the receiver decides what it means. Every attempt of one delivery carries

@@ -18,7 +18,7 @@ import (
 // carries the same webhook-id. One that never went out is
 // target_unavailable. The texts are the Caller's, scrubbed of the secrets
 // and the URL's tokens.
-func (s *sender) failed(ctx context.Context, dest, name string, r *recipient, err error) error {
+func (s *sender) failed(ctx context.Context, dest, name string, r *recipient, b *signedBody, err error) error {
 	failed, _ := errors.AsType[*deliver.CallError](err) // the Caller's every error
 	switch {
 	case failed.Unknown && ctx.Err() != nil:
@@ -28,7 +28,7 @@ func (s *sender) failed(ctx context.Context, dest, name string, r *recipient, er
 		return fmt.Errorf("%w: %s gave no answer to the webhook (%s); the receiver may have it, and a resend carries the same webhook-id",
 			envelope.ErrTimeout, dest, failed)
 	case failed.Answer != nil:
-		return s.refused(dest, name, r, failed)
+		return s.refused(dest, name, r, b, failed)
 	case ctx.Err() != nil:
 		return fmt.Errorf("%w: the webhook to %s was not sent: %w", envelope.ErrTargetUnavailable, dest, ctx.Err())
 	}
@@ -40,8 +40,9 @@ func (s *sender) failed(ctx context.Context, dest, name string, r *recipient, er
 // status (deliver.StatusClass), with a sentence saying what to do.
 // Standard Webhooks' advice is followed: 3xx and 410 mean the URL is to be
 // changed, 429 and 502/503/504 that the receiver is loaded, Retry-After is
-// honoured.
-func (s *sender) refused(dest, name string, r *recipient, failed *deliver.CallError) error {
+// honoured. A 413 says how big the body was (b), since the receiver rarely
+// says its limit.
+func (s *sender) refused(dest, name string, r *recipient, b *signedBody, failed *deliver.CallError) error {
 	code := failed.Status
 	status := strconv.Itoa(code)
 	if t := http.StatusText(code); t != "" {
@@ -74,6 +75,8 @@ func (s *sender) refused(dest, name string, r *recipient, failed *deliver.CallEr
 		what = fmt.Sprintf("%s is gone (%s): the receiver no longer takes webhooks; remove recipients.%s or give it a new URL", dest, status, name)
 	case class == envelope.ErrNotFound:
 		what = fmt.Sprintf("%s does not exist (%s): check the URL of recipients.%s", dest, status, name)
+	case code == http.StatusRequestEntityTooLarge:
+		what = tooLarge(dest, status, b)
 	case class == envelope.ErrValidation:
 		what = fmt.Sprintf("%s refused the webhook (%s): check what the receiver expects of Herald's JSON body (type, delivery_id, intent, butler, recipient, message, …)",
 			dest, status)

@@ -1,7 +1,6 @@
 package webhook
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -22,6 +21,9 @@ const (
 	// requestTimeout bounds one POST, answer included (the specification
 	// recommends 15 to 30 s).
 	requestTimeout = 30 * time.Second
+	// uploadTimeout bounds one POST with files (up to ten of 50 MB each),
+	// which takes as long as the bytes take.
+	uploadTimeout = 10 * time.Minute
 	// maxAnswer is how much of a receiver's answer is read: enough for an
 	// error message, never a whole page.
 	maxAnswer = 64 << 10
@@ -39,6 +41,7 @@ type sender struct {
 	names      []string // sorted, for messages
 	def        string   // default recipient name; "" if none
 	client     *http.Client
+	uploads    *http.Client // client, with uploadTimeout
 	log        *slog.Logger
 	now        func() time.Time
 }
@@ -75,6 +78,9 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 		log: log.With("channel", "webhook:"+in.ID),
 		now: time.Now,
 	}
+	uploads := *s.client
+	uploads.Timeout = env.Timeout(uploadTimeout)
+	s.uploads = &uploads
 	var hide []string
 	for _, r := range sec.raw {
 		hide = append(hide, r, strings.TrimPrefix(r, SecretPrefix))
@@ -146,29 +152,20 @@ type payload struct {
 	Level      string `json:"level,omitempty"`
 	Thread     string `json:"thread,omitempty"`
 	Sender     string `json:"sender,omitempty"`
+	// Files describe the file parts of a multipart webhook (files.go).
+	Files []filePart `json:"files,omitempty"`
 }
 
-// Deliver posts the notify to its recipient as one signed webhook.
+// Deliver posts the notify to its recipient as one signed webhook: JSON,
+// or multipart/form-data when it has files.
 func (s *sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
 	if len(d.Done) > 0 {
 		// An earlier attempt delivered it.
 		return deliver.Receipt{MessageIDs: d.Done}, nil
 	}
-	intent := d.Intent
-	switch intent {
-	case "", envelope.IntentSend, envelope.IntentReply:
-		if intent == "" {
-			intent = envelope.IntentSend
-		}
-		if err := d.NeedsText(); err != nil {
-			return deliver.Receipt{}, err
-		}
-	case envelope.IntentReact:
-		if strings.TrimSpace(d.Emoji) == "" {
-			return deliver.Receipt{}, fmt.Errorf("%w: react needs an emoji; the webhook carries it to the receiver as an event with intent react", envelope.ErrValidation)
-		}
-	default:
-		return deliver.Receipt{}, fmt.Errorf("%w: intent %q is not one of send, reply, react", envelope.ErrValidation, d.Intent)
+	intent, err := checkIntent(d)
+	if err != nil {
+		return deliver.Receipt{}, err
 	}
 	name, r, err := s.recipient(d, intent)
 	if err != nil {
@@ -184,35 +181,68 @@ func (s *sender) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Recei
 	if urgency == "" {
 		urgency = "normal"
 	}
-	body, err := json.Marshal(payload{
+	js, err := json.Marshal(payload{
 		Type: "notify." + intent, DeliveryID: id, Intent: intent, Butler: d.Butler, Recipient: name,
 		Message: d.Message, Subject: d.Subject, Emoji: d.Emoji, Urgency: urgency, Topic: d.Topic, Level: d.Level,
-		Thread: d.Thread, Sender: d.Sender,
+		Thread: d.Thread, Sender: d.Sender, Files: fileParts(d.Files),
 	})
 	if err != nil {
 		return deliver.Receipt{}, fmt.Errorf("%w: encoding the webhook: %w", envelope.ErrInternal, err)
 	}
+	return s.post(ctx, d, id, name, r, js)
+}
+
+// checkIntent is the delivery's intent ("" is send), or why it cannot be
+// sent.
+func checkIntent(d deliver.Delivery) (string, error) {
+	switch d.Intent {
+	case "", envelope.IntentSend, envelope.IntentReply:
+		if err := d.NeedsText(); err != nil {
+			return "", err
+		}
+		if d.Intent == "" {
+			return envelope.IntentSend, nil
+		}
+		return d.Intent, nil
+	case envelope.IntentReact:
+		if strings.TrimSpace(d.Emoji) == "" {
+			return "", fmt.Errorf("%w: react needs an emoji; the webhook carries it to the receiver as an event with intent react", envelope.ErrValidation)
+		}
+		return d.Intent, nil
+	}
+	return "", fmt.Errorf("%w: intent %q is not one of send, reply, react", envelope.ErrValidation, d.Intent)
+}
+
+// post signs the webhook of payload js (and d's files) and POSTs it to r.
+func (s *sender) post(ctx context.Context, d deliver.Delivery, id, name string, r *recipient, js []byte) (deliver.Receipt, error) {
 	dest := s.describe(name, r.url)
 	if err := ctx.Err(); err != nil {
 		// Not called: nothing to record as in flight.
 		return deliver.Receipt{}, fmt.Errorf("%w: the webhook to %s was not sent: %w", envelope.ErrTargetUnavailable, dest, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.url.String(), bytes.NewReader(body))
+	now := s.now()
+	b, err := s.newBody(id, now, js, d.Files)
+	if err != nil {
+		return deliver.Receipt{}, err
+	}
+	defer b.close()
+	req, err := b.request(ctx, r.url)
 	if err != nil {
 		return deliver.Receipt{}, fmt.Errorf("%w: building the request to %s failed; check recipients.%s", envelope.ErrValidation, dest, name)
 	}
-	now := s.now()
-	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", userAgent)
 	req.Header.Set(HeaderID, id)
 	req.Header.Set(HeaderTimestamp, strconv.FormatInt(now.Unix(), 10))
-	req.Header.Set(HeaderSignature, s.secrets.sign(id, now, body))
 	if err := d.Calling(); err != nil {
 		return deliver.Receipt{}, err
 	}
-	ans, err := r.call.Do(req)
+	call := r.call
+	if b.files > 0 {
+		call.Client = s.uploads
+	}
+	ans, err := call.Do(req)
 	if err != nil {
-		return deliver.Receipt{}, s.failed(ctx, dest, name, r, err)
+		return deliver.Receipt{}, s.failed(ctx, dest, name, r, b, err)
 	}
 	s.log.Debug("webhook delivered", "recipient", name, "delivery_id", id, "status", ans.Status)
 	return d.SentOne(id, "webhook delivery")

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"errors"
+	"hash"
 	"strconv"
 	"strings"
 	"time"
@@ -91,10 +92,40 @@ func mac(key []byte, id, timestamp string, body []byte) []byte {
 // sign is the value of webhook-signature for a message: "v1,<base64>", one
 // per key, separated by spaces.
 func (s *secrets) sign(id string, timestamp time.Time, body []byte) string {
-	ts := strconv.FormatInt(timestamp.Unix(), 10)
-	sigs := make([]string, len(s.keys))
+	g := s.signer(id, timestamp)
+	g.Write(body)
+	return g.header()
+}
+
+// signer is sign taking the body as it is written, so that a multipart
+// body of large files is signed as it goes to disk, never whole in memory.
+type signer []hash.Hash
+
+// signer starts the MACs of "<id>.<timestamp>.<body>" under every key; the
+// body is what is written to it.
+func (s *secrets) signer(id string, timestamp time.Time) signer {
+	prefix := id + "." + strconv.FormatInt(timestamp.Unix(), 10) + "."
+	g := make(signer, len(s.keys))
 	for i, k := range s.keys {
-		sigs[i] = "v1," + base64.StdEncoding.EncodeToString(mac(k, id, ts, body))
+		g[i] = hmac.New(sha256.New, k)
+		g[i].Write([]byte(prefix))
+	}
+	return g
+}
+
+// Write adds p to the body signed; it never fails.
+func (g signer) Write(p []byte) (int, error) {
+	for _, h := range g {
+		h.Write(p)
+	}
+	return len(p), nil
+}
+
+// header is the value of webhook-signature for the body written.
+func (g signer) header() string {
+	sigs := make([]string, len(g))
+	for i, h := range g {
+		sigs[i] = "v1," + base64.StdEncoding.EncodeToString(h.Sum(nil))
 	}
 	return strings.Join(sigs, " ")
 }

@@ -22,7 +22,16 @@
 // edited_timestamp is set), PUT /channels/{id}/messages/{id}/reactions/
 // {emoji}/@me, POST /channels/{id}/messages/{id}/threads, POST
 // /users/@me/channels (direct messages), GET /channels/{id}, GET
-// /gateway/bot, GET /users/@me and POST /interactions/{id}/{token}/callback.
+// /channels/{id}/messages/{id}, GET /gateway/bot, GET /users/@me and POST
+// /interactions/{id}/{token}/callback.
+//
+// A message with files (files.go) is multipart/form-data as Discord takes
+// it: a payload_json part and parts files[n], each attachments[].id naming
+// its part, at most MaxFiles, each at most SetFileLimit's bytes (10 MB, a
+// server without boosts) or 413 with 40005 "Request entity too large". The
+// message keeps its files as attachments whose URLs are signed CDN links
+// the fake serves on its own host, as cdn.discordapp.com does (no token;
+// 404 "This content is no longer available." once expired, ExpireLinks).
 //
 // The gateway (gateway.go) speaks v10 JSON: Hello, Identify (4004 for a
 // wrong token, 4014 for a refused intent), Heartbeat and its ACK, READY with
@@ -83,6 +92,7 @@ const (
 	RouteTyping        = "POST /channels/{channel}/typing"
 	RouteStartThread   = "POST /channels/{channel}/messages/{message}/threads"
 	RouteGetChannel    = "GET /channels/{channel}"
+	RouteGetMessage    = "GET /channels/{channel}/messages/{message}"
 	RouteCreateDM      = "POST /users/@me/channels"
 	RouteGetMe         = "GET /users/@me"
 	RouteGatewayBot    = "GET /gateway/bot"
@@ -169,6 +179,8 @@ type CreateMessage struct {
 	MessageReference *MessageReference `json:"message_reference,omitempty"`
 	Components       []Component       `json:"components,omitempty"`
 	Flags            int               `json:"flags,omitempty"`
+	// Attachments name the request's file parts (files.go).
+	Attachments []AttachmentRef `json:"attachments,omitempty"`
 }
 
 // EditMessage is PATCH /channels/{id}/messages/{id}'s body as the client
@@ -235,8 +247,12 @@ type Call struct {
 	Path   string
 	// Authorization, UserAgent and ContentType are the headers as sent.
 	Authorization, UserAgent, ContentType string
-	// Body is the request body as sent.
+	// Body is the request body as sent; for multipart/form-data, its
+	// payload_json part.
 	Body json.RawMessage
+	// Files are the file parts a message was posted with, in the order
+	// its attachments name them.
+	Files []Upload
 	// Create is the decoded body of a POST /channels/{id}/messages.
 	Create *CreateMessage
 	// Edit is the decoded body of a PATCH /channels/{id}/messages/{id}.
@@ -321,6 +337,9 @@ type Server struct {
 	window       time.Duration
 	lastID       uint64
 	gw           gatewayState
+	cdn          map[string]*cdnFile // by path, /attachments/...
+	fileLimit    int64
+	linkEpoch    int // ExpireLinks moves it on; links signed before fail
 }
 
 // interaction is a press the fake dispatched, to be answered once.
@@ -348,6 +367,8 @@ func NewServer(t testing.TB) *Server {
 		buckets:      map[string]*bucket{},
 		limit:        5,
 		window:       5 * time.Second,
+		cdn:          map[string]*cdnFile{},
+		fileLimit:    DefaultMaxFile,
 	}
 	s.calls = testkit.Calls[Call]{Fake: "discordtest", Key: func(c Call) string { return c.Route }, OK: Call.OK}
 	s.gw.init()
@@ -559,6 +580,7 @@ type request struct {
 	r      *http.Request
 	params map[string]string // the route's ids
 	body   []byte
+	form   *form // a multipart/form-data body; body is its payload_json
 	call   *Call
 }
 
@@ -576,6 +598,7 @@ var routes = []route{
 	{"POST", RouteTyping, true, (*Server).typing},
 	{"POST", RouteStartThread, true, (*Server).startThread},
 	{"GET", RouteGetChannel, true, (*Server).getChannel},
+	{"GET", RouteGetMessage, true, (*Server).getMessage},
 	{"POST", RouteCreateDM, true, (*Server).createDM},
 	{"GET", RouteGetMe, true, (*Server).getMe},
 	{"GET", RouteGatewayBot, true, (*Server).gatewayBot},
@@ -623,13 +646,25 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		s.serveGateway(w, r)
 		return
 	}
+	if strings.HasPrefix(r.URL.Path, "/attachments/") {
+		s.serveCDN(w, r)
+		return
+	}
 	call := Call{Arrived: time.Now(), Method: r.Method, Path: r.URL.Path,
 		Authorization: r.Header.Get("Authorization"), UserAgent: r.Header.Get("User-Agent"), ContentType: r.Header.Get("Content-Type")}
-	body, _ := io.ReadAll(io.LimitReader(r.Body, maxBody))
-	call.Body = body
+	var f *form
+	if isForm(r) {
+		s.mu.Lock()
+		limit := s.fileLimit
+		s.mu.Unlock()
+		f = readForm(r, limit)
+		call.Body = f.payload
+	} else {
+		call.Body, _ = io.ReadAll(io.LimitReader(r.Body, maxBody))
+	}
 
 	s.mu.Lock()
-	status, result, bucketKey, err := s.carryOutLocked(r, &call)
+	status, result, bucketKey, err := s.carryOutLocked(r, &call, f)
 	var (
 		hook   func(Call)
 		hangUp bool
@@ -662,7 +697,7 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 // injected, its rate limit bucket, named by bucketKey) and carries it out,
 // and records the outcome in it: the answer's status and body, or an
 // *apiError.
-func (s *Server) carryOutLocked(r *http.Request, call *Call) (status int, result any, bucketKey string, _ *apiError) {
+func (s *Server) carryOutLocked(r *http.Request, call *Call, f *form) (status int, result any, bucketKey string, _ *apiError) {
 	var (
 		rt     *route
 		params map[string]string
@@ -690,7 +725,7 @@ func (s *Server) carryOutLocked(r *http.Request, call *Call) (status int, result
 	}
 	status = http.StatusOK
 	if err == nil {
-		status, result, err = rt.serve(s, &request{r: r, params: params, body: call.Body, call: call})
+		status, result, err = rt.serve(s, &request{r: r, params: params, body: call.Body, form: f, call: call})
 	}
 	if err != nil {
 		e, isAPI := err.(*apiError)
@@ -783,9 +818,13 @@ func writeJSON(w http.ResponseWriter, status int, body any) {
 	testkit.WriteJSON(w, status, "application/json", body, `{"message":"500: Internal Server Error","code":0}`)
 }
 
-// decode reads req's JSON body into v, as Discord refuses one it cannot.
+// decode reads req's JSON body (or a form's payload_json) into v, as
+// Discord refuses one it cannot.
 func decode(req *request, v any) error {
-	if ct := req.call.ContentType; !strings.HasPrefix(ct, "application/json") {
+	if req.form != nil && len(req.body) == 0 {
+		return nil // files alone
+	}
+	if ct := req.call.ContentType; req.form == nil && !strings.HasPrefix(ct, "application/json") {
 		return formError("_", "CONTENT_TYPE_INVALID", "Expected \"Content-Type\" header to be one of {'application/json', 'multipart/form-data', 'application/x-www-form-urlencoded'}.")
 	}
 	if err := json.Unmarshal(req.body, v); err != nil {
@@ -812,7 +851,12 @@ func (s *Server) createMessage(req *request) (int, any, error) {
 		return 0, nil, err
 	}
 	req.call.Create = &p
-	if err := s.checkMessageLocked(c, &p); err != nil {
+	files, err := uploadsLocked(req, &p)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.call.Files = files
+	if err := s.checkMessageLocked(c, &p, len(files)); err != nil {
 		return 0, nil, err
 	}
 	m := &Message{
@@ -822,6 +866,9 @@ func (s *Server) createMessage(req *request) (int, any, error) {
 	}
 	if m.Components == nil {
 		m.Components = []Component{}
+	}
+	for _, u := range files {
+		m.Attachments = append(m.Attachments, s.attachLocked(c.ID, u.Name, u.ContentType, u.Data))
 	}
 	if ref := p.MessageReference; ref != nil && s.messageLocked(c.ID, ref.MessageID) != nil {
 		m.Type = MessageReply
@@ -908,12 +955,13 @@ func (s *Server) addMessageLocked(c *Channel, m *Message) {
 // SUPPRESS_NOTIFICATIONS.
 const knownFlags = 1<<2 | 1<<12
 
-// checkMessageLocked refuses a message body as Discord does.
-func (s *Server) checkMessageLocked(c *Channel, p *CreateMessage) error {
+// checkMessageLocked refuses a message body as Discord does; files is how
+// many it carries.
+func (s *Server) checkMessageLocked(c *Channel, p *CreateMessage, files int) error {
 	switch n := utf8.RuneCountInString(p.Content); {
 	case n > MaxContent:
 		return formError("content", "BASE_TYPE_MAX_LENGTH", fmt.Sprintf("Must be %d or fewer in length.", MaxContent))
-	case strings.TrimSpace(p.Content) == "" && len(p.Components) == 0 && len(p.Embeds) == 0:
+	case strings.TrimSpace(p.Content) == "" && len(p.Components) == 0 && len(p.Embeds) == 0 && files == 0:
 		return refuse(http.StatusBadRequest, 50006, "Cannot send an empty message")
 	}
 	if p.Flags&^knownFlags != 0 {

@@ -55,6 +55,7 @@ type options struct {
 	user, pass  string
 	startTLS    bool
 	implicitTLS bool
+	maxBytes    int64
 }
 
 // WithAuth makes the server offer AUTH PLAIN and refuse MAIL (530) until a
@@ -77,6 +78,13 @@ func WithSTARTTLS() Option {
 // the submission port 465), with the same self-signed certificate.
 func WithImplicitTLS() Option {
 	return func(o *options) { o.implicitTLS = true }
+}
+
+// WithMaxBytes makes the server take mails of up to n bytes (10 MiB
+// without it): it advertises SIZE n and answers a longer one, at its end,
+// with go-smtp's "552 5.3.4 Maximum message size exceeded".
+func WithMaxBytes(n int64) Option {
+	return func(o *options) { o.maxBytes = n }
 }
 
 // Message is one message the server accepted.
@@ -118,12 +126,28 @@ func (m Message) Part(mediaType string) (Part, bool) {
 	return Part{}, false
 }
 
+// Attachments are the parts with Content-Disposition attachment, in
+// order.
+func (m Message) Attachments() []Part {
+	var out []Part
+	for _, p := range m.Parts {
+		if p.Disposition == "attachment" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // Part is one leaf MIME part.
 type Part struct {
 	// MediaType is the lower-case media type of Content-Type ("text/plain"),
-	// Params its parameters ("charset").
+	// Params its parameters ("charset", "name"), RFC 2231 decoded.
 	MediaType string
 	Params    map[string]string
+	// Disposition is the lower-case Content-Disposition ("attachment",
+	// "inline", "" without one), Filename its filename parameter, RFC 2231
+	// decoded as mime.ParseMediaType does (continuations too).
+	Disposition, Filename string
 	// Header is the part's header as sent, Content-Transfer-Encoding included.
 	Header textproto.MIMEHeader
 	// Body is the content with its transfer encoding (quoted-printable,
@@ -192,6 +216,9 @@ func NewServer(t testing.TB, opts ...Option) *Server {
 	srv.ReadTimeout = 30 * time.Second
 	srv.WriteTimeout = 30 * time.Second
 	srv.MaxMessageBytes = 10 << 20
+	if s.opts.maxBytes > 0 {
+		srv.MaxMessageBytes = s.opts.maxBytes
+	}
 	srv.ErrorLog = testLogger{s: s, t: t}
 	if s.opts.implicitTLS {
 		ln = tls.NewListener(ln, tlsConfig)
@@ -460,7 +487,15 @@ func parseParts(h textproto.MIMEHeader, body io.Reader) ([]Part, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s part: %w", mediaType, err)
 		}
-		return []Part{{MediaType: mediaType, Params: params, Header: h, Body: string(b)}}, nil
+		p := Part{MediaType: mediaType, Params: params, Header: h, Body: string(b)}
+		if cd := h.Get("Content-Disposition"); cd != "" {
+			d, dparams, err := mime.ParseMediaType(cd)
+			if err != nil {
+				return nil, fmt.Errorf("Content-Disposition %q: %w", cd, err)
+			}
+			p.Disposition, p.Filename = d, dparams["filename"]
+		}
+		return []Part{p}, nil
 	}
 	if params["boundary"] == "" {
 		return nil, fmt.Errorf("%s without a boundary", mediaType)

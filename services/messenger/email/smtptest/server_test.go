@@ -232,3 +232,61 @@ func TestOnAcceptAndHangUp(t *testing.T) {
 		t.Errorf("recorded %d mails, want 3: the one hung up on was taken", n)
 	}
 }
+
+func TestAttachments(t *testing.T) {
+	srv := smtptest.NewServer(t)
+	mail := "From: a@example.com\r\nTo: b@example.com\r\nMIME-Version: 1.0\r\n" +
+		"Content-Type: multipart/mixed; boundary=\"M\"\r\n\r\n" +
+		"--M\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nsee attached\r\n" +
+		"--M\r\nContent-Type: application/pdf; name*=utf-8''%D0%BE.pdf\r\n" +
+		"Content-Disposition: attachment;\r\n filename*0*=utf-8''%D0%BE%D1%82;\r\n filename*1*=%D1%87%D1%91%D1%82.pdf\r\n" +
+		"Content-Transfer-Encoding: base64\r\n\r\nJVBERi0x\r\nLjQK\r\n" +
+		"--M\r\nContent-Type: image/png\r\nContent-Disposition: inline\r\n\r\npng\r\n--M--\r\n"
+	c, err := smtp.Dial(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.SendMail("a@example.com", []string{"b@example.com"}, strings.NewReader(mail)); err != nil {
+		t.Fatal(err)
+	}
+	m := srv.WaitMessages(t, 1, 5*time.Second)[0]
+	if m.Err != nil {
+		t.Fatalf("parse error: %v", m.Err)
+	}
+	got := m.Attachments()
+	if len(got) != 1 {
+		t.Fatalf("%d attachments, want the one with disposition attachment: %+v", len(got), m.Parts)
+	}
+	a := got[0]
+	if a.Filename != "отчёт.pdf" || a.Params["name"] != "о.pdf" || a.MediaType != "application/pdf" || a.Body != "%PDF-1.4\n" {
+		t.Errorf("attachment %q (name %q), %s, %q; want отчёт.pdf (о.pdf), application/pdf, %%PDF-1.4", a.Filename, a.Params["name"], a.MediaType, a.Body)
+	}
+	if p := m.Parts[2]; p.Disposition != "inline" || p.Filename != "" {
+		t.Errorf("inline part: disposition %q, filename %q", p.Disposition, p.Filename)
+	}
+}
+
+func TestMaxBytes(t *testing.T) {
+	srv := smtptest.NewServer(t, smtptest.WithMaxBytes(1000))
+	c, err := smtp.Dial(srv.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Hello("localhost"); err != nil {
+		t.Fatal(err)
+	}
+	if ok, size := c.Extension("SIZE"); !ok || size != "1000" {
+		t.Errorf("SIZE %v %q, want 1000", ok, size)
+	}
+	big := "From: a@example.com\r\n\r\n" + strings.Repeat(strings.Repeat("x", 76)+"\r\n", 30)
+	err = c.SendMail("a@example.com", []string{"b@example.com"}, strings.NewReader(big))
+	var se *smtp.SMTPError
+	if !errors.As(err, &se) || se.Code != 552 {
+		t.Fatalf("SendMail of a mail over SIZE: %v, want 552", err)
+	}
+	if n := len(srv.Messages()); n != 0 {
+		t.Errorf("%d messages recorded, want none", n)
+	}
+}

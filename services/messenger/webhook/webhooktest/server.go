@@ -3,10 +3,13 @@
 // Standard Webhooks secret, URL gives the address of one of its paths (a
 // recipient), and it answers like a careful consumer does. It verifies every
 // request for real, with code of its own written from the specification
-// (Sign, Verify): POST, a JSON body, the webhook-id, webhook-timestamp and
-// webhook-signature headers, the signature under the secret (any v1 one of
-// the list), the timestamp within five minutes; it answers 401 or 400 with
-// the reason otherwise. It deduplicates on webhook-id as the specification
+// (Sign, Verify): POST, a JSON body or a multipart/form-data one (the JSON
+// as the part "payload", then the files it lists, each checked against its
+// size and sha256: Request.Files), the webhook-id, webhook-timestamp and
+// webhook-signature headers, the signature under the secret over the raw
+// body (any v1 one of the list), the timestamp within five minutes, the
+// body within a limit (SetMaxBody); it answers 401, 400 or 413 with the
+// reason otherwise. It deduplicates on webhook-id as the specification
 // advises: the same id and body again is answered 200 and marked Duplicate,
 // the same id with another body 409. Every request is recorded, and faults
 // (a status with Retry-After, for the next requests) can be injected, as can
@@ -28,6 +31,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,8 +45,12 @@ type Request struct {
 	Path   string
 	Header http.Header
 	Body   []byte
-	// Payload is the body decoded as a JSON object; nil if it is not one.
+	// Payload is the body decoded as a JSON object (a multipart body's
+	// part "payload"); nil if it is not one.
 	Payload map[string]any
+	// Files are the file parts of a multipart body, in order; set only
+	// when every one matched the size and sha256 the payload gives it.
+	Files []File
 	// ID and Timestamp are the webhook-id and webhook-timestamp headers;
 	// Signatures the entries of webhook-signature.
 	ID, Timestamp string
@@ -65,6 +73,18 @@ type Request struct {
 	HungUp bool
 }
 
+// File is one file part of a multipart webhook.
+type File struct {
+	Part      string // its form name, as the payload's files name it
+	Name      string // its filename
+	MediaType string // its Content-Type
+	Data      []byte
+}
+
+// DefaultMaxBody is the largest body a Server takes unless SetMaxBody says
+// otherwise.
+const DefaultMaxBody = 64 << 20
+
 // Accepted reports whether the server took the request as a new webhook.
 func (r Request) Accepted() bool {
 	return r.Verified && r.Status >= 200 && r.Status < 300 && !r.Duplicate
@@ -75,7 +95,8 @@ type Server struct {
 	secret string
 	http   *httptest.Server
 
-	hooks testkit.Hooks[Request] // of key ""
+	hooks   testkit.Hooks[Request] // of key ""
+	maxBody atomic.Int64
 
 	mu    sync.Mutex
 	reqs  []Request
@@ -97,6 +118,7 @@ func NewServer(t testing.TB, secret string) *Server {
 		t.Fatalf("webhooktest: %v", err)
 	}
 	s := &Server{secret: secret, seen: map[string][32]byte{}, now: time.Now}
+	s.maxBody.Store(DefaultMaxBody)
 	s.http = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.Close)
 	return s
@@ -114,6 +136,10 @@ func (s *Server) SetClock(now func() time.Time) {
 	defer s.mu.Unlock()
 	s.now = now
 }
+
+// SetMaxBody makes the server answer 413 to a body of more than n bytes,
+// once it has read it all (so the sender always sees the answer).
+func (s *Server) SetMaxBody(n int64) { s.maxBody.Store(n) }
 
 // FailNext makes the next request (whatever it is) be answered with code,
 // and a Retry-After of retryAfter in whole seconds if it is positive. Calls
@@ -165,7 +191,11 @@ func (s *Server) Accepted() []Request {
 }
 
 func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
-	body, _ := io.ReadAll(io.LimitReader(req.Body, 10<<20))
+	body, _ := io.ReadAll(io.LimitReader(req.Body, s.maxBody.Load()+1))
+	tooBig := int64(len(body)) > s.maxBody.Load()
+	if tooBig {
+		_, _ = io.Copy(io.Discard, req.Body)
+	}
 	rec := Request{
 		Method: req.Method, Path: req.URL.Path, Header: req.Header.Clone(), Body: body,
 		ID: req.Header.Get("webhook-id"), Timestamp: req.Header.Get("webhook-timestamp"),
@@ -174,13 +204,13 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 	if sigs := req.Header.Get("webhook-signature"); sigs != "" {
 		rec.Signatures = splitSpaces(sigs)
 	}
-	var payload map[string]any
-	if json.Unmarshal(body, &payload) == nil {
-		rec.Payload = payload
+	var unreadable string
+	if !tooBig {
+		rec.Payload, rec.Files, unreadable = decode(req.Header.Get("Content-Type"), body)
 	}
 
 	s.mu.Lock()
-	code, problem, injected := s.judgeLocked(&rec, req, body, payload)
+	code, problem, injected := s.judgeLocked(&rec, req, tooBig, unreadable)
 	rec.Status, rec.Problem = code, problem
 	var hook func(Request)
 	if rec.Accepted() {
@@ -213,8 +243,9 @@ func (s *Server) serve(w http.ResponseWriter, req *http.Request) {
 
 // judgeLocked decides the answer to a request, marking rec Verified and
 // Duplicate, and takes an accepted webhook's id as seen: the status, the
-// reason for a refusal, and the fault when one was injected.
-func (s *Server) judgeLocked(rec *Request, req *http.Request, body []byte, payload map[string]any) (int, string, *fault) {
+// reason for a refusal, and the fault when one was injected. unreadable is
+// what is wrong with a body that did not decode.
+func (s *Server) judgeLocked(rec *Request, req *http.Request, tooBig bool, unreadable string) (int, string, *fault) {
 	if len(s.fails) > 0 {
 		f := s.fails[0]
 		s.fails = s.fails[1:]
@@ -223,17 +254,20 @@ func (s *Server) judgeLocked(rec *Request, req *http.Request, body []byte, paylo
 	if req.Method != http.MethodPost {
 		return http.StatusMethodNotAllowed, "webhooks are POSTed", nil
 	}
-	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return http.StatusUnsupportedMediaType, "Content-Type must be application/json", nil
+	if tooBig {
+		return http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is over %d bytes", s.maxBody.Load()), nil
 	}
-	if err := Verify(s.secret, rec.ID, rec.Timestamp, body, req.Header.Get("webhook-signature"), s.now()); err != nil {
+	if mt, _, err := mime.ParseMediaType(req.Header.Get("Content-Type")); err != nil || (mt != "application/json" && mt != "multipart/form-data") {
+		return http.StatusUnsupportedMediaType, "Content-Type must be application/json or multipart/form-data", nil
+	}
+	if err := Verify(s.secret, rec.ID, rec.Timestamp, rec.Body, req.Header.Get("webhook-signature"), s.now()); err != nil {
 		return http.StatusUnauthorized, err.Error(), nil
 	}
 	rec.Verified = true
-	if payload == nil {
-		return http.StatusBadRequest, "the body is not a JSON object", nil
+	if unreadable != "" {
+		return http.StatusBadRequest, unreadable, nil
 	}
-	hash := sha256.Sum256(body)
+	hash := sha256.Sum256(rec.Body)
 	if prev, ok := s.seen[rec.ID]; ok {
 		if prev != hash {
 			return http.StatusConflict, "webhook-id " + rec.ID + " was received before with another body", nil
