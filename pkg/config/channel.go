@@ -88,7 +88,7 @@ var builtin = map[string]Channel{
 	"email": {Settings: func() ChannelSettings { return &EmailSettings{Inbound: EmailInbound{MaxBytes: DefaultEmailMaxBytes}} }, Answers: true,
 		MaxFile: 18 << 20}, // base64 makes it 24 MB: within the 25 MB most mail servers take
 	"slack": {Settings: func() ChannelSettings { return &SlackSettings{} }, Buttons: true, Answers: true, Reactions: true, Edits: true, Limit: &markdown.SlackLimit,
-		MaxFile: 0}, // SLACK-PENDING files.getUploadURLExternal's 1 GB
+		MaxFile: 1 << 30}, // files.getUploadURLExternal's 1 GB
 	"webhook": {Settings: func() ChannelSettings { return &WebhookSettings{} }, SignedSenders: true,
 		MaxFile: 50 << 20},
 	"web": {Settings: func() ChannelSettings { return &WebSettings{Listen: DefaultWebListen} }, AlwaysReceives: true, Answers: true, Typing: true, Reactions: true, Edits: true,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -20,6 +21,14 @@ type answer struct {
 	Warning string `json:"warning"`
 	Channel string `json:"channel"`
 	TS      string `json:"ts"`
+	// UploadURL and FileID are files.getUploadURLExternal's, Files
+	// files.completeUploadExternal's, File files.info's.
+	UploadURL string `json:"upload_url"`
+	FileID    string `json:"file_id"`
+	Files     []struct {
+		ID string `json:"id"`
+	} `json:"files"`
+	File *fileInfo `json:"file"`
 	// Needed and Provided name the scopes of a missing_scope error.
 	Needed           string `json:"needed"`
 	Provided         string `json:"provided"`
@@ -73,11 +82,11 @@ func rateLimited(err error) (time.Duration, bool) {
 	return 0, false
 }
 
-// call posts params as JSON to the Web API method, with the token in the
+// call posts params to the Web API method (encode), with the token in the
 // Authorization header (Slack takes a JSON body only that way), and returns
 // the answer of a call Slack accepted ("ok": true) or an *apiError.
 func (s *sender) call(ctx context.Context, method string, params any) (*answer, error) {
-	body, err := json.Marshal(params)
+	body, contentType, err := encode(params)
 	if err != nil {
 		return nil, &apiError{method: method, cause: err}
 	}
@@ -85,7 +94,7 @@ func (s *sender) call(ctx context.Context, method string, params any) (*answer, 
 	if err != nil {
 		return nil, &apiError{method: method, cause: errors.New(s.secrets.Scrub(err.Error()))}
 	}
-	req.Header.Set("Content-Type", "application/json; charset=utf-8")
+	req.Header.Set("Content-Type", contentType)
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	got, err := s.caller.Do(req)
 	e := &apiError{method: method}
@@ -124,4 +133,15 @@ func (s *sender) call(ctx context.Context, method string, params any) (*answer, 
 		e.cause = fmt.Errorf("HTTP %d with an ok answer", got.Status)
 	}
 	return nil, e
+}
+
+// encode is a call's body: url.Values as a form, for the methods that read
+// their arguments from one (files.getUploadURLExternal, files.info),
+// anything else as JSON.
+func encode(params any) ([]byte, string, error) {
+	if form, ok := params.(url.Values); ok {
+		return []byte(form.Encode()), "application/x-www-form-urlencoded", nil
+	}
+	body, err := json.Marshal(params)
+	return body, "application/json; charset=utf-8", err
 }

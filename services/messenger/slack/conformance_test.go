@@ -35,7 +35,7 @@ func TestConformance(t *testing.T) {
 			return out
 		},
 		Features: delivertest.Features{
-			Chunks: true, Recipients: true, Threads: true, React: true,
+			Chunks: true, Recipients: true, Threads: true, React: true, Files: true,
 			Faults:   []delivertest.Fault{delivertest.FaultRefused, delivertest.FaultNoRecipient, delivertest.FaultUnavailable, delivertest.FaultRateLimit},
 			NoAnswer: true, APIURL: true, RefusesEmpty: true,
 		},
@@ -58,6 +58,7 @@ func TestConformance(t *testing.T) {
 		},
 		InThread:  delivertest.Each(posts, func(c slacktest.Call) bool { return c.Channel == "C0GENERAL" && c.Params["thread_ts"] == thread }),
 		Reactions: func(t *testing.T) int { return len(srv.Accepted("reactions.add")) },
+		Uploaded:  func(t *testing.T) []delivertest.Upload { return uploaded(srv) },
 		Fail: func(t *testing.T, f delivertest.Fault) {
 			switch f {
 			case delivertest.FaultRefused:
@@ -77,6 +78,22 @@ func TestConformance(t *testing.T) {
 		Down:    func(t *testing.T) { srv.Close() },
 		Secrets: func(t *testing.T) []string { return []string{srv.Token()} },
 	})
+}
+
+// uploaded is every file the fake shared, the share's initial_comment as
+// its first file's caption.
+func uploaded(srv *slacktest.Server) []delivertest.Upload {
+	var out []delivertest.Upload
+	for _, sh := range srv.Shares() {
+		for i, f := range sh.Files {
+			u := delivertest.Upload{Name: f.Name, MediaType: f.MediaType, Data: f.Data}
+			if i == 0 {
+				u.Caption = sh.InitialComment
+			}
+			out = append(out, u)
+		}
+	}
+	return out
 }
 
 func TestReceiverConformance(t *testing.T) {

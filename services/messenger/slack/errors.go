@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
+	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -24,6 +26,10 @@ var (
 		"user_disabled", "not_reactable")
 	unavailableErrors = codes("fatal_error", "internal_error", "service_unavailable", "request_timeout",
 		"team_added_to_org")
+	// tooBigErrors refuse a file for its size; uploadErrors refuse the
+	// app's uploads in the workspace.
+	tooBigErrors = codes("file_too_large", "file_upload_size_restricted", "snippet_too_large", "request_too_large")
+	uploadErrors = codes("file_uploads_disabled", "file_uploads_except_images_disabled", "file_type_not_allowed")
 )
 
 func codes(c ...string) map[string]bool {
@@ -67,6 +73,9 @@ type failedCall struct {
 	// edited is the message chat.update was to change ("<ts> in channel
 	// C…"), "" for any other call.
 	edited string
+	// file is the file a files method acted on (a name, or an id); "the
+	// files" for the share of a delivery's files.
+	file string
 }
 
 // describe reads from a call's parameters what it acted on; chat is the
@@ -84,6 +93,13 @@ func describe(method, chat string, params any) failedCall {
 		c.edited = p.TS + " in channel " + p.Channel
 		c.where = " of message " + c.edited
 		c.chat = p.Channel
+	case completeUpload:
+		c.where = " to channel " + p.ChannelID
+		c.chat, c.file = p.ChannelID, "the files"
+	case url.Values:
+		if c.file = p.Get("filename") + p.Get("file"); c.file != "" {
+			c.where = " of " + c.file
+		}
 	}
 	return c
 }
@@ -165,6 +181,17 @@ func (s *sender) refusal(c failedCall, ae *apiError) error {
 	case code == "msg_too_long", code == "invalid_attachments", code == "invalid_blocks", code == "no_text", code == "too_many_attachments":
 		return fmt.Errorf("%w: Slack refused the formatted message (%s); simplify its markdown and report this as a Herald bug", envelope.ErrValidation, code)
 
+	case tooBigErrors[code]:
+		return fmt.Errorf("%w: Slack refused %s as too big (%s): Slack takes files of up to %s, and a workspace may restrict large uploads; send a smaller file, or a link to it",
+			envelope.ErrValidation, c.file, code, bus.Bytes(MaxFileSize))
+
+	case uploadErrors[code]:
+		return fmt.Errorf("%w: the workspace does not let the app upload %s (%s): a workspace admin can allow file uploads; else send a link to it",
+			envelope.ErrValidation, c.file, code)
+
+	case code == "file_not_found", code == "file_deleted":
+		return fmt.Errorf("%w: Slack no longer has %s (%s): it was deleted, or the app cannot see it; ask for it again", envelope.ErrNotFound, c.file, code)
+
 	case unavailableErrors[code]:
 		return fmt.Errorf("%w: Slack failed %s%s (%s): Slack is having trouble; try again later", envelope.ErrTargetUnavailable, c.method, c.where, code)
 	}
@@ -183,6 +210,10 @@ func (s *sender) unreached(ctx context.Context, c failedCall, ae *apiError) erro
 	case ae.status == http.StatusNotFound:
 		return fmt.Errorf("%w: %s answered 404 Not Found to %s: check that api_url of integration %q is the Web API's base URL, like %s",
 			envelope.ErrNotFound, s.apiURL, c.method, s.id, DefaultAPIURL)
+
+	case ae.status == http.StatusRequestEntityTooLarge:
+		return fmt.Errorf("%w: Slack answered 413 Request Entity Too Large to %s%s: Slack takes files of up to %s, and a workspace may restrict large uploads; send a smaller file, or a link to it",
+			envelope.ErrValidation, c.method, c.where, bus.Bytes(MaxFileSize))
 
 	case ae.status == 0 && ctx.Err() != nil:
 		// Stopped before the request went out: Slack has nothing.

@@ -36,6 +36,16 @@
 // conversation as people do. An edit names its message by that identity,
 // as the send's receipt did, and the message keeps its place.
 //
+// A notify's files go through Slack's external upload: each file's bytes
+// are streamed, from the messenger's spooled copy, to the URL
+// files.getUploadURLExternal names, and one files.completeUploadExternal
+// shares them all in the channel (the thread of a reply) with the message
+// as its initial_comment, where it is one chunk without buttons; else the
+// message goes first as messages of its own. Files people attach come in as
+// attachments whose ref is "slack:file:<id>", which Fetch downloads
+// (files.info, then url_private_download with the bot token), from Slack's
+// hosts or api_url's only.
+//
 // Progress is reported chunk by chunk through deliver.Delivery.Sent, and a
 // retry skips the chunks in Delivery.Done, so a message is never sent twice.
 // A 429 is waited out (Retry-After, up to MaxRateLimitWait in all) before the
@@ -47,9 +57,10 @@
 // log line.
 //
 // The Web API is spoken directly over net/http rather than through
-// slack-go/slack: three methods, JSON bodies with a bearer token (Slack's
-// recommended form), and errors classified from Slack's own error codes and
-// Retry-After header, which a client library would first translate.
+// slack-go/slack: a few methods, JSON or form bodies with a bearer token
+// (Slack's recommended form), and errors classified from Slack's own error
+// codes and Retry-After header, which a client library would first
+// translate.
 package slack
 
 import (
@@ -105,6 +116,7 @@ type sender struct {
 	apiURL         string // ends with "/"
 	client         *http.Client
 	caller         deliver.Caller // calls through client, scrubbing secrets
+	transfer       *http.Client   // carries files' bytes, to and from Slack
 	defaultChannel string
 	log            *slog.Logger
 	// limit keeps Slack's posting limits across messenger replicas and
@@ -132,6 +144,7 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 		secrets:        deliver.NewScrubber("<token>", token),
 		apiURL:         strings.TrimRight(apiURL, "/") + "/",
 		client:         deliver.NewClient(env.Timeout(requestTimeout)),
+		transfer:       deliver.NewClient(0), // bounded per file (transferTimeout)
 		defaultChannel: defaultChannel,
 		log:            env.Log().With("channel", "slack:"+in.ID),
 	}
@@ -145,6 +158,7 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 // Close releases idle connections to the Web API (deliver.Closer).
 func (s *sender) Close() error {
 	s.client.CloseIdleConnections()
+	s.transfer.CloseIdleConnections()
 	return nil
 }
 
@@ -239,23 +253,32 @@ func (s *sender) post(ctx context.Context, d deliver.Delivery, channel, threadTS
 	if err != nil {
 		return deliver.Receipt{}, err
 	}
+	if len(d.Files) > 0 {
+		return s.postFiles(ctx, d, channel, threadTS, parts, buttons)
+	}
 	return d.SendChunks(len(parts), func() error { return s.wait(ctx, channel) }, func(i int) (string, error) {
-		last := i == len(parts)-1
-		var b *block
-		if last {
-			b = buttons // under the whole message
-		}
-		m := layout(d, parts[i], i == 0, last, b)
-		msg := postMessage{Channel: channel, Text: m.text, Attachments: m.attachments, Blocks: m.blocks, ThreadTS: threadTS}
-		ans, err := s.do(ctx, "chat.postMessage", channel, msg)
-		if err == nil && (ans.Channel == "" || ans.TS == "") {
-			err = fmt.Errorf("%w: Slack accepted chat.postMessage to %s but named no channel or ts; check that api_url %s is the Web API", envelope.ErrTargetUnavailable, channel, s.apiURL)
-		}
-		if err != nil {
-			return "", err
-		}
-		return ans.Channel + ":" + ans.TS, nil
+		return s.postChunk(ctx, d, channel, threadTS, parts, i, buttons)
 	})
+}
+
+// postChunk posts chunk i of parts, the buttons under the last one, and
+// returns its id, "<channel>:<ts>".
+func (s *sender) postChunk(ctx context.Context, d deliver.Delivery, channel, threadTS string, parts []chunk, i int, buttons *block) (string, error) {
+	last := i == len(parts)-1
+	var b *block
+	if last {
+		b = buttons // under the whole message
+	}
+	m := layout(d, parts[i], i == 0, last, b)
+	msg := postMessage{Channel: channel, Text: m.text, Attachments: m.attachments, Blocks: m.blocks, ThreadTS: threadTS}
+	ans, err := s.do(ctx, "chat.postMessage", channel, msg)
+	if err == nil && (ans.Channel == "" || ans.TS == "") {
+		err = fmt.Errorf("%w: Slack accepted chat.postMessage to %s but named no channel or ts; check that api_url %s is the Web API", envelope.ErrTargetUnavailable, channel, s.apiURL)
+	}
+	if err != nil {
+		return "", err
+	}
+	return ans.Channel + ":" + ans.TS, nil
 }
 
 // message is one chunk as Slack is given it: the text, attachments and
@@ -482,9 +505,15 @@ func (s *sender) do(ctx context.Context, method, chat string, params any) (*answ
 		ans, err = s.call(ctx, method, params)
 		return err
 	})
-	if ae, ok := errors.AsType[*apiError](err); ok && method == "reactions.add" && ae.code == "already_reacted" {
+	ae, _ := errors.AsType[*apiError](err)
+	if ae != nil && method == "reactions.add" && ae.code == "already_reacted" {
 		// The reaction is there: an earlier attempt's answer was lost.
 		return &answer{OK: true}, nil
+	}
+	if ae != nil && unseen[method] {
+		// Nothing of these shows in Slack, so one that got no answer is
+		// no uncertain delivery: it is made again.
+		ae.unknown = false
 	}
 	if _, handedBack := errors.AsType[*envelope.RetryAfterError](err); err == nil || handedBack {
 		return ans, err

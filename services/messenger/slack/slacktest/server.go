@@ -1,8 +1,9 @@
 // Package slacktest is a fake Slack Web API and Events API sender for
 // tests, in the manner of net/http/httptest: NewServer starts the Web API
 // on a random local port, URL is what goes into api_url (it plays
-// https://slack.com/api/), and it serves chat.postMessage, chat.update and
-// reactions.add with the wire format and answers of the real API.
+// https://slack.com/api/), and it serves chat.postMessage, chat.update,
+// reactions.add and the files methods with the wire format and answers of
+// the real API.
 //
 // It parses requests for real — application/x-www-form-urlencoded (where
 // attachments arrive as a JSON string), multipart/form-data and
@@ -28,6 +29,16 @@
 // (RateLimitNext), HTTP errors with an HTML body as Slack's edge sends
 // (FailHTTPNext), a hook at the moment a call was accepted (OnAccept), and
 // the answer of an accepted call lost (HangUpNext).
+//
+// Files go through Slack's external upload as at Slack:
+// files.getUploadURLExternal (a form: filename, length) names an upload URL
+// on the fake, which takes the bytes as a raw body or a multipart form and
+// checks their length (413 over the upload limit, LimitUploads), and
+// files.completeUploadExternal (its files a JSON array) shares them as a
+// message of the app's, recorded for Shares. files.info describes the files
+// the fake holds (AddFile, ExternalFile, DeleteFile), and their
+// url_private_download serves them to the bot token alone. Uploads and
+// downloads are recorded as calls of methods "upload" and "download".
 //
 // Inbound, UserMessage makes the event_callback Slack would send for a
 // person's message (kept, so that a reply or reaction finds it), and
@@ -98,6 +109,8 @@ type Message struct {
 	// holds its buttons).
 	Blocks    []json.RawMessage `json:"blocks,omitempty"`
 	Reactions []Reaction        `json:"reactions,omitempty"`
+	// Files are the files files.completeUploadExternal shared with it.
+	Files []File `json:"files,omitempty"`
 	// Edited is set once chat.update changed the message.
 	Edited *Edited `json:"edited,omitempty"`
 }
@@ -164,6 +177,11 @@ type Server struct {
 	emoji    map[string]bool   // custom emoji
 	lastTS   time.Time
 	events   int
+
+	files     map[string]*storedFile // by id
+	uploads   map[string]*storedFile // by the secret of their upload URL
+	shares    []Share
+	fileLimit int64
 }
 
 type channel struct {
@@ -192,6 +210,10 @@ func NewServer(t testing.TB) *Server {
 		channels: map[string]*channel{},
 		names:    map[string]string{},
 		emoji:    map[string]bool{},
+
+		files:     map[string]*storedFile{},
+		uploads:   map[string]*storedFile{},
+		fileLimit: MaxFileSize,
 	}
 	s.calls = testkit.Calls[Call]{
 		Recorder: testkit.Recorder[Call]{Clone: cloneCall},
@@ -199,7 +221,11 @@ func NewServer(t testing.TB) *Server {
 		Key:      func(c Call) string { return c.Method },
 		OK:       Call.OK,
 	}
-	s.http = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	mux := http.NewServeMux()
+	mux.HandleFunc("/", s.serveHTTP)
+	mux.HandleFunc(uploadPath, s.serveUpload)
+	mux.HandleFunc(filesPath, s.serveDownload)
+	s.http = httptest.NewServer(mux)
 	t.Cleanup(s.Close)
 	return s
 }
@@ -350,6 +376,7 @@ func copyMessage(m *Message) Message {
 	c := *m
 	c.Attachments = append([]Attachment(nil), m.Attachments...)
 	c.Blocks = append([]json.RawMessage(nil), m.Blocks...)
+	c.Files = append([]File(nil), m.Files...)
 	if m.Edited != nil {
 		e := *m.Edited
 		c.Edited = &e
