@@ -46,7 +46,7 @@ func TestEdit(t *testing.T) {
 	// Another butler cannot name it; a mail cannot be edited; nor can what
 	// was never sent.
 	other := f.listen("finance")
-	if res := other.Call("edit", map[string]any{"delivery_id": dlv, "message": "mine now"}); !res.IsError || !strings.Contains(text(res), "not one of your last") {
+	if res := other.Call("edit", map[string]any{"delivery_id": dlv, "message": "mine now"}); !res.IsError || !strings.Contains(text(res), "not one of your messages") {
 		t.Errorf("another butler's edit: %s", text(res))
 	}
 	mail := c.Call("notify", map[string]any{"channel": "email", "message": "Your invoice"})

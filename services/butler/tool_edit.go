@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"regexp"
 	"strings"
 	"time"
 
@@ -20,25 +20,21 @@ import (
 )
 
 // The edit tool replaces the text of a message the butler sent. The model
-// names it by the delivery_id notify or reply answered; the butler keeps
-// which delivery (its ledger key) each of its last sentMax editable
-// deliveries was, among its own keys of herald_requests. That list is only
-// an index: the switchboard reads the delivery from the ledger under the
-// butler's own name, so a butler can edit only its own messages.
+// names it by the delivery_id notify or reply answered; the butler notes
+// which delivery (its ledger key) each editable delivery was, one key each
+// among its own keys of herald_requests (kept as long as that bucket keeps
+// anything, 30 days): one write per send, never a shared list rewritten by
+// every notify. That key is only an index: the switchboard reads the
+// delivery from the ledger under the butler's own name, so a butler can
+// edit only its own messages.
 
-const sentMax = 200
-
-func sentKey(butler string) string { return butler + "._sent" }
+func sentKey(butler, deliveryID string) string { return butler + "._sent." + deliveryID }
 
 type sentEntry struct {
 	DeliveryID string    `json:"delivery_id"`
 	Key        string    `json:"key"`
 	Channel    string    `json:"channel"`
 	At         time.Time `json:"at"`
-}
-
-type sentList struct {
-	Entries []sentEntry `json:"entries"`
 }
 
 // sent notes delivery d of route key, if its channel can edit, so edit
@@ -48,18 +44,8 @@ func (b *Butler) sent(ctx context.Context, key string, d *envelope.DeliveryResul
 	if ch, _ := config.ChannelOf(typ); !ch.Edits || envelope.DeliveryID(key) != d.DeliveryID {
 		return
 	}
-	e := sentEntry{DeliveryID: d.DeliveryID, Key: key, Channel: d.Channel, At: time.Now().UTC()}
-	err := bus.ChangeJSON(ctx, b.channel.requests, sentKey(b.name), func(l *sentList, _ bool) (bool, error) {
-		if slices.ContainsFunc(l.Entries, func(x sentEntry) bool { return x.DeliveryID == e.DeliveryID }) {
-			return false, nil
-		}
-		l.Entries = append(l.Entries, e)
-		if n := len(l.Entries) - sentMax; n > 0 {
-			l.Entries = slices.Delete(l.Entries, 0, n)
-		}
-		return true, nil
-	})
-	if err != nil {
+	e, _ := json.Marshal(sentEntry{DeliveryID: d.DeliveryID, Key: key, Channel: d.Channel, At: time.Now().UTC()})
+	if _, err := b.channel.requests.Put(ctx, sentKey(b.name, d.DeliveryID), e); err != nil {
 		b.log.WarnContext(ctx, "a sent message was not noted for edit", "delivery_id", d.DeliveryID, "err", err)
 	}
 }
@@ -98,19 +84,23 @@ func (b *Butler) edit(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallTo
 
 // sentEntry finds delivery id among the butler's noted deliveries.
 func (b *Butler) sentEntry(ctx context.Context, id string) (sentEntry, error) {
-	var l sentList
-	e, err := b.channel.requests.Get(ctx, sentKey(b.name))
+	notOurs := fmt.Errorf("%w: delivery_id %q is not one of your messages of the last 30 days on a channel that can edit (Telegram, Slack, Discord, web); send a new message instead", envelope.ErrNotFound, id)
+	if !deliveryIDRE.MatchString(id) {
+		return sentEntry{}, notOurs
+	}
+	var e sentEntry
+	kv, err := b.channel.requests.Get(ctx, sentKey(b.name, id))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return sentEntry{}, notOurs
+	}
 	if err == nil {
-		err = json.Unmarshal(e.Value(), &l)
-	} else if errors.Is(err, jetstream.ErrKeyNotFound) {
-		err = nil
+		err = json.Unmarshal(kv.Value(), &e)
 	}
 	if err != nil {
 		return sentEntry{}, fmt.Errorf("%w: reading your sent messages: %w", envelope.ErrTargetUnavailable, err)
 	}
-	i := slices.IndexFunc(l.Entries, func(x sentEntry) bool { return x.DeliveryID == id })
-	if i < 0 {
-		return sentEntry{}, fmt.Errorf("%w: delivery_id %q is not one of your last %d messages on a channel that can edit (Telegram, Slack, Discord, web); send a new message instead", envelope.ErrNotFound, id, sentMax)
-	}
-	return l.Entries[i], nil
+	return e, nil
 }
+
+// deliveryIDRE is what a delivery_id looks like (envelope.DeliveryID).
+var deliveryIDRE = regexp.MustCompile(`^dlv_[0-9a-zA-Z_-]{1,26}$`)
