@@ -42,7 +42,7 @@ func TestAttachmentsReachTheModel(t *testing.T) {
 	got := c.Wait(butler.MethodChannel, 3)
 	for i, want := range []struct{ content, files string }{
 		{"(no text; attached: photo.jpg (image/jpeg, 183 KB))", "photo.jpg (image/jpeg, 183 KB)"},
-		{"(no text; attached: voice.ogg (audio/ogg, 12 KB))", "voice.ogg (audio/ogg, 12 KB)"},
+		{"(no text; attached: voice.ogg (audio/ogg, 12 KB, 12 s))", "voice.ogg (audio/ogg, 12 KB, 12 s)"},
 		{"my blood test", "results.pdf (application/pdf, 2.4 MB)"},
 	} {
 		m := meta(got[i])

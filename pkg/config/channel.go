@@ -92,7 +92,7 @@ var builtin = map[string]Channel{
 	"webhook": {Settings: func() ChannelSettings { return &WebhookSettings{} }, SignedSenders: true,
 		MaxFile: 50 << 20},
 	"web": {Settings: func() ChannelSettings { return &WebSettings{Listen: DefaultWebListen} }, AlwaysReceives: true, Answers: true, Typing: true, Reactions: true, Edits: true,
-		MaxFile: 0}, // WEB-PENDING 50 << 20
+		MaxFile: 50 << 20},
 	"log": {MaxFile: MaxFileBytes}, // a line per file: name, size, sha256
 	"discord": {Settings: func() ChannelSettings { return &DiscordSettings{} }, Buttons: true, Answers: true, Typing: true, Reactions: true, Edits: true, Limit: &markdown.DiscordLimit,
 		MaxFile: 25 << 20}, // a boosted server's; an unboosted one's 413 names its 10 MB

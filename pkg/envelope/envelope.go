@@ -171,6 +171,9 @@ type Attachment struct {
 	Mime string `json:"mime"`
 	Size int64  `json:"size"`
 	Ref  string `json:"ref"`
+	// Seconds is how long a voice note, audio or video plays, where the
+	// provider says.
+	Seconds int `json:"seconds,omitempty"`
 }
 
 // NewIngress builds an ingress.v1 with a fresh request_id stamped now.

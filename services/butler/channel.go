@@ -350,10 +350,14 @@ const (
 )
 
 // attachmentsLine is what the model reads of files: "photo.jpg
-// (image/jpeg, 183 KB); voice.ogg (audio/ogg, 12 KB)"; "" for none.
+// (image/jpeg, 183 KB); voice.ogg (audio/ogg, 12 KB, 12 s)"; "" for none.
 func attachmentsLine(files []envelope.Attachment) string {
 	parts := make([]string, 0, len(files))
 	for _, f := range files {
+		if f.Seconds > 0 {
+			parts = append(parts, fmt.Sprintf("%s (%s, %s, %d s)", f.Name, f.Mime, bus.Bytes(f.Size), f.Seconds))
+			continue
+		}
 		parts = append(parts, fmt.Sprintf("%s (%s, %s)", f.Name, f.Mime, bus.Bytes(f.Size)))
 	}
 	return strings.Join(parts, "; ")

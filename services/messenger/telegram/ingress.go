@@ -202,7 +202,7 @@ func threadIdentity(chat int64, message int) string {
 // is the file id the Bot API's getFile takes.
 func attachments(m *models.Message) []envelope.Attachment {
 	var out []envelope.Attachment
-	add := func(id, name, mime, fallbackName, fallbackMime string, size int64) {
+	add := func(id, name, mime, fallbackName, fallbackMime string, size int64, seconds ...int) {
 		if id == "" {
 			return
 		}
@@ -215,6 +215,9 @@ func attachments(m *models.Message) []envelope.Attachment {
 		out = append(out, envelope.Attachment{
 			Name: deliver.Clip(name, maxFileName), Mime: deliver.Clip(mime, maxMime), Size: max(size, 0), Ref: deliver.Clip(fileRefPrefix+id, maxRef),
 		})
+		for _, sec := range seconds {
+			out[len(out)-1].Seconds = max(sec, 0)
+		}
 	}
 	if n := len(m.Photo); n > 0 {
 		// Telegram sends each photo in several sizes, the largest last.
@@ -225,10 +228,10 @@ func attachments(m *models.Message) []envelope.Attachment {
 		add(d.FileID, d.FileName, d.MimeType, "document", "application/octet-stream", d.FileSize)
 	}
 	if a := m.Audio; a != nil {
-		add(a.FileID, a.FileName, a.MimeType, "audio.mp3", "audio/mpeg", a.FileSize)
+		add(a.FileID, a.FileName, a.MimeType, "audio.mp3", "audio/mpeg", a.FileSize, a.Duration)
 	}
 	if v := m.Voice; v != nil {
-		add(v.FileID, "", v.MimeType, "voice.ogg", "audio/ogg", v.FileSize)
+		add(v.FileID, "", v.MimeType, "voice.ogg", "audio/ogg", v.FileSize, v.Duration)
 	}
 	if v := m.Video; v != nil {
 		add(v.FileID, v.FileName, v.MimeType, "video.mp4", "video/mp4", v.FileSize)

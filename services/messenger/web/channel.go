@@ -23,6 +23,11 @@
 // cookie, and a visitor (4) and a client address (32) may hold only so many
 // streams at once; past that the answer is 429 with Retry-After.
 //
+// Files go both ways, held in the bus's file store for 24 hours: a butler's
+// are linked under its message, a visitor attaches theirs on the page, and a
+// link serves a file only to the visitor whose conversation holds it
+// (files.go).
+//
 // A send with no recipient goes to every visitor of the integration (subject
 // herald.web.<integration>.all). The page is the operator's own local chat,
 // bound to 127.0.0.1 by default, so a butler whose default channel is web
@@ -45,6 +50,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
@@ -102,8 +108,13 @@ type Channel struct {
 	store        store
 	timeouts     serverTimeouts
 	// nc carries "typing…" to every replica serving the page (nil without
-	// a bus: then only to this process's pages).
+	// a bus: then only to this process's pages), and reads held files.
 	nc *nats.Conn
+	// js holds the conversation's files (nil without a bus: none).
+	js jetstream.JetStream
+	// maxFile is the largest file a visitor may send: the channel's, or 0
+	// (none) without a bus.
+	maxFile int64
 
 	mu        sync.Mutex
 	url       string
@@ -130,7 +141,15 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 	if env.JS != nil {
 		st, nc = &jsStore{js: env.JS, log: log}, env.JS.Conn()
 	}
-	return &Channel{id: in.ID, listen: listen, allowedHosts: c.AllowedHosts, log: log, store: st, timeouts: defaultTimeouts, nc: nc}, nil
+	var maxFile int64 // without a bus the chat keeps no files
+	if env.JS != nil {
+		limits, _ := config.ChannelOf("web")
+		maxFile = limits.MaxFile
+	}
+	return &Channel{
+		id: in.ID, listen: listen, allowedHosts: c.AllowedHosts, log: log, store: st, timeouts: defaultTimeouts,
+		nc: nc, js: env.JS, maxFile: maxFile,
+	}, nil
 }
 
 // Typing shows "<butler> is typing…" on the open pages of the visitor d
@@ -175,7 +194,8 @@ func (c *Channel) URL() string {
 // Deliver puts a butler's message (send, reply) or reaction (react) into a
 // visitor's conversation. The recipient is Recipient (a visitor id, with or
 // without "web:"), else for a reply the visitor of Thread or Sender, else
-// every visitor of the integration.
+// every visitor of the integration. A message's files are held in
+// herald_files and linked under it, for its recipient only (files.go).
 func (c *Channel) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
 	if len(d.Done) > 0 {
 		return deliver.Receipt{MessageIDs: d.Done}, nil
@@ -197,7 +217,7 @@ func (c *Channel) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Rece
 		visitor = v
 		e.ID, e.Kind, e.Target, e.Emoji = entryID("r", d.Key), kindReaction, msg, d.Emoji
 	case envelope.IntentSend, envelope.IntentReply, "":
-		if strings.TrimSpace(d.Message) == "" {
+		if strings.TrimSpace(d.Message) == "" && len(d.Files) == 0 {
 			return deliver.Receipt{}, fmt.Errorf("%w: web needs a non-empty message", envelope.ErrValidation)
 		}
 		v, err := c.recipient(ctx, d)
@@ -212,6 +232,13 @@ func (c *Channel) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Rece
 				e.ReplyTo = msg
 			}
 		}
+		// Held before Begin: only the store below shows anything, and a
+		// file held for a message never stored is gone in 24 h.
+		files, err := c.hold(ctx, d.Files)
+		if err != nil {
+			return deliver.Receipt{}, err
+		}
+		e.Files = files
 	default:
 		return deliver.Receipt{}, fmt.Errorf("%w: web cannot %q; use send, reply or react", envelope.ErrValidation, d.Intent)
 	}

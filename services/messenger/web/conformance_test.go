@@ -19,12 +19,14 @@ import (
 // bus. Each sender serves its page, where one visitor has written: the
 // suite's recipient and the message it replies and reacts to. A send with no
 // recipient goes to every visitor; the provider's record of what was sent is
-// the integration's conversations in the stream.
+// the integration's conversations in the stream, and of the files sent, what
+// the visitor's browser downloads through the links in its conversation.
 func TestConformance(t *testing.T) {
 	_, js := bustest.RunServer(t).Connect()
 	var (
 		integration string
 		said        *visitorMessage
+		v           *visitor
 	)
 	n := 0
 	butler := func(t *testing.T) []storedEntry {
@@ -41,7 +43,7 @@ func TestConformance(t *testing.T) {
 			n++
 			integration = fmt.Sprintf("web%d", n)
 			ch, sk := serve(t, js, integration)
-			v := newVisitor(t, ch)
+			v = newVisitor(t, ch)
 			id := v.say("Did I take my pills?")
 			in := sk.next(t)
 			said = &visitorMessage{visitor: in.Meta["user_id"], id: id, thread: in.RequestContext.SourceThreadIdentity}
@@ -55,7 +57,7 @@ func TestConformance(t *testing.T) {
 			return out
 		},
 		// A message is stored whole; there is no provider to fail.
-		Features:         delivertest.Features{Recipients: true, Threads: true, React: true},
+		Features:         delivertest.Features{Recipients: true, Threads: true, React: true, Files: true},
 		DefaultRecipient: web.Broadcast,
 		Recipient:        func(*testing.T) string { return said.visitor },
 		DeliveredTo: func(t *testing.T) []string {
@@ -66,6 +68,22 @@ func TestConformance(t *testing.T) {
 			return out
 		},
 		Thread: func(*testing.T) string { return said.thread },
+		Uploaded: func(t *testing.T) []delivertest.Upload {
+			n := len(stored(t, js, web.Subject(integration, said.visitor))) + len(stored(t, js, web.Subject(integration, web.Broadcast)))
+			page := v.events("")
+			defer page.close()
+			var out []delivertest.Upload
+			for range n {
+				for _, f := range page.next().Files {
+					got := v.download(f.URL)
+					if got.code != http.StatusOK {
+						t.Fatalf("GET %s: %d %s", f.URL, got.code, got.data)
+					}
+					out = append(out, delivertest.Upload{Name: got.name(), MediaType: got.header.Get("Content-Type"), Data: got.data})
+				}
+			}
+			return out
+		},
 		InThread: func(t *testing.T) []bool {
 			var out []bool
 			for _, e := range butler(t) {

@@ -30,7 +30,7 @@ type frame struct {
 // render turns a stored entry into the event a page gets: butler markdown
 // (a message's, an edit's) becomes safe HTML here, never in the browser.
 func render(s stored) (frame, error) {
-	ev := event{entry: s.entry, Seq: s.seq}
+	ev := event{entry: s.entry, Seq: s.seq, Files: links(s)}
 	if ev.Kind == kindButler || ev.Kind == kindEdit {
 		ev.HTML, ev.Text = markdown.HTML(ev.Text), ""
 	}

@@ -9,8 +9,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
+	"mime/multipart"
 	"net/http"
 	"net/http/cookiejar"
+	"net/textproto"
 	"strings"
 	"sync"
 	"testing"
@@ -187,6 +190,77 @@ func (v *visitor) say(text string) string {
 	return id
 }
 
+// upFile is a file a visitor attaches: typ is what the browser claims.
+type upFile struct {
+	name, typ string
+	data      []byte
+}
+
+// upload posts p with files as the page does, multipart/form-data: the
+// message's JSON, then a part per file; edit changes the request first.
+func (v *visitor) upload(p map[string]string, files []upFile, edit func(*http.Request)) (int, string) {
+	v.t.Helper()
+	var buf bytes.Buffer
+	mw := multipart.NewWriter(&buf)
+	msg, _ := json.Marshal(p)
+	part, _ := mw.CreatePart(textproto.MIMEHeader{"Content-Disposition": {`form-data; name="message"`}, "Content-Type": {"application/json"}})
+	_, _ = part.Write(msg)
+	for _, f := range files {
+		h := textproto.MIMEHeader{"Content-Disposition": {mime.FormatMediaType("form-data", map[string]string{"name": "file", "filename": f.name})}}
+		if f.typ != "" {
+			h.Set("Content-Type", f.typ)
+		}
+		part, _ := mw.CreatePart(h)
+		_, _ = part.Write(f.data)
+	}
+	_ = mw.Close()
+	return v.request(buf.String(), func(r *http.Request) {
+		r.Header.Set("Content-Type", mw.FormDataContentType())
+		if edit != nil {
+			edit(r)
+		}
+	})
+}
+
+// served is a file link's answer.
+type served struct {
+	code   int
+	header http.Header
+	data   []byte
+}
+
+// download opens a file link (a path of the page) as the visitor's
+// browser does, with its cookie.
+func (v *visitor) download(link string) served {
+	v.t.Helper()
+	req, _ := http.NewRequestWithContext(v.t.Context(), http.MethodGet, v.base+link, nil)
+	resp, err := v.client.Do(req)
+	if err != nil {
+		v.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		v.t.Fatalf("GET %s: %v", link, err)
+	}
+	return served{code: resp.StatusCode, header: resp.Header, data: b}
+}
+
+// name is the file name a browser saves the answer as.
+func (s served) name() string {
+	_, params, _ := mime.ParseMediaType(s.header.Get("Content-Disposition"))
+	return params["filename"]
+}
+
+// pageFile is a file link as the page receives it.
+type pageFile struct {
+	Name string `json:"name"`
+	Size int64  `json:"size"`
+	Type string `json:"type"`
+	URL  string `json:"url"`
+	Ref  string `json:"ref"` // never sent: the page needs only the link
+}
+
 // pageEvent is one conversation event as the page receives it.
 type pageEvent struct {
 	Seq     uint64            `json:"seq"`
@@ -200,6 +274,7 @@ type pageEvent struct {
 	Target  string            `json:"target"`
 	Emoji   string            `json:"emoji"`
 	Actions []envelope.Action `json:"actions"`
+	Files   []pageFile        `json:"files"`
 }
 
 // feed is an open event stream.

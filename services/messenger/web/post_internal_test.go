@@ -24,7 +24,7 @@ func FuzzDecodePost(f *testing.F) {
 	}
 	c := &Channel{id: "home"}
 	f.Fuzz(func(t *testing.T, body string) {
-		p, err := decodePost(strings.NewReader(body))
+		p, err := decodePost(strings.NewReader(body), false)
 		if err != nil {
 			return
 		}

@@ -146,6 +146,7 @@ func (c *Channel) Receive(ctx context.Context, sink deliver.Sink) error {
 	h := &handler{
 		c: c, sink: sink, closing: closing, hosts: allowedHosts(c.listen, c.allowedHosts), drops: rate.NewLimiter(5, 20),
 		fan: fan, streams: newStreamCounts(), reads: make(chan struct{}, maxHistoryReads),
+		uploads: make(chan struct{}, maxUploads),
 	}
 	srv := &http.Server{
 		Handler:           h.routes(),
@@ -228,6 +229,7 @@ type handler struct {
 	fan     *fanout
 	streams *streamCounts
 	reads   chan struct{} // a slot per history read in flight
+	uploads chan struct{} // a slot per post with files in flight
 	drops   *rate.Limiter // audit records of refused requests
 }
 
@@ -242,6 +244,7 @@ func (h *handler) routes() http.Handler {
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.HandleFunc("GET /api/events", h.events)
 	mux.HandleFunc("POST /api/messages", h.post)
+	mux.HandleFunc("GET /api/files/{seq}/{index}", h.file)
 	return h.guard(http.NewCrossOriginProtection().Handler(mux))
 }
 
@@ -273,11 +276,20 @@ func (h *handler) guard(next http.Handler) http.Handler {
 			fail(w, http.StatusMisdirectedRequest, fmt.Sprintf("this chat does not answer for %q; open %s, or add the name to the integration's allowed_hosts", r.Host, h.c.URL()))
 			return
 		}
-		// No route takes more than a post; a handler reading past this gets
-		// a *http.MaxBytesError and answers 413.
-		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
+		// No route takes more than a post (with its files); a handler
+		// reading past this gets a *http.MaxBytesError and answers 413.
+		r.Body = http.MaxBytesReader(w, r.Body, h.bodyLimit(r))
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodyLimit is the most a request may carry: a post, or with files a post
+// and maxFiles of the largest file, with room for their part headers.
+func (h *handler) bodyLimit(r *http.Request) int64 {
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
+		return maxBody + maxFiles*(h.c.maxFile+4<<10)
+	}
+	return maxBody
 }
 
 func (h *handler) page(w http.ResponseWriter, r *http.Request) {
@@ -329,7 +341,8 @@ type post struct {
 }
 
 // decodePost reads and checks one post; errors are sentences for the page.
-func decodePost(r io.Reader) (post, error) {
+// withFiles, its text may be empty: the files are the message.
+func decodePost(r io.Reader, withFiles bool) (post, error) {
 	var p post
 	dec := json.NewDecoder(r)
 	dec.DisallowUnknownFields()
@@ -342,7 +355,7 @@ func decodePost(r io.Reader) (post, error) {
 	p.ClientID = strings.ToLower(p.ClientID)
 	p.Name = strings.TrimSpace(p.Name)
 	switch {
-	case strings.TrimSpace(p.Text) == "":
+	case strings.TrimSpace(p.Text) == "" && !withFiles:
 		return post{}, errors.New("the message is empty")
 	case len(p.Text) > MaxText:
 		return post{}, fmt.Errorf("the message is %d bytes; the limit is %d", len(p.Text), MaxText)
@@ -369,8 +382,9 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusForbidden, "missing header X-Herald: 1 (the chat page sends it; it keeps other sites from posting)")
 		return
 	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		fail(w, http.StatusUnsupportedMediaType, "send the message as application/json")
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || (mt != "application/json" && mt != "multipart/form-data") {
+		fail(w, http.StatusUnsupportedMediaType, "send the message as application/json, or with files as multipart/form-data")
 		return
 	}
 	visitor, ok := h.visitor(w, r, false)
@@ -378,24 +392,22 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 		fail(w, http.StatusForbidden, "no visitor cookie: reload the page")
 		return
 	}
-	// Read whole before decoding, as the other receivers do, so a body over
-	// the limit is told by the read itself, whatever the JSON decoder makes
-	// of the error it would have met.
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
-	if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
-		fail(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the message is too long; the limit is %d bytes", MaxText))
-		return
+	var (
+		p     post
+		files []heldFile
+	)
+	if mt == "multipart/form-data" {
+		p, files, err = h.readUpload(w, r)
+	} else {
+		p, err = readJSON(w, r)
 	}
 	if err != nil {
-		fail(w, http.StatusBadRequest, "the body could not be read")
-		return
-	}
-	p, err := decodePost(bytes.NewReader(body))
-	if err != nil {
-		fail(w, http.StatusBadRequest, err.Error())
+		code, reason := refused(err)
+		fail(w, code, reason)
 		return
 	}
 	in := h.c.ingress(visitor, p, time.Now())
+	in.Attachments = attachments(files)
 	if err := h.sink.Ingress(r.Context(), in); err != nil {
 		if envelope.ClassOf(err) == envelope.ErrValidation.Error() {
 			fail(w, http.StatusBadRequest, err.Error())
@@ -410,11 +422,30 @@ func (h *handler) post(w http.ResponseWriter, r *http.Request) {
 	// The echo is written even if the browser has gone meanwhile.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 10*time.Second)
 	defer cancel()
-	e := entry{ID: p.ClientID, Kind: kindVisitor, User: p.Name, Text: p.Text, ReplyTo: p.ReplyTo, TS: in.RequestContext.ReceivedAt}
+	e := entry{ID: p.ClientID, Kind: kindVisitor, User: p.Name, Text: p.Text, ReplyTo: p.ReplyTo, Files: files, TS: in.RequestContext.ReceivedAt}
 	if err := h.c.store.put(ctx, Subject(h.c.id, visitor), "in:"+visitor+":"+p.ClientID, e); err != nil {
 		h.c.log.Warn("web message sent but not kept in the conversation", "request_id", in.RequestContext.RequestID, "err", err)
 	}
 	writeJSON(w, http.StatusAccepted, map[string]string{"id": p.ClientID, "request_id": in.RequestContext.RequestID})
+}
+
+// readJSON reads a post without files; errors are refusals.
+func readJSON(w http.ResponseWriter, r *http.Request) (post, error) {
+	// Read whole before decoding, as the other receivers do, so a body over
+	// the limit is told by the read itself, whatever the JSON decoder makes
+	// of the error it would have met.
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBody))
+	if _, tooBig := errors.AsType[*http.MaxBytesError](err); tooBig {
+		return post{}, refuse(http.StatusRequestEntityTooLarge, "the message is too long; the limit is %d bytes", MaxText)
+	}
+	if err != nil {
+		return post{}, refuse(http.StatusBadRequest, "the body could not be read")
+	}
+	p, err := decodePost(bytes.NewReader(body), false)
+	if err != nil {
+		return post{}, refuse(http.StatusBadRequest, "%s", err)
+	}
+	return p, nil
 }
 
 // ingress is the envelope of one post. The page's client_id is the message
@@ -448,6 +479,8 @@ type event struct {
 	entry
 	Seq  uint64 `json:"seq"`
 	HTML string `json:"html,omitempty"`
+	// Files are links in place of the entry's refs.
+	Files []fileLink `json:"files,omitempty"`
 }
 
 // errGone ends a history read whose page has gone.
@@ -493,7 +526,7 @@ func (h *handler) events(w http.ResponseWriter, r *http.Request) {
 	defer h.fan.unsubscribe(l)
 	s := &eventStream{
 		w: w, rc: http.NewResponseController(w), writeTimeout: h.c.timeouts.write,
-		visitor: visitor, integration: h.c.id, last: after,
+		visitor: visitor, integration: h.c.id, maxFile: h.c.maxFile, last: after,
 	}
 	if h.replay(ctx, s) {
 		s.live(ctx, l)
@@ -556,8 +589,10 @@ type eventStream struct {
 	// writeTimeout bounds each write (see send).
 	writeTimeout         time.Duration
 	visitor, integration string
-	started              bool
-	last                 uint64
+	// maxFile is the largest file the visitor may send, told to the page.
+	maxFile int64
+	started bool
+	last    uint64
 }
 
 // send writes to the stream and flushes it; false when the page has gone.
@@ -582,7 +617,7 @@ func (s *eventStream) start() bool {
 	hdr.Set("Cache-Control", "no-store")
 	hdr.Set("X-Accel-Buffering", "no")
 	s.w.WriteHeader(http.StatusOK)
-	hello, _ := json.Marshal(map[string]string{"visitor": s.visitor, "integration": s.integration})
+	hello, _ := json.Marshal(map[string]any{"visitor": s.visitor, "integration": s.integration, "max_file": s.maxFile})
 	return s.send("retry: 2000\nevent: hello\ndata: %s\n\n", hello)
 }
 
@@ -639,6 +674,14 @@ func (h *handler) history(ctx context.Context, visitor string, after uint64, eac
 	}
 	defer func() { <-h.reads }()
 	return h.c.store.history(ctx, []string{Subject(h.c.id, visitor), Subject(h.c.id, Broadcast)}, after, each)
+}
+
+// refused is the answer to a request a reader refused.
+func refused(err error) (int, string) {
+	if ref, ok := errors.AsType[*refusal](err); ok {
+		return ref.code, ref.reason
+	}
+	return http.StatusInternalServerError, err.Error()
 }
 
 func fail(w http.ResponseWriter, code int, msg string) {

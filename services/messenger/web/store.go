@@ -55,7 +55,9 @@ type entry struct {
 	// Target is the message a reaction is on, or an edit replaces.
 	Target string `json:"target,omitempty"`
 	Emoji  string `json:"emoji,omitempty"`
-	TS     string `json:"ts"`
+	// Files go with a message, held in herald_files (files.go).
+	Files []heldFile `json:"files,omitempty"`
+	TS    string     `json:"ts"`
 }
 
 // stored is an entry with its position in the store, the page's event id,
@@ -72,6 +74,8 @@ type store interface {
 	put(ctx context.Context, subject, dedupID string, e entry) error
 	// has reports whether subject holds anything.
 	has(ctx context.Context, subject string) (bool, error)
+	// get is the entry at sequence seq, if the store still holds it.
+	get(ctx context.Context, seq uint64) (stored, bool, error)
 	// history calls each with every entry of subjects after sequence after,
 	// in order, as far as the store holds them when it is called; an error
 	// from each stops it and is returned.
@@ -182,6 +186,25 @@ func (s *jsStore) has(ctx context.Context, subject string) (bool, error) {
 		return false, unavailable(ctx, "looking up a web visitor", err)
 	}
 	return true, nil
+}
+
+func (s *jsStore) get(ctx context.Context, seq uint64) (stored, bool, error) {
+	st, err := s.ensure(ctx)
+	if err != nil {
+		return stored{}, false, err
+	}
+	m, err := st.GetMsg(ctx, seq)
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return stored{}, false, nil
+	case err != nil:
+		return stored{}, false, unavailable(ctx, "reading a web chat message", err)
+	}
+	var e entry
+	if err := json.Unmarshal(m.Data, &e); err != nil {
+		return stored{}, false, nil // skipped by the history too
+	}
+	return stored{seq: seq, subject: m.Subject, entry: e}, true, nil
 }
 
 // history reads through a consumer made for this one read and deleted after
@@ -385,6 +408,17 @@ func (s *memStore) has(_ context.Context, subject string) (bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.ContainsFunc(s.log, func(m memEntry) bool { return m.subject == subject }), nil
+}
+
+func (s *memStore) get(_ context.Context, seq uint64) (stored, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, m := range s.log {
+		if m.seq == seq {
+			return m.stored, true, nil
+		}
+	}
+	return stored{}, false, nil
 }
 
 func (s *memStore) history(ctx context.Context, subjects []string, after uint64, each func(stored) error) error {

@@ -1,8 +1,9 @@
 // Herald web chat. Plain script, no build step, nothing loaded from elsewhere.
 //
-// What the person types is shown with textContent only. Butler messages
-// arrive as HTML the server rendered from markdown with everything else
-// escaped; the page's Content-Security-Policy forbids inline script besides.
+// What the person types, and the names of files, are shown with
+// textContent only. Butler messages arrive as HTML the server rendered from
+// markdown with everything else escaped; the page's Content-Security-Policy
+// forbids inline script besides.
 'use strict';
 
 (() => {
@@ -15,6 +16,9 @@
   const visitorEl = document.getElementById('visitor');
   const hint = document.getElementById('hint');
   const typingEl = document.getElementById('typing');
+  const attachEl = document.getElementById('attach');
+  const fileInput = document.getElementById('file');
+  const attachedEl = document.getElementById('attached');
 
   const MAX_TEXT = 16384;
   const OUTBOX = 'herald.outbox'; // posts not yet accepted, kept across reloads
@@ -22,6 +26,8 @@
   // TYPING_SHOWN is how long one "typing…" shows: the messenger renews it
   // every 4 s while the model works.
   const TYPING_SHOWN = 6000;
+  const MAX_FILES = 10; // a message's, as the server takes
+  let maxFile = 0; // the largest file the chat takes (hello); 0: none
 
   const nodes = new Map(); // message id -> its element
   const seen = new Set(); // reaction ids already shown
@@ -48,6 +54,39 @@
     b[8] = (b[8] & 0x3f) | 0x80;
     const h = Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
     return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+  };
+
+  // size is n bytes as the server writes them (bus.Bytes): 512 B, 183 KB,
+  // 4.2 MB, a limit in MiB as its round "50 MB".
+  const size = (n) => {
+    if (n > 0 && n % 1048576 === 0) return `${n / 1048576} MB`;
+    if (n < 1000) return `${n} B`;
+    return n < 1e6 ? `${Math.round(n / 1000)} KB` : `${(n / 1e6).toFixed(1)} MB`;
+  };
+
+  // fileList is the files of a message, each a link once the server has
+  // it (a file still being sent has none yet).
+  const fileList = (files) => {
+    const ul = make('ul', 'files');
+    for (const f of files) {
+      const name = make(f.url ? 'a' : 'span', '', f.name);
+      if (f.url) {
+        name.href = f.url;
+        name.target = '_blank';
+        name.rel = 'noopener';
+      }
+      const li = make('li');
+      li.append(name, make('span', 'size', size(f.size)));
+      ul.append(li);
+    }
+    return ul;
+  };
+
+  const setFiles = (node, files) => {
+    if (!files || !files.length) return;
+    const old = node.querySelector('.files');
+    if (old) old.replaceWith(fileList(files));
+    else node.querySelector('.meta').before(fileList(files));
   };
 
   const setHint = (msg) => {
@@ -89,6 +128,7 @@
       for (const r of waiting.get(m.id) || []) react(r);
       waiting.delete(m.id);
     }
+    setFiles(node, m.files);
     setState(node, state);
   };
 
@@ -144,6 +184,12 @@
     showTyping();
   };
 
+  // quoted is what a reply quotes of a visitor message: its text, or the
+  // names of its files when it had none.
+  const quoted = (node) =>
+    node.querySelector('.body').textContent ||
+    [...node.querySelectorAll('.files li > :first-child')].map((e) => e.textContent).join(', ');
+
   const showButler = (m) => {
     typed(m.butler || 'butler');
     if (nodes.has(m.id)) return;
@@ -151,9 +197,10 @@
     node.dataset.id = m.id;
     node.append(make('div', 'who', m.butler || 'butler'));
     const original = m.reply_to && nodes.get(m.reply_to);
-    if (original) node.append(make('div', 'quote', original.querySelector('.body').textContent));
+    if (original) node.append(make('div', 'quote', quoted(original)));
     if (m.subject) node.append(make('div', 'subject', m.subject));
     node.append(butlerBody(m.html));
+    if (m.files && m.files.length) node.append(fileList(m.files));
     const row = actionRow(m.id, m.actions);
     if (row) node.append(row);
     const meta = make('div', 'meta');
@@ -217,15 +264,22 @@
   const saveOutbox = (items) => localStorage.setItem(OUTBOX, JSON.stringify(items));
   const done = (id) => saveOutbox(outbox().filter((i) => i.client_id !== id));
 
-  const deliver = async (item, attempt = 0) => {
+  // request is the post of item: JSON, or with files a form whose first
+  // part is that JSON (the browser sets its multipart Content-Type).
+  const request = (item, files) => {
+    if (!files.length) {
+      return { headers: { 'Content-Type': 'application/json', 'X-Herald': '1' }, body: JSON.stringify(item) };
+    }
+    const form = new FormData();
+    form.append('message', JSON.stringify(item));
+    for (const f of files) form.append('file', f, f.name);
+    return { headers: { 'X-Herald': '1' }, body: form };
+  };
+
+  const deliver = async (item, files = [], attempt = 0) => {
     let res = null;
     try {
-      res = await fetch('/api/messages', {
-        method: 'POST',
-        headers: { 'Content-Type': 'application/json', 'X-Herald': '1' },
-        credentials: 'same-origin',
-        body: JSON.stringify(item),
-      });
+      res = await fetch('/api/messages', { method: 'POST', credentials: 'same-origin', ...request(item, files) });
     } catch {
       // offline or the messenger is restarting: retry below
     }
@@ -246,29 +300,75 @@
       return;
     }
     if (node) setState(node, 'retrying');
-    setTimeout(() => deliver(item, attempt + 1), Math.min(30000, 1000 * 2 ** attempt));
+    setTimeout(() => deliver(item, files, attempt + 1), Math.min(30000, 1000 * 2 ** attempt));
   };
 
-  const send = (value, extra = {}) => {
+  // send posts a message. One with files is retried while the page is
+  // open but not kept in the outbox: a reload cannot keep the files.
+  const send = (value, extra = {}, files = []) => {
     const item = { client_id: uuid(), text: value, ...extra };
     const name = nameInput.value.trim();
     if (name) item.name = name;
-    saveOutbox([...outbox(), item]);
-    showVisitor({ id: item.client_id, text: value, ts: new Date().toISOString() }, 'sending');
-    deliver(item);
+    if (!files.length) saveOutbox([...outbox(), item]);
+    const shown = files.map((f) => ({ name: f.name, size: f.size }));
+    showVisitor({ id: item.client_id, text: value, ts: new Date().toISOString(), files: shown }, 'sending');
+    deliver(item, files);
   };
+
+  // Files to go with the next message: chosen or pasted, each checked
+  // against the chat's limits before anything is sent.
+  let chosen = [];
+  const showChosen = () => {
+    attachedEl.replaceChildren(
+      ...chosen.map((f) => {
+        const li = make('li', '', `${f.name} (${size(f.size)})`);
+        const remove = make('button', '', '×');
+        remove.type = 'button';
+        remove.title = `Remove ${f.name}`;
+        remove.addEventListener('click', () => {
+          chosen = chosen.filter((c) => c !== f);
+          showChosen();
+        });
+        li.append(remove);
+        return li;
+      }),
+    );
+    attachedEl.hidden = !chosen.length;
+  };
+  const attach = (files) => {
+    for (const f of files) {
+      if (chosen.length >= MAX_FILES) {
+        setHint(`At most ${MAX_FILES} files go with one message.`);
+        break;
+      }
+      if (f.size > maxFile) setHint(`${f.name} is too big: at most ${size(maxFile)} a file.`);
+      else chosen.push(f);
+    }
+    showChosen();
+  };
+  fileInput.addEventListener('change', () => {
+    attach(fileInput.files);
+    fileInput.value = '';
+  });
+  text.addEventListener('paste', (e) => {
+    if (!maxFile || !e.clipboardData.files.length) return;
+    e.preventDefault();
+    attach(e.clipboardData.files);
+  });
 
   form.addEventListener('submit', (e) => {
     e.preventDefault();
     const value = text.value;
-    if (!value.trim()) return;
+    if (!value.trim() && !chosen.length) return;
     if (new TextEncoder().encode(value).length > MAX_TEXT) {
       setHint(`That message is too long: at most ${MAX_TEXT / 1024} KiB.`);
       return;
     }
     setHint('');
     text.value = '';
-    send(value);
+    send(value, {}, chosen);
+    chosen = [];
+    showChosen();
     text.focus();
   });
 
@@ -300,7 +400,10 @@
   const connect = () => {
     const es = new EventSource(lastSeq ? `/api/events?after=${lastSeq}` : '/api/events');
     es.addEventListener('hello', (e) => {
-      visitorEl.textContent = JSON.parse(e.data).visitor;
+      const hello = JSON.parse(e.data);
+      visitorEl.textContent = hello.visitor;
+      maxFile = hello.max_file || 0;
+      attachEl.hidden = !maxFile;
     });
     es.addEventListener('typing', (e) => typing(JSON.parse(e.data).butler || 'butler'));
     es.onopen = () => {
