@@ -10,6 +10,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
+	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/services/process"
 )
 
@@ -66,6 +67,9 @@ func serveCommand(ctx context.Context, r *process.Running, name string, stdio bo
 		}
 		return serve(ctx)
 	}
+	// Starting until New registers the butler's own check: /readyz is not
+	// ready before the butler listens and runs.
+	r.Process.Health.Add(HealthCheck(name), obs.NewState().Check)
 	return r.Process.Run(ctx, serve)
 }
 

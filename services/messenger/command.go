@@ -22,7 +22,7 @@ func Command() process.Spec {
 			}
 		},
 		Serve: func(ctx context.Context, r *process.Running) error {
-			return r.Rerun(ctx, func(ctx context.Context, cfg *config.Config, running func()) error {
+			return r.Rerun(ctx, HealthCheck, func(ctx context.Context, cfg *config.Config, running func()) error {
 				return Run(ctx, Options{Config: cfg, NC: r.NC, Log: r.Log, Getenv: r.IO.Getenv, Metrics: r.Process.Metrics, Health: r.Process.Health, HTTP: r.Process.Server, Running: running})
 			})
 		},

@@ -56,8 +56,11 @@ type Running struct {
 }
 
 // Rerun runs a service a reload restarts (the switchboard, the messenger)
-// beside the process listener, until ctx ends.
-func (r *Running) Rerun(ctx context.Context, run func(ctx context.Context, cfg *config.Config, running func()) error) error {
+// beside the process listener, until ctx ends. Its readiness check, check,
+// fails as starting until the service registers its own: /readyz never
+// says ready while the service is still opening the bus.
+func (r *Running) Rerun(ctx context.Context, check string, run func(ctx context.Context, cfg *config.Config, running func()) error) error {
+	r.Process.Health.Add(check, obs.NewState().Check)
 	svc := NewRerunner(r.Reloads.Process, r.Log, run)
 	r.Reloads.Apply = func(ctx context.Context, cfg *config.Config, _ []string) error { return svc.Apply(ctx, cfg) }
 	if err := StartReloads(ctx, r.Reloads); err != nil {

@@ -11,7 +11,7 @@ import (
 // restarted on its new configuration at each reload.
 func Command() process.Spec {
 	return process.Spec{Name: "switchboard", Serve: func(ctx context.Context, r *process.Running) error {
-		return r.Rerun(ctx, func(ctx context.Context, cfg *config.Config, running func()) error {
+		return r.Rerun(ctx, HealthCheck, func(ctx context.Context, cfg *config.Config, running func()) error {
 			return Run(ctx, Options{Config: cfg, NC: r.NC, Log: r.Log, Metrics: r.Process.Metrics, Health: r.Process.Health, Running: running})
 		})
 	}}
