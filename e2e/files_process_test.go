@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/butler"
@@ -17,12 +18,14 @@ import (
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
-// TestVoiceNoteIsTranscribed: with the real binaries as processes and
+// TestFilesThroughProcesses: with the real binaries as processes and
 // transcribe pointing at a stand-in of the transcription API (it parses the
 // multipart form as the API does), a voice note sent to the bot reaches
 // the model as what was said, marked transcript, and its audio is still
-// downloadable, the same bytes the person sent.
-func TestVoiceNoteIsTranscribed(t *testing.T) {
+// downloadable, the same bytes the person sent; a photo is downloaded by
+// the model with the bytes the person sent; a file notified by mail arrives
+// as an attachment a MIME parser reads back.
+func TestFilesThroughProcesses(t *testing.T) {
 	if _, err := serviceBins(); err != nil {
 		t.Fatal(err)
 	}
@@ -52,15 +55,16 @@ func TestVoiceNoteIsTranscribed(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "herald.yaml")
 	yaml := fmt.Sprintf(`transcribe: { url: %q, model: whisper-large-v3, api_key_env: STT_KEY }
 butlers:
-  - { name: health, default_channel: telegram, mcp_http: %q, mcp_token_env: MCP_TOKEN, files: { inbox: %q } }
+  - { name: health, default_channel: telegram, mcp_http: %q, mcp_token_env: MCP_TOKEN, files: { roots: [%q], inbox: %q } }
 integrations:
   - { id: tg_main, type: telegram, token_env: TG_TOKEN, default_chat: %q, grants: all, inbound: { allow_from: [%q] } }
-`, stt.URL+"/v1", mcpAddr, filepath.Join(f.dir, "inbox"), chatID, chatID)
+  - { id: mail, type: email, smtp_url_env: SMTP_URL, from: herald@example.com, default_to: me@example.com, ca_file: %q, grants: all }
+`, stt.URL+"/v1", mcpAddr, f.dir, filepath.Join(f.dir, "inbox"), chatID, chatID, f.smtp.WriteCertFile(t))
 	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	env := []string{"NATS_URL=" + f.bus.URL(), "HERALD_CONFIG=" + file, "MCP_TOKEN=" + f.env["HERALD_E2E_MCP_TOKEN"],
-		"TG_TOKEN=" + f.tg.Token(), "TELEGRAM_API_URL=" + f.tg.URL(), "STT_KEY=sk-e2e"}
+		"TG_TOKEN=" + f.tg.Token(), "TELEGRAM_API_URL=" + f.tg.URL(), "STT_KEY=sk-e2e", "SMTP_URL=" + f.smtp.URL()}
 	if out, err := heraldCLI(t, env, "setup"); err != nil {
 		t.Fatalf("herald setup: %v\n%s", err, out)
 	}
@@ -88,4 +92,26 @@ integrations:
 		t.Fatalf("download_attachment of the voice note: %s", text(res))
 	}
 	checkSaved(t, savedPath(t, text(res)), audio, filepath.Join(f.dir, "inbox"))
+
+	photo := pngOf(t, 64, 48)
+	pid, puid := f.tg.AddFile(photo, "photo.jpg")
+	f.tg.SendUserMessage(f.tg.Token(), telegramtest.Message{Chat: telegramtest.Chat{ID: alice.ID, Type: "private"}, From: &alice,
+		Photo: []telegramtest.PhotoSize{{FileID: pid, FileUniqueID: puid, Width: 64, Height: 48, FileSize: int64(len(photo))}}})
+	shown := c.Wait(butler.MethodChannel, 2)[1]
+	if res := c.Call("download_attachment", map[string]any{"request_id": meta(shown)["request_id"]}); res.IsError {
+		t.Errorf("download_attachment of the photo: %s", text(res))
+	} else {
+		checkSaved(t, savedPath(t, text(res)), photo, filepath.Join(f.dir, "inbox"))
+	}
+
+	if err := os.WriteFile(filepath.Join(f.dir, "chart.png"), photo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if res := c.Call("notify", map[string]any{"channel": "email", "message": "the chart", "files": []any{filepath.Join(f.dir, "chart.png")}}); res.IsError {
+		t.Fatalf("notify with a file by mail: %s", text(res))
+	}
+	mails := f.smtp.WaitMessages(t, 1, 20*time.Second)
+	if got := mailAttachments(t, mails[0].Data); !bytes.Equal(got["chart.png"], photo) {
+		t.Errorf("the mail carries %d attachments, chart.png %d bytes; want the chart, %d bytes", len(got), len(got["chart.png"]), len(photo))
+	}
 }
