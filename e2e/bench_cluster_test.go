@@ -36,16 +36,16 @@ type benchBus interface {
 	Replicas() int
 }
 
-// embedded is one server in the benchmark's process, Herald's topology made.
-type embedded struct{ *bustest.Server }
+// oneServer is one server in the benchmark's process, Herald's topology made.
+type oneServer struct{ *bustest.Server }
 
-func (embedded) Replicas() int { return 1 }
+func (oneServer) Replicas() int { return 1 }
 
 // newBenchBus starts the bus of one row: a fresh embedded server, or a fresh
 // cluster with Herald's topology at its replicas.
 func newBenchBus(b *testing.B) benchBus {
 	if benchCluster <= 1 {
-		return embedded{bustest.RunServer(b)}
+		return oneServer{bustest.RunServer(b)}
 	}
 	c := startCluster(b, benchCluster)
 	nc, js := c.Connect()

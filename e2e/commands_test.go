@@ -19,6 +19,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/approval"
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/bus/embedded"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/web"
@@ -159,7 +160,7 @@ integrations:
 
 	// The services' examples need a NATS with Herald's streams, which
 	// herald setup makes: a bare server, set up so.
-	bare, err := bus.RunServer(bus.ServerOptions{Port: -1, StoreDir: t.TempDir()})
+	bare, err := embedded.RunServer(embedded.Options{Port: -1, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

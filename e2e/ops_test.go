@@ -19,6 +19,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/bus/bustest"
+	"github.com/heraldhq/herald/pkg/bus/embedded"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/natsauth"
 	"github.com/heraldhq/herald/pkg/obs"
@@ -240,7 +241,7 @@ func TestOpsDiscoveryAndMetrics(t *testing.T) {
 // server is gone, and 200 again once it is back; the switchboard runs on.
 func TestOpsReadyzFollowsNATS(t *testing.T) {
 	dir := t.TempDir()
-	srv, err := bus.RunServer(bus.ServerOptions{Port: -1, StoreDir: dir})
+	srv, err := embedded.RunServer(embedded.Options{Port: -1, StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +278,7 @@ func TestOpsReadyzFollowsNATS(t *testing.T) {
 		t.Errorf("readyz without NATS: %d %+v", code, r)
 	}
 
-	srv, err = bus.RunServer(bus.ServerOptions{Port: port, StoreDir: dir})
+	srv, err = embedded.RunServer(embedded.Options{Port: port, StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

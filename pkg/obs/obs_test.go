@@ -21,6 +21,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/bus/bustest"
+	"github.com/heraldhq/herald/pkg/bus/embedded"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/pkg/testkit"
@@ -128,7 +129,7 @@ func TestNilHealthIsReadyAndNilMetricsRecordNothing(t *testing.T) {
 // gone and passes again once the connection is back.
 func TestReadyzWhenNATSStops(t *testing.T) {
 	dir := t.TempDir()
-	srv, err := bus.RunServer(bus.ServerOptions{Port: -1, StoreDir: dir})
+	srv, err := embedded.RunServer(embedded.Options{Port: -1, StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,7 +150,7 @@ func TestReadyzWhenNATSStops(t *testing.T) {
 	if r := h.Ready(t.Context()); !strings.Contains(r.Checks["nats"], "NATS is") {
 		t.Errorf("nats check without NATS: %q", r.Checks["nats"])
 	}
-	srv, err = bus.RunServer(bus.ServerOptions{Port: port, StoreDir: dir})
+	srv, err = embedded.RunServer(embedded.Options{Port: port, StoreDir: dir})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/bus/bustest"
+	"github.com/heraldhq/herald/pkg/bus/embedded"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/token"
@@ -167,7 +168,7 @@ func ackLessButler(t *testing.T) (jetstream.JetStream, *butlertest.Client) {
 func deniedButler(t *testing.T, deny string) (*server.Server, *server.Options, jetstream.JetStream, *butlertest.Client) {
 	t.Helper()
 	opts := &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(),
-		JetStreamMaxStore: bus.EmbeddedMaxStore, NoLog: true, NoSigs: true,
+		JetStreamMaxStore: embedded.MaxStore, NoLog: true, NoSigs: true,
 		Users: usersDenying(deny)}
 	srv, err := server.NewServer(opts)
 	if err != nil {

@@ -14,7 +14,8 @@ import (
 // packages and deliver too) is the messenger's: configuration knows the
 // channel types without them (pkg/config), so the switchboard and butler
 // binaries link none, and with them no channel's code or credentials
-// (docs/decisions.md).
+// (docs/decisions.md). Nor does a service binary link the NATS server,
+// which only herald dev embeds.
 func TestEachBinaryLinksItsOwnService(t *testing.T) {
 	const services = "github.com/heraldhq/herald/services/"
 	all := []string{"switchboard", "messenger", "butler", "herald"}
@@ -26,7 +27,11 @@ func TestEachBinaryLinksItsOwnService(t *testing.T) {
 			}
 			linked := map[string]bool{}
 			var messenger []string // every package under services/messenger/
+			var server []string    // nats-server's packages
 			for _, pkg := range strings.Fields(string(out)) {
+				if strings.HasPrefix(pkg, "github.com/nats-io/nats-server/") {
+					server = append(server, pkg)
+				}
 				if rest, ok := strings.CutPrefix(pkg, services); ok {
 					linked[rest] = true
 					if strings.HasPrefix(rest, "messenger/") {
@@ -43,6 +48,11 @@ func TestEachBinaryLinksItsOwnService(t *testing.T) {
 				case bin != "herald" && !linked[bin]:
 					t.Errorf("the %s binary does not link its own service", bin)
 				}
+			}
+			// The NATS server runs in herald dev alone (pkg/bus/embedded);
+			// a service binary is only its client.
+			if bin != "herald" && len(server) > 0 {
+				t.Errorf("the %s binary links %d nats-server packages (%s, …); only herald dev embeds the server", bin, len(server), server[0])
 			}
 			switch bin {
 			case "switchboard", "butler":

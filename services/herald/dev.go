@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/bus/embedded"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/services/butler"
@@ -144,7 +145,7 @@ func (f *devFleet) connect(ctx context.Context) (stop func(), err error) {
 		if err != nil {
 			return stop, err
 		}
-		srv, err := bus.RunServer(bus.ServerOptions{Host: host, Port: port, StoreDir: f.cfg.NATS.StoreDir, FilesMaxBytes: f.cfg.NATS.FilesMaxBytes})
+		srv, err := embedded.RunServer(embedded.Options{Host: host, Port: port, StoreDir: f.cfg.NATS.StoreDir, FilesMaxBytes: f.cfg.NATS.FilesMaxBytes})
 		if err != nil {
 			return stop, err
 		}

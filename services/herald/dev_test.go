@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/bus/embedded"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/herald"
 	"github.com/heraldhq/herald/services/messenger/web"
@@ -238,7 +238,7 @@ func TestServicesNeedNATS(t *testing.T) {
 // TestDevExternalNATSPasswordNotPrinted: with nats.url carrying credentials,
 // the printed endpoints never show the password.
 func TestDevExternalNATSPasswordNotPrinted(t *testing.T) {
-	srv, err := bus.RunServer(bus.ServerOptions{Port: -1, StoreDir: t.TempDir()})
+	srv, err := embedded.RunServer(embedded.Options{Port: -1, StoreDir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}

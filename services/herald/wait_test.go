@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/bus/embedded"
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/herald"
 )
@@ -34,7 +34,7 @@ func TestServicesWaitForNATS(t *testing.T) {
 			if !strings.Contains(logs.String(), url) {
 				t.Fatalf("the wait does not name %s:\n%s", url, logs.String())
 			}
-			srv, err := bus.RunServer(bus.ServerOptions{Port: port, StoreDir: t.TempDir()})
+			srv, err := embedded.RunServer(embedded.Options{Port: port, StoreDir: t.TempDir()})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/bus/embedded"
 )
 
 // Server is a running test server.
@@ -40,7 +41,7 @@ func RunServer(t testing.TB) *Server {
 
 func (s *Server) start() {
 	s.t.Helper()
-	srv, err := bus.RunServer(bus.ServerOptions{Port: -1, StoreDir: s.dir})
+	srv, err := embedded.RunServer(embedded.Options{Port: -1, StoreDir: s.dir})
 	if err != nil {
 		s.t.Fatal(err)
 	}

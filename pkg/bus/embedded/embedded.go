@@ -1,4 +1,7 @@
-package bus
+// Package embedded is the NATS server herald dev runs in its own process,
+// and tests beside them. Only herald dev and tests import it: the service
+// binaries link no nats-server package (services/cmd/deps_test.go).
+package embedded
 
 import (
 	"fmt"
@@ -7,10 +10,12 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/heraldhq/herald/pkg/bus"
 )
 
-// ServerOptions configure the embedded NATS server of `herald dev` and tests.
-type ServerOptions struct {
+// Options configure the embedded NATS server of `herald dev` and tests.
+type Options struct {
 	Host     string // default 127.0.0.1
 	Port     int    // -1 picks a free port
 	StoreDir string // JetStream file store
@@ -23,13 +28,13 @@ type ServerOptions struct {
 	FilesMaxBytes int64
 }
 
-// EmbeddedMaxStore is the embedded server's JetStream store limit: what
-// Herald's topology reserves (StoreReserved) and 1 GiB of room.
-const EmbeddedMaxStore = StoreReserved + 1<<30
+// MaxStore is the embedded server's JetStream store limit: what
+// Herald's topology reserves (bus.StoreReserved) and 1 GiB of room.
+const MaxStore = bus.StoreReserved + 1<<30
 
 // RunServer starts an embedded NATS server with JetStream and waits until it
 // accepts connections.
-func RunServer(o ServerOptions) (*server.Server, error) {
+func RunServer(o Options) (*server.Server, error) {
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
 	}
@@ -49,11 +54,11 @@ func RunServer(o ServerOptions) (*server.Server, error) {
 		Port:       o.Port,
 		JetStream:  true,
 		StoreDir:   o.StoreDir,
-		// Herald's streams and buckets reserve StoreReserved; left unset,
+		// Herald's streams and buckets reserve bus.StoreReserved; left unset,
 		// the store would be 75% of the disk's free space, and herald dev
 		// on a disk with less than 9 GiB free could not make them. A disk
 		// that really fills is answered as any full store is.
-		JetStreamMaxStore: EmbeddedMaxStore + max(o.FilesMaxBytes-FilesMaxBytes, 0),
+		JetStreamMaxStore: MaxStore + max(o.FilesMaxBytes-bus.FilesMaxBytes, 0),
 		SyncAlways:        o.SyncAlways,
 		NoSigs:            true,
 		NoLog:             true,

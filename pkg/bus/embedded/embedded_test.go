@@ -1,4 +1,4 @@
-package bus_test
+package embedded_test
 
 import (
 	"net"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/bus/embedded"
 )
 
 // TestEmbeddedPortTaken: an embedded NATS whose port another process holds
@@ -20,7 +20,7 @@ func TestEmbeddedPortTaken(t *testing.T) {
 	defer ln.Close()
 	port := ln.Addr().(*net.TCPAddr).Port
 	start := time.Now()
-	_, err = bus.RunServer(bus.ServerOptions{Port: port, StoreDir: t.TempDir()})
+	_, err = embedded.RunServer(embedded.Options{Port: port, StoreDir: t.TempDir()})
 	took := time.Since(start)
 	if err == nil || !strings.Contains(err.Error(), "127.0.0.1:"+strconv.Itoa(port)) || !strings.Contains(err.Error(), "nats.listen") {
 		t.Fatalf("RunServer on a taken port: %v, want an error naming the address and nats.listen", err)
