@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/heraldhq/herald/pkg/envelope"
 )
 
 // Approvals is how long permission prompts stay open (architecture.md §11):
@@ -87,7 +89,7 @@ func (b *Butler) MayApprove(in *Integration, ids ...string) bool {
 func anyOf(list, ids []string) bool {
 	for _, l := range list {
 		for _, id := range ids {
-			if l != "" && strings.EqualFold(strings.TrimPrefix(l, "web:"), strings.TrimPrefix(id, "web:")) {
+			if l != "" && strings.EqualFold(envelope.WebVisitor(l), envelope.WebVisitor(id)) {
 				return true
 			}
 		}

@@ -22,4 +22,10 @@ const (
 	MetaClaimSession = "claim_session"
 	// MetaPermissionGrant names the grant an "Allow for this session" made.
 	MetaPermissionGrant = "permission_grant"
+	// An answer to the ask tool is of MetaKind KindAnswer, with the
+	// question it answers, the answer and who gave it.
+	KindAnswer     = "answer"
+	MetaQuestionID = "question_id"
+	MetaAnswer     = "answer"
+	MetaAnsweredBy = "answered_by"
 )

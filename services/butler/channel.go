@@ -278,8 +278,8 @@ func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, er
 	if id := in.Meta[envelope.MetaPermissionRequestID]; id != "" {
 		return nil, c.verdict(in)
 	}
-	if in.Meta[envelope.MetaKind] == MetaKindAnswer {
-		taken, err := c.answerTaken(ctx, in.Meta[MetaQuestionID])
+	if in.Meta[envelope.MetaKind] == envelope.KindAnswer {
+		taken, err := c.answerTaken(ctx, in.Meta[envelope.MetaQuestionID])
 		if err != nil {
 			return nil, err
 		}
@@ -567,7 +567,7 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 	}
 	c.b.log.InfoContext(ctx, "inbound message pushed to the model's sessions; unread until the model answers it or takes it with inbox", "request_id", v.Meta["request_id"], "source_channel", v.Meta[MetaSourceChannel], "sessions", sent)
 	_ = msg.Ack()
-	if record && !v.notice && v.Meta[envelope.MetaKind] != MetaKindAnswer {
+	if record && !v.notice && v.Meta[envelope.MetaKind] != envelope.KindAnswer {
 		c.signal(bus.TypingStart, v.Meta["request_id"])
 	}
 }

@@ -23,12 +23,7 @@ import (
 // the 60 s after which MCP clients give up on a tool call.
 const MaxAskWait = 50
 
-// Meta of an answer to the ask tool, as its channel notification carries it.
 const (
-	MetaKindAnswer   = "answer"
-	MetaQuestionID   = "question_id"
-	MetaAnswer       = "answer"
-	MetaAnsweredBy   = "answered_by"
 	askPollEvery     = 250 * time.Millisecond
 	maxQuestionBytes = 4096
 )

@@ -27,14 +27,6 @@ import (
 // ReasonQuestionAnswered is the routed record of an answer.
 const ReasonQuestionAnswered = "question_answered"
 
-// Meta keys of an answer, as the butler reads them.
-const (
-	MetaQuestionID = "question_id"
-	MetaAnswer     = "answer"
-	MetaAnsweredBy = "answered_by"
-	kindAnswer     = "answer"
-)
-
 // hasAnswerButtons reports whether n carries a question's buttons.
 func hasAnswerButtons(n *envelope.Notify) bool {
 	for _, a := range n.Delivery.Actions {
@@ -201,7 +193,7 @@ func (g *inbound) passAnswer(ctx context.Context, it *config.Integration, in *en
 		meta = map[string]string{}
 	}
 	delete(meta, "callback_data")
-	meta[envelope.MetaKind], meta[MetaQuestionID], meta[MetaAnswer], meta[MetaAnsweredBy] = kindAnswer, qid, answer, who
+	meta[envelope.MetaKind], meta[envelope.MetaQuestionID], meta[envelope.MetaAnswer], meta[envelope.MetaAnsweredBy] = envelope.KindAnswer, qid, answer, who
 	in.Meta = meta
 	in.Content.Text = answer
 	if err := RecordRouted(ctx, g.requests, butler, in); err != nil {

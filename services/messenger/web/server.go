@@ -469,7 +469,7 @@ func (c *Channel) ingress(visitor string, p post, now time.Time) *envelope.Ingre
 	if p.ReplyTo != "" {
 		meta["reply_to_message_id"] = p.ReplyTo
 	}
-	return envelope.NewIngress(c.id, "web", c.id, "web:"+visitor, visitor+":"+p.ClientID, p.Text,
+	return envelope.NewIngress(c.id, "web", c.id, envelope.WebPrefix+visitor, visitor+":"+p.ClientID, p.Text,
 		"web:"+c.id+":"+visitor+":"+p.ClientID, meta)
 }
 
