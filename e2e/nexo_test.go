@@ -16,7 +16,7 @@ import (
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
-// A client written from seed 001's text (nexo-rs, docs/src/mcp/channels.md
+// A client written from nexo-rs's text (docs/src/mcp/channels.md
 // and crates/mcp): it initializes as "agent" on MCP 2024-11-05 and declares
 // no channel capability of its own; it admits a server as a channel once
 // the server declares experimental['nexo/channel'] (gate 1), reads

@@ -5,10 +5,10 @@ import (
 	"testing"
 )
 
-// TestSeed002Notify: seed 002's prompts pass level and context; they are
+// TestSeed002Notify: prompts that pass notify a level and a context are
 // accepted as they are, map onto urgency and topic, and the log channel
 // keeps the level. A notify to the log channel with no context has context
-// "llm", as seed 002's records do.
+// "llm".
 func TestSeed002Notify(t *testing.T) {
 	f := newFleet(t)
 	f.start("switchboard", "messenger")
@@ -39,7 +39,7 @@ func TestSeed002Notify(t *testing.T) {
 	}
 }
 
-// TestSeed000IntegrationIDs: integration ids as seed 000 writes them, with
+// TestSeed000IntegrationIDs: generated integration ids, with
 // letters of both cases, are configured and named in a notify's channel.
 func TestSeed000IntegrationIDs(t *testing.T) {
 	f := newFleet(t)
@@ -50,7 +50,7 @@ func TestSeed000IntegrationIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.start("switchboard", "messenger")
-	res := f.notify("health", map[string]any{"channel": "telegram:int_gXuDla4UZipcm2tg3McPX", "message": "from seed 000"})
+	res := f.notify("health", map[string]any{"channel": "telegram:int_gXuDla4UZipcm2tg3McPX", "message": "to a generated id"})
 	if m := sentRE.FindStringSubmatch(text(res)); res.IsError || m == nil || m[1] != "telegram:int_gXuDla4UZipcm2tg3McPX" {
 		t.Fatalf("notify: %s", text(res))
 	}
@@ -73,7 +73,7 @@ func TestSeed002ContextOnTheDefaultLog(t *testing.T) {
 	}
 }
 
-// TestSeed003Errors: seed 003's notify answers a send without message and an
+// TestSeed003Errors: notify servers commonly answer a send without message and an
 // unknown channel with "Missing required 'message' parameter..." and
 // "Unsupported channel 'sms'..."; Herald's error message starts so, with its
 // class and the field at fault.

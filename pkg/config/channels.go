@@ -5,7 +5,7 @@ import (
 	"math"
 )
 
-// Channels is how butlers act as MCP channels (architecture.md §11, seed 001): whether
+// Channels is how butlers act as MCP channels (architecture.md §11): whether
 // they push inbound messages to their MCP sessions as channel notifications,
 // and how many a second at most.
 //

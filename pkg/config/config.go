@@ -46,7 +46,7 @@ var (
 	// ReservedButlerNames are names Herald itself uses where butler names
 	// go; no butler may take one.
 	ReservedButlerNames = []string{HeraldOrigin}
-	// Integration ids as seed 000 writes them: int_gXuDla4UZipcm2tg3McPX.
+	// Integration ids, generated ones such as int_gXuDla4UZipcm2tg3McPX too.
 	// ASCII spelled out: (?i) would fold in ſ and K (architecture.md §10).
 	idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_-]{0,62}$`)
 )

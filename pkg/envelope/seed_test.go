@@ -7,7 +7,7 @@ import (
 	"github.com/heraldhq/herald/pkg/envelope"
 )
 
-// TestSeed003Sentences: seed 003's notify answers a send without message
+// TestSeed003Sentences: notify servers commonly answer a send without message
 // "Missing required 'message' parameter..." and an unknown channel
 // "Unsupported channel 'sms'..."; Herald's error message starts with the same
 // words, keeps the class, and still names the failing field.

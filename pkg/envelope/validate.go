@@ -53,8 +53,8 @@ func (e *ValidationError) Error() string {
 	return msg
 }
 
-// lead is the sentence seed 003's notify starts its error with, for the two
-// mistakes it names, so a caller written against it recognises them:
+// lead is the sentence notify servers commonly start their error with, for
+// the two mistakes it names, so a caller written against one recognises them:
 // "Missing required 'message' parameter" and "Unsupported channel 'sms'".
 // Herald's list of failing fields follows it.
 func (e *ValidationError) lead() string {

@@ -7,7 +7,7 @@ import (
 	"github.com/heraldhq/herald/pkg/envelope"
 )
 
-// TestDefaultContext: seed 002's context defaults to "llm" on the log
+// TestDefaultContext: notify's context defaults to "llm" on the log
 // channel only, named or the butler's default; a context or topic given
 // wins, and a notify elsewhere gets no topic it did not ask for.
 func TestDefaultContext(t *testing.T) {

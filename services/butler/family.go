@@ -4,7 +4,7 @@ import (
 	"github.com/mark3labs/mcp-go/server"
 )
 
-// MCP names of nexo-rs's channel contract (seed 001, architecture.md §11), which a
+// MCP names of nexo-rs's channel contract (architecture.md §11), which a
 // butler speaks beside Claude Code's: the same messages and permission relay
 // under the nexo/ prefix.
 const (

@@ -247,7 +247,8 @@ func (b *Butler) buildNotify(args map[string]any) (*envelope.Notify, error) {
 	return n, nil
 }
 
-// defaultContext is seed 002's context when a notify gives none: its log
+// defaultContext is a notify's context when it gives none (notify's
+// optional context, a free-form source such as "ci" or "cron"): the log
 // records say what wrote them.
 const defaultContext = "llm"
 
@@ -330,7 +331,7 @@ func unconfirmedError(err error, keyed bool) *mcp.CallToolResult {
 	return res
 }
 
-// level is seed 002's level: info, warn or error; anything else is info.
+// level is notify's optional level: info, warn or error; anything else is info.
 func level(v any) string {
 	s, _ := v.(string)
 	switch l := strings.ToLower(strings.TrimSpace(s)); l {
@@ -342,7 +343,7 @@ func level(v any) string {
 	return "info"
 }
 
-// topicOf makes seed 002's free-form context a topic: lower case, runs of
+// topicOf makes notify's free-form context a topic: lower case, runs of
 // anything but letters, digits, _ and - as one -, at most 63 characters,
 // starting with a letter ("" if none is left).
 func topicOf(v any) string {

@@ -15,7 +15,7 @@ import (
 // sendMessageArgs are send_message's arguments.
 var sendMessageArgs = []string{"text", "channel"}
 
-// sendMessageTool is seed 001's send_message: nexo-rs's channel_send calls a
+// sendMessageTool is nexo-rs's send_message: its channel_send calls a
 // channel server's send_message with the model's text. It is notify's send
 // under that name: the same channels, route and answers.
 func sendMessageTool(cfg *config.Config, name string) mcp.Tool {

@@ -16,8 +16,8 @@ import (
 // how many were dropped in it, so a flood does not flood the log too.
 const DropLogEvery = time.Minute
 
-// channelLimits are the token buckets of channel notifications (seed 001's
-// channels.default_rate_limit and an integration's
+// channelLimits are the token buckets of channel notifications
+// (channels.default_rate_limit and an integration's
 // inbound.channel_rate_limit): one per butler and integration, taken when a
 // message is about to go to that butler, the switchboard's last gate. Like
 // nexo-rs's per-server bucket it keeps a noisy source from flooding a

@@ -16,7 +16,7 @@ import (
 	"github.com/heraldhq/herald/schemas"
 )
 
-// Claimed threads (seed 000's claim_thread). A butler's notify with
+// Claimed threads (notify's claim_thread). A butler's notify with
 // claim_thread on Telegram gets two buttons, [📎 Reply here] and [💬 Keep my
 // chat]; the human's tap on the first, or a reply to the message, moves the
 // conversation of that chat to the claiming butler. All of it is kept in

@@ -17,7 +17,7 @@ import (
 )
 
 // threadKeys are the standard meta keys that name a conversation, most
-// specific first, in the order nexo-rs (seed 001) derives its channel
+// specific first, in the order nexo-rs derives its channel
 // sessions: a thread (a Slack thread's thread_ts, a Telegram topic, an email
 // thread's root), then the chat, conversation or room, then the channel, then
 // the address written to.

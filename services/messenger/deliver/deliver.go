@@ -36,7 +36,7 @@ type Delivery struct {
 	Emoji     string
 	Urgency   string // low | normal | high
 	Topic     string
-	// Level is seed 002's info | warn | error, where the notify gave one.
+	// Level is the notify's info | warn | error, where it gave one.
 	Level string
 	// Thread is request_context.source_thread_identity: Telegram
 	// "<chat_id>:<message_id>", email Message-ID.
