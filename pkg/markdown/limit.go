@@ -17,15 +17,24 @@ type Limit struct {
 	size func(md string) int
 }
 
-// Channel limits, each as its sender counts (the values are the senders'
-// own; a test of the butler holds them equal).
+// The channels' limits on one message, in UTF-16 code units, which their
+// senders cut at: Telegram's sendMessage takes 4096; Slack takes up to
+// 40,000 characters but stops showing a message in full (and push
+// notifications stop arriving) well before, and 3,000 is what a person
+// reads on one screen.
+const (
+	TelegramMax = 4096
+	SlackMax    = 3000
+)
+
+// Channel limits, each as its sender counts.
 var (
-	// TelegramLimit: a sendMessage text holds 4096 characters; the sender
-	// cuts its HTML at that many UTF-16 code units.
-	TelegramLimit = Limit{Max: 4096, Mark: 3, size: func(md string) int { return UTF16Len(TelegramHTML(md)) }}
-	// SlackLimit: the sender cuts messages at 3000 UTF-16 code units of
-	// mrkdwn, what a person reads on one screen (Slack takes more).
-	SlackLimit = Limit{Max: 3000, size: slackSize}
+	// TelegramLimit: a sendMessage text holds TelegramMax characters; the
+	// sender cuts its HTML at that many UTF-16 code units.
+	TelegramLimit = Limit{Max: TelegramMax, Mark: 3, size: func(md string) int { return UTF16Len(TelegramHTML(md)) }}
+	// SlackLimit: the sender cuts messages at SlackMax UTF-16 code units of
+	// mrkdwn.
+	SlackLimit = Limit{Max: SlackMax, size: slackSize}
 	// DiscordLimit: DiscordMax UTF-16 code units of the Discord markdown
 	// the sender writes, with room for what it adds to a prompt: the urgent
 	// mark, and the subtext line naming the butler (63 characters, each

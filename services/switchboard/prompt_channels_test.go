@@ -17,7 +17,6 @@ import (
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/markdown"
 	"github.com/heraldhq/herald/services/messenger/deliver"
-	"github.com/heraldhq/herald/services/messenger/discord"
 	"github.com/heraldhq/herald/services/messenger/slack"
 	"github.com/heraldhq/herald/services/messenger/slack/slacktest"
 	tgsender "github.com/heraldhq/herald/services/messenger/telegram"
@@ -164,15 +163,13 @@ func sentOnSlack(t *testing.T, md string) []string {
 func utf16Len(s string) int { return len(utf16.Encode([]rune(s))) }
 
 // TestChannelLimitsAreTheSenders: the limits the butler fits a prompt to
-// are those the senders split at.
+// are those the senders split at (Telegram's, Slack's and Discord's are
+// declared once, in pkg/markdown).
 func TestChannelLimitsAreTheSenders(t *testing.T) {
 	tests := []struct {
 		name      string
 		got, want int
 	}{
-		{"telegram", markdown.TelegramLimit.Max, tgsender.MaxMessageLength},
-		{"slack", markdown.SlackLimit.Max, slack.ChunkLimit},
-		{"discord", config.MessageLimit("discord").Max, discord.MaxMessageLength},
 		{"whole", markdown.WholeLimit.Max, envelope.MaxMessageBytes},
 	}
 	for _, tt := range tests {

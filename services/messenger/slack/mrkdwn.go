@@ -7,10 +7,8 @@ import (
 )
 
 // ChunkLimit is the most a message's text may hold, in UTF-16 code units of
-// the mrkdwn sent. Slack takes up to 40,000 characters, but it stops showing
-// a message in full (and push notifications stop arriving) well before that;
-// 3,000 is what a person reads on one screen.
-const ChunkLimit = 3000
+// the mrkdwn sent (markdown.SlackMax says why).
+const ChunkLimit = markdown.SlackMax
 
 // minChunkLimit is where chunking stops shrinking its limit: below it, a
 // chunk is sent as it came (it is far below Slack's own limit anyway).

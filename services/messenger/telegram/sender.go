@@ -39,7 +39,7 @@ import (
 
 const (
 	// MaxMessageLength is Telegram's limit on one message, in UTF-16 units.
-	MaxMessageLength = 4096
+	MaxMessageLength = markdown.TelegramMax
 	// MaxRateLimitWait is how long Deliver waits out 429s in all before it
 	// hands the delivery back with an *envelope.RetryAfterError.
 	MaxRateLimitWait = 60 * time.Second
