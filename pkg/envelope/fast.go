@@ -3,6 +3,7 @@ package envelope
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -790,4 +791,78 @@ func daysIn(month, year int) int {
 		return 30
 	}
 	return 31
+}
+
+// members consumes an object, calling member for each key (spelled plainly:
+// no escape, nothing beyond ASCII) with d at the key's value, which member
+// consumes. A key met twice is refused (encoding/json would merge the two),
+// and so is an object of more keys than any envelope has.
+func (d *fastDecoder) members(member func(key []byte) bool) bool {
+	if d.next() != '{' {
+		return false
+	}
+	d.i++
+	if d.next() == '}' {
+		d.i++
+		return true
+	}
+	var seen [16][]byte
+	n := 0
+	for {
+		if d.next() != '"' {
+			return false
+		}
+		key, plain, ok := d.rawString()
+		if !ok || !plain || n == len(seen) {
+			return false
+		}
+		if slices.ContainsFunc(seen[:n], func(k []byte) bool { return bytes.Equal(k, key) }) {
+			return false
+		}
+		seen[n] = key
+		n++
+		if d.next() != ':' {
+			return false
+		}
+		d.i++
+		if !member(key) {
+			return false
+		}
+		switch d.next() {
+		case ',':
+			d.i++
+		case '}':
+			d.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// elements consumes an array, calling element with d at each element, which
+// element consumes, and returns how many there were.
+func (d *fastDecoder) elements(element func() bool) (int, bool) {
+	if d.next() != '[' {
+		return 0, false
+	}
+	d.i++
+	if d.next() == ']' {
+		d.i++
+		return 0, true
+	}
+	for n := 1; ; n++ {
+		if !element() {
+			return n, false
+		}
+		switch d.next() {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			return n, true
+		default:
+			return n, false
+		}
+	}
 }

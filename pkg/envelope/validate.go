@@ -366,11 +366,8 @@ func DecodeTrustedRoute(data []byte) (*Route, error) {
 // checking its schema again.
 func DecodeTrustedResponse(data []byte) (*RouteResponse, error) {
 	var r RouteResponse
-	if !decodeFastResponse(data, &r) {
-		r = RouteResponse{}
-		if err := json.Unmarshal(data, &r); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrValidation, err)
-		}
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrValidation, err)
 	}
 	if r.SchemaVersion != RouteResponseV1 {
 		return nil, fmt.Errorf("%w: schema_version %q, want %s", ErrValidation, r.SchemaVersion, RouteResponseV1)
