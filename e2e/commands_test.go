@@ -23,7 +23,7 @@ import (
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/web"
-	"github.com/heraldhq/herald/services/switchboard"
+	"github.com/heraldhq/herald/services/switchboard/pairing"
 )
 
 // TestCommands runs every command line Herald prints or documents for an
@@ -138,11 +138,11 @@ integrations:
 			vals.deadID = fmt.Sprint(dead[len(dead)-1].ID)
 		}
 	}
-	pairing, err := switchboard.OpenPairing(t.Context(), dev.js)
+	pairs, err := pairing.Open(t.Context(), dev.js)
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, err := pairing.Request(t.Context(), "tg_main", "12345", "12345", "")
+	code, err := pairs.Request(t.Context(), "tg_main", "12345", "12345", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,16 @@
 package e2e
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -64,7 +70,8 @@ func TestConnectDocsAreTheTestedLines(t *testing.T) {
 // TestExtendingNamesRealFiles: every file and folder docs/extending.md names
 // exists, so a contributor following it finds what it points to. Paths are
 // named from the repository's root; a <type> in one stands for a channel's
-// folder and must hold for one of them (services/messenger/<type>/config.go);
+// folder and must hold for one of them (services/messenger/<type>/config.go,
+// pkg/channel/<type>/<type>.go);
 // deploy/.env is made by herald init, not kept in the repository.
 func TestExtendingNamesRealFiles(t *testing.T) {
 	made := map[string]bool{"deploy/.env": true}
@@ -74,6 +81,15 @@ func TestExtendingNamesRealFiles(t *testing.T) {
 		t.Fatal("docs/extending.md names no file")
 	}
 	channels, err := filepath.Glob("../services/messenger/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaves, err := filepath.Glob("../pkg/channel/*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	channels = append(channels, leaves...)
+	features, err := filepath.Glob("../services/switchboard/*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,22 +104,125 @@ func TestExtendingNamesRealFiles(t *testing.T) {
 			}
 			continue
 		}
-		if !strings.Contains(p, "<type>") {
+		placeholder, dirs := "<type>", channels
+		if strings.Contains(p, "<feature>") {
+			placeholder, dirs = "<feature>", features
+		}
+		if !strings.Contains(p, placeholder) {
 			if _, err := os.Stat(filepath.Join("..", p)); err != nil {
 				t.Errorf("docs/extending.md names %s, which does not exist", p)
 			}
 			continue
 		}
 		found := false
-		for _, dir := range channels {
-			typ := filepath.Base(dir)
-			if _, err := os.Stat(filepath.Join("..", strings.ReplaceAll(p, "<type>", typ))); err == nil {
+		for _, dir := range dirs {
+			name := filepath.Base(dir)
+			if _, err := os.Stat(filepath.Join("..", strings.ReplaceAll(p, placeholder, name))); err == nil {
 				found = true
 				break
 			}
 		}
 		if !found {
-			t.Errorf("docs/extending.md names %s, which holds for no channel's folder", p)
+			t.Errorf("docs/extending.md names %s, which holds for no %s folder", p, strings.Trim(placeholder, "<>"))
 		}
+	}
+}
+
+// TestExtendingChannelLivesInItsFolders: docs/extending.md's claim that a
+// channel is its two folders and one line of the table. Outside
+// pkg/channel/discord and services/messenger/discord, no code names Discord
+// but its line in the table (pkg/channel/channels.go), the messenger's
+// import of its sender and receiver (services/messenger/channels/channels.go)
+// and herald init's sentence on its token; the lists make schemas writes (schemas/*.json),
+// docs (*.md) and tests (*_test.go, e2e/, test kits, testdata) may, and so,
+// until they move into pkg/channel/discord, may its renderer and message
+// limit in pkg/markdown. Code that names it is an import path or an
+// identifier with the word in it, or a string that is the type or starts
+// with it ("discord", "discord:tg", "discord token_env"); a comment, or a
+// sentence for people ("Telegram, Slack, Discord and the web chat can
+// edit"), describes it.
+func TestExtendingChannelLivesInItsFolders(t *testing.T) {
+	const typ = "discord"
+	homes := []string{"pkg/channel/" + typ + "/", "services/messenger/" + typ + "/"}
+	// The lines each of the few other files may name it on.
+	allowed := map[string]int{
+		"pkg/channel/channels.go":                 2, // its import and its line
+		"services/messenger/channels/channels.go": 1, // the messenger's import
+		"services/herald/init.go":                 1, // what goes into its token_env
+	}
+	movesNext := "pkg/markdown/" // its renderer and limit
+	word := regexp.MustCompile(`(?i)` + typ)
+	named := regexp.MustCompile(`(?i)^` + typ + `($|[^a-z'])`)
+	fset := token.NewFileSet()
+	found := map[string]map[int]string{} // file, line: what names it
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel := filepath.ToSlash(strings.TrimPrefix(path, "../"))
+		name := d.Name()
+		if d.IsDir() {
+			if path != ".." && (strings.HasPrefix(name, ".") || name == "bin" || name == "node_modules" || name == "testdata" || strings.HasSuffix(name, "test") || rel == "e2e" || rel == "schemas") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() {
+			return nil
+		}
+		if slices.ContainsFunc(homes, func(h string) bool { return strings.HasPrefix(rel, h) }) ||
+			strings.HasPrefix(rel, movesNext) || strings.HasSuffix(name, ".md") || strings.HasSuffix(name, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil || !word.Match(b) {
+			return err
+		}
+		lines := map[int]string{}
+		found[rel] = lines
+		if !strings.HasSuffix(name, ".go") {
+			for i, l := range strings.Split(string(b), "\n") {
+				if word.MatchString(l) {
+					lines[i+1] = strings.TrimSpace(l)
+				}
+			}
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, b, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			var text string
+			switch n := n.(type) {
+			case *ast.Ident:
+				if word.MatchString(n.Name) {
+					text = n.Name
+				}
+			case *ast.BasicLit:
+				if v, err := strconv.Unquote(n.Value); err == nil && n.Kind == token.STRING && (named.MatchString(v) || word.MatchString(v) && !strings.Contains(v, " ")) {
+					text = n.Value
+				}
+			}
+			if text != "" {
+				lines[fset.Position(n.Pos()).Line] = text
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for file, lines := range found {
+		if len(lines) == 0 || len(lines) <= allowed[file] {
+			continue
+		}
+		for _, l := range slices.Sorted(maps.Keys(lines)) {
+			t.Errorf("%s:%d names %s (%s): what every binary knows of a channel is pkg/channel/%s, what the messenger does services/messenger/%s (docs/extending.md, Adding a channel)", file, l, typ, lines[l], typ, typ)
+		}
+	}
+	if len(found["pkg/channel/channels.go"]) == 0 {
+		t.Errorf("pkg/channel/channels.go does not name %s: is the table elsewhere? (docs/extending.md names it)", typ)
 	}
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/heraldhq/herald/services/messenger/email/smtptest"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 	"github.com/heraldhq/herald/services/switchboard"
+	"github.com/heraldhq/herald/services/switchboard/core"
 )
 
 const chatID = "12345"
@@ -277,7 +278,7 @@ func (f *fleet) given(butler, integration, channel, endpoint, sender, thread str
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	if err := switchboard.RecordRouted(f.t.Context(), kv, butler, in); err != nil {
+	if err := core.RecordRouted(f.t.Context(), kv, butler, in); err != nil {
 		f.t.Fatal(err)
 	}
 	rc := in.RequestContext

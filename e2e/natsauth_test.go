@@ -32,6 +32,7 @@ import (
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger"
 	"github.com/heraldhq/herald/services/switchboard"
+	"github.com/heraldhq/herald/services/switchboard/core"
 )
 
 // secureNATS is a real nats-server running the authorization `herald
@@ -468,7 +469,7 @@ func TestButlerNamesReachOnlyTheirOwnKeys(t *testing.T) {
 	}
 	in := &envelope.Ingress{SchemaVersion: envelope.IngressV1, IntegrationID: "main_log", Meta: map[string]string{"chat_id": "42"},
 		RequestContext: envelope.RequestContext{RequestID: envelope.NewRequestID(), SourceChannel: "api", SourceEndpointIdentity: "main_log", SourceSenderIdentity: "42"}}
-	if err := switchboard.RecordRouted(ctx, swRequests, "finance", in); err != nil {
+	if err := core.RecordRouted(ctx, swRequests, "finance", in); err != nil {
 		t.Fatal(err)
 	}
 	if err := approval.New(bus.NewDirectKV(swJS, bus.BucketApprovals)).MarkSent(ctx, "finance", "abcde", "main_log", "42"); err != nil {

@@ -20,6 +20,10 @@ const (
 	Ended   = "ended"
 )
 
+// ExpiredNote is what a copy of a prompt or question closed unanswered
+// shows.
+const ExpiredNote = "⌛ expired: nobody answered in time"
+
 // A prompt goes to every approver; each copy is a message Herald sent, which
 // it edits once the prompt is closed (answered, expired), so no approver is
 // left with live buttons. The switchboard records each copy in two steps:

@@ -66,7 +66,7 @@ const (
 	// ServiceProbeKey and ButlerProbeKey.
 	BucketProbe = "herald_probe"
 	// BucketHeld: notes held for an integration's quiet hours, until
-	// their digest goes out (services/switchboard/quiet.go), and the
+	// their digest goes out (services/switchboard/quiet), and the
 	// digests being sent.
 	BucketHeld = "herald_held"
 

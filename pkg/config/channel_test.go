@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldhq/herald/pkg/channel/webhook"
 	"github.com/heraldhq/herald/pkg/config"
 )
 
@@ -15,7 +16,7 @@ func TestChannelKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	in := c.Integration("w")
-	if s, err := config.SettingsOf[*config.WebhookSettings](in); err != nil || s.Recipients["ops"] != "https://example.com/h" {
+	if s, err := config.SettingsOf[*webhook.Settings](in); err != nil || s.Recipients["ops"] != "https://example.com/h" {
 		t.Fatalf("settings %+v, %v", s, err)
 	}
 	if got := in.Inbound.AllowFrom; len(got) != 1 || got[0] != config.AllowAnyone {

@@ -1,6 +1,10 @@
 // Package config loads and checks herald.yaml, the one configuration file of a
 // Herald fleet (architecture.md §6). Secrets never live in the file itself: it names the
 // environment variables or files that hold them, and Secret resolves them.
+// An integration's keys of its channel type, their checks and what the type
+// can do are that channel's, in pkg/channel's table (ChannelOf): this package
+// decodes them and places their mistakes on their lines, and holds no
+// channel's keys itself.
 package config
 
 import (
@@ -17,6 +21,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/heraldhq/herald/pkg/channel/spec"
 	"github.com/heraldhq/herald/schemas"
 )
 
@@ -253,7 +258,7 @@ type Integration struct {
 
 	// Typing shows "typing…" in the chat of a message that reached one of
 	// its butler's sessions, until the model answers it (at most 2
-	// minutes); nil: on where the channel has it (Channel.Typing).
+	// minutes); nil: on where the channel has it (spec.Channel.Typing).
 	Typing *bool `yaml:"typing"`
 	// AckReaction, if set, is an emoji put on each message that reached a
 	// session, on receipt (Telegram: one of its reactions, e.g. 👀).
@@ -625,7 +630,7 @@ func (c *Config) applyDefaults() {
 		if in.Settings == nil {
 			in.Settings = newSettings(in.Type)
 		}
-		if d, ok := in.Settings.(Defaulter); ok {
+		if d, ok := in.Settings.(spec.Defaulter); ok {
 			d.Defaults()
 		}
 		ch, _ := ChannelOf(in.Type)
@@ -732,7 +737,7 @@ func (c *Config) checkIntegrations(add func(format string, a ...any)) {
 		case !built:
 			add("%s.type %s is not built into this herald (it has %s); remove the integration or use a build that has it", at, in.Type, strings.Join(BuiltChannels(), ", "))
 		case in.Settings != nil:
-			for _, p := range in.Settings.Check(&c.Integrations[i]) {
+			for _, p := range in.Settings.Check(c.Integrations[i].Facts()) {
 				add("%s (%s %s): %s", at, in.Type, in.ID, p)
 			}
 		}
@@ -890,7 +895,7 @@ func (c *Config) Resolve(butler, channel string) (*Integration, error) {
 }
 
 // AllowAnyRecipient in allow_to lets a butler send anywhere the integration reaches.
-const AllowAnyRecipient = "any"
+const AllowAnyRecipient = spec.AllowAnyRecipient
 
 // AllowsRecipient reports whether a send may go to recipient through the
 // integration: an entry of allow_to ("any" for all; an email entry "@domain"
@@ -899,12 +904,12 @@ const AllowAnyRecipient = "any"
 // empty recipient is the default one. Email addresses compare in any case.
 func (in *Integration) AllowsRecipient(recipient string) bool {
 	r := strings.TrimSpace(recipient)
-	rs, ok := in.Settings.(Recipients)
+	rs, ok := in.Settings.(spec.Recipients)
 	if r == "" || !ok {
 		return true // the default; a channel without recipients (log, web) has none to limit
 	}
 	admits := func(entry, r string) bool { return entry == r }
-	if m, ok := in.Settings.(RecipientMatcher); ok {
+	if m, ok := in.Settings.(spec.RecipientMatcher); ok {
 		admits = m.Admits
 	}
 	allowed := in.AllowTo
@@ -940,7 +945,7 @@ func (c *Config) ApplyEnv(getenv Getenv) {
 		c.HTTPListen = v
 	}
 	for i := range c.Integrations {
-		if o, ok := c.Integrations[i].Settings.(EnvOverrider); ok {
+		if o, ok := c.Integrations[i].Settings.(spec.EnvOverrider); ok {
 			o.ApplyEnv(getenv)
 		}
 	}

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/channel/email"
+	"github.com/heraldhq/herald/pkg/channel/telegram"
+	"github.com/heraldhq/herald/pkg/channel/web"
 	"github.com/heraldhq/herald/pkg/config"
 )
 
@@ -63,7 +66,7 @@ func TestDefault(t *testing.T) {
 	if len(c.Butlers) != 1 || c.Butlers[0].Name != "assistant" || c.Butlers[0].DefaultChannel != "log" {
 		t.Fatalf("default butlers %+v", c.Butlers)
 	}
-	if w := c.Integration("web"); w == nil || w.Settings.(*config.WebSettings).Listen != "127.0.0.1:8787" || !w.Inbound.Enabled {
+	if w := c.Integration("web"); w == nil || w.Settings.(*web.Settings).Listen != "127.0.0.1:8787" || !w.Inbound.Enabled {
 		t.Fatalf("default web chat %+v", w)
 	}
 	if err := c.Validate(); err != nil {
@@ -168,10 +171,10 @@ func TestEnvOverrides(t *testing.T) {
 	}
 	env := map[string]string{"NATS_URL": "nats://bus:4222", "TELEGRAM_API_URL": "http://127.0.0.1:8081", "SMTP_URL": "smtp://u:p@h:587"}
 	c.ApplyEnv(func(k string) string { return env[k] })
-	if c.NATS.URL != "nats://bus:4222" || c.Integration("t").Settings.(*config.TelegramSettings).APIURL != "http://127.0.0.1:8081" || c.Integration("m").Settings.(*config.EmailSettings).SMTPURLEnv != "SMTP_URL" {
+	if c.NATS.URL != "nats://bus:4222" || c.Integration("t").Settings.(*telegram.Settings).APIURL != "http://127.0.0.1:8081" || c.Integration("m").Settings.(*email.Settings).SMTPURLEnv != "SMTP_URL" {
 		t.Fatalf("overrides not applied: %+v", c)
 	}
-	if c.Integration("t").Settings.(*config.TelegramSettings).TokenEnv != "TELEGRAM_BOT_TOKEN" {
+	if c.Integration("t").Settings.(*telegram.Settings).TokenEnv != "TELEGRAM_BOT_TOKEN" {
 		t.Fatal("telegram token defaults to TELEGRAM_BOT_TOKEN")
 	}
 }

@@ -2,6 +2,8 @@ package config
 
 import (
 	"path/filepath"
+
+	"github.com/heraldhq/herald/pkg/channel/spec"
 )
 
 // Files is a butler's files setting: where the files it sends may come
@@ -18,10 +20,10 @@ type Files struct {
 }
 
 // DefaultFileMaxBytes is files.max_bytes left out; MaxFileBytes is the
-// most it may be (a file is kept whole in herald_files, which holds 2 GiB).
+// most it may be (spec.MaxFileBytes).
 const (
 	DefaultFileMaxBytes = 50 << 20
-	MaxFileBytes        = 1 << 30
+	MaxFileBytes        = spec.MaxFileBytes
 )
 
 // FileMaxBytes is the largest file the butler sends or downloads.

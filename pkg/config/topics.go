@@ -47,8 +47,9 @@ func quoteNode(n *yaml.Node) string {
 	return "(not a word)"
 }
 
-// checkTopics is Validate's step for the integrations' topics key: only
-// Telegram has forum topics, and only off and per_butler are values (an
+// checkTopics is Validate's step for the integrations' topics key: only a
+// channel with forum topics (spec.Channel.Topics: Telegram's) takes
+// per_butler, and only off and per_butler are values (an
 // integration built in code is checked here as one read from a file is
 // when it is decoded).
 func (c *Config) checkTopics(add func(format string, a ...any)) {
@@ -57,8 +58,14 @@ func (c *Config) checkTopics(add func(format string, a ...any)) {
 		switch {
 		case !in.Topics.valid():
 			add("%s %q must be off or per_butler", at, string(in.Topics))
-		case in.Topics.PerButler() && in.Type != "telegram":
+		case in.Topics.PerButler() && !channelHasTopics(in.Type):
 			add("%s: per_butler puts each butler's messages in a Telegram forum topic; %s is a %s integration, which has no topics", at, in.ID, in.Type)
 		}
 	}
+}
+
+// channelHasTopics reports whether channel type typ has forum topics.
+func channelHasTopics(typ string) bool {
+	ch, _ := ChannelOf(typ)
+	return ch.Topics
 }

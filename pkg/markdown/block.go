@@ -5,29 +5,8 @@ import (
 	"strings"
 )
 
-type blockKind int
-
-const (
-	blockPara blockKind = iota
-	blockHeading
-	blockCode
-	blockList
-	blockQuote
-	blockRule
-)
-
-// block is one top-level construct of a document. Inline markup stays as
-// source text until rendering, because each renderer parses it with its own
-// idea of which tags may nest.
-type block struct {
-	kind  blockKind
-	text  string // inline source of a paragraph or heading; the body of a code block
-	level int    // heading level, 1-6
-	lang  string // code block language, already sanitised
-	list  *list
-	quote []*block
-}
-
+// list and item hold a list while it is read: an item's text grows by its
+// continuation lines before it is parsed.
 type list struct {
 	ordered bool
 	start   int // number of the first item of an ordered list
@@ -40,12 +19,24 @@ type item struct {
 	lists  []*list
 }
 
+func (l *list) node() *Node {
+	n := &Node{Kind: KindList, Ordered: l.ordered, Start: l.start}
+	for _, it := range l.items {
+		in := &Node{Kind: KindItem, Marker: it.marker, Children: parseInline(it.text, false)}
+		for _, sub := range it.lists {
+			in.Children = append(in.Children, sub.node())
+		}
+		n.Children = append(n.Children, in)
+	}
+	return n
+}
+
 // parseBlocks splits a normalized document into blocks. It is deliberately
 // line-based and forgiving: a construct that does not parse cleanly becomes a
 // paragraph, never an error.
-func parseBlocks(src string) []*block {
+func parseBlocks(src string) []*Node {
 	lines := strings.Split(src, "\n")
-	var out []*block
+	var out []*Node
 	for i := 0; i < len(lines); {
 		line := lines[i]
 		switch {
@@ -57,27 +48,27 @@ func parseBlocks(src string) []*block {
 			i += n
 		case isHeading(line):
 			level, text := heading(line)
-			out = append(out, &block{kind: blockHeading, level: level, text: text})
+			out = append(out, &Node{Kind: KindHeading, Level: level, Children: parseInline(text, false)})
 			i++
 		case isRule(line):
-			out = append(out, &block{kind: blockRule, text: strings.TrimSpace(line)})
+			out = append(out, &Node{Kind: KindRule, Text: strings.TrimSpace(line)})
 			i++
 		case isQuote(line):
 			var body []string
 			for ; i < len(lines) && isQuote(lines[i]); i++ {
 				body = append(body, unquote(lines[i]))
 			}
-			out = append(out, &block{kind: blockQuote, quote: parseBlocks(strings.Join(body, "\n"))})
+			out = append(out, &Node{Kind: KindQuote, Children: parseBlocks(strings.Join(body, "\n"))})
 		case isItem(line):
 			l, n := parseList(lines[i:])
-			out = append(out, &block{kind: blockList, list: l})
+			out = append(out, l.node())
 			i += n
 		default:
 			var para []string
 			for ; i < len(lines) && !isBlank(lines[i]) && (len(para) == 0 || !interrupts(lines[i])); i++ {
 				para = append(para, strings.TrimSpace(lines[i]))
 			}
-			out = append(out, &block{kind: blockPara, text: strings.Join(para, "\n")})
+			out = append(out, &Node{Kind: KindParagraph, Children: parseInline(strings.Join(para, "\n"), false)})
 		}
 	}
 	return out
@@ -167,7 +158,7 @@ func (f fence) closedBy(line string) bool {
 
 // parseFence reads a fenced code block. An unclosed fence runs to the end of
 // the document, as in CommonMark: a model cut off mid-block still meant code.
-func parseFence(lines []string) (*block, int) {
+func parseFence(lines []string) (*Node, int) {
 	f, _ := openFence(lines[0])
 	var body []string
 	i := 1
@@ -179,7 +170,7 @@ func parseFence(lines []string) (*block, int) {
 		body = append(body, stripIndent(lines[i], f.indent))
 	}
 	text := strings.TrimRight(strings.Join(body, "\n"), " \t\n")
-	return &block{kind: blockCode, lang: f.lang, text: text}, i
+	return &Node{Kind: KindCodeBlock, Lang: f.lang, Text: text}, i
 }
 
 // sanitizeLang keeps a language name only if it looks like one; it ends up in

@@ -27,16 +27,53 @@ const minLimit = 64
 // as plain text. A limit below 64 counts as 64. A message that fits is one
 // chunk; a message that shows nothing but whitespace is none.
 func TelegramChunks(md string, limit int) []string {
-	limit = max(limit, minLimit)
 	h := TelegramHTML(md)
-	if UTF16Len(h) <= limit {
+	if UTF16Len(h) <= max(limit, minLimit) {
 		// One chunk, the common case: no need to split it into tokens.
 		if !visible(h) {
 			return nil // Telegram refuses a message with nothing to show.
 		}
 		return []string{h}
 	}
-	toks := tokenize(h)
+	var chunks []string
+	for _, c := range split(tokenize(h), limit) {
+		var b strings.Builder
+		open := c.open
+		if !c.plain {
+			for _, t := range open {
+				b.WriteString(t.s)
+			}
+		}
+		for _, t := range c.toks {
+			if !c.plain || t.kind == tokText {
+				b.WriteString(t.s)
+			}
+			open = t.apply(open)
+		}
+		if !c.plain {
+			for k := len(open) - 1; k >= 0; k-- {
+				b.WriteString(open[k].closer())
+			}
+		}
+		chunks = append(chunks, b.String())
+	}
+	return chunks
+}
+
+// chunk is one piece of a message as split cuts it: the spans open at its
+// start, to be opened again, and its tokens; a plain chunk is sent as its
+// text alone.
+type chunk struct {
+	open  []token
+	toks  []token
+	plain bool
+}
+
+// split cuts toks into chunks of at most limit units each, as
+// TelegramChunks describes, for every chat markup: only the tokens' costs
+// differ.
+func split(toks []token, limit int) []chunk {
+	limit = max(limit, minLimit)
 	last := -1 // the last token with visible, non-blank text
 	for i, t := range toks {
 		if t.kind == tokText && !t.blank() {
@@ -47,7 +84,7 @@ func TelegramChunks(md string, limit int) []string {
 		// Telegram refuses a message with nothing to show.
 		return nil
 	}
-	var chunks []string
+	var chunks []chunk
 	var open []token
 	for i := 0; ; {
 		// Tags closing right at a cut would only make empty elements.
@@ -72,24 +109,10 @@ func TelegramChunks(md string, limit int) []string {
 			}
 			continue
 		}
-		var b strings.Builder
-		if !c.plain {
-			for _, t := range open {
-				b.WriteString(t.s)
-			}
-		}
+		chunks = append(chunks, chunk{open: open, toks: toks[i:c.end], plain: c.plain})
 		for _, t := range toks[i:c.end] {
-			if !c.plain || t.kind == tokText {
-				b.WriteString(t.s)
-			}
 			open = t.apply(open)
 		}
-		if !c.plain {
-			for k := len(open) - 1; k >= 0; k-- {
-				b.WriteString(open[k].closer())
-			}
-		}
-		chunks = append(chunks, b.String())
 		i = c.end + c.drop
 	}
 }
@@ -116,7 +139,7 @@ type cutPoint struct {
 func cut(toks []token, start int, open []token, limit int, plain bool) cutPoint {
 	size := 0
 	for _, t := range open {
-		size += t.units + t.closerUnits()
+		size += t.units
 	}
 	best := [numCutClasses]int{-1, -1, -1, -1}
 	drops := [numCutClasses]int{2, 1, 1, 0}
@@ -127,12 +150,15 @@ func cut(toks []token, start int, open []token, limit int, plain bool) cutPoint 
 			best[classify(toks, j)] = j
 		}
 		switch {
+		case t.kind == tokText && plain:
+			size += t.alone
+			text = text || !t.blank()
 		case t.kind == tokText:
 			size += t.units
 			text = text || !t.blank()
 		case plain:
 		case t.kind == tokOpen:
-			size += t.units + t.closerUnits()
+			size += t.units
 		}
 		if size > limit {
 			for c, end := range best {
@@ -159,7 +185,7 @@ func classify(toks []token, j int) cutClass {
 	return cutAnywhere
 }
 
-type tokKind int
+type tokKind uint8
 
 const (
 	tokText tokKind = iota
@@ -167,21 +193,28 @@ const (
 	tokClose
 )
 
-// token is an indivisible piece of Telegram HTML: a tag, an entity, or one
-// character. Cutting only between tokens is what keeps entities, tags and
-// surrogate pairs whole.
+// token is an indivisible piece of a message: a tag, an entity or one
+// character of Telegram HTML, or a character or span of layout. Cutting
+// only between tokens is what keeps entities, tags and surrogate pairs
+// whole.
 type token struct {
-	kind  tokKind
-	s     string
-	name  string // tag name
-	units int    // length in UTF-16 code units
+	s    string // the HTML, or the character
+	node *Node  // the span a layout token opens or closes
+	// units is what the token adds to a chunk, an open tag's closing
+	// included; alone, what a character adds to a chunk of plain text.
+	units, alone int
+	kind         tokKind
 }
 
 func (t token) blank() bool { return strings.TrimSpace(t.s) == "" }
 
-func (t token) closer() string { return "</" + t.name + ">" }
+// tag is the name of an HTML token's tag.
+func (t token) tag() string {
+	name, _, _ := strings.Cut(strings.TrimPrefix(t.s[1:len(t.s)-1], "/"), " ")
+	return name
+}
 
-func (t token) closerUnits() int { return len(t.name) + 3 }
+func (t token) closer() string { return "</" + t.tag() + ">" }
 
 // apply returns the stack of open tags after t.
 func (t token) apply(stack []token) []token {
@@ -219,7 +252,7 @@ func visible(h string) bool {
 // tokenize splits HTML that TelegramHTML produced. It relies on that: every
 // "<" starts a tag whose first ">" ends it, and every "&" starts an entity.
 func tokenize(h string) []token {
-	var toks []token
+	toks := make([]token, 0, len(h)) // one at most per byte: no regrowing
 	for i := 0; i < len(h); {
 		var t token
 		switch h[i] {
@@ -227,14 +260,9 @@ func tokenize(h string) []token {
 			j := strings.IndexByte(h[i:], '>')
 			t.s = h[i : i+j+1]
 			t.kind = tokOpen
-			name := strings.TrimPrefix(t.s[1:len(t.s)-1], "/")
-			if name != t.s[1:len(t.s)-1] {
+			if t.s[1] == '/' {
 				t.kind = tokClose
 			}
-			if k := strings.IndexByte(name, ' '); k >= 0 {
-				name = name[:k]
-			}
-			t.name = name
 		case '&':
 			j := strings.IndexByte(h[i:], ';')
 			t.s = h[i : i+j+1]
@@ -243,6 +271,10 @@ func tokenize(h string) []token {
 			t.s = h[i : i+n]
 		}
 		t.units = UTF16Len(t.s)
+		t.alone = t.units
+		if t.kind == tokOpen {
+			t.units += len(t.tag()) + 3 // its closer
+		}
 		toks = append(toks, t)
 		i += len(t.s)
 	}

@@ -237,3 +237,66 @@ func validHTML(s string) bool {
 	_, err := visibleText(s, htmlMarkup)
 	return err == nil
 }
+
+// TestChatChunks splits random documents for Slack and Discord at small
+// limits: every chunk fits in its own markup, and the chunks' plain text
+// is the message's, in order.
+func TestChatChunks(t *testing.T) {
+	pieces := []string{
+		"word ", "other ", "**", "*", "_", "~~", "`", "```go\n", "```\n", "\n", "\n\n", "> ", "- ", "1. ", "# ",
+		"[link ", "](https://example.com/a|b)", "https://h.i/j_k ", "&", "<", ">", "#", "🎉", "👍🏽", "snake_case ",
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for n := range 2000 {
+		var b strings.Builder
+		for range r.IntN(150) {
+			b.WriteString(pieces[r.IntN(len(pieces))])
+		}
+		md, limit := b.String(), 64+r.IntN(300)
+		var texts, fallbacks []string
+		for _, c := range markdown.Parse(md).SlackChunks(limit) {
+			texts, fallbacks = append(texts, c.Text), append(fallbacks, c.Fallback)
+		}
+		whole := ""
+		if all := markdown.Parse(md).SlackChunks(1 << 30); len(all) == 1 {
+			whole = all[0].Fallback
+		}
+		if err := checkPieces(whole, fallbacks, limit); err != nil {
+			t.Fatalf("document %d: SlackChunks(%q, %d): %v", n, md, limit, err)
+		}
+		for k, c := range texts {
+			if u := utf16Units(c); u > limit {
+				t.Fatalf("document %d: SlackChunks(%q, %d): chunk %d is %d units: %q", n, md, limit, k, u, c)
+			}
+		}
+		for k, c := range markdown.Parse(md).DiscordChunks(limit) {
+			if u := utf16Units(c); u > limit {
+				t.Fatalf("document %d: DiscordChunks(%q, %d): chunk %d is %d units: %q", n, md, limit, k, u, c)
+			}
+		}
+	}
+}
+
+// checkPieces is checkChunks for plain text: the pieces are whole, in
+// order, with at most a break ("\n\n", "\n" or " ") or a blank stretch
+// longer than a message missing at each cut.
+func checkPieces(whole string, pieces []string, limit int) error {
+	rest := whole
+	for k, v := range pieces {
+		if strings.TrimSpace(v) == "" {
+			return fmt.Errorf("piece %d %q shows nothing", k, v)
+		}
+		if k > 0 && len(rest)-len(strings.TrimLeftFunc(rest, unicode.IsSpace)) > limit {
+			rest = strings.TrimLeftFunc(rest, unicode.IsSpace)
+		}
+		i := slices.IndexFunc([]string{"", " ", "\n", "\n\n"}, func(b string) bool { return strings.HasPrefix(rest, b+v) })
+		if i < 0 || (k == 0 && i > 0) {
+			return fmt.Errorf("piece %d is %q, message goes on with %.80q", k, v, rest)
+		}
+		rest = rest[len([]string{"", " ", "\n", "\n\n"}[i])+len(v):]
+	}
+	if strings.TrimSpace(rest) != "" {
+		return fmt.Errorf("text lost after the last piece: %.80q", rest)
+	}
+	return nil
+}

@@ -3,15 +3,13 @@ package markdown
 import (
 	"regexp"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Discord's markdown is written here, not in the Discord channel's package,
 // because DiscordLimit measures it: the butler and the switchboard fit a
 // one-message text to that limit, and they link no channel package.
-
-// DiscordMax is Discord's limit on a message's content, in characters; the
-// sender counts UTF-16 code units, which are never fewer.
-const DiscordMax = 2000
 
 // Discord renders md as one Discord message text, however long: **bold**,
 // *italic*, ~~strike~~, `code`, fenced blocks with their language, links as
@@ -20,65 +18,74 @@ const DiscordMax = 2000
 // is escaped with a backslash, so no text can format, mask a link, mention
 // someone or name a channel. Bare URLs are left as written, so they stay
 // links.
-func Discord(md string) string { return DiscordFromHTML(TelegramHTML(md)) }
+func Discord(md string) string { return Parse(md).Discord() }
 
-// DiscordFromHTML writes h, the HTML of TelegramHTML or one chunk of
-// TelegramChunks, as Discord markdown: the Discord sender cuts a message
-// where TelegramChunks does, and writes each chunk this way.
-func DiscordFromHTML(h string) string { return discordRender(ParseHTML(h)) }
+// Discord renders d as Discord(md) describes.
+func (d *Doc) Discord() string {
+	w := newDiscordWriter()
+	layout(d, w)
+	return w.String()
+}
+
+// DiscordChunks renders d as Discord messages of at most limit UTF-16
+// code units each, every one well formed on its own, cut as TelegramChunks
+// cuts. A message with nothing to show is none.
+func (d *Doc) DiscordChunks(limit int) []string {
+	text := d.Discord()
+	if UTF16Len(text) <= max(limit, minLimit) {
+		var p plainText
+		layout(d, &p)
+		if strings.TrimSpace(p.b.String()) == "" || strings.TrimSpace(text) == "" {
+			return nil
+		}
+		return []string{text}
+	}
+	var out []string
+	for _, c := range chatChunks(d, limit, discordMeasure, len(text)) {
+		w := newDiscordWriter()
+		c.replay(w)
+		if s := w.String(); strings.TrimSpace(s) != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
 
 // DiscordEscape escapes s as text that starts a line: every character
 // Discord reads as markup, and a leading # or -#.
 func DiscordEscape(s string) string {
-	var w discordWriter
-	w.escaped(s)
-	return w.b.String()
+	var b strings.Builder
+	discordWriter{&b}.escaped(s)
+	return b.String()
 }
 
 // discordWriter writes Discord markdown, knowing whether it stands at the
 // start of a line (where # and -# open a heading or a subtext).
-type discordWriter struct{ b strings.Builder }
+type discordWriter struct{ b *strings.Builder }
 
-func (w *discordWriter) lineStart() bool {
+func (w discordWriter) lineStart() bool {
 	s := w.b.String()
 	return s == "" || strings.HasSuffix(s, "\n")
 }
 
-func discordRender(nodes []*Node) string {
-	var w discordWriter
-	w.nodes(nodes)
-	return w.b.String()
+func newDiscordWriter() *spanWriter {
+	return newSpanWriter(func(f *frame, s string) { discordWriter{&f.b}.text(s) }, discordSpan)
 }
 
-func (w *discordWriter) nodes(nodes []*Node) {
-	for _, n := range nodes {
-		w.node(n)
-	}
-}
+var discordMarkers = map[Kind]string{KindStrong: "**", KindEmphasis: "*", KindStrike: "~~"}
 
-func (w *discordWriter) node(n *Node) {
-	switch n.Tag {
-	case "":
-		w.text(UnescapeHTML(n.Text))
-	case "b", "strong":
-		w.b.WriteString(WrapLines(discordRender(n.Kids), "**"))
-	case "i", "em":
-		w.b.WriteString(WrapLines(discordRender(n.Kids), "*"))
-	case "s", "del", "strike":
-		w.b.WriteString(WrapLines(discordRender(n.Kids), "~~"))
-	case "u":
-		w.b.WriteString(WrapLines(discordRender(n.Kids), "__"))
-	case "code":
-		w.b.WriteString(discordCodeSpan(UnescapeHTML(NodesText(n.Kids))))
-	case "pre":
-		w.b.WriteString(discordFence(n))
-	case "a":
-		w.b.WriteString(discordLink(n))
-	case "blockquote":
-		w.b.WriteString(discordQuote(discordRender(n.Kids)))
-	default:
-		w.nodes(n.Kids)
+func discordSpan(n *Node, content string) string {
+	switch n.Kind {
+	case KindCode:
+		return discordCodeSpan(content)
+	case KindCodeBlock:
+		return discordFence(n.Lang, content)
+	case KindLink:
+		return discordLink(n.URL, content)
+	case KindQuote:
+		return discordQuote(content)
 	}
+	return wrapLines(content, discordMarkers[n.Kind])
 }
 
 // discordBareURL is a link written as its address: Discord makes it a link
@@ -86,7 +93,7 @@ func (w *discordWriter) node(n *Node) {
 var discordBareURL = regexp.MustCompile(`https?://[^\s<>]+`)
 
 // text writes s with Discord's markup escaped, bare URLs left whole.
-func (w *discordWriter) text(s string) {
+func (w discordWriter) text(s string) {
 	for s != "" {
 		loc := discordBareURL.FindStringIndex(s)
 		if loc == nil {
@@ -103,7 +110,7 @@ func (w *discordWriter) text(s string) {
 // line.
 const discordMarkup = "\\*_~`|[]<>"
 
-func (w *discordWriter) escaped(s string) {
+func (w discordWriter) escaped(s string) {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if w.lineStart() {
@@ -129,23 +136,6 @@ func (w *discordWriter) escaped(s string) {
 	}
 }
 
-// WrapLines puts marker around the text of each line of s, as Discord
-// and Slack need for bold, italic and strike: their formatting ends at a
-// line break, and a marker next to a space is shown as written ("** x**"),
-// so spaces stay outside and blank lines stay bare.
-func WrapLines(s, marker string) string {
-	lines := strings.Split(s, "\n")
-	for i, line := range lines {
-		core := strings.TrimSpace(line)
-		if core == "" {
-			continue
-		}
-		start := strings.Index(line, core)
-		lines[i] = line[:start] + marker + core + marker + line[start+len(core):]
-	}
-	return strings.Join(lines, "\n")
-}
-
 // discordCodeSpan is an inline code span: one backtick around it, or two
 // (with spaces) when it holds one; a run of backticks inside is broken with
 // a zero-width space, since nothing escapes one in code.
@@ -154,7 +144,7 @@ func discordCodeSpan(s string) string {
 	if strings.TrimSpace(s) == "" {
 		return s
 	}
-	s = BreakBackticks(s)
+	s = breakBackticks(s)
 	if strings.Contains(s, "`") {
 		return "`` " + s + " ``"
 	}
@@ -163,18 +153,8 @@ func discordCodeSpan(s string) string {
 
 // discordFence is a code block with its language. Three backticks inside
 // would end it, so runs of backticks are broken up.
-func discordFence(n *Node) string {
-	lang := ""
-	text := ""
-	for _, k := range n.Kids {
-		if k.Tag == "code" {
-			lang = k.Attr
-			text += NodesText(k.Kids)
-		} else {
-			text += NodesText([]*Node{k})
-		}
-	}
-	text = strings.TrimRight(BreakBackticks(UnescapeHTML(text)), "\n")
+func discordFence(lang, text string) string {
+	text = strings.TrimRight(breakBackticks(text), "\n")
 	if strings.TrimSpace(text) == "" {
 		return ""
 	}
@@ -184,33 +164,17 @@ func discordFence(n *Node) string {
 	return "```" + lang + "\n" + text + "\n```"
 }
 
-// BreakBackticks puts a zero-width space between backticks that follow
-// each other, so that no text opens or closes a code span or block: for
-// markdown dialects without an escape for them there (Discord's, Slack's
-// mrkdwn).
-func BreakBackticks(s string) string {
-	for strings.Contains(s, "``") {
-		s = strings.ReplaceAll(s, "``", "`\u200b`")
-	}
-	return s
-}
-
 // discordLink is [text](url), or the bare url when the text is the
 // address. The text is plain: a masked link shows no formatting. An address
 // with a space or parenthesis is percent-encoded there, so it cannot end
 // early.
-func discordLink(n *Node) string {
-	label := strings.ReplaceAll(UnescapeHTML(NodesText(n.Kids)), "\n", " ")
-	if n.Attr == "" {
-		var w discordWriter
-		w.text(label)
-		return w.b.String()
+func discordLink(url, label string) string {
+	label = strings.ReplaceAll(label, "\n", " ")
+	u := discordLinkEscapes.Replace(url)
+	if strings.TrimSpace(label) == "" || label == url {
+		return u
 	}
-	url := discordLinkEscapes.Replace(n.Attr)
-	if strings.TrimSpace(label) == "" || label == n.Attr {
-		return url
-	}
-	return "[" + DiscordEscape(label) + "](" + url + ")"
+	return "[" + DiscordEscape(label) + "](" + u + ")"
 }
 
 var discordLinkEscapes = strings.NewReplacer(" ", "%20", "(", "%28", ")", "%29", "<", "%3C", ">", "%3E")
@@ -234,16 +198,51 @@ func discordQuote(s string) string {
 	return strings.Join(lines, "\n")
 }
 
-// NodesText writes nodes as their text without tags, entities kept (&amp;
-// &lt; &gt;, which are also Slack's escapes).
-func NodesText(nodes []*Node) string {
-	var b strings.Builder
-	for _, n := range nodes {
-		if n.Tag == "" {
-			b.WriteString(n.Text)
-			continue
+// discordMeasure bounds what discordSpan writes: a character its
+// backslash, where code does not keep it as it is (a backtick there its
+// zero-width space); a line break the markers its next line takes in each
+// span ("> " in a quote, both ends of bold, italic and strike); a span its
+// markers, a link its address, and a code block in a quote its fence
+// lines' "> ".
+var discordMeasure = measure{
+	char: func(r rune, open []*Node) (units, alone int) {
+		alone = utf16.RuneLen(r)
+		if r == '#' || r < utf8.RuneSelf && strings.IndexByte(discordMarkup, byte(r)) >= 0 {
+			alone = 2
 		}
-		b.WriteString(NodesText(n.Kids))
-	}
-	return b.String()
+		units = alone
+		if inside(open, KindCode) || inside(open, KindCodeBlock) {
+			units = utf16.RuneLen(r)
+			if r == '`' {
+				units = 2
+			}
+		}
+		if r == '\n' {
+			for _, n := range open {
+				switch n.Kind {
+				case KindEmphasis, KindQuote:
+					units += 2
+				case KindStrong, KindStrike:
+					units += 4
+				}
+			}
+		}
+		return units, alone
+	},
+	span: func(n *Node, open []*Node) int {
+		switch n.Kind {
+		case KindStrong, KindStrike:
+			return 4
+		case KindCode:
+			return 6
+		case KindCodeBlock:
+			if inside(open, KindQuote) {
+				return 8 + len(n.Lang) + 4
+			}
+			return 8 + len(n.Lang)
+		case KindLink:
+			return 4 + UTF16Len(discordLinkEscapes.Replace(n.URL))
+		}
+		return 2 // emphasis, quote
+	},
 }

@@ -2,9 +2,43 @@ package markdown_test
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/heraldhq/herald/pkg/markdown"
 )
+
+func ExampleParse() {
+	doc := markdown.Parse("# Deploy\n\nRun `make` **now**, see [the logs](https://ci.example.com/42).\n\n- done")
+	names := map[markdown.Kind]string{
+		markdown.KindHeading: "heading", markdown.KindParagraph: "paragraph", markdown.KindList: "list",
+		markdown.KindItem: "item", markdown.KindText: "text", markdown.KindCode: "code",
+		markdown.KindStrong: "strong", markdown.KindLink: "link",
+	}
+	var walk func(nodes []*markdown.Node, depth int)
+	walk = func(nodes []*markdown.Node, depth int) {
+		for _, n := range nodes {
+			fmt.Printf("%s%s %q\n", strings.Repeat("  ", depth), names[n.Kind], n.Text+n.URL)
+			walk(n.Children, depth+1)
+		}
+	}
+	walk(doc.Blocks, 0)
+	// Output:
+	// heading ""
+	//   text "Deploy"
+	// paragraph ""
+	//   text "Run "
+	//   code "make"
+	//   text " "
+	//   strong ""
+	//     text "now"
+	//   text ", see "
+	//   link "https://ci.example.com/42"
+	//     text "the logs"
+	//   text "."
+	// list ""
+	//   item ""
+	//     text "done"
+}
 
 func ExampleTelegramHTML() {
 	md := "# Build report\n\n" +
@@ -73,4 +107,45 @@ func ExampleLimit() {
 	// telegram: 58 of 4096, fits: true
 	// slack: 55 of 3000, fits: true
 	// whole: 49 of 65536, fits: true
+}
+
+func ExampleDoc() {
+	doc := markdown.Parse("# Build\n\n**main** passed; see [the logs](https://ci.example.com/run/42) & <!channel>.")
+	fmt.Println(doc.TelegramHTML())
+	fmt.Println(doc.Slack())
+	fmt.Println(doc.Discord())
+	fmt.Println(doc.HTML())
+	// Output:
+	// <b>Build</b>
+	//
+	// <b>main</b> passed; see <a href="https://ci.example.com/run/42">the logs</a> &amp; &lt;!channel&gt;.
+	// *Build*
+	//
+	// *main* passed; see <https://ci.example.com/run/42|the logs> &amp; &lt;!channel&gt;.
+	// **Build**
+	//
+	// **main** passed; see [the logs](https://ci.example.com/run/42) & \<!channel\>.
+	// <h1>Build</h1>
+	// <p><strong>main</strong> passed; see <a href="https://ci.example.com/run/42">the logs</a> &amp; &lt;!channel&gt;.</p>
+}
+
+func ExampleDoc_SlackChunks() {
+	md := "First paragraph.\n\n**" + "A long bold paragraph that does not fit in one small message." + "**"
+	for _, c := range markdown.Parse(md).SlackChunks(64) {
+		fmt.Printf("%q %q\n", c.Text, c.Fallback)
+	}
+	// Output:
+	// "First paragraph." "First paragraph."
+	// "*A long bold paragraph that does not fit in one small message.*" "A long bold paragraph that does not fit in one small message."
+}
+
+func ExampleDoc_DiscordChunks() {
+	md := "First paragraph.\n\n**" + "A long bold paragraph that does not fit in one small message." + "**"
+	for _, c := range markdown.Parse(md).DiscordChunks(64) {
+		fmt.Println(c)
+	}
+	// Output:
+	// First paragraph.
+	// **A long bold paragraph that does not fit in one small**
+	// **message.**
 }

@@ -7,30 +7,19 @@ import (
 	"unicode/utf8"
 )
 
-type inlineKind int
+// run is one element of an inline text as parseInline first reads it: a
+// finished node, or a run of delimiters (* _ ~) that resolveEmphasis pairs.
+type run struct {
+	node *Node
+	*delims
+}
 
-const (
-	inlineText inlineKind = iota
-	inlineBreak
-	inlineCode
-	inlineStrong
-	inlineEm
-	inlineStrike
-	inlineLink
-)
-
-type inline struct {
-	kind     inlineKind
-	text     string // the text, the code, or the link destination
-	bare     bool   // a link written as a bare URL in running text
-	children []*inline
-
-	// Delimiter-run state, used only while emphasis is resolved.
-	delim             byte
+type delims struct {
+	opens             []Kind // emphasis this run opens, innermost first
 	count, orig       int
+	closes            int // how many emphases this run closes
+	delim             byte
 	canOpen, canClose bool
-	opens             []inlineKind // emphasis this run opens, innermost first
-	closes            int          // how many emphases this run closes
 }
 
 // codeSpan is a code span found by scanSpans, keyed by its opening backticks.
@@ -111,19 +100,19 @@ func trimCode(c string) string {
 // parseInline parses the inline markup of one paragraph, heading or list
 // item. Links cannot nest (neither HTML nor Telegram allows it), so inside a
 // link's text brackets and URLs are plain text.
-func parseInline(s string, inLink bool) []*inline {
+func parseInline(s string, inLink bool) []*Node {
 	spans, brackets := scanSpans(s)
-	var nodes []*inline
+	var runs []run
 	var buf strings.Builder
 	flush := func() {
 		if buf.Len() > 0 {
-			nodes = append(nodes, &inline{kind: inlineText, text: buf.String()})
+			runs = append(runs, run{node: &Node{Kind: KindText, Text: buf.String()}})
 			buf.Reset()
 		}
 	}
-	add := func(n *inline) {
+	add := func(n *Node) {
 		flush()
-		nodes = append(nodes, n)
+		runs = append(runs, run{node: n})
 	}
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -137,12 +126,12 @@ func parseInline(s string, inLink bool) []*inline {
 			i++
 			continue
 		case c == '\n':
-			add(&inline{kind: inlineBreak})
+			add(&Node{Kind: KindBreak})
 			i++
 			continue
 		case c == '`':
 			if sp, ok := spans[i]; ok {
-				add(&inline{kind: inlineCode, text: sp.content})
+				add(&Node{Kind: KindCode, Text: sp.content})
 				i = sp.end
 				continue
 			}
@@ -153,20 +142,34 @@ func parseInline(s string, inLink bool) []*inline {
 		case c == '[' && !inLink:
 			if j, ok := brackets[i]; ok && j+1 < len(s) && s[j+1] == '(' {
 				if dest, end, ok := linkDest(s, j+1); ok {
-					add(&inline{kind: inlineLink, text: dest, children: parseInline(s[i+1:j], true)})
+					text := parseInline(s[i+1:j], true)
+					if len(text) == 0 {
+						text = []*Node{{Kind: KindText, Text: dest}}
+					}
+					if allowedURL(dest) {
+						add(&Node{Kind: KindLink, URL: dest, Children: text})
+					} else {
+						for _, n := range text {
+							add(n)
+						}
+					}
 					i = end
 					continue
 				}
 			}
 		case c == '<' && !inLink:
 			if u, end, ok := autolink(s, i); ok {
-				add(&inline{kind: inlineLink, text: u, children: []*inline{{kind: inlineText, text: u}}})
+				add(&Node{Kind: KindLink, URL: u, Children: []*Node{{Kind: KindText, Text: u}}})
 				i = end
 				continue
 			}
 		case c == 'h' && !inLink:
 			if u, end, ok := bareURL(s, i); ok {
-				add(&inline{kind: inlineLink, text: u, bare: true, children: []*inline{{kind: inlineText, text: u}}})
+				if allowedURL(u) {
+					add(&Node{Kind: KindLink, URL: u, Bare: true, Children: []*Node{{Kind: KindText, Text: u}}})
+				} else { // an address with a space in it
+					add(&Node{Kind: KindText, Text: u})
+				}
 				i = end
 				continue
 			}
@@ -176,7 +179,8 @@ func parseInline(s string, inLink bool) []*inline {
 			if c != '~' || n == 2 {
 				canOpen, canClose := flanking(s, i, n, c)
 				if canOpen || canClose {
-					add(&inline{delim: c, count: n, orig: n, canOpen: canOpen, canClose: canClose})
+					flush()
+					runs = append(runs, run{delims: &delims{delim: c, count: n, orig: n, canOpen: canOpen, canClose: canClose}})
 					i += n
 					continue
 				}
@@ -189,7 +193,7 @@ func parseInline(s string, inLink bool) []*inline {
 		i++
 	}
 	flush()
-	return resolveEmphasis(nodes)
+	return resolveEmphasis(runs)
 }
 
 // flanking applies CommonMark's flanking rules, which is what keeps
@@ -214,7 +218,7 @@ func flanking(s string, i, n int, c byte) (canOpen, canClose bool) {
 // emphasis" does, which gets "***both***" and "*a **b** c*" right. It only
 // notes on each run which emphasis it opens and closes; nest builds the tree
 // afterwards, so a long paragraph costs no repeated copying.
-func resolveEmphasis(nodes []*inline) []*inline {
+func resolveEmphasis(nodes []run) []*Node {
 	var stack []int // indices of runs that may still open
 	// bottom[k] is the stack height below which no opener can match a closer
 	// of kind k; it keeps long runs of unmatched delimiters linear.
@@ -227,15 +231,16 @@ func resolveEmphasis(nodes []*inline) []*inline {
 			}
 		}
 	}
-	for i, c := range nodes {
-		if c.delim == 0 {
+	for i := range nodes {
+		c := &nodes[i]
+		if c.delims == nil {
 			continue
 		}
 		for c.canClose && c.count > 0 {
 			key := [3]int{int(c.delim), boolInt(c.canOpen), c.orig % 3}
 			k := len(stack) - 1
 			for ; k >= bottom[key]; k-- {
-				if matches(nodes[stack[k]], c) {
+				if matches(&nodes[stack[k]], c) {
 					break
 				}
 			}
@@ -243,13 +248,13 @@ func resolveEmphasis(nodes []*inline) []*inline {
 				bottom[key] = len(stack)
 				break
 			}
-			o := nodes[stack[k]]
-			use, kind := 1, inlineEm
+			o := &nodes[stack[k]]
+			use, kind := 1, KindEmphasis
 			switch {
 			case c.delim == '~':
-				use, kind = 2, inlineStrike
+				use, kind = 2, KindStrike
 			case o.count >= 2 && c.count >= 2:
-				use, kind = 2, inlineStrong
+				use, kind = 2, KindStrong
 			}
 			o.count -= use
 			c.count -= use
@@ -272,37 +277,37 @@ func resolveEmphasis(nodes []*inline) []*inline {
 // nest turns the flat nodes into a tree. A run closes its emphasis with its
 // leftmost characters and opens with its rightmost, leaving any unmatched
 // characters in between as text. Its opens were recorded innermost first.
-func nest(nodes []*inline) []*inline {
+func nest(runs []run) []*Node {
 	type frame struct {
-		kind     inlineKind
-		children []*inline
+		kind     Kind
+		children []*Node
 	}
 	stack := []frame{{}}
-	add := func(n *inline) {
+	add := func(n *Node) {
 		top := &stack[len(stack)-1]
 		top.children = append(top.children, n)
 	}
-	for _, n := range nodes {
-		if n.delim == 0 {
-			add(n)
+	for _, r := range runs {
+		if r.delims == nil {
+			add(r.node)
 			continue
 		}
-		for range n.closes {
+		for range r.closes {
 			f := stack[len(stack)-1]
 			stack = stack[:len(stack)-1]
-			add(&inline{kind: f.kind, children: f.children})
+			add(&Node{Kind: f.kind, Children: f.children})
 		}
-		if n.count > 0 {
-			add(&inline{kind: inlineText, text: strings.Repeat(string(n.delim), n.count)})
+		if r.count > 0 {
+			add(&Node{Kind: KindText, Text: strings.Repeat(string(r.delim), r.count)})
 		}
-		for _, kind := range slices.Backward(n.opens) {
+		for _, kind := range slices.Backward(r.opens) {
 			stack = append(stack, frame{kind: kind})
 		}
 	}
 	return stack[0].children
 }
 
-func matches(o, c *inline) bool {
+func matches(o, c *run) bool {
 	if o.delim != c.delim || o.count == 0 {
 		return false
 	}

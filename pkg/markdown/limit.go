@@ -21,10 +21,12 @@ type Limit struct {
 // senders cut at: Telegram's sendMessage takes 4096; Slack takes up to
 // 40,000 characters but stops showing a message in full (and push
 // notifications stop arriving) well before, and 3,000 is what a person
-// reads on one screen.
+// reads on one screen; Discord takes 2000 characters of content, never
+// fewer than the UTF-16 code units its sender counts.
 const (
 	TelegramMax = 4096
 	SlackMax    = 3000
+	DiscordMax  = 2000
 )
 
 // Channel limits, each as its sender counts.
@@ -57,50 +59,55 @@ func (l Limit) Size(md string) int {
 // Fits reports whether md goes as one message, mark included.
 func (l Limit) Fits(md string) bool { return l.Size(md)+l.Mark <= l.Max }
 
-// slackSize bounds from above the length of the mrkdwn Slack's sender
-// makes of md. It writes mrkdwn from TelegramHTML(md), and mrkdwn is never
-// longer than that HTML except by what this adds: a zero-width space
-// between two backticks (so that text opens no code block); per line break
-// inside bold, italic, strike or a quote, the markers that line gets (Slack
-// formatting ends at a line break, and each quoted line starts with "> ");
-// a code block in a quote, whose fences become quoted lines; and the
-// "%7C" that stands for a "|" in a link's address.
+// slackSize bounds from above the length of Slack(md). It is the length of
+// TelegramHTML(md), which mrkdwn is never longer than except by what this
+// adds: a zero-width space between two backticks (so that text opens no
+// code block); per line break inside bold, italic, strike or a quote, the
+// markers that line gets (Slack formatting ends at a line break, and each
+// quoted line starts with "> "); a code block in a quote, whose fences
+// become quoted lines; and the "%7C" that stands for a "|" in a link's
+// address. It was first measured on the HTML that mrkdwn was written from,
+// and stays so: what fits SlackLimit must not change.
 func slackSize(md string) int {
-	h := TelegramHTML(md)
-	n := UTF16Len(h)
-	wraps, quotes := 0, 0 // b, i, s and blockquote open; blockquotes open
-	for _, t := range tokenize(h) {
-		switch t.kind {
-		case tokText:
-			switch t.s {
-			case "`":
-				n++
-			case "\n":
-				n += 2 * wraps
-			}
-		case tokOpen:
-			switch t.name {
-			case "b", "i", "s", "blockquote":
-				wraps++
-				if t.name == "blockquote" {
-					quotes++
-				}
-			case "pre":
-				if quotes > 0 {
-					n += 4
-				}
-			case "a":
-				n += 2 * strings.Count(t.s, "|")
-			}
-		case tokClose:
-			switch t.name {
-			case "b", "i", "s", "blockquote":
-				wraps--
-				if t.name == "blockquote" {
-					quotes--
-				}
-			}
+	var s slackBound
+	layout(Parse(md), &s)
+	return s.n
+}
+
+type slackBound struct {
+	n      int
+	wraps  int // bold, italic, strike and quotes open
+	quotes int
+}
+
+func (s *slackBound) text(t string) {
+	s.n += UTF16Len(t) + 2*s.wraps*strings.Count(t, "\n") + strings.Count(t, "`") +
+		4*strings.Count(t, "&") + 3*strings.Count(t, "<") + 3*strings.Count(t, ">")
+}
+
+func (s *slackBound) open(n *Node) {
+	s.n += UTF16Len(tgOpen(n)) + len(tgClose(n))
+	switch n.Kind {
+	case KindStrong, KindEmphasis, KindStrike:
+		s.wraps++
+	case KindQuote:
+		s.wraps++
+		s.quotes++
+	case KindCodeBlock:
+		if s.quotes > 0 {
+			s.n += 4
 		}
+	case KindLink:
+		s.n += 2 * strings.Count(n.URL, "|")
 	}
-	return n
+}
+
+func (s *slackBound) close(n *Node) {
+	switch n.Kind {
+	case KindStrong, KindEmphasis, KindStrike:
+		s.wraps--
+	case KindQuote:
+		s.wraps--
+		s.quotes--
+	}
 }

@@ -1,16 +1,15 @@
 // Package markdown turns the markdown a language model writes into the rich
-// text Herald's channels deliver: Telegram Bot API HTML (parse_mode HTML), an
-// HTML fragment for the text/html part of an email, and Discord's markdown
-// (written from the Telegram HTML). Telegram caps a message at 4096
-// characters, so TelegramChunks also splits a long message into pieces that
-// Telegram accepts one by one. Escape and CodeBlock put text from elsewhere
-// into a message so that it shows literally, and Limit says how much one
-// message of each channel type holds.
+// text Herald's channels deliver. Parse reads it into one tree (Doc, Node),
+// which every renderer writes from: TelegramHTML (Bot API HTML), Slack
+// (mrkdwn) and Discord (its markdown) share one chat layout, headings as
+// bold lines and lists as text; HTML writes an email's text/html part.
+// TelegramChunks, SlackChunks and DiscordChunks split a long message into
+// pieces each well formed on its own; Limit says how much one message of
+// each channel type holds. Escape and CodeBlock put text from elsewhere
+// into a message so that it shows literally.
 //
-// The parser covers the markdown models actually produce (emphasis, code,
-// links, headings, lists, quotes, fenced code) rather than all of CommonMark.
-// Whatever it does not recognise is escaped and shown as the text it was:
-// a model's stray "<" or "*" must never break a delivery.
+// The parser covers the markdown models actually produce, not all of
+// CommonMark; what it does not recognise shows as the text it was.
 package markdown
 
 import "strings"
@@ -25,8 +24,13 @@ import "strings"
 // <b>…</b> on their own line; list items keep "- " / "1. " text as plain text
 // (Telegram has no list tags). Blank-line-separated paragraphs stay separated
 // by "\n\n".
-func TelegramHTML(md string) string {
-	return renderTelegram(parseBlocks(normalize(md)))
+func TelegramHTML(md string) string { return Parse(md).TelegramHTML() }
+
+// TelegramHTML renders d as TelegramHTML(md) describes.
+func (d *Doc) TelegramHTML() string {
+	var w telegramWriter
+	layout(d, &w)
+	return w.b.String()
 }
 
 // HTML renders md as an HTML fragment for an email body: <p>, <strong>, <em>,
@@ -34,8 +38,13 @@ func TelegramHTML(md string) string {
 // <blockquote>, <hr>, and <br> for single line breaks inside a paragraph.
 // Everything else is escaped. Links follow the same scheme rule as
 // TelegramHTML.
-func HTML(md string) string {
-	return renderHTML(parseBlocks(normalize(md)))
+func HTML(md string) string { return Parse(md).HTML() }
+
+// HTML renders d as HTML(md) describes.
+func (d *Doc) HTML() string {
+	var b strings.Builder
+	writeHTML(&b, d.Blocks)
+	return b.String()
 }
 
 // normalize makes the input safe to index line by line: Telegram rejects

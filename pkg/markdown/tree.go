@@ -1,68 +1,67 @@
 package markdown
 
-import "strings"
+// Kind is what a Node is.
+type Kind uint8
 
-// Node is an element or a text of the HTML TelegramHTML writes, as
-// ParseHTML reads it back: what a channel with a markup of its own (Slack's
-// mrkdwn, Discord's markdown) renders from.
+// The kinds of blocks, then of inlines. The comment on each names the
+// fields of Node it uses.
+const (
+	KindParagraph Kind = iota // Children: inlines
+	KindHeading               // Level (1-6); Children: inlines, none if empty
+	KindList                  // Ordered, Start; Children: items
+	KindItem                  // Marker; Children: inlines, then sublists
+	KindQuote                 // Children: blocks
+	KindCodeBlock             // Text: the code; Lang: "" or a sane name
+	KindRule                  // Text: the line as written ("---")
+	KindText                  // Text
+	KindBreak                 // a line break inside a paragraph or item
+	KindEmphasis              // Children
+	KindStrong                // Children
+	KindStrike                // Children
+	KindCode                  // Text
+	KindLink                  // URL; Bare for an address in running text; Children: its text
+)
+
+// Node is a block or an inline of a parsed document.
 type Node struct {
-	Tag  string // "" for text
-	Text string // a text as written, entities and all
-	// Attr is an <a>'s href or a <code>'s language, escapes undone.
-	Attr string
-	Kids []*Node
+	Kind Kind
+	// Bare marks a link written as its address in running text, which
+	// the chat apps link by themselves.
+	Bare bool
+	// Ordered, and Start (its first number), describe a list.
+	Ordered bool
+	Start   int
+	// Level is a heading's level.
+	Level int
+	Text  string
+	// Lang is a code block's language, checked to be a plain name.
+	Lang string
+	// URL is a link's address: always http, https, mailto or
+	// tg://resolve. A link to anything else parses as its text.
+	URL string
+	// Marker is an item's marker: "-" for any bullet, "3." or "3)" as
+	// written.
+	Marker   string
+	Children []*Node
 }
 
-// ParseHTML reads the HTML of TelegramHTML: every "<" starts a tag that its
-// first ">" ends, text is escaped, tags are balanced. Anything else is read
-// as text, and a stray closing tag is skipped.
-func ParseHTML(h string) []*Node {
-	root := &Node{Tag: "root"}
-	stack := []*Node{root}
-	top := func() *Node { return stack[len(stack)-1] }
-	for len(h) > 0 {
-		i := strings.IndexByte(h, '<')
-		if i != 0 {
-			if i < 0 {
-				i = len(h)
-			}
-			top().Kids = append(top().Kids, &Node{Text: h[:i]})
-			h = h[i:]
-			continue
+// Doc is a parsed document: its blocks in order.
+type Doc struct {
+	Blocks []*Node
+}
+
+// Parse parses md into the tree that every renderer here writes from. It
+// never fails: what does not parse as markup is text.
+func Parse(md string) *Doc {
+	return &Doc{Blocks: parseBlocks(normalize(md))}
+}
+
+// itemParts splits an item's children into its inlines and its sublists.
+func itemParts(it *Node) (inlines, lists []*Node) {
+	for i, n := range it.Children {
+		if n.Kind == KindList {
+			return it.Children[:i], it.Children[i:]
 		}
-		j := strings.IndexByte(h, '>')
-		if j < 0 {
-			top().Kids = append(top().Kids, &Node{Text: strings.ReplaceAll(h, "<", "&lt;")})
-			break
-		}
-		tag := h[1:j]
-		h = h[j+1:]
-		if name, ok := strings.CutPrefix(tag, "/"); ok {
-			if len(stack) > 1 && top().Tag == name {
-				stack = stack[:len(stack)-1]
-			}
-			continue
-		}
-		name, attrs, _ := strings.Cut(tag, " ")
-		n := &Node{Tag: name}
-		switch {
-		case name == "a":
-			if v, ok := strings.CutPrefix(attrs, `href="`); ok {
-				n.Attr = UnescapeHTML(strings.TrimSuffix(v, `"`))
-			}
-		case name == "code":
-			if v, ok := strings.CutPrefix(attrs, `class="language-`); ok {
-				n.Attr = UnescapeHTML(strings.TrimSuffix(v, `"`))
-			}
-		}
-		top().Kids = append(top().Kids, n)
-		stack = append(stack, n)
 	}
-	return root.Kids
+	return it.Children, nil
 }
-
-var htmlEscapes = strings.NewReplacer("&quot;", `"`, "&lt;", "<", "&gt;", ">", "&amp;", "&")
-
-// UnescapeHTML undoes the escapes TelegramHTML writes (&quot; &lt; &gt;
-// &amp;).
-func UnescapeHTML(s string) string { return htmlEscapes.Replace(s) }

@@ -178,7 +178,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 	b.addHistoryTool()
 	b.addEditTool()
 	b.addFileTools()
-	for _, f := range families {
+	for _, f := range protocols {
 		b.mcp.AddNotificationHandler(f.permissionRequest, b.permissionRequest(f))
 	}
 	return b, nil

@@ -50,7 +50,7 @@ type channelSide struct {
 	mu          sync.Mutex
 	sessions    map[string]server.ClientSession // registered sessions
 	listening   map[string]int                  // open GET streams by HTTP session id
-	spoke       map[string]*family              // the family of each session's latest permission request
+	spoke       map[string]*protocol            // the protocol of each session's latest permission request
 	asked       map[string][]string             // each session's open permission requests
 	awaited     map[string]bool                 // questions an ask call waits for (tool_ask.go)
 	takes       map[string]bool                 // sessions that have taken messages: streamed or used inbox
@@ -96,7 +96,7 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 	status := bus.NewDirectKV(js, bus.BucketStatus)
 	approvals := approval.New(bus.NewDirectKV(js, bus.BucketApprovals))
 	return &channelSide{b: b, js: js, cons: cons, requests: requests, status: status, approvals: approvals,
-		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*family{}, asked: map[string][]string{}, awaited: map[string]bool{}, takes: map[string]bool{}, pushed: map[pushKey]time.Time{}, notRecorded: map[uint64]bool{}, wake: make(chan struct{}, 1)}, nil
+		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*protocol{}, asked: map[string][]string{}, awaited: map[string]bool{}, takes: map[string]bool{}, pushed: map[pushKey]time.Time{}, notRecorded: map[uint64]bool{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // hooks track which sessions can receive server-pushed notifications: stdio
@@ -141,11 +141,11 @@ func (c *channelSide) poke() {
 	}
 }
 
-// receiver is a session a notification can be pushed to, and the families
+// receiver is a session a notification can be pushed to, and the protocols
 // it is pushed in.
 type receiver struct {
-	id       string
-	families []*family
+	id        string
+	protocols []*protocol
 }
 
 // receivers are the sessions a notification can be pushed to now: stdio and
@@ -166,15 +166,15 @@ func (c *channelSide) receivers() []receiver {
 	for id, s := range c.sessions {
 		_, overHTTP := s.(server.SessionWithStreamableHTTPConfig)
 		if s.Initialized() && (!overHTTP || c.listening[id] > 0) {
-			out = append(out, receiver{id, familiesOf(s, c.spoke[id])})
+			out = append(out, receiver{id, protocolsOf(s, c.spoke[id])})
 		}
 	}
 	return out
 }
 
-// spoken records that session asked in family f: verdicts and messages go
-// to it in that family from now on.
-func (c *channelSide) spoken(session string, f *family) {
+// spoken records that session asked in protocol f: verdicts and messages go
+// to it in that protocol from now on.
+func (c *channelSide) spoken(session string, f *protocol) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.sessions[session]; ok {
@@ -182,15 +182,15 @@ func (c *channelSide) spoken(session string, f *family) {
 	}
 }
 
-// familyOf is the family session last asked for a permission in (Claude
+// protocolOf is the protocol session last asked for a permission in (Claude
 // Code's if none).
-func (c *channelSide) familyOf(session string) *family {
+func (c *channelSide) protocolOf(session string) *protocol {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f := c.spoke[session]; f != nil {
 		return f
 	}
-	return claudeFamily
+	return claudeProtocol
 }
 
 // trackStreams wraps the streamable HTTP handler to know which sessions have
@@ -255,8 +255,8 @@ func idle(err error) bool {
 	return errors.Is(err, jetstream.ErrNoMessages) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// inbound is one message as the model sees it.
-type inbound struct {
+// channelMessage is one message as the model sees it.
+type channelMessage struct {
 	Content string            `json:"content"`
 	Meta    map[string]string `json:"meta"`
 	// claim tags the session that claimed the conversation (claim_thread),
@@ -269,7 +269,7 @@ type inbound struct {
 
 // take decodes an inbox message, remembers it so reply and react can answer
 // it, and returns what the model sees; verdicts are handled here and return nil.
-func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, error) {
+func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*channelMessage, error) {
 	r, err := envelope.DecodeTrustedRoute(msg.Data())
 	if err != nil || r.Input.Context.Ingress == nil || r.Target.Butler != c.b.name {
 		return nil, fmt.Errorf("%w: not an inbound route for %s: %w", envelope.ErrValidation, c.b.name, err)
@@ -312,7 +312,7 @@ func (c *channelSide) take(ctx context.Context, msg jetstream.Msg) (*inbound, er
 // only those are kept; their own source attribute names the MCP server, so
 // Herald's source (telegram, email, ...) is source_channel, and no key is
 // source.
-func view(in *envelope.Ingress) *inbound {
+func view(in *envelope.Ingress) *channelMessage {
 	meta := map[string]string{}
 	for k, v := range in.Meta {
 		if identifier(k) && k != "source" && !strings.HasPrefix(k, "permission_") && k != envelope.MetaClaimSession {
@@ -339,7 +339,7 @@ func view(in *envelope.Ingress) *inbound {
 			content = "(no text; attached: " + files + ")"
 		}
 	}
-	return &inbound{Content: content, Meta: meta, claim: in.Meta[envelope.MetaClaimSession]}
+	return &channelMessage{Content: content, Meta: meta, claim: in.Meta[envelope.MetaClaimSession]}
 }
 
 // Meta of a message that came with files: each file's name, type and size
@@ -375,7 +375,7 @@ const claimHold = 10 * time.Second
 // conversation. held reports that the message should wait for that session
 // instead: it is open but cannot take it now, and the message is younger
 // than claimHold. With no such session, rs is returned whole.
-func (c *channelSide) claimants(rs []receiver, v *inbound, age time.Duration) (out []receiver, held bool) {
+func (c *channelSide) claimants(rs []receiver, v *channelMessage, age time.Duration) (out []receiver, held bool) {
 	if v.claim == "" {
 		return rs, false
 	}
@@ -530,7 +530,7 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 			continue
 		}
 		took := false
-		for _, f := range r.families {
+		for _, f := range r.protocols {
 			params := map[string]any{"content": v.Content, "meta": v.Meta}
 			if err := c.b.mcp.SendNotificationToSpecificClient(r.id, f.message, params); err != nil {
 				c.b.log.WarnContext(ctx, "channel notification not sent", "session", r.id, "protocol", f.name, "err", err)
@@ -573,7 +573,7 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 }
 
 // verdict passes an approver's answer to the session that asked, in the
-// family it asked in.
+// protocol it asked in.
 // await marks question id as waited for by an ask call, or not.
 func (c *channelSide) await(id string, on bool) {
 	c.mu.Lock()
@@ -629,7 +629,7 @@ func (c *channelSide) verdict(in *envelope.Ingress) error {
 		return errElsewhere
 	}
 	c.answered(session, id)
-	err := c.b.mcp.SendNotificationToSpecificClient(session, c.familyOf(session).answer, map[string]any{"request_id": id, "behavior": behavior})
+	err := c.b.mcp.SendNotificationToSpecificClient(session, c.protocolOf(session).answer, map[string]any{"request_id": id, "behavior": behavior})
 	if err != nil {
 		c.b.log.Warn("permission verdict not delivered: the asking session is gone", "request_id", id, "err", err)
 		return nil
@@ -671,7 +671,7 @@ func (c *channelSide) settleElsewhere(ctx context.Context, msg jetstream.Msg) {
 // session: the unread ones first (pushed before, not acted on), then those
 // never pushed; a message of a conversation another open session claimed
 // is left for that one (claimants).
-func (c *channelSide) pending(ctx context.Context, session string, max int) ([]*inbound, error) {
+func (c *channelSide) pending(ctx context.Context, session string, max int) ([]*channelMessage, error) {
 	c.taking(session)
 	c.pulling.Lock()
 	defer c.pulling.Unlock()

@@ -15,11 +15,11 @@ import (
 func TestClaimantsHoldForTheClaimingSession(t *testing.T) {
 	c := &channelSide{b: &Butler{name: "finance"}, sessions: map[string]server.ClientSession{}, takes: map[string]bool{}}
 	rs := []receiver{{id: "s-two"}, {id: "s-three"}}
-	mine := &inbound{claim: sessionTag("finance", "s-two")}
+	mine := &channelMessage{claim: sessionTag("finance", "s-two")}
 	if out, held := c.claimants(rs, mine, 0); held || len(out) != 1 || out[0].id != "s-two" {
 		t.Fatalf("claimed by a receiver: got %v held %v, want s-two alone", out, held)
 	}
-	one := &inbound{claim: sessionTag("finance", "s-one")}
+	one := &channelMessage{claim: sessionTag("finance", "s-one")}
 	if out, held := c.claimants(rs, one, 0); held || len(out) != 2 {
 		t.Fatalf("claimed by a session that is gone: got %v held %v, want every receiver", out, held)
 	}
@@ -34,7 +34,7 @@ func TestClaimantsHoldForTheClaimingSession(t *testing.T) {
 	if out, held := c.claimants(rs, one, claimHold); held || len(out) != 2 {
 		t.Fatalf("held past claimHold: got %v held %v, want every receiver", out, held)
 	}
-	if out, held := c.claimants(rs, &inbound{}, 0); held || len(out) != 2 {
+	if out, held := c.claimants(rs, &channelMessage{}, 0); held || len(out) != 2 {
 		t.Fatalf("an unclaimed message: got %v held %v, want every receiver", out, held)
 	}
 }

@@ -13,11 +13,11 @@ import (
 	"github.com/heraldhq/herald/pkg/envelope"
 )
 
-// permissionRequest is the handler of family f's permission request
+// permissionRequest is the handler of protocol f's permission request
 // (Claude Code's notifications/claude/channel/permission_request, nexo-rs's
 // notifications/nexo/channel/permission_request): both take one path, and
-// the verdict goes back to the asking session in the family it asked in.
-func (b *Butler) permissionRequest(f *family) server.NotificationHandlerFunc {
+// the verdict goes back to the asking session in the protocol it asked in.
+func (b *Butler) permissionRequest(f *protocol) server.NotificationHandlerFunc {
 	return func(ctx context.Context, n mcp.JSONRPCNotification) {
 		session := server.ClientSessionFromContext(ctx)
 		if session == nil {
@@ -26,7 +26,7 @@ func (b *Butler) permissionRequest(f *family) server.NotificationHandlerFunc {
 		}
 		b.channel.spoken(session.SessionID(), f)
 		p := n.Params.AdditionalFields
-		if v, ok := p["schema"]; ok && f == nexoFamily && v != float64(nexoPermissionSchema) {
+		if v, ok := p["schema"]; ok && f == nexoProtocol && v != float64(nexoPermissionSchema) {
 			b.log.WarnContext(ctx, "ignoring a permission request of an unknown schema version; this butler reads nexo-rs's version 1", "protocol", f.name, "schema", v)
 			return
 		}
@@ -122,7 +122,7 @@ func (b *Butler) autoAllowed(ctx context.Context, session server.ClientSession, 
 	if g == nil {
 		return false
 	}
-	f := b.channel.familyOf(session.SessionID())
+	f := b.channel.protocolOf(session.SessionID())
 	if err := b.mcp.SendNotificationToSpecificClient(session.SessionID(), f.answer, map[string]any{"request_id": id, "behavior": approval.Allow}); err != nil {
 		b.log.WarnContext(ctx, "permission request allowed by a grant, but the session is gone", "request_id", id, "grant", g.ID, "err", err)
 		return true

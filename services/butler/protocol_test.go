@@ -121,7 +121,7 @@ func TestEveryRevisionClientReceivesChannelMessagesOverStdio(t *testing.T) {
 			}
 			seen[n.Method] = true
 		case <-time.After(20 * time.Second):
-			t.Fatalf("over stdio, channel notifications %v, want both families", seen)
+			t.Fatalf("over stdio, channel notifications %v, want both protocols", seen)
 		}
 	}
 }

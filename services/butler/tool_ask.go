@@ -170,7 +170,7 @@ func askOptions(raw any, field func(ptr, msg string)) []string {
 }
 
 // askable refuses, at the call, a question no answer could come back
-// from: on a channel nobody answers on (log, webhook: config.Channel's
+// from: on a channel nobody answers on (log, webhook: spec.Channel's
 // Answers), on an integration that takes no inbound, or with no recipient
 // where the integration has no default. Before issue 37 such a call was
 // answered "Asked", and the switchboard retried the question for a day.

@@ -148,7 +148,7 @@ func (b *Butler) inbox(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallT
 		text = fmt.Sprintf("%d message(s), oldest first; answer with reply(request_id, message):\n%s", len(msgs), strings.Join(lines, "\n"))
 	}
 	if msgs == nil {
-		msgs = []*inbound{}
+		msgs = []*channelMessage{}
 	}
 	// Claude Code gives the model the structured content in place of the
 	// text: the sentence goes in it too.

@@ -46,7 +46,7 @@ type unreadEntry struct {
 	PushedAt  time.Time `json:"pushed_at"`
 	// Inline is the message itself when it has no record of its own to
 	// read it from (Herald's notices).
-	Inline *inbound `json:"inline,omitempty"`
+	Inline *channelMessage `json:"inline,omitempty"`
 }
 
 type unreadList struct {
@@ -55,7 +55,7 @@ type unreadList struct {
 
 // addUnread puts message v, inbox stream sequence seq, pushed to a
 // session, on the unread list.
-func (c *channelSide) addUnread(ctx context.Context, seq uint64, v *inbound) error {
+func (c *channelSide) addUnread(ctx context.Context, seq uint64, v *channelMessage) error {
 	e := unreadEntry{Seq: seq, RequestID: v.Meta["request_id"], PushedAt: time.Now().UTC()}
 	if v.notice {
 		in := *v
@@ -152,12 +152,12 @@ func (c *channelSide) dropUnread(ctx context.Context, gone func(unreadEntry) boo
 // each as the model saw it, marked pushed. A message whose record is gone
 // (herald_requests' age) leaves the list, logged. Only what it returns
 // leaves it: a failure midway leaves the rest for the next call.
-func (c *channelSide) takeUnread(ctx context.Context, max int) ([]*inbound, error) {
+func (c *channelSide) takeUnread(ctx context.Context, max int) ([]*channelMessage, error) {
 	l, err := c.unread(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var out []*inbound
+	var out []*channelMessage
 	var readErr error
 	taken := map[uint64]bool{}
 	for _, e := range l.Entries[:min(max, len(l.Entries))] {

@@ -12,7 +12,7 @@ import (
 // go list -deps says, so a new import that drags a service into another's
 // binary fails here. Everything under services/messenger/ (the channel
 // packages and deliver too) is the messenger's: configuration knows the
-// channel types without them (pkg/config), so the switchboard and butler
+// channel types without them (pkg/channel), so the switchboard and butler
 // binaries link none, and with them no channel's code or credentials
 // (docs/decisions.md). Nor does a service binary link the NATS server,
 // which only herald dev embeds.

@@ -16,7 +16,7 @@ import (
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/process"
-	"github.com/heraldhq/herald/services/switchboard"
+	"github.com/heraldhq/herald/services/switchboard/pairing"
 )
 
 const pairUsage = `Usage:
@@ -55,7 +55,7 @@ func runPair(ctx context.Context, args []string, o IO) error {
 		return badUsage(fs)
 	}
 	return withFleet(ctx, *path, *timeout, o, func(ctx context.Context, js jetstream.JetStream, url string) error {
-		p, err := switchboard.OpenPairing(ctx, js)
+		p, err := pairing.Open(ctx, js)
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			return fmt.Errorf("NATS at %s has no pairing bucket yet; start Herald once first", redactURL(url))
 		}
@@ -67,7 +67,7 @@ func runPair(ctx context.Context, args []string, o IO) error {
 }
 
 // pairCommand carries out `herald pair SUB` on the fleet's registry.
-func pairCommand(ctx context.Context, p *switchboard.Pairing, sub, integration string, pos []string, o IO) error {
+func pairCommand(ctx context.Context, p *pairing.Store, sub, integration string, pos []string, o IO) error {
 	switch sub {
 	case "list":
 		return listPairing(ctx, p, o.Stdout)
@@ -125,7 +125,7 @@ func connectBus(ctx context.Context, cfg *config.Config, o IO) (js jetstream.Jet
 	return js, url, closeBus, nil
 }
 
-func listPairing(ctx context.Context, p *switchboard.Pairing, out io.Writer) error {
+func listPairing(ctx context.Context, p *pairing.Store, out io.Writer) error {
 	codes, err := p.Pending(ctx)
 	if err != nil {
 		return err

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/heraldhq/herald/services/switchboard/core"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -112,11 +114,19 @@ func newFleet(t *testing.T) *fleet {
 // start runs a switchboard until the returned stop is called or the test ends.
 func (f *fleet) start(t *testing.T) (stop func()) {
 	t.Helper()
+	return f.startWith(t, nil)
+}
+
+// startWith runs a switchboard with features (nil: switchboard.Features).
+func (f *fleet) startWith(t *testing.T, features []core.New) (stop func()) {
+	t.Helper()
 	nc, _ := f.srv.Connect()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
-	go func() { done <- switchboard.Run(ctx, switchboard.Options{Config: f.cfg, NC: nc, Log: log}) }()
+	go func() {
+		done <- switchboard.Run(ctx, switchboard.Options{Config: f.cfg, NC: nc, Log: log, Features: features})
+	}()
 	var stopped atomic.Bool
 	stop = func() {
 		if stopped.Swap(true) {
@@ -320,7 +330,7 @@ func TestAllowedSenderIsRouted(t *testing.T) {
 	web := f.send(t, "web", envelope.NewIngress("web", "web", "web", "web:v1", "v1:c1", "Hello from the page", "web:web:v1:c1", map[string]string{"chat_id": "v1", "chat_type": "private", "user_id": "v1"}))
 	recs := f.handled(t, tg, mail, web)
 	for _, rec := range recs {
-		want(t, rec, audit.Routed, switchboard.ReasonInboundMessage)
+		want(t, rec, audit.Routed, core.ReasonInboundMessage)
 	}
 	if recs[0].Butler != "health" || recs[0].Channel != "telegram:tg_main" {
 		t.Errorf("telegram audit: %+v", recs[0])
@@ -363,15 +373,15 @@ func TestRefusals(t *testing.T) {
 		in     *envelope.Ingress
 		reason string
 	}{
-		{"unknown integration", "telegram", telegram("tg_nope", "111", "", "", "hi"), switchboard.ReasonUnknownIntegration},
-		{"another channel's subject", "email", telegram("tg_main", "111", "", "", "hi"), switchboard.ReasonChannelMismatch},
-		{"integration disabled", "telegram", telegram("tg_off", "111", "", "", "hi"), switchboard.ReasonIntegrationDisabled},
-		{"no inbound block", "telegram", telegram("tg_quiet", "111", "", "", "hi"), switchboard.ReasonInboundDisabled},
-		{"stranger on an allowlist", "telegram", telegram("tg_strict", "999", "", "", "hi"), switchboard.ReasonSenderNotAllowed},
-		{"stranger in a group under pairing", "telegram", telegram("tg_main", "999", "-100777", "supergroup", "hi"), switchboard.ReasonGroupSenderNotAllowed},
-		{"stranger in a group on an allowlist", "telegram", telegram("tg_strict", "999", "-100777", "group", "hi"), switchboard.ReasonGroupSenderNotAllowed},
-		{"direct messages disabled", "telegram", telegram("tg_closed", "111", "", "", "hi"), switchboard.ReasonDMDisabled},
-		{"unknown mail sender", "email", email("eve@example.org", "", "hi"), switchboard.ReasonSenderNotAllowed},
+		{"unknown integration", "telegram", telegram("tg_nope", "111", "", "", "hi"), core.ReasonUnknownIntegration},
+		{"another channel's subject", "email", telegram("tg_main", "111", "", "", "hi"), core.ReasonChannelMismatch},
+		{"integration disabled", "telegram", telegram("tg_off", "111", "", "", "hi"), core.ReasonIntegrationDisabled},
+		{"no inbound block", "telegram", telegram("tg_quiet", "111", "", "", "hi"), core.ReasonInboundDisabled},
+		{"stranger on an allowlist", "telegram", telegram("tg_strict", "999", "", "", "hi"), core.ReasonSenderNotAllowed},
+		{"stranger in a group under pairing", "telegram", telegram("tg_main", "999", "-100777", "supergroup", "hi"), core.ReasonGroupSenderNotAllowed},
+		{"stranger in a group on an allowlist", "telegram", telegram("tg_strict", "999", "-100777", "group", "hi"), core.ReasonGroupSenderNotAllowed},
+		{"direct messages disabled", "telegram", telegram("tg_closed", "111", "", "", "hi"), core.ReasonDMDisabled},
+		{"unknown mail sender", "email", email("eve@example.org", "", "hi"), core.ReasonSenderNotAllowed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -393,7 +403,7 @@ func TestRefusals(t *testing.T) {
 
 	// An allowed sender in a group is let in, and so is the group's chat.
 	rec := f.handled(t, f.send(t, "telegram", telegram("tg_closed", "111", "-100777", "group", "hi all")))[0]
-	want(t, rec, audit.Routed, switchboard.ReasonInboundMessage)
+	want(t, rec, audit.Routed, core.ReasonInboundMessage)
 }
 
 func TestUndecodableIngressIsDeadLettered(t *testing.T) {
@@ -410,7 +420,7 @@ func TestUndecodableIngressIsDeadLettered(t *testing.T) {
 	if len(rec) != 1 {
 		t.Fatalf("audit records: %+v", rec)
 	}
-	want(t, rec[0], audit.Rejected, switchboard.ReasonInvalidIngress)
+	want(t, rec[0], audit.Rejected, core.ReasonInvalidIngress)
 	if rec[0].Class != "validation_error" || rec[0].Channel != "telegram:tg_main" {
 		t.Errorf("record: %+v", rec[0])
 	}
@@ -446,7 +456,7 @@ func TestRateLimitDropsExcess(t *testing.T) {
 		switch {
 		case rec.Kind == audit.Routed:
 			routed++
-		case rec.Kind == audit.Dropped && rec.Reason == switchboard.ReasonRateLimited && rec.Class == "overload_rejected":
+		case rec.Kind == audit.Dropped && rec.Reason == core.ReasonRateLimited && rec.Class == "overload_rejected":
 			dropped++
 		default:
 			t.Errorf("unexpected record %+v", rec)
@@ -461,8 +471,8 @@ func TestRateLimitDropsExcess(t *testing.T) {
 	}
 	// A bucket is one sender's on one integration: another sender here gets
 	// in, and so does this sender on another integration.
-	want(t, f.handled(t, f.send(t, "telegram", telegram("tg_fast", "555", "", "", "me too")))[0], audit.Routed, switchboard.ReasonInboundMessage)
-	want(t, f.handled(t, f.send(t, "telegram", telegram("tg_main", "111", "", "", "still here")))[0], audit.Routed, switchboard.ReasonInboundMessage)
+	want(t, f.handled(t, f.send(t, "telegram", telegram("tg_fast", "555", "", "", "me too")))[0], audit.Routed, core.ReasonInboundMessage)
+	want(t, f.handled(t, f.send(t, "telegram", telegram("tg_main", "111", "", "", "still here")))[0], audit.Routed, core.ReasonInboundMessage)
 }
 
 // TestOrderKept: a backlog (messages that came in while the switchboard was
@@ -583,7 +593,7 @@ func TestPermissionVerdicts(t *testing.T) {
 
 	allow := f.send(t, "telegram", telegram("tg_main", "111", "", "", "  YES abcde "))
 	rec := f.handled(t, allow)[0]
-	want(t, rec, audit.Routed, switchboard.ReasonPermissionVerdict)
+	want(t, rec, audit.Routed, core.ReasonPermissionVerdict)
 	if rec.Butler != "health" {
 		t.Errorf("verdict routed for %q", rec.Butler)
 	}
@@ -611,7 +621,7 @@ func TestPermissionVerdicts(t *testing.T) {
 	if err := store.MarkSent(t.Context(), "health", "qwert", "tg_main", "111"); err != nil {
 		t.Fatal(err)
 	}
-	want(t, f.handled(t, f.send(t, "telegram", telegram("tg_main", "111", "dm-111", "private", "no qwert")))[0], audit.Routed, switchboard.ReasonPermissionVerdict)
+	want(t, f.handled(t, f.send(t, "telegram", telegram("tg_main", "111", "dm-111", "private", "no qwert")))[0], audit.Routed, core.ReasonPermissionVerdict)
 	if r, _ := store.Get(t.Context(), "health", "qwert"); r.Verdict != approval.Deny || r.AnsweredBy != "111" {
 		t.Errorf("prompt answered from the approver's direct chat: %+v", r)
 	}
@@ -628,14 +638,14 @@ func TestPermissionVerdicts(t *testing.T) {
 		reason string
 		told   string
 	}{
-		{"the same id again", telegram("tg_main", "111", "", "", "no abcde"), audit.Rejected, switchboard.ReasonVerdictUsed, "Herald: permission request abcde was already answered (allowed by 111)"},
-		{"an allowed sender who is no approver", telegram("tg_main", "555", "", "", "yes fghij"), audit.Rejected, switchboard.ReasonVerdictNotApprover, "Herald: only an approver"},
-		{"a stranger (who is sent a pairing code)", telegram("tg_main", "999", "", "", "yes fghij"), audit.Rejected, switchboard.ReasonPairingCodeSent, "herald pair approve"},
-		{"the approver in a group", telegram("tg_main", "111", "-100777", "group", "yes fghij"), audit.Rejected, switchboard.ReasonVerdictNotDirect, "Herald: permission requests are answered in a direct chat"},
-		{"an expired prompt", telegram("tg_main", "111", "", "", "yes kmnop"), audit.Rejected, switchboard.ReasonVerdictExpired, "Herald: permission request kmnop had expired"},
-		{"an unknown id", telegram("tg_main", "111", "", "", "yes qrstu"), audit.Rejected, switchboard.ReasonVerdictUnknownID, "Herald: no open permission request qrstu"},
-		{"a real prompt never sent to this approver (phishing)", telegram("tg_main", "111", "", "", "yes vwxyz"), audit.Rejected, switchboard.ReasonVerdictUnknownID, "Herald: no open permission request vwxyz"},
-		{"a real prompt never sent to this approver, from their direct chat", telegram("tg_main", "111", "dm-111", "private", "yes vwxyz"), audit.Rejected, switchboard.ReasonVerdictUnknownID, "Herald: no open permission request vwxyz"},
+		{"the same id again", telegram("tg_main", "111", "", "", "no abcde"), audit.Rejected, core.ReasonVerdictUsed, "Herald: permission request abcde was already answered (allowed by 111)"},
+		{"an allowed sender who is no approver", telegram("tg_main", "555", "", "", "yes fghij"), audit.Rejected, core.ReasonVerdictNotApprover, "Herald: only an approver"},
+		{"a stranger (who is sent a pairing code)", telegram("tg_main", "999", "", "", "yes fghij"), audit.Rejected, core.ReasonPairingCodeSent, "herald pair approve"},
+		{"the approver in a group", telegram("tg_main", "111", "-100777", "group", "yes fghij"), audit.Rejected, core.ReasonVerdictNotDirect, "Herald: permission requests are answered in a direct chat"},
+		{"an expired prompt", telegram("tg_main", "111", "", "", "yes kmnop"), audit.Rejected, core.ReasonVerdictExpired, "Herald: permission request kmnop had expired"},
+		{"an unknown id", telegram("tg_main", "111", "", "", "yes qrstu"), audit.Rejected, core.ReasonVerdictUnknownID, "Herald: no open permission request qrstu"},
+		{"a real prompt never sent to this approver (phishing)", telegram("tg_main", "111", "", "", "yes vwxyz"), audit.Rejected, core.ReasonVerdictUnknownID, "Herald: no open permission request vwxyz"},
+		{"a real prompt never sent to this approver, from their direct chat", telegram("tg_main", "111", "dm-111", "private", "yes vwxyz"), audit.Rejected, core.ReasonVerdictUnknownID, "Herald: no open permission request vwxyz"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -671,7 +681,7 @@ func TestPermissionVerdicts(t *testing.T) {
 	button := telegram("tg_main", "111", "", "", "")
 	button.Meta["callback_data"] = "perm:deny:fghij"
 	button.Meta["callback_query_id"] = "cq1"
-	want(t, f.handled(t, f.send(t, "telegram", button))[0], audit.Routed, switchboard.ReasonPermissionVerdict)
+	want(t, f.handled(t, f.send(t, "telegram", button))[0], audit.Routed, core.ReasonPermissionVerdict)
 	fin := f.inbox(t, "finance")
 	if len(fin) != 1 {
 		t.Fatalf("finance inbox holds %d routes, want the verdict", len(fin))
@@ -694,9 +704,9 @@ func TestPairingLimit(t *testing.T) {
 	}
 	recs := f.handled(t, ins...)
 	for _, rec := range recs[:3] {
-		want(t, rec, audit.Rejected, switchboard.ReasonPairingCodeSent)
+		want(t, rec, audit.Rejected, core.ReasonPairingCodeSent)
 	}
-	want(t, recs[3], audit.Rejected, switchboard.ReasonPairingLimit)
+	want(t, recs[3], audit.Rejected, core.ReasonPairingLimit)
 	notes := f.deliveries(t)
 	if len(notes) != 3 {
 		t.Fatalf("%d pairing codes sent, want 3", len(notes))

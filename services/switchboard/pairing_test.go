@@ -7,9 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldhq/herald/services/switchboard/core"
+
 	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/services/herald"
-	"github.com/heraldhq/herald/services/switchboard"
 )
 
 // herald runs a herald command against the test fleet.
@@ -30,7 +31,7 @@ func TestPairing(t *testing.T) {
 	f.start(t)
 
 	first := f.send(t, "telegram", telegram("tg_main", "999", "", "", "hello, who is this?"))
-	want(t, f.handled(t, first)[0], audit.Rejected, switchboard.ReasonPairingCodeSent)
+	want(t, f.handled(t, first)[0], audit.Rejected, core.ReasonPairingCodeSent)
 	notes := f.deliveries(t)
 	if len(notes) != 1 {
 		t.Fatalf("%d messages to the stranger, want one with a code", len(notes))
@@ -50,13 +51,13 @@ func TestPairing(t *testing.T) {
 
 	// Asking again while the code is pending gets no new code.
 	again := f.send(t, "telegram", telegram("tg_main", "999", "", "", "hello??"))
-	want(t, f.handled(t, again)[0], audit.Rejected, switchboard.ReasonPairingPending)
+	want(t, f.handled(t, again)[0], audit.Rejected, core.ReasonPairingPending)
 	if got := len(f.deliveries(t)); got != 1 {
 		t.Errorf("%d codes sent, want still 1", got)
 	}
 	// Typing a code into the chat does nothing: only the operator approves.
 	typed := f.send(t, "telegram", telegram("tg_main", "999", "", "", "herald pair approve "+code))
-	want(t, f.handled(t, typed)[0], audit.Rejected, switchboard.ReasonPairingPending)
+	want(t, f.handled(t, typed)[0], audit.Rejected, core.ReasonPairingPending)
 	for _, b := range []string{"assistant", "health", "finance"} {
 		if got := len(f.inbox(t, b)); got != 0 {
 			t.Fatalf("a stranger reached %s", b)
@@ -73,7 +74,7 @@ func TestPairing(t *testing.T) {
 	}
 
 	next := f.send(t, "telegram", telegram("tg_main", "999", "", "", "now?"))
-	want(t, f.handled(t, next)[0], audit.Routed, switchboard.ReasonInboundMessage)
+	want(t, f.handled(t, next)[0], audit.Routed, core.ReasonInboundMessage)
 	got := f.inbox(t, "health")
 	if len(got) != 1 || got[0].Input.Context.Ingress.Content.Text != "now?" {
 		t.Fatalf("after approval the health inbox holds %d routes", len(got))
@@ -94,7 +95,7 @@ func TestPairing(t *testing.T) {
 		t.Fatalf("herald pair revoke exited %d:\n%s", exit, out)
 	}
 	after := f.send(t, "telegram", telegram("tg_main", "999", "", "", "still me"))
-	want(t, f.handled(t, after)[0], audit.Rejected, switchboard.ReasonPairingCodeSent)
+	want(t, f.handled(t, after)[0], audit.Rejected, core.ReasonPairingCodeSent)
 }
 
 func TestPairCommandErrors(t *testing.T) {

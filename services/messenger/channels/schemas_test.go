@@ -21,7 +21,7 @@ var update = flag.Bool("update", false, "write the channel lists of schemas/ fro
 const schemaDir = "../../../schemas"
 
 // TestEveryChannelIsBuilt: every channel type configuration knows
-// (pkg/config's table) has a sender registered in the messenger's build,
+// (pkg/channel's table) has a sender registered in the messenger's build,
 // and every registered sender a type configuration knows; otherwise an
 // integration could be configured that no messenger can deliver through,
 // or a sender built that no herald.yaml can name.
@@ -34,16 +34,16 @@ func TestEveryChannelIsBuilt(t *testing.T) {
 	}
 	for _, c := range deliver.Channels() {
 		if !slices.Contains(known, c.Type) {
-			t.Errorf("channel type %s registers a sender, but configuration does not know it: add it to pkg/config's table of built-in channels", c.Type)
+			t.Errorf("channel type %s registers a sender, but configuration does not know it: add it to pkg/channel's table of built-in channels", c.Type)
 		}
 	}
 }
 
 // TestSchemasListTheRegisteredChannels: the channel types notify.v1 names
-// are the channels built into Herald (pkg/config's table), and
+// are the channels built into Herald (pkg/channel's table), and
 // request_context.v1's and route.v1's source_channel enums are those that
-// receive, with mcp, api and cli. Adding a channel is its keys in
-// pkg/config, its folder and its line in channels.go; `make schemas` (this
+// receive, with mcp, api and cli. Adding a channel is its leaf package
+// (pkg/channel), its folder and its line in channels.go; `make schemas` (this
 // test with -update) then writes the lists, and this test fails until it
 // has.
 func TestSchemasListTheRegisteredChannels(t *testing.T) {

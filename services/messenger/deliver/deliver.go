@@ -1,6 +1,6 @@
 // Package deliver is the one small interface every channel implements, so that
-// adding a channel touches one folder and one registration line (and its keys
-// in pkg/config).
+// adding a channel touches one folder and one registration line (and its
+// leaf package under pkg/channel).
 //
 // It also holds the plumbing every HTTP channel shares, so that a channel
 // writes only what its provider says: NewClient (no redirect followed), a

@@ -13,30 +13,10 @@ import (
 
 // OutcomeUnknown reports whether a provider call that failed with err may
 // still have been carried out: the request had gone out whole (written) and
-// no complete answer came back. The provider may have acted on it or not,
-// and nothing it sent says which. Every sender uses it to decide which of
-// its failures are of class envelope.ErrTimeout; the messenger keeps such a
-// call marked in flight, so the next attempt treats it as uncertain
-// (audited, reported, resent or skipped per on_uncertain) instead of
-// sending it again as if it were fresh.
-//
-// Unknown, once written:
-//   - the call's context ended (deadline or cancel);
-//   - any net.Error: the client's own timeout (http.Client.Timeout, while
-//     awaiting headers or reading the body), a connection deadline, a reset,
-//     a broken pipe, and every failed HTTP round trip (a *url.Error);
-//   - the connection ending early (io.EOF, io.ErrUnexpectedEOF,
-//     net.ErrClosed, ECONNRESET, EPIPE) or an answer that cannot be read
-//     (textproto.ProtocolError).
-//
-// Known, and so never unknown: anything before the request was written (a
-// refused connection, a failed DNS lookup or TLS handshake; there was
-// nothing for the provider to act on), a *RedirectError (a complete answer
-// pointing elsewhere), and any error that is not about the connection, such
-// as the provider's own refusal or status. For HTTP, TraceWrites says
-// whether the request was written (a Caller does both, and reports the
-// verdict as CallError.Unknown); for SMTP it is whether the mail's final
-// dot was sent.
+// no complete answer came back. Senders class such failures as
+// envelope.ErrTimeout, so the messenger treats the call as uncertain instead
+// of sending it again as if it were fresh. Which errors count, and why:
+// docs/channels.md#uncertain-calls.
 func OutcomeUnknown(err error, written bool) bool {
 	if err == nil || !written {
 		return false

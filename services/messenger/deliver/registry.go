@@ -11,8 +11,8 @@ import (
 )
 
 // Channel is one channel type's sender and receiver in this build. What
-// the type is configured with and what it can do is pkg/config's
-// (config.ChannelOf), so that binaries without the messenger read
+// the type is configured with and what it can do is its pkg/channel leaf's
+// (config.ChannelOf reads it), so that binaries without the messenger read
 // herald.yaml too. Each channel package registers its Channel from its
 // init; services/messenger/channels imports them all, one line each.
 type Channel struct {

@@ -29,7 +29,7 @@ const (
 	MaxFiles = 10
 	// MaxFileUnboosted is the largest file a server without boosts takes,
 	// and a direct message; boosts raise it (50 MB at level 2, 100 MB at
-	// level 3). Herald sends files of up to 25 MB (pkg/config), so Discord's
+	// level 3). Herald sends files of up to 25 MB (pkg/channel/discord), so Discord's
 	// 413 is what tells a server's own limit.
 	MaxFileUnboosted = 10 << 20
 	// maxDownload bounds a download whose size Discord did not announce:

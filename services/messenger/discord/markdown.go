@@ -1,10 +1,6 @@
 package discord
 
-import (
-	"strings"
-
-	"github.com/heraldhq/herald/pkg/markdown"
-)
+import "github.com/heraldhq/herald/pkg/markdown"
 
 // MaxMessageLength is Discord's limit on a message's content, in UTF-16
 // code units. pkg/markdown holds it, with the Discord markdown the sender
@@ -20,22 +16,13 @@ const minChunkLimit = 256
 // adds what the sender puts around a chunk (an urgency mark, the subject,
 // the butler's footer), given its index and the number of chunks.
 //
-// The markdown is parsed once, by pkg/markdown, whose chunker already cuts
-// at a paragraph, line or space and closes and reopens the tags open at a
-// cut; each chunk of its Telegram HTML (b, i, s, code, pre, a, blockquote,
-// escaped text) is then written as Discord markdown
-// (markdown.DiscordFromHTML). When a chunk comes out longer than limit
-// (escapes, a quote's "> " on every line, the decorations), the whole
-// message is cut again with a smaller limit, so the chunks of a message are
-// the same on every attempt.
+// Doc.DiscordChunks cuts the message to fit; when the decorations make a
+// chunk too long, the whole message is cut again with a smaller limit, so
+// the chunks of a message are the same on every attempt.
 func chunks(md string, limit int, decorate func(text string, i, n int) string) []string {
+	doc := markdown.Parse(md)
 	for cut := limit; ; cut = cut * 3 / 4 {
-		var parts []string
-		for _, h := range markdown.TelegramChunks(md, cut) {
-			if text := markdown.DiscordFromHTML(h); strings.TrimSpace(text) != "" {
-				parts = append(parts, text)
-			}
-		}
+		parts := doc.DiscordChunks(cut)
 		fits := true
 		for i := range parts {
 			parts[i] = decorate(parts[i], i, len(parts))

@@ -68,33 +68,11 @@ type receiver struct {
 }
 
 // NewReceiver is the deliver.ReceiverFactory of Discord integrations: it
-// returns nil, nil unless the integration takes inbound messages.
-//
-// The receiver keeps a gateway session (websocket, API v10, JSON): Hello,
-// Identify with the GUILDS, GUILD_MESSAGES, DIRECT_MESSAGES and
-// MESSAGE_CONTENT intents, heartbeats at the interval Hello gives, and on a
-// dropped connection a Resume at READY's resume_gateway_url, after which
-// Discord replays what it sent meanwhile. MESSAGE_CREATE becomes an ingress
-// (a bot's, a webhook's and the bot's own messages are skipped);
-// INTERACTION_CREATE of a button becomes one with meta callback_data, and
-// is acknowledged (a deferred update, so the button's spinner stops) once
-// stored. A dispatch counts as handled, and its sequence number as the one
-// to resume after, only once the sink stored it: while the bus refuses, the
-// receiver holds the message and tries again.
-//
-// Close codes that reconnecting cannot help (4004 authentication failed,
-// 4010 to 4014: shards, version, intents) and a 401 from GET /gateway/bot
-// stop the receiver with an error status naming the integration and the
-// fix; it does not reconnect until the configuration is reloaded, since
-// Discord resets a token that fails too often. 4007 and 4009, and an
-// Invalid Session that cannot be resumed, start a new session, which is
-// logged and shown in the status: messages sent while no session was open
-// are not delivered again by Discord.
-//
-// With the bus (deliver.Env.JS), one messenger replica keeps the session (a
-// lease "discord.<bot id>" in herald_leases) and the session's id, resume
-// URL and sequence are kept in herald_channel_state, so a replica taking
-// over, or this one restarting, resumes it rather than starting a new one.
+// returns nil, nil unless the integration takes inbound messages. Its one
+// gateway session per bot (a lease across replicas) is resumed across
+// reconnects and restarts, and an event counts as handled only once the sink
+// stored it, since Discord replays nothing else; a close code reconnecting
+// cannot help stops it. docs/channels.md#discord (Receiving) has the rest.
 func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, error) {
 	if !in.Inbound.Enabled || in.Disabled {
 		return nil, nil

@@ -98,7 +98,7 @@ func (a senderAuth) meta() (authenticated, how string) {
 // relay's failure, then a signature of the From domain that failed, then
 // signatures of other domains only, then Authentication-Results from
 // someone untrusted, else no signature at all.
-func (r *Receiver) authenticate(ctx context.Context, m *inbound, raw []byte) senderAuth {
+func (r *Receiver) authenticate(ctx context.Context, m *parsedMail, raw []byte) senderAuth {
 	if m.fromAddr == "" {
 		return senderAuth{how: authNoFrom}
 	}

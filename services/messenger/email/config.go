@@ -1,7 +1,7 @@
 package email
 
 import (
-	"github.com/heraldhq/herald/pkg/config"
+	emailspec "github.com/heraldhq/herald/pkg/channel/email"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
@@ -10,10 +10,10 @@ func init() {
 }
 
 // Config is an email integration's own keys, and InboundConfig those of
-// its SMTP listener. pkg/config declares them, with their defaults and
-// checks, so that every binary reads herald.yaml without linking this
+// its SMTP listener. pkg/channel/email declares them, with their defaults
+// and checks, so that every binary reads herald.yaml without linking this
 // package.
 type (
-	Config        = config.EmailSettings
-	InboundConfig = config.EmailInbound
+	Config        = emailspec.Settings
+	InboundConfig = emailspec.Inbound
 )

@@ -49,7 +49,7 @@ const unknownSender = "unknown@herald.invalid"
 // says it is authenticated; otherwise UnverifiedPrefix goes before it in
 // source_sender_identity and user_id, so no allowlist lets it in. chat_id
 // is the bare address in both cases: it is where an answer goes.
-func newIngress(integrationID string, m *inbound, raw []byte, mailFrom string, rcpts []string, now time.Time, auth senderAuth) *envelope.Ingress {
+func newIngress(integrationID string, m *parsedMail, raw []byte, mailFrom string, rcpts []string, now time.Time, auth senderAuth) *envelope.Ingress {
 	id := mailID(m, raw)
 	sender := m.fromAddr
 	if sender == "" {
@@ -82,7 +82,7 @@ func newIngress(integrationID string, m *inbound, raw []byte, mailFrom string, r
 
 // mailID is the mail's Message-ID, or for a mail without one an id made of
 // its bytes: the same bytes, retried, still get the same id.
-func mailID(m *inbound, raw []byte) string {
+func mailID(m *parsedMail, raw []byte) string {
 	if m.messageID != "" {
 		return m.messageID
 	}
@@ -104,7 +104,7 @@ func (meta mailMeta) set(k, v string) {
 // setSender says who wrote the mail (sender, their address; who, their
 // source_sender_identity) and whether that is authenticated. The
 // correspondent is the "chat", as in a Telegram DM.
-func (meta mailMeta) setSender(m *inbound, sender, who string, auth senderAuth) {
+func (meta mailMeta) setSender(m *parsedMail, sender, who string, auth senderAuth) {
 	user := m.fromName
 	if user == "" {
 		user = sender
@@ -127,7 +127,7 @@ func (meta mailMeta) setSender(m *inbound, sender, who string, auth senderAuth) 
 // when empty), its id and the thread it belongs to, whose root is the first
 // of its References (else what it is In-Reply-To, else itself), and when
 // it was sent (its Date, else now).
-func (meta mailMeta) setMail(m *inbound, id, mailFrom string, rcpts []string, now time.Time) {
+func (meta mailMeta) setMail(m *parsedMail, id, mailFrom string, rcpts []string, now time.Time) {
 	thread := id
 	switch {
 	case len(m.references) > 0:
@@ -156,7 +156,7 @@ func (meta mailMeta) setMail(m *inbound, id, mailFrom string, rcpts []string, no
 // attachments_omitted. An attachment that could not be held is not listed,
 // since a download of it could only fail: a line of the text (notes) names
 // it and says why, so the butler can ask for it another way.
-func (meta mailMeta) attachments(m *inbound) ([]envelope.Attachment, string) {
+func (meta mailMeta) attachments(m *parsedMail) ([]envelope.Attachment, string) {
 	var out []envelope.Attachment
 	var notes strings.Builder
 	for i, a := range m.attachments {
@@ -197,7 +197,7 @@ func withoutContent(in *envelope.Ingress) *envelope.Ingress {
 // handed on: the loop rules of RFC 3834, or a bounce (a null return path,
 // RFC 5321 §4.5.5, or a delivery or read report), which must never be
 // answered either.
-func dropReason(m *inbound, mailFrom string) string {
+func dropReason(m *parsedMail, mailFrom string) string {
 	switch {
 	case m.loop != "":
 		return m.loop

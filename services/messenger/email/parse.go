@@ -42,8 +42,8 @@ const (
 	maxHTMLBytes = 1 << 20
 )
 
-// inbound is one received mail, parsed: the facts an ingress.v1 needs.
-type inbound struct {
+// parsedMail is one received mail, parsed: the facts an ingress.v1 needs.
+type parsedMail struct {
 	// fromAddr is the From address, lower-cased ("" if the header has none
 	// that parses); fromName its display name, RFC 2047 decoded.
 	fromAddr, fromName string
@@ -106,13 +106,13 @@ const (
 // parseMail reads a mail as received after DATA. Only a header that cannot
 // be read is an error; a body that breaks MIME rules gives whatever could
 // be read of it, so a person's mail is never lost to a sloppy client.
-func parseMail(raw []byte) (*inbound, error) {
+func parseMail(raw []byte) (*parsedMail, error) {
 	msg, err := mail.ReadMessage(bytes.NewReader(raw))
 	if err != nil {
 		return nil, fmt.Errorf("reading the header: %w", err)
 	}
 	h := msg.Header
-	m := &inbound{
+	m := &parsedMail{
 		loop:       loopReason(h),
 		subject:    clean(decodeWords(h.Get("Subject"))),
 		to:         addresses(prefix(h.Get("To"), maxHeaderScan)),

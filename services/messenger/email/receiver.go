@@ -21,6 +21,7 @@ import (
 	"github.com/emersion/go-smtp"
 	"github.com/nats-io/nats.go/jetstream"
 
+	emailspec "github.com/heraldhq/herald/pkg/channel/email"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ratelimit"
@@ -42,7 +43,7 @@ const (
 	drainTimeout = 10 * time.Second
 	// maxRecipients per mail: the minimum RFC 5321 §4.5.3.1.8 asks for.
 	maxRecipients   = 100
-	defaultMaxBytes = config.DefaultEmailMaxBytes
+	defaultMaxBytes = emailspec.DefaultMaxBytes
 )
 
 // relistenBackoff are the waits before listening again after the listener

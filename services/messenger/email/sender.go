@@ -1,23 +1,15 @@
-// Package email is Herald's email channel: it delivers notify.v1 send and
-// reply as mail through an SMTP submission server (architecture.md §7), one SMTP
-// session per delivery, and takes people's mail in through an SMTP listener
-// of its own (Receiver), one ingress.v1 per mail.
+// Package email is Herald's email channel: it delivers send and reply as
+// mail through an SMTP submission server, one session per delivery, and
+// takes people's mail through an SMTP listener of its own.
 //
-// The server comes from a URL secret, smtp://user:pass@host:587 (STARTTLS) or
-// smtps://user:pass@host:465 (implicit TLS). A password is only ever sent
-// over TLS: with credentials, a server that does not offer STARTTLS is an
-// error, not a reason to fall back to clear text. Every mail gets a
-// Message-ID derived from the delivery's idempotency key, so a retried mail
-// is recognisably the same mail.
+//   - sender.go, message.go, errors.go: Sender, the mail it composes, and
+//     each failure's class.
+//   - receiver.go, parse.go, ingress.go: Receiver, reading a mail, and the
+//     ingress.v1 made of it.
+//   - auth.go: whether anything vouches for a mail's From (DKIM, relays).
+//   - files.go: files out as attachments, and attachments in (herald_files).
 //
-// A delivery's files go in its one mail, as attachments after the text
-// (multipart/mixed), streamed from their spooled copies; a mail's own
-// attachments are held in herald_files as they are read (files.go).
-//
-// A session that fails before the end of the mail (its final dot) is sent
-// cannot have delivered it: a server discards a transaction cut off in DATA.
-// One that fails after, with no reply, may have: that is a timeout
-// (deliver.OutcomeUnknown), which the messenger treats as uncertain.
+// docs/channels.md#email has how it works.
 package email
 
 import (

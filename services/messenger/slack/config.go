@@ -1,7 +1,7 @@
 package slack
 
 import (
-	"github.com/heraldhq/herald/pkg/config"
+	slackspec "github.com/heraldhq/herald/pkg/channel/slack"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
@@ -9,7 +9,7 @@ func init() {
 	deliver.Register(deliver.Channel{Type: "slack", New: New, NewReceiver: NewReceiver})
 }
 
-// Config is a slack integration's own keys. pkg/config declares them,
-// with their checks, so that every binary reads herald.yaml without
+// Config is a slack integration's own keys. pkg/channel/slack declares
+// them, with their checks, so that every binary reads herald.yaml without
 // linking this package.
-type Config = config.SlackSettings
+type Config = slackspec.Settings

@@ -1,5 +1,7 @@
 package slack
 
+import "github.com/heraldhq/herald/pkg/markdown"
+
 // ChunkTexts are the messages md is sent as: their mrkdwn and their plain
 // fallback.
 func ChunkTexts(md string) (texts, fallbacks []string) {
@@ -9,3 +11,5 @@ func ChunkTexts(md string) (texts, fallbacks []string) {
 	}
 	return texts, fallbacks
 }
+
+func utf16Len(s string) int { return markdown.UTF16Len(s) }

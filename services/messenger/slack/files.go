@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	slackspec "github.com/heraldhq/herald/pkg/channel/slack"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -21,8 +22,8 @@ import (
 const (
 	// MaxFileSize is the largest file Slack takes
 	// (files.getUploadURLExternal: 1 GB), and so the largest Fetch hands
-	// over; pkg/config holds Slack's sends to it.
-	MaxFileSize = 1 << 30
+	// over; pkg/channel/slack, which holds Slack's sends to it, says so.
+	MaxFileSize = slackspec.MaxFile
 	// minTransferRate is the slowest a file's bytes may move before the
 	// transfer is given up: its time is requestTimeout and its size at
 	// this rate.

@@ -62,32 +62,10 @@ type receiver struct {
 
 // NewReceiver is the deliver.ReceiverFactory of Slack integrations: it
 // returns nil, nil unless the integration takes inbound messages. It mounts
-// two endpoints on env.HTTP (nothing when env.HTTP is nil): the Events API
-// endpoint, POST /slack/<integration id>/events, and the interactivity
-// endpoint, POST /slack/<integration id>/interactive. The app's Event
-// Subscriptions Request URL is the first path on the http_listen address
-// (behind a TLS proxy), its Interactivity & Shortcuts Request URL the
-// second; without the second, buttons show but a click only tells the
-// person that the app did not answer.
-//
-// Every request must carry Slack's signature (X-Slack-Signature, an
-// HMAC-SHA256 under the app's signing secret of "v0:<timestamp>:<body>")
-// and a timestamp within MaxClockSkew; others are answered 401 and audited
-// as dropped (bad_signature, stale_timestamp). A body that is not what the
-// endpoint takes is answered 400. The url_verification handshake is
-// answered with its challenge. A person's message (a message event or an
-// app_mention) is answered 200 only once the sink has stored it, else 503,
-// so that Slack retries it; until Receive runs, 503 too. Events that carry
-// nothing for a butler (edits, bots, the app's own messages) are answered
-// 200 and dropped silently.
-//
-// A click on a button (a block_actions payload, form-encoded in the
-// field payload) becomes a message of the person who clicked, with meta
-// callback_data (see clicks), answered 200 with an empty body once
-// stored, which leaves the message as it is: Herald edits it itself when
-// the click has an outcome. A click not stored is answered 503, and Slack
-// shows the person an error (it does not retry a click); other
-// interactions are answered 200 and dropped.
+// the Events API endpoint, POST /slack/<integration id>/events, and the
+// interactivity endpoint, POST /slack/<integration id>/interactive, on
+// env.HTTP (nothing when env.HTTP is nil). A message is answered 200 only once
+// stored, so Slack retries the rest; docs/channels.md#slack has every answer.
 func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, error) {
 	if !in.Inbound.Enabled || in.Disabled {
 		return nil, nil
@@ -96,7 +74,7 @@ func NewReceiver(in config.Integration, env deliver.Env) (deliver.Receiver, erro
 	if err != nil {
 		return nil, err
 	}
-	if errs := c.CheckInbound(&in); len(errs) > 0 {
+	if errs := c.CheckInbound(in.Facts()); len(errs) > 0 {
 		return nil, fmt.Errorf("%w: slack integration %q: %s", config.ErrInvalid, in.ID, strings.Join(errs, "; "))
 	}
 	getenv := env.Lookup()

@@ -1,66 +1,15 @@
-// Package slack is Herald's Slack channel: it delivers notify.v1 sends,
-// replies and reactions through the Web API (chat.postMessage,
-// reactions.add) with a bot token, replaces a message it sent (Edit, through
-// chat.update), and receives what people write to the app through the
-// Events API and the clicks on its buttons through interactivity
-// (NewReceiver).
+// Package slack is Herald's Slack channel, both ways: it sends, replies,
+// reacts and edits through the Web API with a bot token, and receives
+// messages through the Events API and button clicks through interactivity.
 //
-// Markdown becomes Slack mrkdwn (Mrkdwn) and is split into messages of at
-// most ChunkLimit characters, each well formed on its own. Every message is
-// one attachment whose colour is the notify's urgency: low grey (#808080),
-// normal blue (#439FE0), high red (#E01E5A); its fallback, what push
-// notifications show, is the plain text. The notify's subject is the first
-// message's title and the butler (and topic) its last message's footer, so
-// that people in a channel several butlers share can tell who wrote.
+//   - sender.go: New, Deliver, Edit and a message's layout; api.go the Web
+//     API calls over net/http, no slack-go; errors.go each error's class.
+//   - mrkdwn.go, buttons.go, emoji.go: chunks, Block Kit buttons, reactions.
+//   - files.go: the external upload of a notify's files, and Fetch.
+//   - receiver.go, ingress.go: NewReceiver's two endpoints; events as
+//     ingress.v1.
 //
-// A notify's actions (a permission prompt's Allow / Deny / Allow for this
-// session, a question's options, a claim offer) are buttons under its last
-// message: a Block Kit actions block, one button per action, whose value is
-// the action's data (at most MaxButtonValue characters, MaxButtons
-// buttons; more is an envelope.ErrValidation naming the action). Allow is
-// styled primary and Deny danger, as Discord colours them. Slack shows a
-// message's blocks above its attachments and instead of its text, so that
-// message is laid out in blocks, its text shown once: the subject (bold)
-// and the mrkdwn as section blocks, then the buttons, and below them an
-// attachment holding only the colour and the footer; the message's text is
-// the plain fallback, for notifications. An edit lays the message out
-// afresh with the edit's actions: none removes the buttons (a closed
-// prompt), the same keep them. A click comes back through the interactive
-// endpoint (NewReceiver) as a message with meta callback_data.
-//
-// A message's identity, in receipts and in source_thread_identity, is
-// "<channel id>:<ts>"; a message inside a thread is "<channel id>:<thread
-// ts>:<ts>", so a reply goes into its thread and a reaction onto the message
-// itself. Replies go into the thread of the message answered, except to a
-// direct message written outside a thread, which is answered in the
-// conversation as people do. An edit names its message by that identity,
-// as the send's receipt did, and the message keeps its place.
-//
-// A notify's files go through Slack's external upload: each file's bytes
-// are streamed, from the messenger's spooled copy, to the URL
-// files.getUploadURLExternal names, and one files.completeUploadExternal
-// shares them all in the channel (the thread of a reply) with the message
-// as its initial_comment, where it is one chunk without buttons; else the
-// message goes first as messages of its own. Files people attach come in as
-// attachments whose ref is "slack:file:<id>", which Fetch downloads
-// (files.info, then url_private_download with the bot token), from Slack's
-// hosts or api_url's only.
-//
-// Progress is reported chunk by chunk through deliver.Delivery.Sent, and a
-// retry skips the chunks in Delivery.Done, so a message is never sent twice.
-// A 429 is waited out (Retry-After, up to MaxRateLimitWait in all) before the
-// delivery is handed back as an *envelope.RetryAfterError. A call that went
-// out and got no whole answer (the 30-second request timeout, a connection
-// reset) may have been taken: it is an envelope.ErrTimeout, which the
-// messenger treats as uncertain (deliver.OutcomeUnknown). The bot token is
-// sent only in the Authorization header and never appears in an error or a
-// log line.
-//
-// The Web API is spoken directly over net/http rather than through
-// slack-go/slack: a few methods, JSON or form bodies with a bearer token
-// (Slack's recommended form), and errors classified from Slack's own error
-// codes and Retry-After header, which a client library would first
-// translate.
+// docs/channels.md#slack has how it works.
 package slack
 
 import (
@@ -73,6 +22,8 @@ import (
 	"strings"
 	"time"
 
+	slackspec "github.com/heraldhq/herald/pkg/channel/slack"
+	"github.com/heraldhq/herald/pkg/channel/spec"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ratelimit"
@@ -81,7 +32,7 @@ import (
 
 const (
 	// DefaultAPIURL is the Web API's base URL.
-	DefaultAPIURL = config.DefaultSlackAPIURL
+	DefaultAPIURL = slackspec.DefaultAPIURL
 	// MaxRateLimitWait is how long Deliver waits out 429s in all before it
 	// hands the delivery back with an *envelope.RetryAfterError.
 	MaxRateLimitWait = 60 * time.Second
@@ -100,9 +51,9 @@ const (
 )
 
 var (
-	// idPattern is a Slack id (config.SlackID, which checks
+	// idPattern is a Slack id (pkg/channel/slack's ID, which checks
 	// default_channel_id too).
-	idPattern = config.SlackID
+	idPattern = slackspec.ID
 	// tsPattern is a message's ts, "1700000000.000100".
 	tsPattern = regexp.MustCompile(`^[0-9]{1,12}\.[0-9]{1,9}$`)
 )
@@ -134,7 +85,7 @@ func New(in config.Integration, env deliver.Env) (deliver.Sender, error) {
 	}
 	if !strings.HasPrefix(token, "xox") || strings.IndexFunc(token, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
 		return nil, fmt.Errorf("%w: slack integration %q: the token from %s is not a Slack token; copy the Bot User OAuth Token (xoxb-…) whole from OAuth & Permissions",
-			config.ErrInvalid, in.ID, config.SecretSource("token_env", c.TokenEnv, "token_file", c.TokenFile))
+			config.ErrInvalid, in.ID, spec.SecretSource("token_env", c.TokenEnv, "token_file", c.TokenFile))
 	}
 	apiURL := c.API()
 	defaultChannel := strings.TrimSpace(c.DefaultChannelID)
@@ -210,7 +161,7 @@ func (s *sender) recipient(d deliver.Delivery, threadChannel string) (string, er
 		return "", fmt.Errorf("%w: no Slack channel to send to: set the notify's recipient (a channel id like C0123456789) or default_channel_id of integration %q",
 			envelope.ErrValidation, s.id)
 	}
-	if !config.SlackChannel(channel) {
+	if !slackspec.IsChannel(channel) {
 		return "", fmt.Errorf("%w: recipient %q is not a Slack channel: use a channel id like C0123456789 (in Slack: the channel's details, at the bottom), a user id like U0123456789 for a direct message, or #channel-name",
 			envelope.ErrValidation, channel)
 	}
@@ -289,14 +240,12 @@ type message struct {
 	blocks      []block
 }
 
-// layout is the message of one chunk. Without buttons it is one
-// attachment: the urgency's colour, the subject as the first chunk's
-// title, the chunk's mrkdwn, who wrote as the last chunk's footer, and the
-// plain fallback. With buttons the text moves into blocks, which Slack
-// shows above attachments and instead of the message's text: the title
-// (bold) and the mrkdwn as sections, then the actions block; below them an
-// attachment of the colour and footer alone, and the message's text is the
-// fallback, which only notifications show. Either way the text shows once.
+// layout is the message of one chunk: one attachment of the urgency's
+// colour, the first chunk's title, the mrkdwn, the last chunk's footer and
+// the plain fallback. With buttons the title and mrkdwn move into section
+// blocks above the actions block, since Slack shows blocks above attachments
+// and instead of the message's text; the attachment keeps colour and footer
+// and the text is the fallback, which only notifications show.
 func layout(d deliver.Delivery, c chunk, first, last bool, buttons *block) message {
 	a := attachment{Color: colorOf(d.Urgency), Text: c.text, Fallback: c.fallback, MrkdwnIn: []string{"text"}}
 	if d.Urgency == "high" {

@@ -1,19 +1,15 @@
-// Package telegram is Herald's Telegram channel: it delivers notify.v1 sends,
-// replies and reactions through the Bot API with go-telegram/bot (architecture.md §7),
-// and receives what people send the bot (NewReceiver).
+// Package telegram is Herald's Telegram channel: it sends, replies, reacts
+// and edits through the Bot API with go-telegram/bot, and receives what
+// people send the bot.
 //
-// Markdown is converted to Telegram HTML and split into chunks Telegram
-// accepts (4096 characters each, every chunk balanced). Progress is reported
-// chunk by chunk through deliver.Delivery.Sent, and a retry skips the chunks
-// in Delivery.Done, so a message is never sent twice. A 429 is waited out
-// (retry_after, up to a minute in all) before the delivery is handed back as
-// an *envelope.RetryAfterError. A call that went out and got no answer (the
-// 30-second request timeout, a connection reset) may have been taken: it is
-// an envelope.ErrTimeout, which the messenger treats as uncertain
-// (deliver.OutcomeUnknown). A delivery's actions become inline buttons
-// under its last chunk. With topics: per_butler a butler's messages to a
-// group go into a forum topic of its own (topics.go). The bot token never
-// appears in an error or a log line.
+//   - sender.go: New, Deliver, Edit, Typing; client.go and sized.go the HTTP
+//     under the library (deliver.Caller); errors.go each error's class.
+//   - buttons.go, files.go: inline buttons; files sent, and Fetch.
+//   - topics.go: a forum topic per butler (topics: per_butler).
+//   - receiver.go, ingress.go: NewReceiver's getUpdates poll; updates as
+//     ingress.v1.
+//
+// docs/channels.md#telegram has how it works.
 package telegram
 
 import (

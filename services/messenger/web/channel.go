@@ -2,38 +2,14 @@
 // messenger, where a person talks with the butlers. It needs no account, so
 // it is the inbound channel a fresh `herald dev` can offer at once.
 //
-// A visitor is whoever holds the page's cookie: a random secret, HttpOnly and
-// SameSite=Strict. The visitor id that butlers, bindings and the audit log see
-// is a hash of it, so knowing an id does not let anyone read that visitor's
-// conversation.
+//   - channel.go: Channel: Deliver, Edit and Typing into a visitor's subject.
+//   - server.go, limits.go: Receive, the page's routes, the cookie, and how
+//     many event streams one visitor or address may hold.
+//   - store.go, fanout.go: the HERALD_WEB stream, and one consumer fanning
+//     it out to the open pages over Server-Sent Events.
+//   - files.go: files both ways, in the bus's file store; static/: the page.
 //
-// Conversations live in the JetStream stream HERALD_WEB, one subject per
-// visitor, herald.web.<integration>.<visitor>, kept seven days. The page
-// follows its subject over Server-Sent Events, so a reload or a reconnect
-// (Last-Event-ID) replays what it missed, a messenger restart loses nothing,
-// and with several messenger replicas whichever one holds the browser's
-// connection streams it.
-//
-// Open pages cost the bus nothing each: one ordered consumer per integration
-// and process follows every conversation and fans the entries out in memory
-// to the pages of their visitor, each through a small buffer. A page that
-// falls behind is dropped, never waited for; it reconnects and catches up.
-// The replay on connecting reads through a consumer made for that read and
-// deleted after it, a few at a time. An event stream needs the page's
-// cookie, and a visitor (4) and a client address (32) may hold only so many
-// streams at once; past that the answer is 429 with Retry-After.
-//
-// Files go both ways, held in the bus's file store for 24 hours: a butler's
-// are linked under its message, a visitor attaches theirs on the page, and a
-// link serves a file only to the visitor whose conversation holds it
-// (files.go).
-//
-// A send with no recipient goes to every visitor of the integration (subject
-// herald.web.<integration>.all). The page is the operator's own local chat,
-// bound to 127.0.0.1 by default, so a butler whose default channel is web
-// simply talks to whoever has the page open. Anyone who can reach the page
-// can chat and read those broadcasts: put it behind an authenticating proxy
-// before binding it anywhere else.
+// docs/channels.md#web-chat has how it works, and why to keep it local.
 package web
 
 import (
@@ -53,6 +29,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	webspec "github.com/heraldhq/herald/pkg/channel/web"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
@@ -62,7 +39,7 @@ import (
 const (
 	// DefaultListen is where the page is served when the integration names
 	// no listen address.
-	DefaultListen = config.DefaultWebListen
+	DefaultListen = webspec.DefaultListen
 	// MaxText is the longest message a visitor may send, in bytes.
 	MaxText = 16 << 10
 	// Broadcast is the visitor part of the subject that every visitor of an
@@ -255,17 +232,11 @@ func (c *Channel) Deliver(ctx context.Context, d deliver.Delivery) (deliver.Rece
 }
 
 // Edit replaces the text and buttons of a butler message (d.Edit, the id
-// Deliver's receipt named) in the conversation of d.Recipient, resolved as a
-// send's: a visitor, or with none every visitor, as the message was sent.
-// The conversation keeps the message as it was and adds an edit entry after
-// it, which the page applies, live and on replay alike: its text becomes
-// d.Message (whole: a web message has no length limit to cut it to), its
-// buttons d.Actions (none takes them away).
-//
-// The stream cannot tell cheaply whether it holds a message (it is found by
-// subject, not by id), so an edit of a message never sent to that recipient
-// is stored all the same, and the page ignores an edit of a message it does
-// not show.
+// Deliver's receipt named) for d.Recipient, resolved as a send's, by adding
+// an edit entry after it, which the page applies live and on replay: d.Message
+// whole (a web message has no length limit), d.Actions (none takes the
+// buttons away). The stream finds entries by subject, not id, so an edit of a
+// message never sent there is stored all the same; the page ignores it.
 func (c *Channel) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt, error) {
 	if len(d.Done) > 0 {
 		return deliver.Receipt{MessageIDs: d.Done}, nil // an earlier attempt stored the edit

@@ -39,7 +39,7 @@ func takesFiles(t *testing.T) int64 {
 	t.Helper()
 	limits, _ := config.ChannelOf("web")
 	if limits.MaxFile == 0 {
-		t.Fatal("pkg/config gives the web channel MaxFile 0, so it takes no files: set it to 50 << 20")
+		t.Fatal("pkg/channel/web gives the web channel MaxFile 0, so it takes no files: set it to 50 << 20")
 	}
 	return limits.MaxFile
 }

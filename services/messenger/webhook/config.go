@@ -1,7 +1,7 @@
 package webhook
 
 import (
-	"github.com/heraldhq/herald/pkg/config"
+	webhookspec "github.com/heraldhq/herald/pkg/channel/webhook"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
@@ -9,7 +9,7 @@ func init() {
 	deliver.Register(deliver.Channel{Type: "webhook", New: New, NewReceiver: NewReceiver})
 }
 
-// Config is a webhook integration's own keys. pkg/config declares them,
-// with their checks, so that every binary reads herald.yaml without
+// Config is a webhook integration's own keys. pkg/channel/webhook declares
+// them, with their checks, so that every binary reads herald.yaml without
 // linking this package.
-type Config = config.WebhookSettings
+type Config = webhookspec.Settings

@@ -141,7 +141,7 @@ func (r *recorder) waitState(t *testing.T, state string) deliver.Status {
 
 // inbound is a webhook receiver served as the messenger serves it (behind
 // http.MaxBytesHandler at 1 MiB), with a recorder for a sink.
-type inbound struct {
+type testReceiver struct {
 	url    string // of POST /hooks/ci
 	secret string
 	rec    *recorder
@@ -152,7 +152,7 @@ type inbound struct {
 
 // newInbound builds the receiver of integration "ci" with secret; run
 // starts Receive.
-func newInbound(t *testing.T, secret string, run bool, edit ...func(*config.Integration)) *inbound {
+func newInbound(t *testing.T, secret string, run bool, edit ...func(*config.Integration)) *testReceiver {
 	t.Helper()
 	in := config.Integration{ID: "ci", Type: "webhook", Inbound: config.Inbound{Enabled: true}, Settings: &webhook.Config{SecretEnv: secretEnv}}
 	for _, e := range edit {
@@ -167,14 +167,14 @@ func newInbound(t *testing.T, secret string, run bool, edit ...func(*config.Inte
 	}
 	srv := httptest.NewServer(http.MaxBytesHandler(e.HTTP, 1<<20))
 	t.Cleanup(srv.Close)
-	ib := &inbound{url: srv.URL + webhook.Path("ci"), secret: secret, rec: newRecorder(t), r: r, logs: logs, stop: func() {}}
+	ib := &testReceiver{url: srv.URL + webhook.Path("ci"), secret: secret, rec: newRecorder(t), r: r, logs: logs, stop: func() {}}
 	if run {
 		ib.start(t)
 	}
 	return ib
 }
 
-func (ib *inbound) start(t *testing.T) {
+func (ib *testReceiver) start(t *testing.T) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

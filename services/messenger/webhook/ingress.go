@@ -165,9 +165,9 @@ func isReserved(key string) bool {
 	return false
 }
 
-// inbound is what the receiver knows of one accepted request besides its
+// accepted is what the receiver knows of one accepted request besides its
 // body.
-type inbound struct {
+type accepted struct {
 	integration string
 	messageID   string // webhook-id, or one made up for a request without
 	ts          string // unix seconds
@@ -175,7 +175,7 @@ type inbound struct {
 }
 
 // toIngress is the ingress.v1 of an accepted request.
-func toIngress(r inbound, b *body) *envelope.Ingress {
+func toIngress(r accepted, b *body) *envelope.Ingress {
 	sender := b.sender
 	if sender == "" {
 		sender = "webhook:" + r.integration

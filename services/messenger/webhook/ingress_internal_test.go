@@ -119,7 +119,7 @@ func FuzzParseBody(f *testing.F) {
 				t.Fatalf("meta key %q from %q", k, data)
 			}
 		}
-		in := toIngress(inbound{integration: "ci", messageID: "msg_1", ts: "1700000000", auth: "signature"}, b)
+		in := toIngress(accepted{integration: "ci", messageID: "msg_1", ts: "1700000000", auth: "signature"}, b)
 		if err := envelope.Check(schemas.Ingress, in); err != nil {
 			t.Fatalf("ingress of %q is invalid: %v", data, err)
 		}

@@ -181,7 +181,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 // auth is how a request proved itself, and the id it is known by.
 type auth struct {
-	inbound
+	accepted
 	// given: the request named its id (webhook-id), so a repeat is a
 	// retry of the same message; otherwise every request is a new one.
 	given bool
@@ -191,7 +191,7 @@ type auth struct {
 // it has answered and audited the refusal.
 func (r *receiver) authenticate(w http.ResponseWriter, req *http.Request, data []byte, sink deliver.Sink) (auth, bool) {
 	id, ts, sig := req.Header.Get(HeaderID), req.Header.Get(HeaderTimestamp), req.Header.Get(HeaderSignature)
-	a := auth{inbound: inbound{integration: r.id}}
+	a := auth{accepted: accepted{integration: r.id}}
 	deny := func(reason, format string, args ...any) (auth, bool) {
 		r.dropped(req, sink, id, reason)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="`+r.path+`"`)
@@ -274,7 +274,7 @@ func (r *receiver) store(w http.ResponseWriter, req *http.Request, sink deliver.
 		}
 		defer r.seen.end(a.messageID)
 	}
-	in := toIngress(a.inbound, b)
+	in := toIngress(a.accepted, b)
 	fresh := in.RequestContext.RequestID
 	if err := sink.Ingress(req.Context(), in); err != nil {
 		if errors.Is(err, envelope.ErrValidation) {

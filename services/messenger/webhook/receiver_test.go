@@ -26,7 +26,7 @@ type answer struct {
 	Error     string `json:"error"`
 }
 
-func post(t *testing.T, ib *inbound, body []byte, opts webhooktest.PostOptions) (*webhooktest.Response, answer) {
+func post(t *testing.T, ib *testReceiver, body []byte, opts webhooktest.PostOptions) (*webhooktest.Response, answer) {
 	t.Helper()
 	resp, err := webhooktest.Post(ib.url, ib.secret, body, opts)
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	webhookspec "github.com/heraldhq/herald/pkg/channel/webhook"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
@@ -87,7 +88,7 @@ func newSender(in config.Integration, env deliver.Env) (*sender, error) {
 	}
 	scrub := deliver.NewScrubber("<redacted>", hide...)
 	for name, raw := range c.Recipients {
-		u, err := config.WebhookURL(raw)
+		u, err := webhookspec.RecipientURL(raw)
 		if err != nil {
 			return nil, fmt.Errorf("%w: webhook integration %q: recipients.%s %s", config.ErrInvalid, in.ID, name, err)
 		}
