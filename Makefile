@@ -88,10 +88,12 @@ fuzz:
 		done; \
 	done
 
-## schemas: writes the channel lists of schemas/ (delivery.channel's types, the
-## source_channel enums) from the channels built into the messenger.
+## schemas: writes the messenger's list of channels (services/messenger/channels)
+## from the folders that register a sender, then the channel lists of schemas/
+## (delivery.channel's types, the source_channel enums) from the channels built in.
 .PHONY: schemas
 schemas:
+	cd services && $(GO) test -count=1 -run TestChannelsImportsEverySender ./messenger/channels/ -update
 	cd services && $(GO) test -count=1 -run TestSchemasListTheRegisteredChannels ./messenger/channels/ -update
 
 clean:

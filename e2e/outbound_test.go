@@ -12,8 +12,8 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/bus/bustest"
+	telegramspec "github.com/heraldhq/herald/pkg/channel/telegram"
 	"github.com/heraldhq/herald/pkg/envelope"
-	"github.com/heraldhq/herald/pkg/markdown"
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
@@ -175,7 +175,7 @@ func TestLongMessageIsChunked(t *testing.T) {
 		}
 		got.WriteString(visible)
 	}
-	want, _, err := telegramtest.ParseHTML(markdown.TelegramHTML(md.String()))
+	want, _, err := telegramtest.ParseHTML(telegramspec.HTML(md.String()))
 	if err != nil {
 		t.Fatal(err)
 	}

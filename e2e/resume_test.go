@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	telegramspec "github.com/heraldhq/herald/pkg/channel/telegram"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
 	"github.com/heraldhq/herald/pkg/markdown"
@@ -103,7 +104,7 @@ func longMessage(t *testing.T) (string, []string) {
 	for i := 0; md.Len() < 9000; i++ {
 		fmt.Fprintf(&md, "Line %d of the weekly **summary**, long enough to need a few chunks.\n\n", i)
 	}
-	chunks := markdown.TelegramChunks(md.String(), 4096)
+	chunks := telegramspec.Chunks(markdown.Parse(md.String()), 4096)
 	if len(chunks) < 3 {
 		t.Fatalf("%d chunks; the test needs at least 3", len(chunks))
 	}

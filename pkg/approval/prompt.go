@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/heraldhq/herald/pkg/channel/spec"
 	"github.com/heraldhq/herald/pkg/markdown"
 )
 
@@ -46,7 +47,7 @@ const maxToolName = 128
 // see. When something must go, the description gives way first, down to
 // half of the room; the preview, which the approver decides on, takes the
 // rest.
-func Prompt(butler string, r Request, lim markdown.Limit) string {
+func Prompt(butler string, r Request, lim spec.Limit) string {
 	tool := parseElided(oneLine(r.ToolName)).keep(maxToolName)
 	desc := parseElided(oneLine(r.Description))
 	preview := parseElided(r.InputPreview)

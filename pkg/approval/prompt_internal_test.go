@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/heraldhq/herald/pkg/markdown"
+	slackspec "github.com/heraldhq/herald/pkg/channel/slack"
+	"github.com/heraldhq/herald/pkg/channel/spec"
+	telegramspec "github.com/heraldhq/herald/pkg/channel/telegram"
 )
 
 func TestElidedKeep(t *testing.T) {
@@ -80,7 +82,7 @@ func FuzzPromptFits(f *testing.F) {
 			t.Skip("a client's notification is far shorter")
 		}
 		req := Request{ID: "abcde", ToolName: "Bash", Description: desc, InputPreview: preview, CreatedAt: created, ExpiresAt: created.Add(10 * time.Minute)}
-		for _, lim := range []markdown.Limit{markdown.TelegramLimit, markdown.SlackLimit, markdown.WholeLimit} {
+		for _, lim := range []spec.Limit{telegramspec.Limit, slackspec.Limit, spec.WholeLimit} {
 			if md := Prompt("health", req, lim); !lim.Fits(md) {
 				t.Fatalf("a prompt of %d for a limit of %d: %q", lim.Size(md)+lim.Mark, lim.Max, md)
 			}
@@ -96,11 +98,11 @@ var created = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
 // and one that never expires (approvals.expire_after: 0) says nothing of it.
 func TestPromptSaysWhenItExpires(t *testing.T) {
 	req := Request{ID: "abcde", ToolName: "Bash", CreatedAt: created, ExpiresAt: created.Add(90 * time.Second)}
-	if md := Prompt("health", req, markdown.TelegramLimit); !strings.HasSuffix(md, `Reply "yes abcde" or "no abcde" (expires in 1m30s).`) {
+	if md := Prompt("health", req, telegramspec.Limit); !strings.HasSuffix(md, `Reply "yes abcde" or "no abcde" (expires in 1m30s).`) {
 		t.Errorf("a prompt open for 90 s ends %q", md[max(0, len(md)-60):])
 	}
 	req.ExpiresAt = time.Time{}
-	if md := Prompt("health", req, markdown.TelegramLimit); !strings.HasSuffix(md, `Reply "yes abcde" or "no abcde".`) {
+	if md := Prompt("health", req, telegramspec.Limit); !strings.HasSuffix(md, `Reply "yes abcde" or "no abcde".`) {
 		t.Errorf("a prompt that never expires ends %q", md[max(0, len(md)-60):])
 	}
 }

@@ -2,16 +2,15 @@
 // (Builtin), one line per channel. Each line is the Spec of a leaf package,
 // pkg/channel/<type>, which holds what every binary must know of its
 // channel: its keys and their checks, what it can do, how large a file may
-// be and by which Limit a message is measured (the vocabulary is
-// pkg/channel/spec; the renderers and their limits are still pkg/markdown's,
-// and move into the leaves next). pkg/config reads herald.yaml by this
-// table, so the switchboard and the butler know every channel without
-// linking a sender; the messenger's own half of a channel, its sender and
-// receiver, is services/messenger/<type>.
+// be, its renderer and the Limit a message is measured by (the vocabulary
+// is pkg/channel/spec; the renderers write pkg/markdown's tree). pkg/config
+// reads herald.yaml by this table, so the switchboard and the butler know
+// every channel without linking a sender; the messenger's own half of a
+// channel, its sender and receiver, is services/messenger/<type>.
 //
 // Adding a channel is its two folders (pkg/channel/<type> and
-// services/messenger/<type>, which the messenger imports in
-// services/messenger/channels), its line here and `make schemas`
+// services/messenger/<type>), its line here and `make schemas`, which
+// writes the messenger's import of the second and the schemas' lists
 // (docs/extending.md).
 package channel
 

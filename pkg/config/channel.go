@@ -7,7 +7,6 @@ import (
 
 	"github.com/heraldhq/herald/pkg/channel"
 	"github.com/heraldhq/herald/pkg/channel/spec"
-	"github.com/heraldhq/herald/pkg/markdown"
 )
 
 // ChannelSettings are an integration's keys that belong to its channel
@@ -41,13 +40,13 @@ func BuiltChannels() []string {
 }
 
 // MessageLimit is how much one message of channel type typ holds: its
-// Limit, or markdown.WholeLimit. A writer that needs one message (a
+// Limit, or spec.WholeLimit. A writer that needs one message (a
 // permission prompt and its buttons) fits its text to it.
-func MessageLimit(typ string) markdown.Limit {
+func MessageLimit(typ string) spec.Limit {
 	if c, ok := ChannelOf(typ); ok && c.Limit != nil {
 		return *c.Limit
 	}
-	return markdown.WholeLimit
+	return spec.WholeLimit
 }
 
 // newSettings returns typ's default settings, or nil.

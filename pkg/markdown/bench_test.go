@@ -3,6 +3,9 @@ package markdown_test
 import (
 	"testing"
 
+	"github.com/heraldhq/herald/pkg/channel/discord"
+	"github.com/heraldhq/herald/pkg/channel/slack"
+	"github.com/heraldhq/herald/pkg/channel/telegram"
 	"github.com/heraldhq/herald/pkg/markdown"
 )
 
@@ -18,14 +21,13 @@ func BenchmarkRender(b *testing.B) {
 		name string
 		f    func(md string)
 	}{
-		{"TelegramHTML", func(md string) { markdown.TelegramHTML(md) }},
+		{"TelegramHTML", func(md string) { telegram.HTML(md) }},
 		{"HTML", func(md string) { markdown.HTML(md) }},
-		{"Slack", func(md string) { markdown.Parse(md).Slack() }},
-		{"Discord", func(md string) { markdown.Discord(md) }},
-		{"TelegramChunks", func(md string) { markdown.TelegramChunks(md, markdown.TelegramMax) }},
-		{"SlackChunks", func(md string) { markdown.Parse(md).SlackChunks(markdown.SlackMax) }},
-		{"DiscordChunks", func(md string) { markdown.Parse(md).DiscordChunks(markdown.DiscordMax) }},
-		{"SlackSize", func(md string) { markdown.SlackLimit.Size(md) }},
+		{"Slack", func(md string) { slack.Mrkdwn(md) }},
+		{"Discord", func(md string) { discord.Markdown(md) }},
+		{"TelegramChunks", func(md string) { telegram.Chunks(markdown.Parse(md), telegram.MaxMessage) }},
+		{"SlackChunks", func(md string) { slack.Chunks(markdown.Parse(md), slack.MaxMessage) }},
+		{"DiscordChunks", func(md string) { discord.Chunks(markdown.Parse(md), discord.MaxMessage) }},
 	}
 	for _, r := range renderers {
 		for _, d := range []struct{ name, md string }{{"short", shortDocument}, {"long", longDocument()}} {

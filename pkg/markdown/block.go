@@ -174,7 +174,7 @@ func parseFence(lines []string) (*Node, int) {
 }
 
 // sanitizeLang keeps a language name only if it looks like one; it ends up in
-// a class attribute that TelegramChunks may repeat in every chunk, so it must
+// a class attribute that Telegram's chunks may repeat in every chunk, so it must
 // also stay short.
 func sanitizeLang(s string) string {
 	if len(s) > 24 {

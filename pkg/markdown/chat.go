@@ -5,48 +5,51 @@ import (
 	"unicode/utf8"
 )
 
-// A chat message (Telegram, Slack, Discord) has no headings, lists or
-// nested quotes, only text and a few spans over it; layout writes a Doc as
-// such a message, the same for the three, and each writes the spans in its
-// own markup. The spans are KindStrong, KindEmphasis, KindStrike,
-// KindCode, KindCodeBlock, KindLink and KindQuote.
-type sink interface {
-	text(s string)
-	open(n *Node)
-	close(n *Node)
+// Sink is what a chat markup writes: a chat message (Telegram, Slack,
+// Discord) has no headings, lists or nested quotes, only text and a few
+// spans over it, which Layout gives to a Sink, the same for every chat,
+// and each writes in its own markup. The spans are KindStrong,
+// KindEmphasis, KindStrike, KindCode, KindCodeBlock, KindLink and
+// KindQuote.
+type Sink interface {
+	Text(s string)
+	Open(n *Node)
+	Close(n *Node)
 }
 
 // headingSpan is the bold a heading is shown in.
 var headingSpan = &Node{Kind: KindStrong}
 
-func layout(d *Doc, w sink) { layoutBlocks(d.Blocks, w, false) }
+// Layout writes d to w as a chat message: blocks apart by a blank line,
+// headings as bold lines, list items as lines of text.
+func (d *Doc) Layout(w Sink) { layoutBlocks(d.Blocks, w, false) }
 
 // layoutBlocks separates blocks by a blank line, the only paragraph
 // structure a chat message has. A quote inside a quote shows in the outer
 // one: Telegram cannot nest them.
-func layoutBlocks(blocks []*Node, w sink, inQuote bool) {
+func layoutBlocks(blocks []*Node, w Sink, inQuote bool) {
 	first := true
 	for _, n := range blocks {
 		if emptyBlock(n) {
 			continue
 		}
 		if !first {
-			w.text("\n\n")
+			w.Text("\n\n")
 		}
 		first = false
 		switch n.Kind {
 		case KindParagraph:
 			layoutInlines(n.Children, w, &inlineState{br: "\n"})
 		case KindHeading:
-			w.open(headingSpan)
+			w.Open(headingSpan)
 			layoutInlines(n.Children, w, &inlineState{br: "\n", strong: true})
-			w.close(headingSpan)
+			w.Close(headingSpan)
 		case KindCodeBlock:
-			w.open(n)
-			w.text(n.Text)
-			w.close(n)
+			w.Open(n)
+			w.Text(n.Text)
+			w.Close(n)
 		case KindRule:
-			w.text(n.Text)
+			w.Text(n.Text)
 		case KindList:
 			started := false
 			layoutList(n, w, 0, &started)
@@ -55,9 +58,9 @@ func layoutBlocks(blocks []*Node, w sink, inQuote bool) {
 				layoutBlocks(n.Children, w, true)
 				break
 			}
-			w.open(n)
+			w.Open(n)
 			layoutBlocks(n.Children, w, true)
-			w.close(n)
+			w.Close(n)
 		}
 	}
 }
@@ -82,14 +85,14 @@ func emptyBlock(n *Node) bool {
 
 // layoutList writes items as lines of text, "- " or "1. " as written,
 // sublists indented, continuation lines under the item's text.
-func layoutList(l *Node, w sink, depth int, started *bool) {
+func layoutList(l *Node, w Sink, depth int, started *bool) {
 	indent := strings.Repeat("  ", depth)
 	for _, it := range l.Children {
 		if *started {
-			w.text("\n")
+			w.Text("\n")
 		}
 		*started = true
-		w.text(indent + it.Marker + " ")
+		w.Text(indent + it.Marker + " ")
 		inlines, lists := itemParts(it)
 		layoutInlines(inlines, w, &inlineState{br: "\n" + indent + strings.Repeat(" ", len(it.Marker)+1)})
 		for _, sub := range lists {
@@ -116,21 +119,21 @@ func (s *inlineState) flag(k Kind) *bool {
 	return &s.strike
 }
 
-func layoutInlines(nodes []*Node, w sink, s *inlineState) {
+func layoutInlines(nodes []*Node, w Sink, s *inlineState) {
 	for _, n := range nodes {
 		switch n.Kind {
 		case KindText:
-			w.text(n.Text)
+			w.Text(n.Text)
 		case KindBreak:
-			w.text(s.br)
+			w.Text(s.br)
 		case KindCode:
 			if s.inLink {
-				w.text(n.Text)
+				w.Text(n.Text)
 				continue
 			}
-			w.open(n)
-			w.text(n.Text)
-			w.close(n)
+			w.Open(n)
+			w.Text(n.Text)
+			w.Close(n)
 		case KindStrong, KindEmphasis, KindStrike:
 			on := s.flag(n.Kind)
 			if *on {
@@ -138,9 +141,9 @@ func layoutInlines(nodes []*Node, w sink, s *inlineState) {
 				continue
 			}
 			*on = true
-			w.open(n)
+			w.Open(n)
 			layoutInlines(n.Children, w, s)
-			w.close(n)
+			w.Close(n)
 			*on = false
 		case KindLink:
 			if n.Bare { // the chat apps link an address by themselves
@@ -148,100 +151,122 @@ func layoutInlines(nodes []*Node, w sink, s *inlineState) {
 				continue
 			}
 			s.inLink = true
-			w.open(n)
+			w.Open(n)
 			layoutInlines(n.Children, w, s)
-			w.close(n)
+			w.Close(n)
 			s.inLink = false
 		}
 	}
 }
 
-// plainText is what a chat message shows, without its markup.
+// Plain is the text a chat message of d shows, without its markup.
+func (d *Doc) Plain() string {
+	var p plainText
+	d.Layout(&p)
+	return p.b.String()
+}
+
 type plainText struct{ b strings.Builder }
 
-func (p *plainText) text(s string) { p.b.WriteString(s) }
-func (p *plainText) open(*Node)    {}
-func (p *plainText) close(*Node)   {}
+func (p *plainText) Text(s string) { p.b.WriteString(s) }
+func (p *plainText) Open(*Node)    {}
+func (p *plainText) Close(*Node)   {}
 
-// measure is how a chat markup counts against its limit, for chunking: a
+// Measure is how a chat markup counts against its limit, for Chunks: a
 // bound from above on what a character or a span (its markers both ends)
-// adds to a message, given the spans open around it. alone is what the
-// character adds to a chunk sent as plain text.
-type measure struct {
-	char func(r rune, open []*Node) (units, alone int)
-	span func(n *Node, open []*Node) int
+// adds to a message, given the spans open around it. Char's alone is what
+// the character adds to a chunk sent as plain text.
+type Measure struct {
+	Char func(r rune, open []*Node) (units, alone int)
+	Span func(n *Node, open []*Node) int
 }
 
 // chatTokens lays d out as tokens for split, costed by m.
 type chatTokens struct {
-	m     measure
+	m     Measure
 	toks  []token
 	spans []*Node // open
 }
 
-func (t *chatTokens) text(s string) {
+func (t *chatTokens) Text(s string) {
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
-		units, alone := t.m.char(r, t.spans)
+		units, alone := t.m.Char(r, t.spans)
 		t.toks = append(t.toks, token{kind: tokText, s: s[i : i+n], units: units, alone: alone})
 		i += n
 	}
 }
 
-func (t *chatTokens) open(n *Node) {
-	t.toks = append(t.toks, token{kind: tokOpen, node: n, units: t.m.span(n, t.spans)})
+func (t *chatTokens) Open(n *Node) {
+	t.toks = append(t.toks, token{kind: tokOpen, node: n, units: t.m.Span(n, t.spans)})
 	t.spans = append(t.spans, n)
 }
 
-func (t *chatTokens) close(n *Node) {
+func (t *chatTokens) Close(n *Node) {
 	t.toks = append(t.toks, token{kind: tokClose, node: n})
 	t.spans = t.spans[:len(t.spans)-1]
 }
 
-// chatChunks cuts d into chunks of at most limit units as m counts them;
-// size, the length of d's whole text, is about as many tokens as it has.
-func chatChunks(d *Doc, limit int, m measure, size int) []chunk {
+// Chunks cuts d into chunks of at most limit units as m counts them, each
+// to be written whole by Chunk.Replay. A cut goes at a paragraph break if
+// the chunk has one, else at a line break, else at a space, else between
+// characters; the break characters cut at are dropped, and so is a stretch
+// of whitespace too long for any chunk; all other text is kept in order. If
+// the spans open at a cut leave no room for even one character (a link
+// whose address is near the limit), that chunk is plain text. A limit below
+// MinLimit counts as MinLimit; a document that shows nothing but
+// whitespace is no chunk. size, about how many characters d has, sizes
+// the token list.
+func (d *Doc) Chunks(limit int, m Measure, size int) []Chunk {
 	t := &chatTokens{m: m, toks: make([]token, 0, size)}
-	layout(d, t)
+	d.Layout(t)
 	return split(t.toks, limit)
 }
 
-// replay writes chunk c to w: the spans open at its start, then its tokens,
+// Replay writes chunk c to w: the spans open at its start, then its tokens,
 // then the closing of what is still open; a plain chunk only its text.
-func (c chunk) replay(w sink) {
+func (c Chunk) Replay(w Sink) {
 	var open []*Node
 	if !c.plain {
 		for _, t := range c.open {
-			w.open(t.node)
+			w.Open(t.node)
 			open = append(open, t.node)
 		}
 	}
 	for _, t := range c.toks {
 		switch {
 		case t.kind == tokText:
-			w.text(t.s)
+			w.Text(t.s)
 		case c.plain:
 		case t.kind == tokOpen:
-			w.open(t.node)
+			w.Open(t.node)
 			open = append(open, t.node)
 		case len(open) > 0:
-			w.close(open[len(open)-1])
+			w.Close(open[len(open)-1])
 			open = open[:len(open)-1]
 		}
 	}
 	for k := len(open) - 1; k >= 0; k-- {
-		w.close(open[k])
+		w.Close(open[k])
 	}
 }
 
-// spanWriter writes a markup whose spans are written once their content is
-// known (Slack's and Discord's: their formatting ends at a line break, and a
-// link's text is plain). A run of text between spans goes to run as one
-// string, since a bare URL or a run of backticks may cross Text nodes;
-// inside code and links text is kept as it is, without markup.
-type spanWriter struct {
+// Plain is the text chunk c shows, without its markup.
+func (c Chunk) Plain() string {
+	var p plainText
+	c.Replay(&p)
+	return p.b.String()
+}
+
+// SpanWriter is a Sink for a markup whose spans are written once their
+// content is known (Slack's and Discord's: their formatting ends at a line
+// break, and a link's text is plain). A run of text between spans goes to
+// run as one string, since a bare URL or a run of backticks may cross Text
+// nodes; inside code and links text is kept as it is, without markup, and
+// span writes the span around it.
+type SpanWriter struct {
 	frames []*frame
-	run    func(f *frame, s string)
+	run    func(b *strings.Builder, s string)
 	span   func(n *Node, content string) string
 }
 
@@ -254,20 +279,22 @@ type frame struct {
 	raw     bool
 }
 
-func newSpanWriter(run func(f *frame, s string), span func(n *Node, content string) string) *spanWriter {
-	return &spanWriter{frames: []*frame{{}}, run: run, span: span}
+// NewSpanWriter returns a SpanWriter writing text by run and spans by span.
+func NewSpanWriter(run func(b *strings.Builder, s string), span func(n *Node, content string) string) *SpanWriter {
+	return &SpanWriter{frames: []*frame{{}}, run: run, span: span}
 }
 
-func (w *spanWriter) top() *frame { return w.frames[len(w.frames)-1] }
+func (w *SpanWriter) top() *frame { return w.frames[len(w.frames)-1] }
 
-func (w *spanWriter) flush(f *frame) {
+func (w *SpanWriter) flush(f *frame) {
 	if f.pending.Len() > 0 {
-		w.run(f, f.pending.String())
+		w.run(&f.b, f.pending.String())
 		f.pending.Reset()
 	}
 }
 
-func (w *spanWriter) text(s string) {
+// Text writes s.
+func (w *SpanWriter) Text(s string) {
 	if f := w.top(); f.raw {
 		f.b.WriteString(s)
 	} else {
@@ -275,14 +302,16 @@ func (w *spanWriter) text(s string) {
 	}
 }
 
-func (w *spanWriter) open(n *Node) {
+// Open starts span n.
+func (w *SpanWriter) Open(n *Node) {
 	f := w.top()
 	w.flush(f)
 	raw := f.raw || n.Kind == KindCode || n.Kind == KindCodeBlock || n.Kind == KindLink
 	w.frames = append(w.frames, &frame{node: n, raw: raw})
 }
 
-func (w *spanWriter) close(*Node) {
+// Close ends the span open last.
+func (w *SpanWriter) Close(*Node) {
 	f := w.top()
 	w.flush(f)
 	w.frames = w.frames[:len(w.frames)-1]
@@ -294,17 +323,18 @@ func (w *spanWriter) close(*Node) {
 	parent.b.WriteString(w.span(f.node, f.b.String()))
 }
 
-func (w *spanWriter) String() string {
+// String is what has been written.
+func (w *SpanWriter) String() string {
 	f := w.top()
 	w.flush(f)
 	return f.b.String()
 }
 
-// wrapLines puts marker around the text of each line of s, as Discord and
+// WrapLines puts marker around the text of each line of s, as Discord and
 // Slack need for bold, italic and strike: their formatting ends at a line
 // break, and a marker next to a space is shown as written ("** x**"), so
 // spaces stay outside and blank lines stay bare.
-func wrapLines(s, marker string) string {
+func WrapLines(s, marker string) string {
 	lines := strings.Split(s, "\n")
 	for i, line := range lines {
 		core := strings.TrimSpace(line)
@@ -317,18 +347,37 @@ func wrapLines(s, marker string) string {
 	return strings.Join(lines, "\n")
 }
 
-// breakBackticks puts a zero-width space between backticks that follow
+// QuoteLines marks every line of s as quoted, as Slack's and Discord's
+// quotes are written: "> " before each, a lone ">" for an empty one, and
+// no line before or after.
+func QuoteLines(s string) string {
+	s = strings.Trim(s, "\n")
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(s, "\n")
+	for i, line := range lines {
+		if line == "" {
+			lines[i] = ">"
+		} else {
+			lines[i] = "> " + line
+		}
+	}
+	return strings.Join(lines, "\n")
+}
+
+// BreakBackticks puts a zero-width space between backticks that follow
 // each other, so that no text opens or closes a code span or block: for
 // markups without an escape for them there (Discord's, Slack's mrkdwn).
-func breakBackticks(s string) string {
+func BreakBackticks(s string) string {
 	for strings.Contains(s, "``") {
 		s = strings.ReplaceAll(s, "``", "`\u200b`")
 	}
 	return s
 }
 
-// inside reports whether a span of kind k is open.
-func inside(open []*Node, k Kind) bool {
+// Inside reports whether a span of kind k is open.
+func Inside(open []*Node, k Kind) bool {
 	for _, n := range open {
 		if n.Kind == k {
 			return true

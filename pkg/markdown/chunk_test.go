@@ -9,6 +9,9 @@ import (
 	"unicode"
 	"unicode/utf16"
 
+	"github.com/heraldhq/herald/pkg/channel/discord"
+	"github.com/heraldhq/herald/pkg/channel/slack"
+	"github.com/heraldhq/herald/pkg/channel/telegram"
 	"github.com/heraldhq/herald/pkg/markdown"
 )
 
@@ -22,7 +25,7 @@ func utf16Units(s string) int { return len(utf16.Encode([]rune(s))) }
 // show, and together they show the text of the whole message in order, with
 // at most the break characters ("\n\n", "\n" or " ") missing at each cut.
 func checkChunks(md string, limit int, chunks []string) error {
-	whole, err := visibleText(markdown.TelegramHTML(md), telegramMarkup)
+	whole, err := visibleText(telegram.HTML(md), telegramMarkup)
 	if err != nil {
 		return fmt.Errorf("TelegramHTML: %w", err)
 	}
@@ -90,7 +93,7 @@ func TestTelegramChunksLongDocument(t *testing.T) {
 	if n := utf16Units(md); n < 10000 {
 		t.Fatalf("document is only %d units long", n)
 	}
-	chunks := markdown.TelegramChunks(md, telegramLimit)
+	chunks := telegram.Chunks(markdown.Parse(md), telegramLimit)
 	if len(chunks) < 3 {
 		t.Fatalf("got %d chunks, want at least 3", len(chunks))
 	}
@@ -170,7 +173,7 @@ func TestTelegramChunksCutPreference(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := markdown.TelegramChunks(tt.md, 64)
+			got := telegram.Chunks(markdown.Parse(tt.md), 64)
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("TelegramChunks(%q, 64)\n got: %q\nwant: %q", tt.md, got, tt.want)
 			}
@@ -199,7 +202,7 @@ func TestTelegramChunksShort(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := markdown.TelegramChunks(tt.md, tt.limit)
+			got := telegram.Chunks(markdown.Parse(tt.md), tt.limit)
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("TelegramChunks(%q, %d)\n got: %q\nwant: %q", tt.md, tt.limit, got, tt.want)
 			}
@@ -224,7 +227,7 @@ func TestRandomDocuments(t *testing.T) {
 			b.WriteString(pieces[r.IntN(len(pieces))])
 		}
 		md, limit := b.String(), 64+r.IntN(200)
-		if err := checkChunks(md, limit, markdown.TelegramChunks(md, limit)); err != nil {
+		if err := checkChunks(md, limit, telegram.Chunks(markdown.Parse(md), limit)); err != nil {
 			t.Fatalf("document %d: TelegramChunks(%q, %d): %v", n, md, limit, err)
 		}
 		if out := markdown.HTML(md); !validHTML(out) {
@@ -254,11 +257,11 @@ func TestChatChunks(t *testing.T) {
 		}
 		md, limit := b.String(), 64+r.IntN(300)
 		var texts, fallbacks []string
-		for _, c := range markdown.Parse(md).SlackChunks(limit) {
+		for _, c := range slack.Chunks(markdown.Parse(md), limit) {
 			texts, fallbacks = append(texts, c.Text), append(fallbacks, c.Fallback)
 		}
 		whole := ""
-		if all := markdown.Parse(md).SlackChunks(1 << 30); len(all) == 1 {
+		if all := slack.Chunks(markdown.Parse(md), 1<<30); len(all) == 1 {
 			whole = all[0].Fallback
 		}
 		if err := checkPieces(whole, fallbacks, limit); err != nil {
@@ -269,7 +272,7 @@ func TestChatChunks(t *testing.T) {
 				t.Fatalf("document %d: SlackChunks(%q, %d): chunk %d is %d units: %q", n, md, limit, k, u, c)
 			}
 		}
-		for k, c := range markdown.Parse(md).DiscordChunks(limit) {
+		for k, c := range discord.Chunks(markdown.Parse(md), limit) {
 			if u := utf16Units(c); u > limit {
 				t.Fatalf("document %d: DiscordChunks(%q, %d): chunk %d is %d units: %q", n, md, limit, k, u, c)
 			}

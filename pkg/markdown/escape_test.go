@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/heraldhq/herald/pkg/channel/telegram"
 	"github.com/heraldhq/herald/pkg/markdown"
 )
 
@@ -72,7 +73,7 @@ func TestEscapeRendersLiterally(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			md := markdown.Escape(tt.in)
-			if got := markdown.TelegramHTML(md); got != tt.tg {
+			if got := telegram.HTML(md); got != tt.tg {
 				t.Errorf("TelegramHTML(Escape(%q)) = %q, want %q", tt.in, got, tt.tg)
 			}
 			if got := markdown.HTML(md); got != tt.html {
@@ -103,7 +104,7 @@ func TestCodeBlock(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			md := markdown.CodeBlock(tt.code)
-			if got := markdown.TelegramHTML(md); got != tt.want {
+			if got := telegram.HTML(md); got != tt.want {
 				t.Errorf("TelegramHTML(CodeBlock(%q)) = %q, want %q", tt.code, got, tt.want)
 			}
 			if err := checkCode(tt.code, md); err != nil {
@@ -155,7 +156,7 @@ func literal(s string) string {
 // checkLiteral says how md, Escape(s), fails to show s literally.
 func checkLiteral(s, md string) error {
 	want := literal(s)
-	tg := markdown.TelegramHTML(md)
+	tg := telegram.HTML(md)
 	if got, err := visibleText(tg, telegramMarkup); err != nil || got != want || strings.Contains(tg, "<") {
 		return fmt.Errorf("TelegramHTML(Escape(%.300q)) = %.300q, want the text %.300q and no tags", s, tg, want)
 	}
@@ -169,7 +170,7 @@ func checkLiteral(s, md string) error {
 	}
 	// A writer puts it in bold: the markers pair, and nothing inside moves.
 	bold := "**" + markdown.Escape(want) + "**"
-	if got := markdown.TelegramHTML(bold); got != "<b>"+tg+"</b>" {
+	if got := telegram.HTML(bold); got != "<b>"+tg+"</b>" {
 		return fmt.Errorf("TelegramHTML(%.300q) = %.300q, want <b> around %.300q", bold, got, tg)
 	}
 	return nil
@@ -182,7 +183,7 @@ func checkCode(code, md string) error {
 	want = strings.NewReplacer("\r\n", "\n", "\r", "\n").Replace(want)
 	want = strings.TrimRight(want, " \t\n")
 
-	tg := markdown.TelegramHTML(md + "\n\n**after**")
+	tg := telegram.HTML(md + "\n\n**after**")
 	body, ok := strings.CutSuffix(tg, "<b>after</b>")
 	body = strings.TrimSuffix(body, "\n\n")
 	inner, ok1 := strings.CutPrefix(body, "<pre>")

@@ -3,6 +3,7 @@ package markdown_test
 import (
 	"testing"
 
+	"github.com/heraldhq/herald/pkg/channel/telegram"
 	"github.com/heraldhq/herald/pkg/markdown"
 )
 
@@ -26,7 +27,7 @@ func FuzzTelegramHTML(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, md string) {
-		out := markdown.TelegramHTML(md)
+		out := telegram.HTML(md)
 		if _, err := visibleText(out, telegramMarkup); err != nil {
 			t.Fatalf("TelegramHTML(%q) = %q: %v", md, out, err)
 		}
@@ -57,7 +58,7 @@ func FuzzTelegramChunks(f *testing.F) {
 			limit = -(limit + 1)
 		}
 		limit = 64 + limit%(5000-64+1)
-		chunks := markdown.TelegramChunks(md, limit)
+		chunks := telegram.Chunks(markdown.Parse(md), limit)
 		if err := checkChunks(md, limit, chunks); err != nil {
 			t.Fatalf("TelegramChunks(%q, %d) = %q: %v", md, limit, chunks, err)
 		}

@@ -1,12 +1,15 @@
-// Package markdown turns the markdown a language model writes into the rich
-// text Herald's channels deliver. Parse reads it into one tree (Doc, Node),
-// which every renderer writes from: TelegramHTML (Bot API HTML), Slack
-// (mrkdwn) and Discord (its markdown) share one chat layout, headings as
-// bold lines and lists as text; HTML writes an email's text/html part.
-// TelegramChunks, SlackChunks and DiscordChunks split a long message into
-// pieces each well formed on its own; Limit says how much one message of
-// each channel type holds. Escape and CodeBlock put text from elsewhere
-// into a message so that it shows literally.
+// Package markdown reads the markdown a language model writes into one tree
+// (Parse: Doc, Node), from which each channel's renderer writes its markup:
+//
+//   - HTML: an HTML fragment (an email's text/html part, the web chat).
+//   - Layout and Sink: a Doc as a chat message (no headings, lists or
+//     nested quotes: text and a few spans), which each chat channel's
+//     leaf package (pkg/channel/telegram, slack, discord) writes in its own
+//     markup, SpanWriter helping those whose spans wrap finished text.
+//   - Chunks, Measure, Chunk: a long chat message cut into pieces each well
+//     formed on its own, as the channel's Measure counts it.
+//   - Escape and CodeBlock: text from elsewhere put into markdown so that
+//     it shows literally; UTF16Len, the chats' unit of length.
 //
 // The parser covers the markdown models actually produce, not all of
 // CommonMark; what it does not recognise shows as the text it was.
@@ -14,30 +17,11 @@ package markdown
 
 import "strings"
 
-// TelegramHTML renders md as Telegram HTML: **bold**/__bold__ -> <b>,
-// *italic*/_italic_ -> <i>, `code` -> <code>, fenced ``` blocks (optional
-// language) -> <pre><code class="language-x">…</code></pre> (plain <pre> with
-// no language), [text](url) -> <a href="url">text</a> (only http, https,
-// mailto, tg schemes; otherwise render the text only), ~~strike~~ -> <s>,
-// "> quote" lines -> <blockquote>. Everything else is escaped (& < > and "
-// inside attributes) so it can never form a tag. Headings (# ...) become
-// <b>…</b> on their own line; list items keep "- " / "1. " text as plain text
-// (Telegram has no list tags). Blank-line-separated paragraphs stay separated
-// by "\n\n".
-func TelegramHTML(md string) string { return Parse(md).TelegramHTML() }
-
-// TelegramHTML renders d as TelegramHTML(md) describes.
-func (d *Doc) TelegramHTML() string {
-	var w telegramWriter
-	layout(d, &w)
-	return w.b.String()
-}
-
 // HTML renders md as an HTML fragment for an email body: <p>, <strong>, <em>,
 // <code>, <pre><code>, <a href>, <del>, <h1>-<h6>, <ul>/<ol>/<li>,
 // <blockquote>, <hr>, and <br> for single line breaks inside a paragraph.
-// Everything else is escaped. Links follow the same scheme rule as
-// TelegramHTML.
+// Everything else is escaped. Links are only to http, https, mailto
+// and tg addresses (Node.URL).
 func HTML(md string) string { return Parse(md).HTML() }
 
 // HTML renders d as HTML(md) describes.

@@ -5,64 +5,10 @@ import (
 	"strings"
 )
 
-// Telegram understands only &lt; &gt; &amp; and &quot;, and counts every
-// escaped character against the message limit, so text escapes the minimum.
-var (
-	tgText = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;")
-	tgAttr = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;")
-	htText = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;")
-)
+// htText escapes text and attributes for HTML.
+var htText = strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;", "'", "&#39;")
 
-// telegramWriter writes the chat layout as Telegram HTML.
-type telegramWriter struct{ b strings.Builder }
-
-func (w *telegramWriter) text(s string) { _, _ = tgText.WriteString(&w.b, s) }
-func (w *telegramWriter) open(n *Node)  { w.b.WriteString(tgOpen(n)) }
-func (w *telegramWriter) close(n *Node) { w.b.WriteString(tgClose(n)) }
-
-func tgOpen(n *Node) string {
-	switch n.Kind {
-	case KindStrong:
-		return "<b>"
-	case KindEmphasis:
-		return "<i>"
-	case KindStrike:
-		return "<s>"
-	case KindCode:
-		return "<code>"
-	case KindCodeBlock:
-		if n.Lang != "" {
-			return `<pre><code class="language-` + tgAttr.Replace(n.Lang) + `">`
-		}
-		return "<pre>"
-	case KindLink:
-		return `<a href="` + tgAttr.Replace(n.URL) + `">`
-	}
-	return "<blockquote>"
-}
-
-func tgClose(n *Node) string {
-	switch n.Kind {
-	case KindStrong:
-		return "</b>"
-	case KindEmphasis:
-		return "</i>"
-	case KindStrike:
-		return "</s>"
-	case KindCode:
-		return "</code>"
-	case KindCodeBlock:
-		if n.Lang != "" {
-			return "</code></pre>"
-		}
-		return "</pre>"
-	case KindLink:
-		return "</a>"
-	}
-	return "</blockquote>"
-}
-
-// writeHTML writes blocks as an email's HTML: the one renderer that shows
+// writeHTML writes blocks as an email's HTML: unlike a chat's, it shows
 // headings, lists and nested quotes as such, so it walks the tree itself.
 func writeHTML(b *strings.Builder, blocks []*Node) {
 	for i, n := range blocks {

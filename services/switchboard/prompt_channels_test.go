@@ -13,6 +13,9 @@ import (
 	"unicode/utf16"
 
 	"github.com/heraldhq/herald/pkg/approval"
+	slackspec "github.com/heraldhq/herald/pkg/channel/slack"
+	"github.com/heraldhq/herald/pkg/channel/spec"
+	telegramspec "github.com/heraldhq/herald/pkg/channel/telegram"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/markdown"
@@ -151,8 +154,8 @@ func sentOnSlack(t *testing.T, md string) []string {
 			}
 		}
 		for _, text := range texts {
-			if n := utf16Len(text); n > slack.ChunkLimit {
-				t.Errorf("a message of %d UTF-16 units, over the Slack sender's %d", n, slack.ChunkLimit)
+			if n := utf16Len(text); n > slackspec.MaxMessage {
+				t.Errorf("a message of %d UTF-16 units, over the Slack sender's %d", n, slackspec.MaxMessage)
 			}
 			out = append(out, unescape.Replace(text))
 		}
@@ -170,7 +173,7 @@ func TestChannelLimitsAreTheSenders(t *testing.T) {
 		name      string
 		got, want int
 	}{
-		{"whole", markdown.WholeLimit.Max, envelope.MaxMessageBytes},
+		{"whole", spec.WholeLimit.Max, envelope.MaxMessageBytes},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -205,7 +208,7 @@ func TestLongCommandPromptIsOneMessage(t *testing.T) {
 					t.Errorf("the prompt measures %d of %d", lim.Size(md)+lim.Mark, lim.Max)
 				}
 				markers := checkHonest(t, md, full)
-				if cuts := config.MessageLimit(typ).Max < markdown.WholeLimit.Max; cuts && markers == 0 {
+				if cuts := config.MessageLimit(typ).Max < spec.WholeLimit.Max; cuts && markers == 0 {
 					t.Errorf("nothing was cut for %s", typ)
 				}
 				show, ok := sentOn[typ]
@@ -284,10 +287,10 @@ func previewOf(md string) (blocks []string, markers, elided int) {
 func TestPromptShowsClientTextLiterally(t *testing.T) {
 	const desc = "**x** <b>bold</b> [link](http://evil) `code` _i_"
 	req := approval.Request{ID: "abcde", ToolName: "mcp__evil__<i>run</i>", Description: desc, InputPreview: "ls", CreatedAt: created, ExpiresAt: created.Add(10 * time.Minute)}
-	md := approval.Prompt("health", req, markdown.TelegramLimit)
+	md := approval.Prompt("health", req, telegramspec.Limit)
 
 	t.Run("telegram HTML", func(t *testing.T) {
-		h := markdown.TelegramHTML(md)
+		h := telegramspec.HTML(md)
 		for _, want := range []string{"<b>mcp__evil__&lt;i&gt;run&lt;/i&gt;</b>", ": **x** &lt;b&gt;bold&lt;/b&gt; [link](http://evil) `code` _i_\n"} {
 			if !strings.Contains(h, want) {
 				t.Errorf("Telegram HTML has no %q:\n%s", want, h)
@@ -329,7 +332,7 @@ func TestPromptShowsClientTextLiterally(t *testing.T) {
 		}
 	})
 	t.Run("slack mrkdwn", func(t *testing.T) {
-		m := slack.Mrkdwn(md)
+		m := slackspec.Mrkdwn(md)
 		if want := "&lt;b&gt;bold&lt;/b&gt; [link](http://evil)"; !strings.Contains(m, want) {
 			t.Errorf("mrkdwn has no %q:\n%s", want, m)
 		}
@@ -357,12 +360,12 @@ func TestPreviewCannotLeaveItsCodeBlock(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := approval.Request{ID: "abcde", ToolName: "Bash", Description: "Run shell command", InputPreview: tt.preview, CreatedAt: created, ExpiresAt: created.Add(10 * time.Minute)}
-			md := approval.Prompt("health", req, markdown.TelegramLimit)
+			md := approval.Prompt("health", req, telegramspec.Limit)
 			want := "🔐 <b>health</b> asks to run <b>Bash</b>: Run shell command\n\n" + tt.want + tail
-			if got := markdown.TelegramHTML(md); got != want {
+			if got := telegramspec.HTML(md); got != want {
 				t.Errorf("Telegram HTML\n got: %q\nwant: %q", got, want)
 			}
-			m := slack.Mrkdwn(md)
+			m := slackspec.Mrkdwn(md)
 			if !strings.HasSuffix(m, "```"+tail) || strings.Count(m, "```") != 2 {
 				t.Errorf("mrkdwn has a code block other than the preview's:\n%s", m)
 			}
@@ -389,9 +392,9 @@ func TestPromptSharesTheRoom(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			req := approval.Request{ID: "abcde", ToolName: "Bash", Description: tt.desc, InputPreview: tt.preview, CreatedAt: created, ExpiresAt: created.Add(10 * time.Minute)}
-			md := approval.Prompt("health", req, markdown.TelegramLimit)
-			if !markdown.TelegramLimit.Fits(md) {
-				t.Fatalf("the prompt does not fit: %d", markdown.TelegramLimit.Size(md))
+			md := approval.Prompt("health", req, telegramspec.Limit)
+			if !telegramspec.Limit.Fits(md) {
+				t.Fatalf("the prompt does not fit: %d", telegramspec.Limit.Size(md))
 			}
 			line, _, _ := strings.Cut(md, "\n")
 			desc := strings.TrimPrefix(line, "🔐 **health** asks to run **Bash**: ")
@@ -408,20 +411,3 @@ func TestPromptSharesTheRoom(t *testing.T) {
 
 // created is when the prompts of these tests were opened.
 var created = time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
-
-// FuzzSlackSizeBoundsMrkdwn: the butler trusts SlackLimit.Size to be at
-// least the length of the mrkdwn Slack's sender makes, so that a prompt
-// that fits is one Slack message.
-func FuzzSlackSizeBoundsMrkdwn(f *testing.F) {
-	for _, s := range []string{
-		"**a\nb\nc\nd\ne\nf**", "> a\n> b\n> ```\n> c\n> ```", "[x](https://a.b/|||||||||)", "```\n``````\n```",
-		"***a\nb\nc\nd\ne\nf\ng***", "> **a\n> b\n> c**", "~~a\nb\nc\nd~~",
-	} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, md string) {
-		if got, bound := utf16Len(slack.Mrkdwn(md)), markdown.SlackLimit.Size(md); got > bound {
-			t.Fatalf("mrkdwn of %q is %d long, SlackLimit.Size says %d", md, got, bound)
-		}
-	})
-}

@@ -2,7 +2,10 @@
 // beside its sender and receiver in services/messenger/discord:
 //
 //   - Spec: its line of pkg/channel's table (buttons, answers, typing,
-//     reactions, edits; 25 MB files; markdown.DiscordLimit).
+//     reactions, edits; 25 MB files; Limit).
+//   - Markdown, Chunks, Escape, Limit, MaxMessage: its renderer, a
+//     butler's markdown as Discord's own cut into messages, and how much
+//     one holds.
 //   - Settings: an integration's keys (token_env, token_file, api_url,
 //     gateway_url, default_channel_id), their default (DefaultTokenEnv)
 //     and Check.
@@ -16,7 +19,6 @@ import (
 	"strings"
 
 	"github.com/heraldhq/herald/pkg/channel/spec"
-	"github.com/heraldhq/herald/pkg/markdown"
 )
 
 // Spec is the discord channel type.
@@ -25,7 +27,7 @@ var Spec = spec.Channel{
 	Settings: func() spec.Settings { return &Settings{} },
 	Buttons:  true, Answers: true, Typing: true, Reactions: true, Edits: true,
 	MaxFile: 25 << 20, // a boosted server's; an unboosted one's 413 names its 10 MB
-	Limit:   &markdown.DiscordLimit,
+	Limit:   &Limit,
 }
 
 const (

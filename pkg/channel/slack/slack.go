@@ -2,7 +2,9 @@
 // beside its sender and receiver in services/messenger/slack:
 //
 //   - Spec: its line of pkg/channel's table (buttons, answers, reactions,
-//     edits; 1 GB files; markdown.SlackLimit).
+//     edits; 1 GB files; Limit).
+//   - Mrkdwn, Chunks, Limit, MaxMessage: its renderer, a butler's markdown
+//     as mrkdwn cut into messages, and how much one holds.
 //   - Settings: an integration's keys (token_env, token_file, api_url,
 //     signing_secret_env, default_channel_id) and Check, whose receiving
 //     part the receiver runs at start (CheckInbound).
@@ -15,7 +17,6 @@ import (
 	"strings"
 
 	"github.com/heraldhq/herald/pkg/channel/spec"
-	"github.com/heraldhq/herald/pkg/markdown"
 )
 
 // Spec is the slack channel type.
@@ -24,7 +25,7 @@ var Spec = spec.Channel{
 	Settings: func() spec.Settings { return &Settings{} },
 	Buttons:  true, Answers: true, Reactions: true, Edits: true,
 	MaxFile: MaxFile,
-	Limit:   &markdown.SlackLimit,
+	Limit:   &Limit,
 }
 
 // MaxFile is the largest file Slack takes (files.getUploadURLExternal:

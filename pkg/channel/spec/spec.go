@@ -9,10 +9,12 @@
 //     optional Defaulter, EnvOverrider, Recipients and RecipientMatcher.
 //   - Integration: what a Check may know of the integration the keys
 //     belong to.
+//   - Limit and WholeLimit: how much one message holds, which a writer
+//     that needs one message (a permission prompt) fits to.
 //   - CheckAddress, SecretSource, AllowAnyRecipient, MaxFileBytes: what
 //     the channels' checks share with configuration.
 //
-// It imports nothing of Herald's but pkg/markdown (a message's Limit).
+// It imports nothing of Herald's.
 package spec
 
 import (
@@ -20,8 +22,6 @@ import (
 	"net"
 	"strconv"
 	"strings"
-
-	"github.com/heraldhq/herald/pkg/markdown"
 )
 
 // Channel is what every binary knows of a channel type: the keys it adds to
@@ -57,9 +57,42 @@ type Channel struct {
 	// the channel carries none (yet).
 	MaxFile int64
 	// Limit is how much one message holds, as the channel's sender counts
-	// it; nil: a message is shown whole (markdown.WholeLimit).
-	Limit *markdown.Limit
+	// it; nil: a message is shown whole (WholeLimit).
+	Limit *Limit
 }
+
+// Limit is how much one message of a channel type holds, counted the way
+// that channel counts it. It is the contract between whoever writes a
+// message and the messenger that delivers it: a message that does not fit
+// is split into several (Telegram, Slack, Discord) or refused, so a writer
+// that needs one message (a permission prompt and its buttons) shortens it
+// to fit.
+type Limit struct {
+	// Max is the most one message holds, in the units Measure counts.
+	Max int
+	// Mark is room the channel's sender takes for a mark of its own in
+	// front of the text (Telegram's "‼️ " on an urgent message).
+	Mark int
+	// Measure is how long markdown md is on the channel, as its sender
+	// counts it; nil counts its bytes.
+	Measure func(md string) int
+}
+
+// WholeLimit is that of a channel that shows a message whole (email, web
+// chat, webhook, log): the notify's own bound on delivery.message, 64 KiB
+// (envelope.MaxMessageBytes).
+var WholeLimit = Limit{Max: 64 << 10}
+
+// Size is how long md is on the channel, in the units of Max.
+func (l Limit) Size(md string) int {
+	if l.Measure == nil {
+		return len(md)
+	}
+	return l.Measure(md)
+}
+
+// Fits reports whether md goes as one message, mark included.
+func (l Limit) Fits(md string) bool { return l.Size(md)+l.Mark <= l.Max }
 
 // Settings are an integration's keys that belong to its channel type. The
 // value is a pointer to the channel's struct; its yaml tags name the keys.

@@ -2,7 +2,9 @@
 // type, beside its sender and receiver in services/messenger/telegram:
 //
 //   - Spec: its line of pkg/channel's table (buttons, answers, typing,
-//     reactions, edits, forum topics; 50 MB files; markdown.TelegramLimit).
+//     reactions, edits, forum topics; 50 MB files; Limit).
+//   - HTML, Chunks, Limit, MaxMessage: its renderer, a butler's markdown
+//     as Telegram HTML cut into messages, and how much one holds.
 //   - Settings: an integration's keys (token_env, token_file, api_url,
 //     default_chat), their defaults (TELEGRAM_BOT_TOKEN,
 //     TELEGRAM_API_URL) and Check.
@@ -13,7 +15,6 @@ import (
 	"strings"
 
 	"github.com/heraldhq/herald/pkg/channel/spec"
-	"github.com/heraldhq/herald/pkg/markdown"
 )
 
 // Spec is the telegram channel type.
@@ -22,7 +23,7 @@ var Spec = spec.Channel{
 	Settings: func() spec.Settings { return &Settings{} },
 	Buttons:  true, Answers: true, Typing: true, Reactions: true, Edits: true, Topics: true,
 	MaxFile: 50 << 20, // the Bot API's sendDocument
-	Limit:   &markdown.TelegramLimit,
+	Limit:   &Limit,
 }
 
 // DefaultAPIURL is a telegram integration's api_url by default, Telegram's

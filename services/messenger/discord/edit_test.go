@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf16"
 
+	discordspec "github.com/heraldhq/herald/pkg/channel/discord"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
@@ -95,8 +96,8 @@ func TestEditIsCutToOneMessage(t *testing.T) {
 	}
 	m, _ := srv.Message(discordtest.ChannelGeneral, id)
 	n := len(utf16.Encode([]rune(m.Content)))
-	if !strings.HasPrefix(m.Content, "**Done**\na sentence") || !strings.HasSuffix(m.Content, "\n-# health") || strings.Contains(m.Content, "THE END") || n > discord.MaxMessageLength {
-		t.Errorf("edited to %d UTF-16 units: %q, want the start under the subject, the footer, within %d", n, m.Content, discord.MaxMessageLength)
+	if !strings.HasPrefix(m.Content, "**Done**\na sentence") || !strings.HasSuffix(m.Content, "\n-# health") || strings.Contains(m.Content, "THE END") || n > discordspec.MaxMessage {
+		t.Errorf("edited to %d UTF-16 units: %q, want the start under the subject, the footer, within %d", n, m.Content, discordspec.MaxMessage)
 	}
 }
 

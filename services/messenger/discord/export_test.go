@@ -3,6 +3,7 @@ package discord
 import (
 	"time"
 
+	discordspec "github.com/heraldhq/herald/pkg/channel/discord"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
@@ -19,5 +20,5 @@ func SetTiming(r deliver.Receiver, backoff, lease time.Duration) {
 
 // ChunkTexts are the messages md is sent as, undecorated.
 func ChunkTexts(md string) []string {
-	return chunks(md, MaxMessageLength, func(text string, _, _ int) string { return text })
+	return chunks(md, discordspec.MaxMessage, func(text string, _, _ int) string { return text })
 }

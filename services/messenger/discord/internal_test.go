@@ -8,6 +8,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	discordspec "github.com/heraldhq/herald/pkg/channel/discord"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/schemas"
 )
@@ -110,14 +111,14 @@ func FuzzMessageEvent(f *testing.F) {
 }
 
 // FuzzChunks: whatever markdown a butler writes, every message sent holds
-// at most MaxMessageLength characters and leaves no code block open.
+// at most discordspec.MaxMessage characters and leaves no code block open.
 func FuzzChunks(f *testing.F) {
 	for _, s := range []string{"**bold** and `code`", "```go\nx\n```", strings.Repeat("word ", 900), "> q\n> " + strings.Repeat("é", 3000), "[a](b) <@1> @everyone"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, md string) {
-		for i, c := range chunks(md, MaxMessageLength, func(text string, _, _ int) string { return text }) {
-			if n := utf16Len(c); n > MaxMessageLength {
+		for i, c := range chunks(md, discordspec.MaxMessage, func(text string, _, _ int) string { return text }) {
+			if n := utf16Len(c); n > discordspec.MaxMessage {
 				t.Fatalf("chunk %d of %q holds %d UTF-16 units", i, md, n)
 			}
 			if strings.TrimSpace(c) == "" {

@@ -1,28 +1,27 @@
 package discord
 
-import "github.com/heraldhq/herald/pkg/markdown"
-
-// MaxMessageLength is Discord's limit on a message's content, in UTF-16
-// code units. pkg/markdown holds it, with the Discord markdown the sender
-// writes and markdown.DiscordLimit, which one-message writers fit to.
-const MaxMessageLength = markdown.DiscordMax
+import (
+	discordspec "github.com/heraldhq/herald/pkg/channel/discord"
+	"github.com/heraldhq/herald/pkg/markdown"
+)
 
 // minChunkLimit is where chunking stops shrinking its limit: below it, a
 // chunk is sent as it came.
 const minChunkLimit = 256
 
-// chunks renders md as Discord markdown split into messages of at most
-// limit UTF-16 code units each, every one well formed on its own; decorate
+// chunks renders md as Discord markdown (pkg/channel/discord writes it),
+// split into messages of at most limit UTF-16 code units each, every one
+// well formed on its own; decorate
 // adds what the sender puts around a chunk (an urgency mark, the subject,
 // the butler's footer), given its index and the number of chunks.
 //
-// Doc.DiscordChunks cuts the message to fit; when the decorations make a
+// discordspec.Chunks cuts the message to fit; when the decorations make a
 // chunk too long, the whole message is cut again with a smaller limit, so
 // the chunks of a message are the same on every attempt.
 func chunks(md string, limit int, decorate func(text string, i, n int) string) []string {
 	doc := markdown.Parse(md)
 	for cut := limit; ; cut = cut * 3 / 4 {
-		parts := doc.DiscordChunks(cut)
+		parts := discordspec.Chunks(doc, cut)
 		fits := true
 		for i := range parts {
 			parts[i] = decorate(parts[i], i, len(parts))

@@ -13,9 +13,9 @@ import (
 	"sync"
 	"time"
 
+	discordspec "github.com/heraldhq/herald/pkg/channel/discord"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
-	"github.com/heraldhq/herald/pkg/markdown"
 	"github.com/heraldhq/herald/pkg/ratelimit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -253,7 +253,7 @@ func (s *sender) post(ctx context.Context, d deliver.Delivery, to target, ref *m
 	if len(d.Files) > MaxFiles {
 		return deliver.Receipt{}, fmt.Errorf("%w: Discord takes at most %d files with a message; this one has %d", envelope.ErrValidation, MaxFiles, len(d.Files))
 	}
-	parts := chunks(d.Message, MaxMessageLength, decorator(d))
+	parts := chunks(d.Message, discordspec.MaxMessage, decorator(d))
 	if len(parts) == 0 {
 		return deliver.Receipt{}, fmt.Errorf("%w: the message has no visible text after formatting; write some text", envelope.ErrValidation)
 	}
@@ -377,7 +377,7 @@ func (s *sender) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt,
 		return deliver.Receipt{}, err
 	}
 	decorate := decorator(d)
-	parts := chunks(d.Message, MaxMessageLength, func(text string, _, _ int) string { return decorate(text, 0, 1) })
+	parts := chunks(d.Message, discordspec.MaxMessage, func(text string, _, _ int) string { return decorate(text, 0, 1) })
 	if len(parts) == 0 {
 		return deliver.Receipt{}, fmt.Errorf("%w: the edit's message has no visible text after formatting; write some text", envelope.ErrValidation)
 	}
@@ -462,14 +462,14 @@ func decorator(d deliver.Delivery) func(text string, i, n int) string {
 	}
 	return func(text string, i, n int) string {
 		if i == 0 && subject != "" {
-			text = "**" + markdown.DiscordEscape(subject) + "**\n" + text
+			text = "**" + discordspec.Escape(subject) + "**\n" + text
 		}
 		if i == 0 && d.Urgency == "high" {
 			text = urgentPrefix + text
 		}
 		if i == n-1 && len(who) > 0 {
 			// "x" first: not at a line start, # needs no escape here.
-			text += "\n-# " + markdown.DiscordEscape("x" + strings.Join(who, " · "))[1:]
+			text += "\n-# " + discordspec.Escape("x" + strings.Join(who, " · "))[1:]
 		}
 		return text
 	}

@@ -48,7 +48,7 @@ var (
 // before its first upload: the uploads show nothing until
 // files.completeUploadExternal, so a retry after it shares nothing again
 // and one before it uploads afresh.
-func (s *sender) postFiles(ctx context.Context, d deliver.Delivery, channel, threadTS string, parts []chunk, buttons *block) (deliver.Receipt, error) {
+func (s *sender) postFiles(ctx context.Context, d deliver.Delivery, channel, threadTS string, parts []slackspec.Chunk, buttons *block) (deliver.Receipt, error) {
 	texts, comment := parts, ""
 	if len(parts) == 1 && buttons == nil && conversationID.MatchString(channel) {
 		texts, comment = nil, fileComment(d, parts[0])
@@ -74,12 +74,12 @@ func (s *sender) postFiles(ctx context.Context, d deliver.Delivery, channel, thr
 // fileComment is a message sent as its files' initial_comment: plain
 // mrkdwn, with no attachment to hold the subject, the colour and who
 // wrote, so they are lines of it.
-func fileComment(d deliver.Delivery, c chunk) string {
+func fileComment(d deliver.Delivery, c slackspec.Chunk) string {
 	var lines []string
 	if subject := slackEscape(strings.TrimSpace(d.Subject)); subject != "" {
 		lines = append(lines, "*"+subject+"*")
 	}
-	text := c.text
+	text := c.Text
 	if d.Urgency == "high" {
 		text = urgentPrefix + text
 	}

@@ -5,12 +5,13 @@ import (
 	"strings"
 	"testing"
 
+	slackspec "github.com/heraldhq/herald/pkg/channel/slack"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/schemas"
 )
 
 // FuzzChunks checks that whatever a model writes becomes messages Slack
-// takes and that show what was written: each within ChunkLimit, using only
+// takes and that show what was written: each within slackspec.MaxMessage, using only
 // Slack's three escapes, every < a link to a safe address, code blocks
 // closed, nothing blank.
 func FuzzChunks(f *testing.F) {
@@ -23,28 +24,28 @@ func FuzzChunks(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, md string) {
 		for i, c := range chunks(md) {
-			if strings.TrimSpace(c.text) == "" || strings.TrimSpace(c.fallback) == "" {
-				t.Fatalf("chunk %d is blank: %q / %q", i, c.text, c.fallback)
+			if strings.TrimSpace(c.Text) == "" || strings.TrimSpace(c.Fallback) == "" {
+				t.Fatalf("chunk %d is blank: %q / %q", i, c.Text, c.Fallback)
 			}
-			if n := utf16Len(c.text); n > ChunkLimit {
-				t.Fatalf("chunk %d holds %d units, over %d", i, n, ChunkLimit)
+			if n := utf16Len(c.Text); n > slackspec.MaxMessage {
+				t.Fatalf("chunk %d holds %d units, over %d", i, n, slackspec.MaxMessage)
 			}
-			if n := strings.Count(c.text, "```"); n%2 != 0 {
-				t.Fatalf("chunk %d has %d fences: %q", i, n, c.text)
+			if n := strings.Count(c.Text, "```"); n%2 != 0 {
+				t.Fatalf("chunk %d has %d fences: %q", i, n, c.Text)
 			}
-			for j := 0; j < len(c.text); j++ {
-				rest := c.text[j:]
-				switch c.text[j] {
+			for j := 0; j < len(c.Text); j++ {
+				rest := c.Text[j:]
+				switch c.Text[j] {
 				case '&':
 					if !strings.HasPrefix(rest, "&amp;") && !strings.HasPrefix(rest, "&lt;") && !strings.HasPrefix(rest, "&gt;") {
-						t.Fatalf("chunk %d has a bare &: %q", i, c.text)
+						t.Fatalf("chunk %d has a bare &: %q", i, c.Text)
 					}
 				case '<':
 					end := strings.IndexByte(rest, '>')
 					scheme, _, _ := strings.Cut(strings.ToLower(rest[1:]), ":")
 					safe := scheme == "http" || scheme == "https" || scheme == "mailto" || scheme == "tg"
 					if end < 0 || !safe || strings.ContainsAny(rest[1:end], "<\n") {
-						t.Fatalf("chunk %d has a < that is not a safe link: %q", i, c.text)
+						t.Fatalf("chunk %d has a < that is not a safe link: %q", i, c.Text)
 					}
 				}
 			}

@@ -26,6 +26,7 @@ import (
 	"github.com/heraldhq/herald/pkg/channel/spec"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/markdown"
 	"github.com/heraldhq/herald/pkg/ratelimit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
@@ -214,7 +215,7 @@ func (s *sender) post(ctx context.Context, d deliver.Delivery, channel, threadTS
 
 // postChunk posts chunk i of parts, the buttons under the last one, and
 // returns its id, "<channel>:<ts>".
-func (s *sender) postChunk(ctx context.Context, d deliver.Delivery, channel, threadTS string, parts []chunk, i int, buttons *block) (string, error) {
+func (s *sender) postChunk(ctx context.Context, d deliver.Delivery, channel, threadTS string, parts []slackspec.Chunk, i int, buttons *block) (string, error) {
 	last := i == len(parts)-1
 	var b *block
 	if last {
@@ -246,8 +247,8 @@ type message struct {
 // blocks above the actions block, since Slack shows blocks above attachments
 // and instead of the message's text; the attachment keeps colour and footer
 // and the text is the fallback, which only notifications show.
-func layout(d deliver.Delivery, c chunk, first, last bool, buttons *block) message {
-	a := attachment{Color: colorOf(d.Urgency), Text: c.text, Fallback: c.fallback, MrkdwnIn: []string{"text"}}
+func layout(d deliver.Delivery, c slackspec.Chunk, first, last bool, buttons *block) message {
+	a := attachment{Color: colorOf(d.Urgency), Text: c.Text, Fallback: c.Fallback, MrkdwnIn: []string{"text"}}
 	if d.Urgency == "high" {
 		a.Fallback = urgentPrefix + a.Fallback
 	}
@@ -495,4 +496,9 @@ func (s *sender) limits(chat string) deliver.RateLimits {
 // one message a second per channel, short bursts allowed.
 func DefaultLimits() ratelimit.Limits {
 	return ratelimit.Limits{PerChat: ratelimit.Rate{N: 1, Per: time.Second, Burst: 3}}
+}
+
+// chunks are the messages md is sent as (pkg/channel/slack writes them).
+func chunks(md string) []slackspec.Chunk {
+	return slackspec.Chunks(markdown.Parse(md), slackspec.MaxMessage)
 }

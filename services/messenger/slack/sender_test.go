@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	slackspec "github.com/heraldhq/herald/pkg/channel/slack"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/services/messenger/deliver"
@@ -110,42 +111,6 @@ func TestUrgencyColour(t *testing.T) {
 	}
 }
 
-func TestMrkdwn(t *testing.T) {
-	tests := []struct {
-		name, md, want string
-	}{
-		{"bold", "**bold** and __bold__", "*bold* and *bold*"},
-		{"italic", "*it* and _it_", "_it_ and _it_"},
-		{"strike", "~~gone~~", "~gone~"},
-		{"nested", "**bold _and italic_**", "*bold _and italic_*"},
-		{"escapes", "a & b < c > d", "a &amp; b &lt; c &gt; d"},
-		{"no mentions from text", "<!channel> <@U123> <https://evil.example|click>", "&lt;!channel&gt; &lt;@U123&gt; <https://evil.example%7Cclick>"},
-		{"code", "run `make test` now", "run `make test` now"},
-		{"code keeps markup literal", "`**x** & <y>`", "`**x** &amp; &lt;y&gt;`"},
-		{"backtick in code", "``a`b``", "`aˋb`"},
-		{"fence", "```go\nfmt.Println(\"<hi>\")\n```", "```\nfmt.Println(\"&lt;hi&gt;\")\n```"},
-		{"fence holding backticks", "````\n```\n````", "```\n`\u200b`\u200b`\n```"},
-		{"link", "[the docs](https://example.com/a?b=1&c=2)", "<https://example.com/a?b=1&amp;c=2|the docs>"},
-		{"link text plain", "[**bold** link](https://example.com)", "<https://example.com|bold link>"},
-		{"pipe in link", "[x](https://example.com/a|b)", "<https://example.com/a%7Cb|x>"},
-		{"autolink", "<https://example.com>", "<https://example.com>"},
-		{"bare URL left to Slack", "see https://example.com", "see https://example.com"},
-		{"unsafe link scheme", "[x](javascript:alert(1))", "x"},
-		{"heading", "# Title\n\ntext", "*Title*\n\ntext"},
-		{"bold across lines", "**one\ntwo**", "*one*\n*two*"},
-		{"quote", "> quoted\n> more\n\nafter", "> quoted\n> more\n\nafter"},
-		{"list", "- one\n- two", "- one\n- two"},
-		{"emoji shortcodes stay", "done :white_check_mark:", "done :white_check_mark:"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := slack.Mrkdwn(tt.md); got != tt.want {
-				t.Errorf("Mrkdwn(%q) =\n%q\nwant\n%q", tt.md, got, tt.want)
-			}
-		})
-	}
-}
-
 // checkMrkdwn fails the test unless text is well formed on its own: only
 // Slack's three escapes, every < a link to a safe scheme, code fences and
 // inline code closed, and on every line outside code, each of * _ ~ paired
@@ -199,8 +164,8 @@ func TestLongMessageIsSplitWithFormattingValidInEveryChunk(t *testing.T) {
 	}
 	var all []string
 	for i, text := range texts {
-		if n := len([]rune(text)); n > slack.ChunkLimit {
-			t.Errorf("chunk %d holds %d characters, over %d", i, n, slack.ChunkLimit)
+		if n := len([]rune(text)); n > slackspec.MaxMessage {
+			t.Errorf("chunk %d holds %d characters, over %d", i, n, slackspec.MaxMessage)
 		}
 		checkMrkdwn(t, text)
 		if strings.TrimSpace(fallbacks[i]) == "" || strings.ContainsAny(fallbacks[i], "*`") {
@@ -211,7 +176,7 @@ func TestLongMessageIsSplitWithFormattingValidInEveryChunk(t *testing.T) {
 	// Everything is sent once, in order (the cuts drop only the spaces and
 	// breaks they are made at).
 	strip := strings.NewReplacer("*", "", "_", "", "`", "", ">", "", "\u200b", "", "<https://example.com/x|link", "link")
-	if got, want := strings.Join(strings.Fields(strip.Replace(strings.Join(all, " "))), ""), strings.Join(strings.Fields(strip.Replace(slack.Mrkdwn(md))), ""); got != want {
+	if got, want := strings.Join(strings.Fields(strip.Replace(strings.Join(all, " "))), ""), strings.Join(strings.Fields(strip.Replace(slackspec.Mrkdwn(md))), ""); got != want {
 		t.Errorf("the chunks do not add up to the message:\n%.300s\nwant\n%.300s", got, want)
 	}
 
@@ -240,8 +205,8 @@ func TestQuoteGrowingPastTheLimitIsCutSmaller(t *testing.T) {
 		t.Fatalf("got %d chunks, want several", len(texts))
 	}
 	for i, text := range texts {
-		if n := len([]rune(text)); n > slack.ChunkLimit {
-			t.Errorf("chunk %d holds %d characters, over %d", i, n, slack.ChunkLimit)
+		if n := len([]rune(text)); n > slackspec.MaxMessage {
+			t.Errorf("chunk %d holds %d characters, over %d", i, n, slackspec.MaxMessage)
 		}
 		for _, line := range strings.Split(text, "\n") {
 			if line != "> *a*" {

@@ -19,6 +19,7 @@ import (
 	"github.com/go-telegram/bot/models"
 
 	"github.com/heraldhq/herald/pkg/bus"
+	telegramspec "github.com/heraldhq/herald/pkg/channel/telegram"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/markdown"
 	"github.com/heraldhq/herald/services/messenger/deliver"
@@ -94,10 +95,11 @@ const (
 func (s *sender) sendFiles(ctx context.Context, d deliver.Delivery, chat string, md string, thread int, reply *models.ReplyParameters, buttons models.ReplyMarkup) (deliver.Receipt, error) {
 	var texts []string
 	caption := ""
-	if c := markdown.TelegramChunks(md, MaxCaptionLength); len(c) == 1 {
+	doc := markdown.Parse(md)
+	if c := telegramspec.Chunks(doc, MaxCaptionLength); len(c) == 1 {
 		caption = c[0]
 	} else {
-		texts = markdown.TelegramChunks(md, MaxMessageLength)
+		texts = telegramspec.Chunks(doc, MaxMessageLength)
 	}
 	photos := true
 	for _, f := range d.Files {

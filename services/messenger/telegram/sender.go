@@ -26,6 +26,7 @@ import (
 	"github.com/go-telegram/bot"
 	"github.com/go-telegram/bot/models"
 
+	telegramspec "github.com/heraldhq/herald/pkg/channel/telegram"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/markdown"
@@ -35,7 +36,7 @@ import (
 
 const (
 	// MaxMessageLength is Telegram's limit on one message, in UTF-16 units.
-	MaxMessageLength = markdown.TelegramMax
+	MaxMessageLength = telegramspec.MaxMessage
 	// MaxRateLimitWait is how long Deliver waits out 429s in all before it
 	// hands the delivery back with an *envelope.RetryAfterError.
 	MaxRateLimitWait = 60 * time.Second
@@ -208,7 +209,7 @@ func (s *sender) send(ctx context.Context, d deliver.Delivery, chat string, repl
 	if d.Urgency == "high" {
 		md = markUrgent(md)
 	}
-	chunks := markdown.TelegramChunks(md, MaxMessageLength)
+	chunks := telegramspec.Chunks(markdown.Parse(md), MaxMessageLength)
 	if len(chunks) == 0 {
 		return deliver.Receipt{}, fmt.Errorf("%w: the message has no visible text after formatting; write some text", envelope.ErrValidation)
 	}
@@ -281,7 +282,7 @@ func (s *sender) Edit(ctx context.Context, d deliver.Delivery) (deliver.Receipt,
 	if err != nil || id <= 0 {
 		return deliver.Receipt{}, fmt.Errorf("%w: %q is not a Telegram message id to edit", envelope.ErrValidation, d.Edit)
 	}
-	chunks := markdown.TelegramChunks(d.Message, MaxMessageLength)
+	chunks := telegramspec.Chunks(markdown.Parse(d.Message), MaxMessageLength)
 	if len(chunks) == 0 {
 		return deliver.Receipt{}, fmt.Errorf("%w: the edit has no visible text after formatting", envelope.ErrValidation)
 	}

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	telegramspec "github.com/heraldhq/herald/pkg/channel/telegram"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
-	"github.com/heraldhq/herald/pkg/markdown"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/telegram"
@@ -65,7 +65,7 @@ func TestSend(t *testing.T) {
 	if !c.OK() || c.Params["chat_id"] != "42" || c.Params["parse_mode"] != "HTML" {
 		t.Errorf("call = %+v, want an accepted HTML message to the default chat 42", c)
 	}
-	if want := markdown.TelegramHTML("Hello **world** & <you>"); c.Params["text"] != want {
+	if want := telegramspec.HTML("Hello **world** & <you>"); c.Params["text"] != want {
 		t.Errorf("text = %q, want %q", c.Params["text"], want)
 	}
 	if m := c.Message; m.Text != "Hello world & <you>" || len(m.Entities) != 1 || m.Entities[0].Type != "bold" {
@@ -194,7 +194,7 @@ func testChunked(t *testing.T, md string) {
 	if !slices.Equal(r.MessageIDs, ids) || !slices.Equal(ids, ascending) {
 		t.Errorf("receipt %v, message ids in call order %v; want the same, ascending", r.MessageIDs, ids)
 	}
-	whole, _, err := telegramtest.ParseHTML(markdown.TelegramHTML(md))
+	whole, _, err := telegramtest.ParseHTML(telegramspec.HTML(md))
 	if err != nil {
 		t.Fatal(err)
 	}

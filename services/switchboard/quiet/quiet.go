@@ -39,6 +39,7 @@ import (
 
 	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/bus"
+	"github.com/heraldhq/herald/pkg/channel/spec"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
@@ -587,7 +588,7 @@ func zone(tz string) *time.Location {
 
 // splitDigest splits the notes (keys, in digest order) into parts that
 // each fit one message of lim.
-func splitDigest(notes map[string]heldNote, order []string, lim markdown.Limit) [][]string {
+func splitDigest(notes map[string]heldNote, order []string, lim spec.Limit) [][]string {
 	var parts [][]string
 	var cur []string
 	var curNotes []heldNote
@@ -609,7 +610,7 @@ func splitDigest(notes map[string]heldNote, order []string, lim markdown.Limit) 
 const maxParts = 999
 
 // digestText is part i (of parts) of a digest of total notes, cut to fit lim.
-func digestText(part []heldNote, i, parts, total int, lim markdown.Limit) string {
+func digestText(part []heldNote, i, parts, total int, lim spec.Limit) string {
 	md := renderDigest(part, i, parts, total)
 	if lim.Fits(md) || len(part) != 1 {
 		return md

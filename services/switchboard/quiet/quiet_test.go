@@ -17,6 +17,9 @@ import (
 	"github.com/heraldhq/herald/pkg/audit"
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/bus/bustest"
+	slackspec "github.com/heraldhq/herald/pkg/channel/slack"
+	"github.com/heraldhq/herald/pkg/channel/spec"
+	telegramspec "github.com/heraldhq/herald/pkg/channel/telegram"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/ledger"
@@ -348,8 +351,8 @@ func TestQuietDigestResumes(t *testing.T) {
 	}
 	for i, r := range got {
 		msg := r.Notify().Delivery.Message
-		if !markdown.TelegramLimit.Fits(msg) {
-			t.Errorf("part %d is %d long, over Telegram's limit", i+1, markdown.TelegramLimit.Size(msg))
+		if !telegramspec.Limit.Fits(msg) {
+			t.Errorf("part %d is %d long, over Telegram's limit", i+1, telegramspec.Limit.Size(msg))
 		}
 		if want := fmt.Sprintf("part %d of 3", i+1); !strings.Contains(msg, want) || !strings.Contains(msg, fmt.Sprintf("Note %d", i)) {
 			t.Errorf("part %d does not say %q or lacks note %d:\n%s", i+1, want, i, msg)
@@ -428,7 +431,7 @@ func TestHeldAuditedAfterAKill(t *testing.T) {
 // fit the channel's message; a note too long for one message alone is cut
 // to fit, and says so.
 func TestSplitDigest(t *testing.T) {
-	for _, lim := range []markdown.Limit{markdown.TelegramLimit, markdown.SlackLimit, markdown.WholeLimit} {
+	for _, lim := range []spec.Limit{telegramspec.Limit, slackspec.Limit, spec.WholeLimit} {
 		notes := map[string]heldNote{}
 		var order []string
 		for i := range 60 {
@@ -554,7 +557,7 @@ func TestQuietDigestQuotesNotes(t *testing.T) {
 			md := f.delivered(t)[0].Notify().Delivery.Message
 			checkDigestLines(t, md, ids)
 
-			tg := markdown.TelegramHTML(md)
+			tg := telegramspec.HTML(md)
 			headings := 0
 			if tt.finance {
 				headings = 1
