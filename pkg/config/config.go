@@ -94,6 +94,10 @@ type Config struct {
 	// Transcribe turns voice notes into text before they reach the model
 	// (transcribe.go); unset, they arrive as attachments.
 	Transcribe *Transcribe `yaml:"transcribe"`
+
+	// root is the file's top node, for the lines of problems found after
+	// Parse (CheckRunHost); nil without a file.
+	root *yaml.Node
 }
 
 // WatchesConfig is watch_config, or def where the file does not set it.
@@ -219,6 +223,9 @@ type Butler struct {
 	// Files: where the files it sends may come from, how big, and where
 	// its downloads go (files.go).
 	Files Files `yaml:"files"`
+	// Run: a message no connected session takes starts Claude Code
+	// headless for it (run.go); unset, messages wait for a session.
+	Run *Run `yaml:"run"`
 }
 
 // A butler's session bounds: max_sessions' and session_idle_timeout's
@@ -520,6 +527,7 @@ func Parse(b []byte) (*Config, error) {
 	if len(probs) > 0 {
 		return nil, invalid(probs)
 	}
+	c.root = root
 	return &c, nil
 }
 
@@ -589,6 +597,9 @@ func (c *Config) applyDefaults() {
 		}
 		if b.MaxSessions == 0 {
 			b.MaxSessions = DefaultMaxSessions
+		}
+		if b.Run != nil {
+			b.Run.defaults()
 		}
 		if b.SessionIdleTimeout == 0 {
 			b.SessionIdleTimeout = Duration(DefaultSessionIdleTimeout)
@@ -821,6 +832,9 @@ func (c *Config) checkButlers(add func(format string, a ...any)) {
 		}
 		c.checkApprovers(at, &c.Butlers[i], add)
 		checkFiles(at, &c.Butlers[i], add)
+		if b.Run != nil {
+			checkRun(at, b.Run, add)
+		}
 	}
 }
 
