@@ -1,29 +1,16 @@
-// Package forum keeps which Telegram forum topic of a group belongs to which
-// butler, for a Telegram integration with topics: per_butler (architecture.md §11).
-// The messenger makes a butler's topic the first time the butler writes to
-// the group and records it here; the switchboard reads here whose topic a
-// person wrote in, and routes the message to that butler.
+// Package forum records which Telegram forum topic of a group is which
+// butler's (topics: per_butler), in bus.BucketChannelState:
 //
-// The records live in the messenger's bucket bus.BucketChannelState, under
-// two keys per topic:
+//   - Registry, NewRegistry, KV: the messenger's side; Topic makes a butler's
+//     topic once across every replica, Forget drops one deleted in Telegram.
+//   - Owner, Getter, ThreadKeys: the switchboard's side, which may read only
+//     the keys that say whose topic a thread is.
+//   - MetaTopic: the ingress meta key of a message written in a topic.
+//   - ErrBusy: another messenger is still making the topic; ErrKey: a chat
+//     that cannot be part of a key.
 //
-//	topic.<integration>.<chat>.butler.<butler>  {"thread": 42, "name": "health"}
-//	topic.<integration>.<chat>.thread.<thread>  {"butler": "health"}
-//
-// The first says where a butler's messages go, the second whose topic a
-// message was written in. The switchboard may read the second kind only
-// (pkg/natsauth), key by key.
-//
-// A topic is made once, whichever replica and however many deliveries ask at
-// once: a creator first claims the butler's key with a create-only write
-// ({"creating": <holder>}), calls Telegram, and then writes the thread id
-// over its claim. Others that find the claim wait for the thread id. A claim
-// whose creator died (its messenger was killed mid-call) is taken over once
-// it is Stale; a live creator renews its claim, however long Telegram makes
-// it wait. The dead creator's call may have made a topic nobody records,
-// which stays empty. A creator whose call fails (the group is not a forum)
-// deletes its claim, so the next delivery tries again and gets the same
-// answer.
+// The keys, and how a topic is made once, are in docs/attention.md, "Forum
+// topics per butler".
 package forum
 
 import (

@@ -1,26 +1,15 @@
-// Package lease runs a singleton job — polling one Telegram bot token, say —
-// on exactly one of several replicas, with a lease on one key of a NATS KV
+// Package lease runs a singleton job (polling one Telegram bot token, say) on
+// exactly one of several replicas, with a lease on one key of a NATS KV
 // bucket (bus.BucketLeases).
 //
-// The key holds {"holder", "expires_at"}. A contender takes a free key with
-// Create; the holder renews it every TTL/3 with an Update on the revision it
-// last wrote, and stops the job at once when a renewal fails, so two holders
-// never run the job together. A clean stop deletes the key (on the same
-// revision), and a standby replica, watching the key, takes over at once; after
-// a crash, the key stays until it has gone TTL without a renewal, and then a
-// standby takes it over; sooner if Gone says the holder has stopped.
+//   - Lease: the job's key, holder and TTL, and the hooks Gone and OnStandby.
+//   - Lease.Run: take the lease, run the job while holding it, stand by
+//     otherwise; a clean stop hands the job over at once.
+//   - ErrLost: the cause of the job's cancelled context when a renewal failed.
 //
-// Expiry is measured on the standby's own clock rather than read from
-// expires_at: a standby takes the key over only after it has seen the same
-// revision for a full TTL, while the holder stops the job when a renewal has
-// not succeeded within 2/3 of the TTL after the previous one was sent. So the
-// rate of the replicas' clocks matters, not their setting. expires_at is for
-// people reading the bucket; it also lets a replica that starts long after a
-// crash take the key at once when the recorded expiry is more than a TTL past,
-// which assumes only that the replicas' clocks agree within a TTL.
-//
-// The lease stops a job by cancelling its context: the job must return
-// promptly when it ends.
+// The lease stops a job by cancelling its context, so the job must return
+// promptly when it ends. How renewals, takeovers and clocks work is in
+// docs/reliability.md, "One replica for a singleton job".
 package lease
 
 import (

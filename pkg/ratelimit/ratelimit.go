@@ -1,51 +1,15 @@
-// Package ratelimit keeps a provider's sending limits (per chat, per group
-// chat, per bot) before the provider has to enforce them, for every
-// messenger replica at once, and makes a provider's "retry after" pause every
-// send of the account (or of the chat), not only the one that was refused.
+// Package ratelimit keeps a provider account's sending limits (per chat, per
+// group, per bot) before the provider has to enforce them, shared by every
+// messenger replica through one key of a NATS KV bucket (herald_limits).
 //
-// A Limiter is one provider account, named by a scope such as
-// "telegram.123456". Its state is one key of a NATS KV bucket that the
-// replicas share, "ratelimit.<scope>" (characters a key cannot hold are
-// written =XX), holding JSON like
+//   - Limiter, New, ForIntegration: one account's limits, on the bucket.
+//   - Limiter.Wait, Turn: reserve the time a message may go, then sleep to it.
+//   - Limiter.Pause, Hold: a provider's "retry after", kept by every replica.
+//   - Limits, Rate, TelegramDefaults, FromConfig: the limits themselves.
+//   - ErrNotShared: the bucket was out of reach; this process kept the limit.
 //
-//	{"bot":{"tat":"…","slots":["…","…"]},"pause":"…",
-//	 "chats":{"42":{"tat":"…","group":"…","pause":"…"}}}
-//
-// Limits are kept as in GCRA: tat is the theoretical arrival time of the next
-// message of a chat (PerChat) or group (PerGroup); each chat's messages take
-// turns in order. The bot-wide limit (PerBot) keeps the slots reserved ahead
-// of now besides a tat for those already past, so that a message reserved
-// for later (its chat's turn, the end of its chat's pause) does not hold up
-// the other chats as a single arrival time would. pause is when the account,
-// or a chat, may send again after a provider's 429. Times that have passed
-// are dropped on every write, so the value holds only the chats sent to in
-// the last few seconds and the ones paused. Any bucket does (the messenger's
-// is herald_limits); a TTL on it forgets accounts idle that long, so it must
-// be longer than the longest pause.
-//
-// Wait reserves a time with one compare-and-set write (Create for a new key,
-// Update on the revision it read; a conflict reads again), and only then
-// sleeps until it: the reservation is in the bucket before the send, so two
-// replicas never hand out the same slot. In one process, Waits take turns for
-// the read and the write, not for the sleep.
-//
-// The times are wall-clock times: the replicas' clocks must agree (NTP),
-// since a replica whose clock is d ahead may send up to d early against
-// another's reservations.
-//
-// When the bucket cannot be reached (no answer within 2 s, or an error other
-// than a conflict), sends are not held up: the Limiter keeps limits and
-// pauses in its own copy of the state, the last state it read or wrote plus
-// what it reserved since, so recent reservations and pauses still hold. Wait
-// then returns an error wrapping ErrNotShared, after sleeping until the time
-// it kept locally: the caller logs it and sends. For the next 5 s Waits use
-// the local copy without trying the bucket (and return nil, so an outage is
-// reported about once per 5 s), then try again; the first write that
-// succeeds carries what was kept locally into the bucket. While N replicas
-// are cut off, each keeps the limits alone, so up to N times the rate may go
-// out. Pause always tries the bucket, a pause being worth sharing; when that
-// fails, the pause holds in this process and Pause returns an error wrapping
-// ErrNotShared.
+// How (GCRA, the key's JSON, compare-and-set, clocks, a bucket out of reach)
+// is in docs/reliability.md, "Provider rate limits across replicas".
 package ratelimit
 
 import (
@@ -179,7 +143,7 @@ func New(kv jetstream.KeyValue, scope string, l Limits) *Limiter {
 // Wait returns ctx.Err() if ctx ends first (a reservation already made is
 // then lost: it only delays later messages), and an error wrapping
 // ErrNotShared if the bucket could not be reached, after waiting on the
-// local copy (see the package doc): the message may be sent.
+// local copy of the limits: the message may be sent.
 func (l *Limiter) Wait(ctx context.Context, chat string, group bool) error {
 	for {
 		at, err := l.reserve(ctx, chat, group)

@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// state is the value of an account's key (see the package doc). Zero times
-// are "none"; every time is in UTC.
+// state is the value of an account's key (docs/reliability.md shows its
+// JSON). Zero times are "none"; every time is in UTC.
 type state struct {
 	// Bot is the account's PerBot schedule.
 	Bot schedule `json:"bot,omitzero"`

@@ -1,21 +1,16 @@
 // Package route is how a butler hands a notify to the switchboard and waits
-// for the answer: ask a switchboard to route route.v1 at once
-// (herald.direct.<butler>, core NATS), else publish it on
-// herald.route.<butler> with its idempotency key until JetStream has stored
-// it; then wait for the answer on
-// herald.reply.<butler>.<request_id> (one subscription per butler serves
-// every request: replies.go), and if JetStream says the publish was a
-// duplicate, answer from the delivery ledger.
+// for the answer: routed at once over core NATS (herald.direct.<butler>), else
+// published on herald.route.<butler> until JetStream stores it; the answer
+// comes on herald.reply.<butler>.<request_id> (replies.go), or from the
+// delivery ledger when JetStream says the publish was a duplicate.
 //
-// Every answer is true. Sent and failed come from the messenger's outcome.
-// ErrQueued means JetStream stored the route: it will be delivered, or the
-// butler will be told it failed, whatever restarts in between, the butler's
-// own included, since nothing of it is left in the butler's memory.
-// ErrNotAccepted means no publish can have reached JetStream: nothing will be
-// sent, and calling again is safe. ErrUnconfirmed means JetStream never
-// confirmed a publish that may have reached it: the butler stopped trying,
-// and the route is delivered at most once (once only if NATS stored it
-// without answering).
+//   - Client, Client.Send: send a route.v1 and wait for its route_response.v1.
+//   - ErrQueued, ErrNotAccepted, ErrUnconfirmed: stored but unanswered; never
+//     stored (safe to call again); perhaps stored (delivered at most once).
+//   - DirectPause: how long direct routes rest after one went unanswered.
+//
+// Every answer is true: docs/reliability.md, "The answers a model gets, and
+// what each one means", says what each one promises.
 package route
 
 import (

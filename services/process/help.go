@@ -8,33 +8,12 @@ import (
 	"time"
 )
 
-// Every command's --help, and every binary's, has one shape:
-//
-//	Usage:
-//	  herald pair list [--config FILE]        one line per form of the command
-//	  herald pair approve [--config FILE] CODE
-//
-//	What it does, in one paragraph.
-//
-//	Flags:
-//	  --config FILE     what it is (default ...)
-//
-//	Examples:
-//	  herald pair list                        # a comment, when one is needed
-//
-// A command's usage text holds all of it but the flags, which UsageFunc
-// adds from the command's FlagSet, so the two cannot drift apart. The
-// grammar: --flag VALUE with the value in capitals (flagArgs names it),
-// [optional], A|B for one of them, a group's subcommand right after it.
-//
-// Every example works as printed in the directory of a running `herald dev`
-// started with no configuration (the butler "assistant", the log channel and
-// a web chat); an example that needs more says so in its comment, and one
-// that runs until interrupted says "Ctrl-C". e2e's TestCommands runs them
-// all against a real herald dev, and the herald lines of README.md and docs/.
-
-// UsageFunc prints text, a command's help in the shape above, with fs's
-// flags put in before its examples, to fs's output.
+// UsageFunc prints text, a command's help, with fs's flags put in before its
+// examples, to fs's output. Every --help has one shape (Usage:, a paragraph,
+// Flags:, Examples:; docs/architecture.md, "Commands and configuration",
+// shows it). The flags come from fs so that help and flags cannot drift
+// apart; the examples work as printed beside a `herald dev`, and e2e's
+// TestCommands runs them all.
 func UsageFunc(fs *flag.FlagSet, text string) func() {
 	return func() { writeHelp(fs.Output(), text, fs) }
 }

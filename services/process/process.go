@@ -1,3 +1,14 @@
+// Package process is what every Herald binary shares: flags and help, the
+// configuration, the NATS connection, the HTTP listener, and reloads.
+//
+//   - Spec, Main, Exec, Running: a service (switchboard, messenger, butler) as
+//     a binary of its own; Main does the common part, then runs Spec.Serve.
+//   - Process, New: /healthz, /readyz and /metrics, and the NATS store probe.
+//   - Rerunner, StartReloads, ReloadOptions: reloads on SIGHUP, herald reload
+//     or a changed file, the service restarted on the new configuration.
+//   - IO, AnswerHelp, AsksHelp, IsUsageError, UsageFunc, ServiceUsage: command
+//     lines, and a --help of one shape for every command and binary (help.go).
+//   - LoadConfigFile, DurationFlag, FileHash, KnownOf: helpers of the above.
 package process
 
 import (
@@ -12,7 +23,7 @@ import (
 	"github.com/heraldhq/herald/pkg/obs"
 )
 
-// Process is what one Herald process shows an operator (architecture.md §9): its
+// Process is what one Herald process shows an operator (docs/operations.md): its
 // metrics, its readiness, and the HTTP listener serving them at /healthz,
 // /readyz and /metrics, shared by every service the process runs.
 type Process struct {

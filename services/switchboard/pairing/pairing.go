@@ -1,22 +1,16 @@
-// Package pairing lets a stranger in on an integration whose dm_policy is pairing:
-// their first direct message gets a short code, and the operator who runs
-// `herald pair approve CODE` pairs them. Approval is never possible from a
-// chat. Everything lives in the herald_pairing bucket:
+// Package pairing lets a stranger in on an integration whose dm_policy is
+// pairing: their first direct message gets a short code, and the operator
+// who runs `herald pair approve CODE` pairs them. Approval is never possible
+// from a chat.
 //
-//	pending.<integration>          the integration's pending codes (see MaxNewCodes)
-//	code.<CODE>                    one pending code, for approval by code
-//	paired.<integration>.<sender>  a paired sender (the sender's id escaped into one key token)
+//   - Store, Open: the codes and the paired senders, in herald_pairing.
+//   - Store.Request, Approve, Revoke, IsPaired: a code for a stranger, the
+//     operator's answer, and the gate's question; Pending, Paired: the lists.
+//   - MaxNewCodes, PairingWindow, PairingTTL: limits that keep a few strangers
+//     from shutting pairing to others for long; ErrPending, ErrFull, ...
 //
-// A stranger holds one code at a time: they get another only once it has
-// expired. An integration hands out at most MaxNewCodes codes in any
-// PairingWindow; a code frees its place in that window after PairingWindow,
-// though it can be approved for the whole PairingTTL. So strangers who write
-// at once shut the integration to other strangers for PairingWindow, and
-// cannot do it again with the same identities until their codes expire: k
-// strangers keep it shut for at most ceil(k/3) × 10 minutes of each hour,
-// and it takes 18 identities writing once an hour to keep it shut for good.
-// The pending list is updated compare-and-set, so the limits hold across
-// switchboard replicas.
+// What the limits guarantee is in docs/security.md, "The doors and their
+// locks", and docs/inbound.md, "The switchboard's gates, in order".
 package pairing
 
 import (
@@ -104,6 +98,10 @@ func Open(ctx context.Context, js jetstream.JetStream) (*Store, error) {
 	return &Store{kv: kv, now: time.Now}, nil
 }
 
+// The keys of herald_pairing: an integration's pending codes in one list,
+// updated compare-and-set so that MaxNewCodes holds across replicas; each
+// pending code on its own, for approval by code; each paired sender (its id
+// escaped into one key token).
 func pendingKey(integration string) string { return "pending." + integration }
 func codeKey(code string) string           { return "code." + code }
 func pairedKey(integration, sender string) string {

@@ -1,25 +1,14 @@
-// Package quiet is the switchboard's quiet hours (docs/architecture.md).
-// A note sent through an integration with
-// quiet_hours, while its zone's clock is in them, is held when its urgency
-// is below pass and nothing about it asks for an answer now: it is kept in
-// herald_held, the butler is answered "held until 07:00 Europe/Berlin", and
-// at the end of the hours the notes held for one chat of the integration go
-// out as one digest, split where one message of the channel would not hold
-// them. Everything is in the bucket, so a switchboard killed at any point
-// picks up where it was; the digest is sent by a scan every core.TickEvery (Tick), not
-// by timers in memory.
+// Package quiet is the switchboard's quiet hours: a note sent through an
+// integration with quiet_hours while its zone's clock is in them waits in
+// herald_held, unless its urgency is pass or above or it asks for an answer
+// now; when the hours end, the notes held for one chat go out as one digest.
 //
-//	n.<until>.<integration>.<chat>.<butler>.<key>  a held note (heldNote)
-//	d.<until>.<integration>.<chat>.<digest>        a digest on its way (digestRecord)
+//   - New, Feature: the core.Feature the switchboard runs; Outbound holds a
+//     note, Tick (every core.TickEvery) sends the digests of hours that ended.
 //
-// <until> is the Unix second the hours end, so the scan reads only the notes
-// that are due; <chat> is where the digest goes (bus.KeyToken), <key> the note's
-// idempotency key. A digest's record fixes which notes it holds, its parts
-// and their idempotency keys before the first is published: after a crash
-// the same parts are published again with the same keys, which JetStream
-// (within its duplicate window) and the messenger's ledger (beyond it)
-// answer without sending twice. Only then are the notes released (audited,
-// recorded in the ledger, deleted), the record last.
+// Everything is in the bucket, not in memory, so a switchboard killed at any
+// point picks up where it was. docs/attention.md, "Quiet hours and digests",
+// says what is held and how a digest goes out once.
 package quiet
 
 import (
@@ -79,7 +68,10 @@ func quietNow() time.Time { return time.Now().Add(time.Duration(quietShift.Load(
 
 var quietShift atomic.Int64
 
-// heldNote is one note held for quiet hours.
+// heldNote is one note held for quiet hours, kept in herald_held under
+// n.<until>.<integration>.<chat>.<butler>.<key> (noteKey): <until> is the
+// Unix second the hours end, so a scan reads only the notes that are due;
+// <chat> is where the digest goes, <key> the note's idempotency key.
 type heldNote struct {
 	Butler  string `json:"butler"`
 	Channel string `json:"channel"`
@@ -103,7 +95,10 @@ type heldNote struct {
 	Audited bool `json:"audited,omitempty"`
 }
 
-// digestRecord is one digest: its notes, and once planned its parts.
+// digestRecord is one digest, kept under d.<until>.<integration>.<chat>.<id>:
+// its notes, and once planned its parts with their idempotency keys, fixed
+// before the first is published so that a switchboard killed midway
+// publishes the same parts again. It is deleted last, after its notes.
 type digestRecord struct {
 	Notes []string     `json:"notes"`
 	Parts []digestPart `json:"parts,omitempty"`

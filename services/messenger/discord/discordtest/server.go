@@ -1,51 +1,16 @@
-// Package discordtest is a fake Discord for tests, in the manner of
-// net/http/httptest: NewServer starts, on a random local port, the REST API
-// (URL is what goes into api_url; it plays https://discord.com/api/v10) and
-// the gateway (GatewayURL, what GET /gateway/bot names; it plays
-// wss://gateway.discord.gg), and holds one server ("guild") with text
-// channels, two people and the bot.
+// Package discordtest is a fake Discord for tests, like net/http/httptest:
+// the REST API (URL, for api_url) and the v10 gateway (GatewayURL), holding one
+// server with text channels, two people and the bot.
 //
-// REST speaks Discord's wire format and answers as Discord does: the token
-// in "Authorization: Bot <token>" (none or a wrong one is 401 {"message":
-// "401: Unauthorized", "code": 0}), JSON bodies checked as Discord checks
-// them (content of at most 2000 characters, a message_reference to a message
-// of the channel, action rows of at most five buttons with custom_ids of at
-// most 100 characters, known flags), JSON errors {"code", "message",
-// "errors"} with Discord's codes (10003 Unknown Channel, 10008 Unknown
-// Message, 10014 Unknown Emoji, 50035 Invalid Form Body, ...), and rate
-// limit headers on every answer (X-RateLimit-Limit, -Remaining, -Reset,
-// -Reset-After, -Bucket; a 429 adds -Scope, -Global and Retry-After, with
-// {"message", "retry_after", "global"}). It serves POST
-// /channels/{id}/messages, PATCH /channels/{id}/messages/{id} (the bot's
-// own messages only: 50005 for another's; the fields given replace the
-// message's, an empty components array removing its buttons, and
-// edited_timestamp is set), PUT /channels/{id}/messages/{id}/reactions/
-// {emoji}/@me, POST /channels/{id}/messages/{id}/threads, POST
-// /users/@me/channels (direct messages), GET /channels/{id}, GET
-// /channels/{id}/messages/{id}, GET /gateway/bot, GET /users/@me and POST
-// /interactions/{id}/{token}/callback.
+//   - Calls, Accepted, WaitCalls, Messages, Message, Uploads: what the bot did.
+//   - FailNext, FailChannel, RateLimitNext, FailHTTPNext, OnAccept, HangUpNext,
+//     SetRateLimit, SetFileLimit, ExpireLinks: Discord's refusals and limits.
+//   - RequestReconnect, InvalidateSession, CloseGateway, DropGateway,
+//     RefuseIdentify: the gateway ending or refusing a session (gateway.go).
+//   - UserMessage, DirectMessage, StartThread, Press, React: people acting,
+//     dispatched as gateway events (events.go).
 //
-// A message with files (files.go) is multipart/form-data as Discord takes
-// it: a payload_json part and parts files[n], each attachments[].id naming
-// its part, at most MaxFiles, each at most SetFileLimit's bytes (10 MB, a
-// server without boosts) or 413 with 40005 "Request entity too large". The
-// message keeps its files as attachments whose URLs are signed CDN links
-// the fake serves on its own host, as cdn.discordapp.com does (no token;
-// 404 "This content is no longer available." once expired, ExpireLinks).
-//
-// The gateway (gateway.go) speaks v10 JSON: Hello, Identify (4004 for a
-// wrong token, 4014 for a refused intent), Heartbeat and its ACK, READY with
-// session_id and resume_gateway_url, Resume with the replay of what the
-// session missed and RESUMED, Reconnect (op 7), Invalid Session (op 9) and
-// close codes on demand. People act through events.go: UserMessage,
-// DirectMessage, StartThread and Press dispatch MESSAGE_CREATE,
-// THREAD_CREATE and INTERACTION_CREATE as Discord does.
-//
-// Every REST call is recorded for assertions, and faults can be injected:
-// Discord errors (FailNext, FailChannel), rate limits (RateLimitNext),
-// Cloudflare's HTML error pages (FailHTTPNext), a hook at the moment a call
-// was accepted (OnAccept), and the answer of an accepted call lost
-// (HangUpNext).
+// What it checks as Discord does is in docs/testing.md, "The fakes".
 package discordtest
 
 import (

@@ -1,16 +1,15 @@
-// Package smtptest runs an SMTP sink for tests, the way net/http/httptest runs
-// an HTTP server: a real go-smtp server on 127.0.0.1 that speaks the wire
-// protocol (EHLO, STARTTLS, AUTH PLAIN, MAIL, RCPT, DATA) and records every
-// message it accepts, parsed into headers and MIME parts.
+// Package smtptest runs an SMTP server for tests, like net/http/httptest: a
+// real go-smtp server on 127.0.0.1 that records every mail it accepts,
+// parsed into headers and MIME parts.
 //
-// go-smtp's server neither enforces AUTH nor parses MIME (architecture.md §9); the sink
-// does both, so a test sees what a real mailbox would: a MAIL before a
-// successful AUTH is refused with 530, and each recorded message carries its
-// decoded text/plain and text/html bodies.
+//   - NewServer, WithAuth, WithSTARTTLS, WithImplicitTLS, WithMaxBytes: a
+//     server that enforces AUTH, offers TLS, or limits a mail's size.
+//   - URL, Addr, CertPEM, WriteCertFile, ClientTLSConfig: how a client reaches it.
+//   - Messages, WaitMessages, Auths: what it accepted, and every AUTH attempt.
+//   - FailNext, FailNextRcpt, OnAccept, HangUpNext: refusals, a slow server,
+//     and a reply lost.
 //
-// Faults: a reply to DATA or RCPT (FailNext, FailNextRcpt), a hook at the
-// moment a mail was taken, before the server's reply to its end (OnAccept:
-// a server slow to answer), and that reply lost (HangUpNext).
+// What it checks as a mail server does is in docs/testing.md, "The fakes".
 package smtptest
 
 import (
@@ -254,7 +253,7 @@ func (s *Server) Close() {
 // Addr is host:port of the server.
 func (s *Server) Addr() string { return s.ln.Addr().String() }
 
-// URL is the server's address in the form of architecture.md §6:
+// URL is the server's address in the form SMTP_URL takes:
 // smtp://user:pass@127.0.0.1:port, smtps:// with WithImplicitTLS, without
 // userinfo unless WithAuth.
 func (s *Server) URL() string {

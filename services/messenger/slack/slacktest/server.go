@@ -1,52 +1,15 @@
-// Package slacktest is a fake Slack Web API and Events API sender for
-// tests, in the manner of net/http/httptest: NewServer starts the Web API
-// on a random local port, URL is what goes into api_url (it plays
-// https://slack.com/api/), and it serves chat.postMessage, chat.update,
-// reactions.add and the files methods with the wire format and answers of
-// the real API.
+// Package slacktest is a fake Slack for tests, like net/http/httptest: the
+// Web API (URL, for api_url) and the Events API, speaking Slack's wire format.
 //
-// It parses requests for real — application/x-www-form-urlencoded (where
-// attachments arrive as a JSON string), multipart/form-data and
-// application/json, with Slack's charset warnings — and checks what Slack
-// checks: the token (Authorization: Bearer, or a token form field; none is
-// not_authed, a wrong one invalid_auth), the channel (an id, a user id whose
-// direct message it opens, or a #name it knows), text or attachments
-// present and within 40,000 characters, blocks a JSON array of Block Kit
-// blocks within Slack's limits (sections of at most 3,000 characters,
-// actions blocks of at most 25 elements, buttons with a plain_text label of
-// at most 75 characters, a value of at most 2,000, style primary or danger,
-// block_id and action_id unique in the message; else invalid_blocks),
-// reactions on messages it holds with emoji names it knows
-// (already_reacted the second time), and edits of the app's own messages only (message_not_found for a
-// ts the channel does not hold, cant_update_message for another's). An edit
-// changes the message it holds as Slack does: the text, attachments and
-// blocks given replace the message's, attachments and blocks not given are
-// kept (blocks are dropped when text is given alone), and the message is
-// marked edited. Answers are HTTP
-// 200 with {"ok":true,...} or {"ok":false,"error":"..."}; a rate limit is
-// HTTP 429 with Retry-After. Every call is recorded for assertions, and
-// faults can be injected: Slack errors (FailNext, FailChannel), rate limits
-// (RateLimitNext), HTTP errors with an HTML body as Slack's edge sends
-// (FailHTTPNext), a hook at the moment a call was accepted (OnAccept), and
-// the answer of an accepted call lost (HangUpNext).
+//   - NewServer, Token, AddChannel, AddUser, AddEmoji: the workspace and its app.
+//   - Calls, Accepted, WaitCalls, Messages, Message, Shares: what the app did.
+//   - FailNext, FailChannel, RateLimitNext, FailHTTPNext, OnAccept, HangUpNext:
+//     Slack's refusals, rate limits, outages, and answers lost.
+//   - AddFile, ExternalFile, DeleteFile, LimitUploads: files to serve and upload.
+//   - UserMessage, Reaction, Click, SendEvent, SendInteraction, Sign: people's
+//     messages, reactions and clicks, posted signed as Slack posts them.
 //
-// Files go through Slack's external upload as at Slack:
-// files.getUploadURLExternal (a form: filename, length) names an upload URL
-// on the fake, which takes the bytes as a raw body or a multipart form and
-// checks their length (413 over the upload limit, LimitUploads), and
-// files.completeUploadExternal (its files a JSON array) shares them as a
-// message of the app's, recorded for Shares. files.info describes the files
-// the fake holds (AddFile, ExternalFile, DeleteFile), and their
-// url_private_download serves them to the bot token alone. Uploads and
-// downloads are recorded as calls of methods "upload" and "download".
-//
-// Inbound, UserMessage makes the event_callback Slack would send for a
-// person's message (kept, so that a reply or reaction finds it), and
-// SendEvent posts a payload to an Events API endpoint signed as Slack signs
-// it. Click makes the block_actions interaction Slack sends when a person
-// clicks a button of a message the fake holds, and SendInteraction posts it
-// to an Interactivity Request URL as Slack does: a form whose field payload
-// is the JSON, signed like events.
+// What it checks as Slack does is in docs/testing.md, "The fakes".
 package slacktest
 
 import (

@@ -1,28 +1,15 @@
-// Package telegramtest is a fake Telegram Bot API server for tests, in the
-// manner of net/http/httptest: NewServer starts it on a random local port,
-// URL is what goes into TELEGRAM_API_URL (or bot.WithServerURL), and it serves
-// /bot<token>/<method> with the wire format and answers of the real Bot API.
+// Package telegramtest is a fake Telegram Bot API for tests, like
+// net/http/httptest: URL is what goes into TELEGRAM_API_URL, and it serves
+// /bot<token>/<method> with the Bot API's wire format and answers.
 //
-// It parses requests for real — multipart/form-data as go-telegram/bot sends
-// every call (nested objects arrive as JSON strings in form fields),
-// application/json and application/x-www-form-urlencoded — and checks what
-// Telegram checks: the token, the method, parse_mode=HTML markup (only
-// Telegram's tags, balanced), the 4096-character limit after entity parsing,
-// the fixed set of reaction emoji, inline keyboards, and one long poll per bot
-// at a time (a second getUpdates ends the first with 409 Conflict). Every call
-// is recorded for assertions, with when it arrived and when it was answered,
-// and faults (429 with retry_after, 409, 5xx, any error, an outage until a
-// time) can be injected; OnAccept runs a test's code at the moment a call was
-// accepted, before its answer leaves (a slow provider, a crash in between),
-// and HangUpNext loses the answer of a call that was carried out (the
-// connection is reset instead).
+//   - NewServer, Token, AddBot, MakeForum, AddFile: the bots, chats and files.
+//   - Calls, Accepted, WaitCalls, Messages, Topics, SentFiles: what bots did.
+//   - FailNext, FailUntil, FailChat, MigrateChat, OnAccept, HangUpNext:
+//     Telegram's refusals, outages, and answers lost.
+//   - SendUserMessage, PressButton, React, QueueUpdate: people acting, queued
+//     for getUpdates.
 //
-// A supergroup made a forum with MakeForum has topics (createForumTopic,
-// message_thread_id; forum.go).
-//
-// Inbound traffic is queued for getUpdates with SendUserMessage (a person
-// writes to the bot), PressButton (a person taps an inline button) or
-// QueueUpdate (any update).
+// What it checks as Telegram does is in docs/testing.md, "The fakes".
 package telegramtest
 
 import (

@@ -1,23 +1,15 @@
-// Package webhooktest is a fake webhook receiver for tests, in the manner of
-// net/http/httptest: NewServer starts it on a random local port with a
-// Standard Webhooks secret, URL gives the address of one of its paths (a
-// recipient), and it answers like a careful consumer does. It verifies every
-// request for real, with code of its own written from the specification
-// (Sign, Verify): POST, a JSON body or a multipart/form-data one (the JSON
-// as the part "payload", then the files it lists, each checked against its
-// size and sha256: Request.Files), the webhook-id, webhook-timestamp and
-// webhook-signature headers, the signature under the secret over the raw
-// body (any v1 one of the list), the timestamp within five minutes, the
-// body within a limit (SetMaxBody); it answers 401, 400 or 413 with the
-// reason otherwise. It deduplicates on webhook-id as the specification
-// advises: the same id and body again is answered 200 and marked Duplicate,
-// the same id with another body 409. Every request is recorded, and faults
-// (a status with Retry-After, for the next requests) can be injected, as can
-// a hook at the moment a webhook was accepted (OnAccept: a slow receiver) and
-// the answer to an accepted webhook lost (HangUpNext).
+// Package webhooktest is a fake webhook receiver for tests, like
+// net/http/httptest, that checks Standard Webhooks signatures with code of
+// its own, written from the specification.
 //
-// Post is the other direction: it signs and POSTs a body to an inbound
-// endpoint, and can tamper with what it sends.
+//   - NewServer, URL: a receiver with a secret, and the address of a path.
+//   - Requests, Accepted: what it received, and the new webhooks it took.
+//   - FailNext, FailNextWith, SetMaxBody, SetClock, OnAccept, HangUpNext: a
+//     receiver that refuses, limits, judges time otherwise, or loses answers.
+//   - Sign, Verify, NewSecret, Key: the specification's signatures.
+//   - Post, PostOptions: a signed webhook to an inbound endpoint, or a forged one.
+//
+// What it checks, and how it deduplicates, is in docs/testing.md, "The fakes".
 package webhooktest
 
 import (
