@@ -46,7 +46,14 @@ const (
 	// the digest's, Reason names its request_id).
 	Held     = "held"
 	Released = "released"
+	// RunStarted and RunEnded: a butler started Claude Code for a
+	// conversation (run:), and the run ended (Reason says why).
+	RunStarted = "run_started"
+	RunEnded   = "run_ended"
 )
+
+// ButlerKinds are the records a butler writes itself, on its own subject.
+var ButlerKinds = []string{AutoAllowed, RunStarted, RunEnded}
 
 // Record is one audit entry.
 type Record struct {
@@ -406,8 +413,8 @@ func Forged(subject string, r Record) string {
 		if r.Butler != rest[1] {
 			why = append(why, "written by butler "+rest[1]+" but names butler "+r.Butler)
 		}
-		if kind != AutoAllowed {
-			why = append(why, "a butler writes only auto_allowed records")
+		if !slices.Contains(ButlerKinds, kind) {
+			why = append(why, "a butler writes only "+strings.Join(ButlerKinds, ", ")+" records")
 		}
 	case len(rest) != 1:
 		return "stored on " + subject + ", not an audit subject"

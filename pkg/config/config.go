@@ -94,10 +94,6 @@ type Config struct {
 	// Transcribe turns voice notes into text before they reach the model
 	// (transcribe.go); unset, they arrive as attachments.
 	Transcribe *Transcribe `yaml:"transcribe"`
-
-	// root is the file's top node, for the lines of problems found after
-	// Parse (CheckRunHost); nil without a file.
-	root *yaml.Node
 }
 
 // WatchesConfig is watch_config, or def where the file does not set it.
@@ -134,7 +130,7 @@ func (c *Config) HTTPListenFor(role string) string {
 		return DefaultSwitchboardHTTPListen
 	case "messenger":
 		return DefaultMessengerHTTPListen
-	case "butler":
+	case "butler", "run":
 		return ""
 	}
 	return DefaultHTTPListen
@@ -527,7 +523,7 @@ func Parse(b []byte) (*Config, error) {
 	if len(probs) > 0 {
 		return nil, invalid(probs)
 	}
-	c.root = root
+	c.placeRuns(root)
 	return &c, nil
 }
 
@@ -599,7 +595,7 @@ func (c *Config) applyDefaults() {
 			b.MaxSessions = DefaultMaxSessions
 		}
 		if b.Run != nil {
-			b.Run.defaults()
+			b.Run.Defaults()
 		}
 		if b.SessionIdleTimeout == 0 {
 			b.SessionIdleTimeout = Duration(DefaultSessionIdleTimeout)

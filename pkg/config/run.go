@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Run is a butler's run setting: a message that no connected session
@@ -19,8 +21,11 @@ type Run struct {
 	Args []string `yaml:"args"`
 	// Dir is the project the agent works in; required.
 	Dir string `yaml:"dir"`
-	// Env adds variables to the run's environment, NAME: value; a
-	// secret goes in the environment the butler starts in, not here.
+	// Env adds variables to the run's environment, NAME: value. A value
+	// "$NAME" copies that variable from the butler's own environment: the
+	// way to hand the run a secret (ANTHROPIC_API_KEY: $ANTHROPIC_API_KEY),
+	// which never belongs in this file. Nothing else of the butler's
+	// environment reaches the run but PATH, HOME, the locale and proxies.
 	Env map[string]string `yaml:"env"`
 	// Model is --model (default: Claude Code's).
 	Model string `yaml:"model"`
@@ -41,6 +46,20 @@ type Run struct {
 	// RelayResult sends a turn's final text as the reply when the model
 	// did not reply itself (default true).
 	RelayResult *bool `yaml:"relay_result"`
+
+	// commandLine and dirLine are where the file writes command and dir,
+	// for CheckRunHost's problems (0: not written, or no file).
+	commandLine, dirLine int
+}
+
+// placeRuns notes the lines of the run blocks' command and dir.
+func (c *Config) placeRuns(root *yaml.Node) {
+	for i := range c.Butlers {
+		if r := c.Butlers[i].Run; r != nil {
+			at := fmt.Sprintf("butlers[%d].run", i)
+			r.commandLine, r.dirLine = lineOf(root, at+".command"), lineOf(root, at+".dir")
+		}
+	}
 }
 
 // The run setting's defaults and choices.
@@ -58,7 +77,8 @@ var PermissionModes = []string{"default", "acceptEdits", "plan", "bypassPermissi
 // Relays is relay_result, true where unset.
 func (r *Run) Relays() bool { return r.RelayResult == nil || *r.RelayResult }
 
-func (r *Run) defaults() {
+// Defaults fills in what the block leaves out.
+func (r *Run) Defaults() {
 	if r.Command == "" {
 		r.Command = DefaultRunCommand
 	}
@@ -104,8 +124,8 @@ func checkRun(at string, r *Run, add func(format string, a ...any)) {
 	for k, v := range r.Env {
 		if !envNamePattern.MatchString(k) {
 			add("%s.env %q is not an environment variable's name", at, k)
-		} else if looksLikeSecret(v) {
-			add("%s.env %s looks like a secret, which does not belong in this file: put it in the environment the butler starts in, which the run inherits (the value is not shown here)", at, k)
+		} else if secretValue(v) {
+			add("%s.env %s looks like a secret, which does not belong in this file: put it in the butler's environment and write %s: $%s here (the value is not shown)", at, k, k, k)
 		}
 	}
 }
@@ -120,18 +140,37 @@ func (c *Config) CheckRunHost(name, base string) error {
 	}
 	r := c.Butlers[i].Run
 	at := fmt.Sprintf("butlers[%d].run", i)
-	var msgs []string
+	var probs []problem
 	if _, err := exec.LookPath(r.Command); err != nil {
-		msgs = append(msgs, fmt.Sprintf("%s.command %s is not found (%v): install Claude Code (npm install -g @anthropic-ai/claude-code) or name its path", at, r.Command, err))
+		probs = append(probs, problem{line: r.commandLine, text: fmt.Sprintf("%s.command %s is not found (%v): install Claude Code (npm install -g @anthropic-ai/claude-code) or name its path", at, r.Command, err)})
 	}
 	dir := r.DirIn(base)
 	if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
-		msgs = append(msgs, fmt.Sprintf("%s.dir %s is not a directory on this machine", at, dir))
+		probs = append(probs, problem{line: r.dirLine, text: fmt.Sprintf("%s.dir %s is not a directory on this machine", at, dir)})
 	}
-	if len(msgs) == 0 {
+	if len(probs) == 0 {
 		return nil
 	}
-	return invalid(placed(c.root, msgs, nil))
+	return invalid(probs)
+}
+
+// secretValue reports whether a run.env value looks like a secret: a
+// secret's shape, and no path or sentence (a path may look random).
+func secretValue(v string) bool {
+	return !strings.ContainsAny(v, "/ ") && looksLikeSecret(v)
+}
+
+// Environ is env as NAME=value lines, each "$NAME" read with getenv.
+func (r *Run) Environ(getenv Getenv) []string {
+	var out []string
+	for k, v := range r.Env {
+		if name, ok := strings.CutPrefix(v, "$"); ok && envNamePattern.MatchString(name) {
+			v = getenv(name)
+		}
+		out = append(out, k+"="+v)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // DirIn is dir, resolved against base when relative.

@@ -54,6 +54,14 @@ func TestRunProblems(t *testing.T) {
 	if _, err := config.Parse([]byte("butlers: [{name: dev, run: {dir: /a, permission_mode: bypassPermissions, allow_bypass: true}}]")); err != nil {
 		t.Errorf("bypass with allow_bypass: %v", err)
 	}
+	c, err := config.Parse([]byte("butlers: [{name: dev, run: {dir: /a, env: {ANTHROPIC_API_KEY: $MY_KEY, MODE: fast}}}]"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := c.Butler("dev").Run.Environ(func(k string) string { return map[string]string{"MY_KEY": "sk-from-env"}[k] })
+	if strings.Join(env, " ") != "ANTHROPIC_API_KEY=sk-from-env MODE=fast" {
+		t.Errorf("environ: %q", env)
+	}
 }
 
 // TestCheckRunHost: a command not on this machine, or a dir that is not a

@@ -1,23 +1,16 @@
 // Package natsauth derives the NATS server authorization of a Herald fleet
 // from its herald.yaml: one user per service and per butler, each allowed
-// only the subjects its job needs (`herald nats-auth` prints it;
-// deploy/nats-secure.conf is its output for the compose fleet).
+// only the subjects its job needs, each rule with why (`herald nats-auth`
+// prints it; deploy/nats-secure.conf is its output for the compose fleet).
 //
-// What it enforces:
-//   - only the setup user (`herald setup`) creates, updates or deletes
-//     streams, buckets and consumers' streams; no service may, so none can
-//     add a source or a republish that copies another's traffic to itself;
-//   - a butler publishes only its own route subject and hears only its own
-//     replies; it reads only its own keys (by subject: it may not bind a
-//     bucket, since stream info with a subjects filter lists every key), its
-//     own inbox consumer, and writes only its own requests and questions
-//     (a prompt is opened by the switchboard from the request a butler
-//     relays in a notify) and audit records on its own subject;
-//   - the messenger and the switchboard see only the streams and buckets
-//     their work needs.
+//   - Users, Butler, Discovery: the users and their rules (User, Rule).
+//   - Render: the account and its users, for a nats-server configuration.
+//   - ConnSwitchboard, ConnMessenger, ConnButler, ...: connection names,
+//     and so inbox prefixes; PasswordEnv, where a user's password is read.
 //
-// NATS checks subjects, never request bodies: what a subject allows, any
-// body may ask (architecture.md §10). The rules below are written with that in mind.
+// NATS checks subjects, never bodies, so each rule assumes the worst body.
+// What each user may do, and why, is in docs/security.md, "The doors and
+// their locks".
 package natsauth
 
 import (
@@ -317,6 +310,8 @@ func Butler(name string, integrations ...string) User {
 		rules("reads the grants of its own sessions (\"Allow for this session\"), and audits the requests it answers by one",
 			"$JS.API.DIRECT.GET.KV_"+bus.BucketApprovals+".$KV."+bus.BucketApprovals+"._grant."+name+".>",
 			bus.ButlerAuditSubject(audit.AutoAllowed, name)),
+		rules("audits the runs of Claude Code it starts and ends (run:)",
+			bus.ButlerAuditSubject(audit.RunStarted, name), bus.ButlerAuditSubject(audit.RunEnded, name)),
 		rules("its own minted MCP tokens (hashes), read only", own(bus.BucketTokens)),
 		rules("readiness: JetStream answers (account info: usage counts, no names)", "$JS.API.INFO"),
 		probe(bus.ButlerProbeKey(name)),

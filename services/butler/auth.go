@@ -3,6 +3,7 @@ package butler
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/heraldhq/herald/pkg/config"
@@ -52,7 +54,29 @@ type access struct {
 	// refusals bounds the log lines of refused tokens: anyone who reaches
 	// the port can send them.
 	refusals obs.Throttle
+	// runs are the tokens of the runs this process started (runner.go),
+	// each to the run's id; they live as long as the run.
+	runs sync.Map
 }
+
+// runKey is the context key of the run whose token a request carries.
+type runKey struct{}
+
+// runOf is the id of the run a request or tool call comes from, "" if it
+// comes from no run this process started.
+func runOf(ctx context.Context) string {
+	id, _ := ctx.Value(runKey{}).(string)
+	return id
+}
+
+// runToken mints the bearer token of run id; dropRunToken ends it.
+func (a *access) runToken(id string) string {
+	tok := "run_" + rand.Text() + rand.Text()
+	a.runs.Store(tok, id)
+	return tok
+}
+
+func (a *access) dropRunToken(tok string) { a.runs.Delete(tok) }
 
 func newAccess(name string, bc *config.Butler, getenv config.Getenv, minted *token.Verifier, log *slog.Logger) *access {
 	a := &access{butler: name, log: log, minted: minted, hosts: map[string]bool{}}
@@ -117,6 +141,11 @@ func (a *access) guard(bound string, next http.Handler) http.Handler {
 				return
 			}
 		}
+		if tok, _ := bearer(r); tok != "" {
+			if run, ok := a.runs.Load(tok); ok {
+				r = r.WithContext(context.WithValue(r.Context(), runKey{}, run))
+			}
+		}
 		rec, ok := a.authorize(w, r)
 		if !ok {
 			return
@@ -159,7 +188,7 @@ func (a *access) authorize(w http.ResponseWriter, r *http.Request) (token.Record
 		http.Error(w, "no bearer token: send Authorization: Bearer <token>. "+whereTokensAre, http.StatusUnauthorized)
 		return token.Record{}, false
 	}
-	if a.static != "" && token.Equal(tok, a.static) {
+	if a.static != "" && token.Equal(tok, a.static) || runOf(r.Context()) != "" {
 		return token.Record{}, true
 	}
 	rec, err := a.minted.Verify(r.Context(), tok)

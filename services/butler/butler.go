@@ -78,6 +78,10 @@ type Butler struct {
 	mcp     *server.MCPServer
 	channel *channelSide
 	access  *access
+	// runner starts Claude Code for messages no session takes (run:);
+	// mcpURL is where a run reaches this butler, once ServeHTTP listens.
+	runner *runner
+	url    atomic.Pointer[string]
 
 	metrics *obs.Metrics
 	health  *obs.Health
@@ -134,6 +138,7 @@ func New(ctx context.Context, o Options) (*Butler, error) {
 		state:   obs.NewState(),
 		runID:   rand.Text(),
 	}
+	b.runner = newRunner(b)
 	b.cfg.Store(o.Config)
 	if b.dir = o.Dir; b.dir == "" {
 		if b.dir, err = os.Getwd(); err != nil {
@@ -262,6 +267,9 @@ func (b *Butler) Run(ctx context.Context) error {
 	}
 	b.state.Set(nil)
 	defer b.state.Set(obs.ErrStopped)
+	runs := make(chan struct{})
+	go func() { defer close(runs); b.runner.loop(ctx) }()
+	defer func() { <-runs }()
 	err = b.channel.run(ctx)
 	b.stopPrompts()
 	b.prompts.Wait()
@@ -331,6 +339,7 @@ func (b *Butler) ServeHTTP(ctx context.Context, addr string, ready func(url stri
 	if ready != nil {
 		ready("http://" + ln.Addr().String() + MCPPath)
 	}
+	b.url.Store(new(runURL(ln.Addr().String())))
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
 	ctx, stop := context.WithCancel(ctx)
@@ -352,6 +361,26 @@ func (b *Butler) ServeHTTP(ctx context.Context, addr string, ready func(url stri
 		return err
 	}
 	return nil
+}
+
+// mcpURL is where a run reaches the butler's MCP endpoint: "" until
+// ServeHTTP listens.
+func (b *Butler) mcpURL() string {
+	if u := b.url.Load(); u != nil {
+		return *u
+	}
+	return ""
+}
+
+// runURL is the endpoint at listener address addr, by loopback when it
+// listens on every interface.
+func runURL(addr string) string {
+	if host, port, err := net.SplitHostPort(addr); err == nil {
+		if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+			addr = net.JoinHostPort("127.0.0.1", port)
+		}
+	}
+	return "http://" + addr + MCPPath
 }
 
 // httpServer is the server ServeHTTP runs on addr.

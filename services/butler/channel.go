@@ -53,6 +53,7 @@ type channelSide struct {
 	spoke       map[string]*protocol            // the protocol of each session's latest permission request
 	asked       map[string][]string             // each session's open permission requests
 	awaited     map[string]bool                 // questions an ask call waits for (tool_ask.go)
+	verdicts    map[string]chan string          // permission requests an approve call waits for (tool_approve.go)
 	takes       map[string]bool                 // sessions that have taken messages: streamed or used inbox
 	pushed      map[pushKey]time.Time           // inbox messages pushed to a session, and when (pushedBefore)
 	prunedAt    time.Time                       // when pushed was last pruned
@@ -96,20 +97,23 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 	status := bus.NewDirectKV(js, bus.BucketStatus)
 	approvals := approval.New(bus.NewDirectKV(js, bus.BucketApprovals))
 	return &channelSide{b: b, js: js, cons: cons, requests: requests, status: status, approvals: approvals,
-		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*protocol{}, asked: map[string][]string{}, awaited: map[string]bool{}, takes: map[string]bool{}, pushed: map[pushKey]time.Time{}, notRecorded: map[uint64]bool{}, wake: make(chan struct{}, 1)}, nil
+		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*protocol{}, asked: map[string][]string{}, awaited: map[string]bool{}, verdicts: map[string]chan string{}, takes: map[string]bool{}, pushed: map[pushKey]time.Time{}, notRecorded: map[uint64]bool{}, wake: make(chan struct{}, 1)}, nil
 }
 
 // hooks track which sessions can receive server-pushed notifications: stdio
 // sessions, and streamable HTTP sessions while their GET stream is open.
 func (c *channelSide) hooks() *server.Hooks {
 	h := &server.Hooks{}
-	h.AddOnRegisterSession(func(_ context.Context, s server.ClientSession) {
+	h.AddOnRegisterSession(func(ctx context.Context, s server.ClientSession) {
 		c.mu.Lock()
 		c.sessions[s.SessionID()] = s
 		if _, overHTTP := s.(server.SessionWithStreamableHTTPConfig); !overHTTP {
 			c.takes[s.SessionID()] = true // stdio: every message is pushed
 		}
 		c.mu.Unlock()
+		if runOf(ctx) != "" {
+			c.b.runTools(s)
+		}
 		c.poke()
 	})
 	h.AddOnUnregisterSession(func(_ context.Context, s server.ClientSession) {
@@ -198,7 +202,9 @@ func (c *channelSide) protocolOf(session string) *protocol {
 func (c *channelSide) trackStreams(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		id := r.Header.Get(server.HeaderKeySessionID)
-		if r.Method != http.MethodGet || id == "" {
+		// A run's Claude Code reads no channel notifications: its messages
+		// are its user turns (runner.go).
+		if r.Method != http.MethodGet || id == "" || runOf(r.Context()) != "" {
 			h.ServeHTTP(w, r)
 			return
 		}
@@ -223,7 +229,7 @@ func (c *channelSide) trackStreams(h http.Handler) http.Handler {
 // run delivers the inbox to connected clients until ctx is done.
 func (c *channelSide) run(ctx context.Context) error {
 	for ctx.Err() == nil {
-		if len(c.receivers()) == 0 {
+		if len(c.receivers()) == 0 && c.b.runner.settings() == nil {
 			select {
 			case <-c.wake:
 			case <-time.After(time.Second):
@@ -248,6 +254,32 @@ func (c *channelSide) run(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// toRun gives a message no session takes to the runner: acked once the
+// run has it (unread until the model answers, as a push is), handed back
+// to wait while every run is busy or the run cannot take it yet.
+func (c *channelSide) toRun(ctx context.Context, msg jetstream.Msg, v *channelMessage) {
+	switch err := c.b.runner.take(ctx, v); {
+	case errors.Is(err, errRunsFull):
+		_ = msg.NakWithDelay(5 * time.Second)
+		return
+	case errors.Is(err, errHeldElsewhere):
+		_ = msg.NakWithDelay(time.Second) // to be handed to the process that runs it
+		return
+	case errors.Is(err, errNotStarted):
+		_ = msg.NakWithDelay(30 * time.Second)
+		return
+	case err != nil:
+		c.b.log.WarnContext(ctx, "inbox message not given to a run yet", "request_id", v.Meta["request_id"], "err", err)
+		_ = msg.NakWithDelay(time.Second)
+		return
+	}
+	if err := c.addUnread(ctx, streamSeq(msg), v); err != nil {
+		c.b.log.WarnContext(ctx, "inbound message given to the run but not recorded unread", "request_id", v.Meta["request_id"], "err", err)
+	}
+	_ = msg.Ack()
+	c.signal(bus.TypingStart, v.Meta["request_id"])
 }
 
 // idle reports whether err only means the inbox was empty for a while.
@@ -517,6 +549,10 @@ func (c *channelSide) push(ctx context.Context, msg jetstream.Msg) {
 		_ = msg.NakWithDelay(time.Second)
 		return
 	}
+	if len(rs) == 0 && !v.notice && c.b.runner.settings() != nil {
+		c.toRun(ctx, msg, v)
+		return
+	}
 	seq := streamSeq(msg)
 	sent := 0
 	fresh := 0 // the sessions pushed it now
@@ -624,6 +660,9 @@ func (c *channelSide) answered(session, id string) {
 
 func (c *channelSide) verdict(in *envelope.Ingress) error {
 	id, behavior, tag := in.Meta[envelope.MetaPermissionRequestID], in.Meta[envelope.MetaPermissionBehavior], in.Meta[envelope.MetaPermissionSession]
+	if c.answerWaiting(id, behavior) {
+		return nil
+	}
 	session, ok := c.tagged(tag)
 	if !ok {
 		return errElsewhere

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
+	"strings"
 	"syscall"
 
 	"github.com/heraldhq/herald/pkg/bus"
@@ -27,7 +29,7 @@ func Command() process.Spec {
 			stdio = fs.Bool("stdio", false, "speak MCP on stdin/stdout (for .mcp.json) instead of HTTP")
 			return nil
 		},
-		Identity: func() (string, string, string, error) {
+		Identity: func(*config.Config) (string, string, string, error) {
 			if *name == "" {
 				return "", "", "", errors.New("--name is required")
 			}
@@ -35,6 +37,63 @@ func Command() process.Spec {
 		},
 		Serve: func(ctx context.Context, r *process.Running) error { return serveCommand(ctx, r, *name, *stdio) },
 	}
+}
+
+// RunCommand is `herald run`: a butler with a run block as a process on
+// the machine that holds its project and the claude binary, starting
+// Claude Code for the messages no connected session takes. It joins the
+// fleet over NATS as that butler (its user from herald nats-auth) and
+// serves MCP on loopback only: its runs are its only clients.
+func RunCommand() process.Spec {
+	var name *string
+	return process.Spec{
+		Name: "run",
+		Flags: func(fs *flag.FlagSet) func(*config.Config) {
+			name = fs.String("butler", "", "the butler to run (default: the only butler with a run block)")
+			return nil
+		},
+		Identity: func(cfg *config.Config) (string, string, string, error) {
+			n, err := runButler(cfg, *name)
+			*name = n
+			return "butler." + n, bus.ButlerProbeKey(n), n, err
+		},
+		Serve: func(ctx context.Context, r *process.Running) error {
+			n := *name
+			dir, err := os.Getwd()
+			if err != nil {
+				return err
+			}
+			if err := r.Config.CheckRunHost(n, dir); err != nil {
+				return err
+			}
+			r.Config.Butler(n).MCPHTTP = "127.0.0.1:0"
+			return serveCommand(ctx, r, n, false)
+		},
+	}
+}
+
+// runButler is the butler `herald run --butler name` runs: name, which
+// must have a run block, or the only butler that has one.
+func runButler(cfg *config.Config, name string) (string, error) {
+	var with []string
+	for _, b := range cfg.Butlers {
+		if b.Run != nil {
+			with = append(with, b.Name)
+		}
+	}
+	switch {
+	case name != "" && cfg.Butler(name) == nil:
+		return "", fmt.Errorf("%w: butler %q is not in the configuration", config.ErrInvalid, name)
+	case name != "" && cfg.Butler(name).Run == nil:
+		return "", fmt.Errorf("%w: butler %q has no run block; give it one (docs/runner.md)", config.ErrInvalid, name)
+	case name != "":
+		return name, nil
+	case len(with) == 1:
+		return with[0], nil
+	case len(with) == 0:
+		return "", fmt.Errorf("%w: no butler has a run block; give one a run block (docs/runner.md)", config.ErrInvalid)
+	}
+	return "", fmt.Errorf("%w: butlers %s have run blocks; name one with --butler", config.ErrInvalid, strings.Join(with, ", "))
 }
 
 // serveCommand runs butler name in r until ctx ends.

@@ -56,16 +56,22 @@ func (b *Butler) relayPermission(ctx context.Context, session server.ClientSessi
 	if b.autoAllowed(ctx, session, id, str("tool_name")) {
 		return
 	}
+	b.channel.opened(session.SessionID(), id)
+	b.openPrompt(ctx, session, id, str("tool_name"), str("description"), str("input_preview"))
+}
+
+// openPrompt has the switchboard ask the butler's approvers about request
+// id of session; false if nobody can be asked.
+func (b *Butler) openPrompt(ctx context.Context, session server.ClientSession, id, tool, description, preview string) bool {
 	req := &envelope.PermissionRequest{
 		ID: id, Session: b.tag(session.SessionID()),
-		ToolName:    fitRequest(str("tool_name"), maxToolName),
-		Description: fitRequest(str("description"), maxRequestText), InputPreview: fitRequest(str("input_preview"), maxRequestText),
+		ToolName:    fitRequest(tool, maxToolName),
+		Description: fitRequest(description, maxRequestText), InputPreview: fitRequest(preview, maxRequestText),
 	}
-	b.channel.opened(session.SessionID(), id)
 	targets := b.approvers()
 	if len(targets) == 0 {
 		b.log.WarnContext(ctx, "permission request has nobody to ask: no integration granted to this butler lists approvers", "request_id", id)
-		return
+		return false
 	}
 	b.metrics.ApprovalAsked(b.name)
 	// The prompts go out in the background: a notification handler must not
@@ -87,6 +93,7 @@ func (b *Butler) relayPermission(ctx context.Context, session server.ClientSessi
 			}
 		}
 	})
+	return true
 }
 
 // The longest tool name, and description or preview, a request carries to
@@ -114,11 +121,7 @@ func fitRequest(s string, n int) string {
 // it audits the answer (auto_allowed, with the grant). A grant that cannot
 // be read is no grant: the request goes to the approvers.
 func (b *Butler) autoAllowed(ctx context.Context, session server.ClientSession, id, tool string) bool {
-	g, err := b.channel.approvals.GrantFor(ctx, b.name, b.tag(session.SessionID()), tool)
-	if err != nil {
-		b.log.WarnContext(ctx, "reading this session's grants; asking the approvers", "request_id", id, "err", err)
-		return false
-	}
+	g := b.grant(ctx, session, id, tool)
 	if g == nil {
 		return false
 	}
@@ -127,9 +130,25 @@ func (b *Butler) autoAllowed(ctx context.Context, session server.ClientSession, 
 		b.log.WarnContext(ctx, "permission request allowed by a grant, but the session is gone", "request_id", id, "grant", g.ID, "err", err)
 		return true
 	}
+	b.grantUsed(ctx, id, tool, g)
+	return true
+}
+
+// grant is the grant that allows session tool, or nil. A grant that
+// cannot be read is no grant: the request goes to the approvers.
+func (b *Butler) grant(ctx context.Context, session server.ClientSession, id, tool string) *approval.Grant {
+	g, err := b.channel.approvals.GrantFor(ctx, b.name, b.tag(session.SessionID()), tool)
+	if err != nil {
+		b.log.WarnContext(ctx, "reading this session's grants; asking the approvers", "request_id", id, "err", err)
+		return nil
+	}
+	return g
+}
+
+// grantUsed audits request id allowed by grant g.
+func (b *Butler) grantUsed(ctx context.Context, id, tool string, g *approval.Grant) {
 	b.audit.Write(ctx, audit.Record{Kind: audit.AutoAllowed, Butler: b.name, RequestID: id, Grant: g.ID, Reason: "the session was allowed " + tool + " by " + g.GrantedBy + " via " + g.Channel})
 	b.log.InfoContext(ctx, "permission request allowed by a session grant", "request_id", id, "tool", tool, "grant", g.ID)
-	return true
 }
 
 // approverTarget is one approver's direct chat: its channel ("type:id"),

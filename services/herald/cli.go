@@ -32,6 +32,7 @@ Usage:
   herald log [flags]                     the audit log: what was routed, delivered, failed or refused, and why
   herald reload [--config FILE]          every running process applies the changed herald.yaml, without a restart
   herald grants ls|revoke ...            the sessions approvers allowed a tool ("Allow for this session")
+  herald run [--butler NAME]             start Claude Code for the messages no session takes (a butler's run block)
   herald healthcheck [URL]               exit 0 if URL (default this host's /readyz) answers 2xx, for images with no shell
   herald version                         the version (also --version; switchboard, messenger and butler take it too)
 
@@ -55,6 +56,8 @@ func Main(ctx context.Context, args []string, o IO) int {
 	}
 	var run func(context.Context, []string, IO) error
 	switch args[0] {
+	case "run":
+		return process.Main(ctx, butler.RunCommand(), args[1:], o)
 	case "dev":
 		run = runDev
 	case "notify":

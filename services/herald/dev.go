@@ -6,11 +6,13 @@ package herald
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,6 +75,9 @@ func Dev(ctx context.Context, o DevOptions) error {
 	defer servePprof(o.Getenv, f.log)() // only with HERALD_PPROF=host:port (make bench PROFILE=1)
 	defer forgetDevState(o.StateFile)
 	freeDefaults(f.cfg, o.Out)
+	if err := checkRuns(f.cfg); err != nil {
+		return err
+	}
 	stop, err := f.connect(ctx)
 	defer stop()
 	if err != nil {
@@ -107,6 +112,22 @@ func Dev(ctx context.Context, o DevOptions) error {
 		return err
 	}
 	return g.Wait()
+}
+
+// checkRuns refuses a fleet whose butlers' runs cannot start here: their
+// command missing, their directory not one (run: starts them here).
+func checkRuns(cfg *config.Config) error {
+	dir, err := os.Getwd()
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, name := range cfg.ButlerNames() {
+		if err := cfg.CheckRunHost(name, dir); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // devFleet is a running herald dev: the whole fleet in one process.

@@ -45,7 +45,7 @@ Examples:
 `
 
 // logKinds are the kinds of audit records, as pkg/audit writes them.
-var logKinds = []string{audit.Routed, audit.Rejected, audit.Delivered, audit.Edited, audit.Failed, audit.Dropped, audit.Uncertain, audit.Expired, audit.AutoAllowed, audit.ConfigReloaded, audit.Held, audit.Released}
+var logKinds = []string{audit.Routed, audit.Rejected, audit.Delivered, audit.Edited, audit.Failed, audit.Dropped, audit.Uncertain, audit.Expired, audit.AutoAllowed, audit.ConfigReloaded, audit.Held, audit.Released, audit.RunStarted, audit.RunEnded}
 
 // logIdle is how long a read that has not yet caught up waits for a record
 // before it asks the server whether any are left (they may have expired).
@@ -63,7 +63,7 @@ func runLog(ctx context.Context, args []string, o IO) error {
 	var q logQuery
 	fs.StringVar(&q.butler, "butler", "", "records of this butler")
 	channel := fs.String("channel", "", "a channel type (telegram) or one integration (telegram:tg_main)")
-	kind := fs.String("kind", "", "routed, rejected, delivered, failed, dropped, uncertain, expired (a permission prompt nobody answered), auto_allowed (answered by a session grant), config_reloaded, held (kept for quiet hours), released (sent in their digest); several separated by commas")
+	kind := fs.String("kind", "", "routed, rejected, delivered, failed, dropped, uncertain, expired (a permission prompt nobody answered), auto_allowed (answered by a session grant), config_reloaded, held (kept for quiet hours), released (sent in their digest), run_started, run_ended (Claude Code runs a butler started, run:); several separated by commas")
 	fs.StringVar(&q.requestID, "request-id", "", "one request's whole trail")
 	fs.StringVar(&q.deliveryID, "delivery-id", "", "one delivery's whole trail (dlv_…, as notify answers it): every request with its idempotency key, a retry's too")
 	since := fs.String("since", "", "a duration back from now (10m, 24h, 7d) or a time (RFC 3339 2026-01-02T15:04:05Z, or a date 2026-01-02 meaning local midnight)")

@@ -184,6 +184,19 @@ changes its configuration while it runs. It logs JSON lines to stderr.
 Example:
   NATS_URL=nats://127.0.0.1:4222 messenger --http-listen 127.0.0.1:8792   # needs a NATS with Herald's streams (herald setup); Ctrl-C stops it
 `,
+	"run": `Usage:
+  herald run [--butler NAME] [--config FILE] [--http-listen ADDR]
+
+A butler with a run block, on the machine that holds its project and the
+claude binary: it joins the fleet over NATS as that butler (its user from
+herald nats-auth) and starts Claude Code headless for each conversation whose
+message no connected session takes (docs/runner.md). Its MCP endpoint is on
+loopback, for its runs only. NATS is nats.url or NATS_URL. It logs JSON lines
+to stderr; Ctrl-C ends its runs and stops it.
+
+Example:
+  NATS_URL=nats://127.0.0.1:4222 herald run --butler assistant   # needs a butler with a run block; Ctrl-C stops it
+`,
 	"butler": `Usage:
   butler --name NAME [--stdio] [--config FILE] [--http-listen ADDR]
 

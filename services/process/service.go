@@ -29,11 +29,11 @@ type Spec struct {
 	// set in a configuration, applied at start and at each reload (nil:
 	// nothing).
 	Flags func(fs *flag.FlagSet) (prepare func(*config.Config))
-	// Identity is, once the flags are parsed, the process's NATS
-	// connection name, its store probe's key and the butler it is ("" for
-	// the others), or why the flags do not say; nil: Name and its service
-	// probe key.
-	Identity func() (conn, probe, butler string, err error)
+	// Identity is, once the flags are parsed and the configuration read,
+	// the process's NATS connection name, its store probe's key and the
+	// butler it is ("" for the others), or why they do not say; nil: Name
+	// and its service probe key.
+	Identity func(cfg *config.Config) (conn, probe, butler string, err error)
 	// Serve runs the service until ctx ends.
 	Serve func(ctx context.Context, r *Running) error
 }
@@ -118,7 +118,7 @@ func run(ctx context.Context, spec Spec, args []string, o IO) error {
 	}
 	conn, probe, butler := spec.Name, bus.ServiceProbeKey(spec.Name), ""
 	if spec.Identity != nil {
-		if conn, probe, butler, err = spec.Identity(); err != nil {
+		if conn, probe, butler, err = spec.Identity(cfg); err != nil {
 			return err
 		}
 	}
