@@ -8,8 +8,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,31 +21,19 @@ import (
 	"github.com/heraldhq/herald/services/messenger/telegram/telegramtest"
 )
 
-var (
-	standInOnce sync.Once
-	standInBin  string
-	standInErr  error
-)
+// claudeStandIn is the scripted stand-in of Claude Code's headless mode
+// (services/runner/claude/fakeclaude), built once.
+var claudeStandIn = sync.OnceValues(func() (string, error) {
+	return goBuildAs("github.com/heraldhq/herald/services/runner/claude/fakeclaude", "claude")
+})
 
-// claudeStandIn builds the scripted stand-in of Claude Code's headless
-// mode (services/runner/claude/fakeclaude) once.
-func claudeStandIn(t *testing.T) string {
+func standIn(t *testing.T) string {
 	t.Helper()
-	standInOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "fakeclaude")
-		if err != nil {
-			standInErr = err
-			return
-		}
-		standInBin = filepath.Join(dir, "claude")
-		if out, err := exec.Command("go", "build", "-o", standInBin, "github.com/heraldhq/herald/services/runner/claude/fakeclaude").CombinedOutput(); err != nil {
-			standInErr = fmt.Errorf("building the stand-in: %v\n%s", err, out)
-		}
-	})
-	if standInErr != nil {
-		t.Fatal(standInErr)
+	bin, err := claudeStandIn()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return standInBin
+	return bin
 }
 
 // withRun gives butler name a run block starting the stand-in with
@@ -56,7 +46,7 @@ func (f *fleet) withRun(name, script string) string {
 	if err := os.WriteFile(scriptFile, []byte(script), 0o600); err != nil {
 		f.t.Fatal(err)
 	}
-	r := &config.Run{Command: claudeStandIn(f.t), Dir: project, Env: map[string]string{"FAKECLAUDE_SCRIPT": scriptFile, "FAKECLAUDE_LOG": filepath.Join(project, "fake.log")}}
+	r := &config.Run{Command: standIn(f.t), Dir: project, Env: map[string]string{"FAKECLAUDE_SCRIPT": scriptFile, "FAKECLAUDE_LOG": filepath.Join(project, "fake.log")}}
 	r.Defaults()
 	f.cfg.Butler(name).Run = r
 	return r.Env["FAKECLAUDE_LOG"]
@@ -160,4 +150,123 @@ func (f *fleet) texts(chat int64) []string {
 		out = append(out, m.Text)
 	}
 	return out
+}
+
+// TestRunnerKilledMidTurn: herald run, the runner as a process of its own
+// beside the switchboard and messenger, is killed (SIGKILL) while a turn
+// runs. Started again, it notices the run its predecessor left: the person
+// is told the run ended, and their next message resumes the session.
+func TestRunnerKilledMidTurn(t *testing.T) {
+	heraldBin, err := goBuild("github.com/heraldhq/herald/services/cmd/herald")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFleet(t)
+	project := t.TempDir()
+	slow, quick := filepath.Join(project, "slow.json"), filepath.Join(project, "quick.json")
+	const session = "9d1e6a2b-0000-4000-8000-0000000000c1"
+	for file, script := range map[string]string{
+		slow:  `{"session_id": "` + session + `", "turns": [{"sleep_ms": 120000, "partial": "Working"}]}`,
+		quick: `{"turns": [{"reply": "Picked up where we left off."}]}`,
+	} {
+		if err := os.WriteFile(file, []byte(script), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fakeLog := filepath.Join(project, "fake.log")
+	file := filepath.Join(t.TempDir(), "herald.yaml")
+	yaml := fmt.Sprintf(`default_butler: health
+butlers:
+  - name: health
+    default_channel: telegram
+    run: { command: %s, dir: %s, env: { FAKECLAUDE_SCRIPT: $SCRIPT, FAKECLAUDE_LOG: %s } }
+integrations:
+  - id: tg_main
+    type: telegram
+    token_env: TG_TOKEN
+    default_chat: %q
+    grants: all
+    inbound: { dm_policy: pairing, allow_from: [%q], approvers: [%q] }
+    rate_limit_out: { disabled: true }
+`, standIn(t), project, fakeLog, chatID, chatID, chatID)
+	if err := os.WriteFile(file, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"NATS_URL=" + f.bus.URL(), "HERALD_CONFIG=" + file, "TG_TOKEN=" + f.tg.Token(), "TELEGRAM_API_URL=" + f.tg.URL()}
+	if out, err := heraldCLI(t, env, "setup"); err != nil {
+		t.Fatalf("herald setup: %v\n%s", err, out)
+	}
+	startService(t, "switchboard", "switchboard", env)
+	startService(t, "messenger", "messenger", env)
+	runner := startProc(t, heraldBin, "herald run", append(slices.Clone(env), "SCRIPT="+slow), "run", "--butler", "health")
+
+	chat := telegramtest.Chat{ID: alice.ID, Type: "private"}
+	f.tg.SendUserMessage(f.tg.Token(), telegramtest.Message{Chat: chat, From: &alice, Text: "a long job"})
+	testkit.Eventually(t, 20*time.Second, func() bool {
+		b, _ := os.ReadFile(fakeLog)
+		return strings.Contains(string(b), "a long job")
+	}, "the run to read the message")
+	killStandIns(t, fakeLog) // at the end: the killed runner's stand-in outlives it
+	_ = runner.cmd.Process.Signal(syscall.SIGKILL)
+	_ = runner.cmd.Wait()
+
+	startProc(t, heraldBin, "herald run", append(slices.Clone(env), "SCRIPT="+quick), "run", "--butler", "health")
+	f.saidInChatWithin(alice.ID, "ended before it answered", 90*time.Second)
+	f.tg.SendUserMessage(f.tg.Token(), telegramtest.Message{Chat: chat, From: &alice, Text: "are you back?"})
+	f.saidInChat(alice.ID, "Picked up where we left off.")
+	b, _ := os.ReadFile(fakeLog)
+	if !strings.Contains(string(b), `"--resume","`+session+`"`) {
+		t.Errorf("the run after the kill does not resume session %s; the stand-in's log:\n%s", session, b)
+	}
+}
+
+// startProc runs bin with args as a process of the fleet (its /readyz on
+// a port of its own), stopped at the end of the test.
+func startProc(t *testing.T, bin, name string, env []string, args ...string) *serviceProc {
+	t.Helper()
+	p := &serviceProc{name: name, stderr: &testkit.Buffer{}, http: testkit.FreeAddr(t)}
+	p.cmd = exec.Command(bin, append(args, "--http-listen", p.http)...)
+	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+	p.cmd.Stderr = p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = p.cmd.Process.Signal(syscall.SIGTERM)
+		_ = p.cmd.Wait()
+		if t.Failed() {
+			t.Logf("%s's log:\n%s", name, p.stderr.String())
+		}
+	})
+	p.waitReady(t)
+	return p
+}
+
+// killStandIns kills, when the test ends, every stand-in its log names.
+func killStandIns(t *testing.T, log string) {
+	t.Cleanup(func() {
+		b, _ := os.ReadFile(log)
+		for _, line := range strings.Split(string(b), "\n") {
+			var l struct {
+				Kind string `json:"kind"`
+				Pid  int    `json:"pid"`
+			}
+			if json.Unmarshal([]byte(line), &l) == nil && l.Kind == "start" && l.Pid > 0 {
+				_ = syscall.Kill(l.Pid, syscall.SIGKILL)
+			}
+		}
+	})
+}
+
+// saidInChatWithin is saidInChat with its own wait.
+func (f *fleet) saidInChatWithin(chat int64, want string, within time.Duration) {
+	f.t.Helper()
+	for deadline := time.Now().Add(within); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		for _, m := range f.tg.Messages(chat) {
+			if strings.Contains(m.Text, want) {
+				return
+			}
+		}
+	}
+	f.t.Fatalf("%q not in chat %d within %s; it has %q", want, chat, within, f.texts(chat))
 }

@@ -4,6 +4,7 @@ package claude
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -106,6 +107,9 @@ type apiRequest struct {
 	Tools     []struct {
 		Name string `json:"name"`
 	} `json:"tools"`
+	// ctx ends when Claude Code gives the request up (an interrupt aborts
+	// it): a model that holds its answer waits on it.
+	ctx context.Context
 }
 
 type apiMessage struct {
@@ -159,6 +163,7 @@ func (a *messagesAPI) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	var req apiRequest
 	decodeErr := json.Unmarshal(body, &req)
+	req.ctx = r.Context()
 	line := r.Method + " " + r.URL.Path
 	if req.Stream {
 		line += " (stream)"

@@ -37,6 +37,10 @@ type rig struct {
 	api     *messagesAPI
 	proxy   *sinkProxy
 	dev     *devFleet
+	// devConfig and devEnv are what herald dev was started with, to start
+	// it again.
+	devConfig string
+	devEnv    []string
 }
 
 // rigOptions change what a rig starts with.
@@ -45,6 +49,16 @@ type rigOptions struct {
 	// what it adds to herald dev's environment.
 	config string
 	devEnv []string
+	// configOf, if set, is herald dev's herald.yaml once the rig knows its
+	// directories and the CLI (a butler's run block names them); it wins
+	// over config.
+	configOf func(r *rig) string
+	// headless: herald dev starts Claude Code itself (a butler's run
+	// block), not the test under tmux. tmux is not needed, and herald dev
+	// gets Claude Code's environment (its HOME, the stand-in, the switches
+	// that keep it on this machine), which a run inherits or copies by
+	// $NAME.
+	headless bool
 	// channels sets the two switches Claude Code reads before it delivers
 	// a channel message and relays a permission prompt (GrowthBook flags
 	// tengu_harbor and tengu_harbor_permissions, from the disk cache that
@@ -67,7 +81,7 @@ func newRigWith(t *testing.T, o rigOptions) *rig {
 	if _, err := os.Stat(claude); err != nil {
 		t.Skipf("CLAUDE_BIN=%s: %v (make claude-test installs it with npm)", claude, err)
 	}
-	if _, err := exec.LookPath("tmux"); err != nil {
+	if _, err := exec.LookPath("tmux"); err != nil && !o.headless {
 		t.Skip("tmux is not installed: Claude Code runs a session interactively only on a terminal, which this test gets from tmux (apt-get install tmux)")
 	}
 	r := &rig{claude: claude, api: newMessagesAPI(t), proxy: newSinkProxy(t)}
@@ -115,9 +129,16 @@ func newRigWith(t *testing.T, o rigOptions) *rig {
 		t.Fatalf("%s --version: %v\n%s", r.claude, err, version)
 	}
 	t.Logf("Claude Code %s (%s)", strings.TrimSpace(version), r.claude)
-	if o.config == "" {
+	switch {
+	case o.configOf != nil:
+		o.config = o.configOf(r)
+	case o.config == "":
 		o.config = devConfig
 	}
+	if o.headless {
+		o.devEnv = append(slices.Clip(r.env), o.devEnv...)
+	}
+	r.devConfig, r.devEnv = o.config, o.devEnv
 	r.dev = startDev(t, r.bin, r.project, o.config, o.devEnv)
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -247,3 +247,70 @@ func TestRunRefusingItsArguments(t *testing.T) {
 		t.Fatalf("reply %q", got)
 	}
 }
+
+// sayIn sends text as the message of user chat (a conversation of its own).
+func (r *runRig) sayIn(t *testing.T, chat, text string) string {
+	t.Helper()
+	r.n++
+	in := envelope.NewIngress("tg_main", "telegram", "tg_main", chat, fmt.Sprintf("%s:%d", chat, r.n), text, fmt.Sprintf("777:%d", r.n),
+		map[string]string{"chat_id": chat, "chat_type": "private", "message_id": fmt.Sprint(r.n), "user": "u" + chat, "user_id": chat})
+	b, err := json.Marshal(envelope.NewInboundRoute("assistant", in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bus.Publish(t.Context(), r.js, bus.InboxSubject("assistant"), b, "inbox:"+in.NativeID, nil); err != nil {
+		t.Fatal(err)
+	}
+	return in.RequestContext.RequestID
+}
+
+// TestRunIdleExitResumes: a run ends after idle_exit without a message, and
+// the next message resumes its session.
+func TestRunIdleExitResumes(t *testing.T) {
+	r := newRunRig(t, `{"session_id": "5b0c4f7e-0000-4000-8000-00000000000a", "turns": [{"reply": "first"}]}`, "      idle_exit: 1s\n")
+	r.say(t, "hi")
+	if got := r.reply(t); got != "first" {
+		t.Fatalf("reply %q", got)
+	}
+	var starts [][]string
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		r.say(t, "/status")
+		if got := r.reply(t); strings.Contains(got, "Nothing is running; your next message resumes session 5b0c4f7e-0000-4000-8000-00000000000a") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run did not end after idle_exit")
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	r.say(t, "back")
+	r.reply(t)
+	starts = r.started(t)
+	if len(starts) != 2 || flagOf(starts[1], "--resume") != "5b0c4f7e-0000-4000-8000-00000000000a" {
+		t.Fatalf("the second run does not resume the session: %q", starts)
+	}
+}
+
+// TestRunMaxSessions: with max_sessions runs busy, another conversation's
+// message waits, its sender told once, and goes in when a run ends.
+func TestRunMaxSessions(t *testing.T) {
+	r := newRunRig(t, `{"turns": [{"reply": "one"}, {"reply": "two"}]}`, "      max_sessions: 1\n      idle_exit: 2s\n")
+	r.sayIn(t, "111", "hello from 111")
+	if got := r.reply(t); got != "one" {
+		t.Fatalf("reply %q", got)
+	}
+	r.sayIn(t, "222", "hello from 222")
+	if got := r.reply(t); !strings.Contains(got, "busy") || !strings.Contains(got, "waits") {
+		t.Fatalf("the waiting sender was told %q", got)
+	}
+	// 111's run ends after idle_exit; 222's message goes in.
+	if got := r.reply(t); got != "one" {
+		t.Fatalf("222's reply %q", got)
+	}
+	select {
+	case extra := <-r.replies:
+		t.Fatalf("an extra reply: %q", extra)
+	case <-time.After(time.Second):
+	}
+}
