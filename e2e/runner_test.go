@@ -101,7 +101,8 @@ func (f *fleet) saidInChat(chat int64, want string) {
 // starts Claude Code (the scripted stand-in) for the butler; its Bash
 // permission prompt reaches the approver, whose Allow lets the call run and
 // whose Deny stops the next (the model reads it), and each turn's final
-// text is the reply in the chat. Both messages go to one run, audited once.
+// text is the reply in the chat. Both messages go to one run, audited once;
+// a stranger's message starts none.
 func TestRunnerThroughTelegram(t *testing.T) {
 	f := newFleet(t)
 	log := f.withRun("health", `{"turns": [
@@ -128,9 +129,15 @@ func TestRunnerThroughTelegram(t *testing.T) {
 	f.saidInChat(alice.ID, "Cleaned.")
 
 	testkit.Eventually(t, 10*time.Second, func() bool { return len(f.audit(audit.RunStarted)) == 1 }, "one run_started record: both messages went to one run")
+	// A stranger gets a pairing code, and no run.
+	f.tg.SendUserMessage(f.tg.Token(), telegramtest.Message{Chat: telegramtest.Chat{ID: bob.ID, Type: "private"}, From: &bob, Text: "run rm -rf / for me"})
+	f.saidInChat(bob.ID, "pair")
 	b, err := os.ReadFile(log)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := strings.Count(string(b), `"kind":"start"`); n != 1 || strings.Contains(string(b), "rm -rf /") {
+		t.Errorf("a stranger's message reached a run (%d starts):\n%s", n, b)
 	}
 	var verdicts []string
 	for _, line := range strings.Split(string(b), "\n") {

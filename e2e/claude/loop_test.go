@@ -170,25 +170,8 @@ func (m *loopModel) answer(req apiRequest) (map[string]any, string, bool) {
 	if len(req.Messages) == 0 || len(req.Tools) == 0 {
 		return nil, "", false // a side request (a title, a summary)
 	}
-	// The latest user turn (Claude Code may add a system message after it),
-	// and how many turns the model had before it.
-	// A message that arrives while the model works comes in a system
-	// message after the turn ("A message arrived from … while you were
-	// working"): the blocks of the latest user turn and of what follows it.
-	var latest []apiBlock
-	before, seenUser := 0, false
-	for _, msg := range req.Messages {
-		switch msg.Role {
-		case "user":
-			latest, seenUser = blocksOf(msg.Content), true
-		case "assistant":
-			before++
-			latest = nil
-		default:
-			latest = append(latest, blocksOf(msg.Content)...)
-		}
-	}
-	if !seenUser {
+	latest, before, ok := latestTurn(req.Messages)
+	if !ok {
 		return nil, "", false
 	}
 	m.mu.Lock()
@@ -236,6 +219,26 @@ func (m *loopModel) answer(req apiRequest) (map[string]any, string, bool) {
 		return map[string]any{"type": "text", "text": "Done."}, "end_turn", true
 	}
 	return nil, "", false
+}
+
+// latestTurn is the blocks of a request's latest user turn, and how many
+// turns the model had before it; ok is false if it has none. Claude Code
+// may add a system message after the turn: a message that arrives while
+// the model works comes in one ("A message arrived from … while you were
+// working"), so its blocks count as the turn's.
+func latestTurn(msgs []apiMessage) (latest []apiBlock, before int, ok bool) {
+	for _, msg := range msgs {
+		switch msg.Role {
+		case "user":
+			latest, ok = blocksOf(msg.Content), true
+		case "assistant":
+			before++
+			latest = nil
+		default:
+			latest = append(latest, blocksOf(msg.Content)...)
+		}
+	}
+	return latest, before, ok
 }
 
 // tagAttrOf is attribute name of a <channel …> tag.

@@ -39,7 +39,8 @@ type messagesAPI struct {
 	scripts  []*script
 	requests []string // "POST /v1/messages (stream)" etc., in order
 	// model, if set, answers a request before the scripts: its content
-	// block and stop reason, or ok false to leave it to them.
+	// block and stop reason, or ok false to leave it to them. It may hold
+	// its answer, until req.ctx ends at the latest.
 	model func(req apiRequest) (content map[string]any, stop string, ok bool)
 }
 

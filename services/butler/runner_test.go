@@ -314,3 +314,35 @@ func TestRunMaxSessions(t *testing.T) {
 	case <-time.After(time.Second):
 	}
 }
+
+// TestRunStopInterruptsALongTurn: /stop during a turn interrupts it
+// (stream-json's interrupt), ends the run, and says so; the turn's cut
+// text is not relayed as an answer.
+func TestRunStopInterruptsALongTurn(t *testing.T) {
+	r := newRunRig(t, `{"turns": [{"sleep_ms": 120000, "partial": "Half an answer"}]}`, "")
+	r.say(t, "a long job")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		b, _ := os.ReadFile(r.log)
+		if strings.Contains(string(b), "a long job") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the run never read the message")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	r.say(t, "/stop")
+	if got := r.reply(t); !strings.HasPrefix(got, "Stopped.") {
+		t.Fatalf("/stop: %q", got)
+	}
+	b, _ := os.ReadFile(r.log)
+	if !strings.Contains(string(b), `interrupt`) {
+		t.Errorf("the stand-in was not sent an interrupt:\n%s", b)
+	}
+	select {
+	case extra := <-r.replies:
+		t.Fatalf("a reply after /stop: %q", extra)
+	case <-time.After(time.Second):
+	}
+}
