@@ -97,12 +97,10 @@ func TestRunnerHeadless(t *testing.T) {
 		t.Errorf("the first turn's request lacks mcp__herald__reply (only %v): the model would have to search for it", first.tools)
 	}
 	c.waitSaid(since, "Hello back: hello, are you there?", 60*time.Second)
-	run1 := c.waitRun(t, 1)
+	run1 := c.waitNewRun(t, 0)
 	t.Logf("herald dev started: %s", strings.Join(run1.argv, " "))
 	checkRunArgv(t, run1, "")
-	if l, ok := r.dev.logLine(5*time.Second, `MCP server "herald"`, "onnect"); ok {
-		t.Logf("Claude Code's debug log: %s", l)
-	}
+	t.Logf("Claude Code's debug log of the butler's MCP connection:\n%s", grepFile(debug, `MCP server "herald"`))
 	sessionA := c.status()
 	t.Logf("/status: session %s", sessionA)
 
@@ -152,10 +150,11 @@ func TestRunnerHeadless(t *testing.T) {
 
 	// The next message resumes the session: same id, and the model is
 	// given the conversation so far.
+	runs := len(c.runsStarted())
 	since = c.say("hello after the stop")
 	resumed := m.waitTurnWith(t, "hello after the stop", 90*time.Second)
 	c.waitSaid(since, "Hello back: hello after the stop", 60*time.Second)
-	checkRunArgv(t, c.waitRun(t, 2), sessionA)
+	checkRunArgv(t, c.waitNewRun(t, runs), sessionA)
 	if !slices.Contains(resumed.history, "hello, are you there?") {
 		t.Errorf("the resumed session's request carries %q, not the conversation before /stop", resumed.history)
 	}
@@ -164,13 +163,12 @@ func TestRunnerHeadless(t *testing.T) {
 	}
 
 	// 5. A run ends when idle, and the next message resumes its session.
-	if _, ok := r.dev.logLine(30*time.Second, `msg="run ended"`, "reason=idle"); !ok {
-		t.Fatalf("the run did not end after idle_exit 3s:\n%s", testkit.Tail(r.dev.stderr, 20))
-	}
+	c.waitIdle(t)
+	runs = len(c.runsStarted())
 	since = c.say("hello after a pause")
 	idle := m.waitTurnWith(t, "hello after a pause", 90*time.Second)
 	c.waitSaid(since, "Hello back: hello after a pause", 60*time.Second)
-	checkRunArgv(t, c.waitRun(t, 3), sessionA)
+	checkRunArgv(t, c.waitNewRun(t, runs), sessionA)
 	if !slices.Contains(idle.history, "hello after the stop") {
 		t.Errorf("the session resumed after idle_exit carries %q, not the conversation before", idle.history)
 	}
@@ -182,10 +180,11 @@ func TestRunnerHeadless(t *testing.T) {
 	// of the old one.
 	since = c.say("/new")
 	c.waitSaid(since, "your next message starts a new session", 30*time.Second)
+	runs = len(c.runsStarted())
 	since = c.say("hello, new session")
 	fresh := m.waitTurnWith(t, "hello, new session", 90*time.Second)
 	c.waitSaid(since, "Hello back: hello, new session", 60*time.Second)
-	checkRunArgv(t, c.waitRun(t, 4), "")
+	checkRunArgv(t, c.waitNewRun(t, runs), "")
 	sessionB := c.status()
 	if sessionB == sessionA {
 		t.Errorf("after /new the session is still %s", sessionA)
@@ -198,7 +197,8 @@ func TestRunnerHeadless(t *testing.T) {
 	// and the next message resumes the session.
 	since = c.say("take your time before answering")
 	h = m.waitHold(t, 90*time.Second)
-	run5 := c.waitRun(t, 5)
+	started := c.runsStarted()
+	run5 := started[len(started)-1] // the one holding the turn
 	if err := r.dev.cmd.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +216,7 @@ func TestRunnerHeadless(t *testing.T) {
 	t.Logf("told %s after the kill", time.Since(killed).Round(time.Second))
 	since = c.say("hello after the restart")
 	c.waitSaid(since, "Hello back: hello after the restart", 90*time.Second)
-	checkRunArgv(t, c.waitRun(t, 1), sessionB) // herald dev's new log: its first run
+	checkRunArgv(t, c.waitNewRun(t, 0), sessionB) // herald dev's new log: its first run
 	if got := c.status(); got != sessionB {
 		t.Errorf("after the restart /status names session %s, want %s resumed", got, sessionB)
 	}
@@ -307,7 +307,7 @@ func (m *runModel) answer(req apiRequest) (map[string]any, string, bool) {
 		m.turns = append(m.turns, turn)
 		m.n++
 		call := fmt.Sprintf("toolu_01Run%04d", m.n)
-		switch run := runCommand.FindStringSubmatch(turn.content); {
+		switch run := runTouch.FindStringSubmatch(turn.content); {
 		case run != nil:
 			m.calls[call] = run[2]
 			m.mu.Unlock()
@@ -527,41 +527,78 @@ type startedRun struct {
 	argv    []string
 }
 
-var runStartedLine = regexp.MustCompile(`msg="run started" .*pid=(\d+) session="([^"]*)"`)
+var (
+	runStartedLine = regexp.MustCompile(`msg="run started" .*pid=(\d+) session="([^"]*)"`)
+	runTouch       = regexp.MustCompile(`please run: (touch ([a-z.]+))`)
+)
 
-// waitRun waits for the n-th run of herald dev's current log and reads
-// its command line from /proc while it runs (it lives at least idle_exit).
-func (c *runChat) waitRun(t *testing.T, n int) startedRun {
+// runsStarted are the runs herald dev's current log says it started, in
+// order.
+func (c *runChat) runsStarted() []startedRun {
+	var runs []startedRun
+	for _, l := range logLines(c.r.dev.stderr, `msg="run started"`) {
+		if m := runStartedLine.FindStringSubmatch(l); m != nil {
+			pid, _ := strconv.Atoi(m[1])
+			runs = append(runs, startedRun{pid: pid, session: m[2]})
+		}
+	}
+	c.mu.Lock()
+	for _, run := range runs {
+		if !slices.Contains(c.pids, run.pid) {
+			c.pids = append(c.pids, run.pid)
+		}
+	}
+	c.mu.Unlock()
+	return runs
+}
+
+// waitNewRun waits for a run after the first before of herald dev's log
+// and reads its command line from /proc while it runs (it lives idle_exit
+// at least after its turn).
+func (c *runChat) waitNewRun(t *testing.T, before int) startedRun {
 	t.Helper()
 	var run startedRun
 	testkit.Eventually(t, 60*time.Second, func() bool {
-		f, err := os.Open(c.r.dev.stderr)
-		if err != nil {
-			return false
+		runs := c.runsStarted()
+		if len(runs) > before {
+			run = runs[before]
 		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		sc.Buffer(nil, 1<<20)
-		for i := 0; sc.Scan(); {
-			if m := runStartedLine.FindStringSubmatch(sc.Text()); m != nil {
-				if i++; i == n {
-					run.pid, _ = strconv.Atoi(m[1])
-					run.session = m[2]
-					return true
-				}
-			}
-		}
-		return false
-	}, fmt.Sprintf("herald dev's log line of run %d", n))
-	c.mu.Lock()
-	c.pids = append(c.pids, run.pid)
-	c.mu.Unlock()
+		return len(runs) > before
+	}, fmt.Sprintf("herald dev's log line of run %d", before+1))
 	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", run.pid)); err == nil {
 		run.argv = strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 	} else {
-		t.Logf("the command line of run %d (pid %d) cannot be read: %v", n, run.pid, err)
+		t.Logf("the command line of run %d (pid %d) cannot be read: %v", before+1, run.pid, err)
 	}
 	return run
+}
+
+// waitIdle waits until every run herald dev started has ended, the last
+// for being idle (idle_exit).
+func (c *runChat) waitIdle(t *testing.T) {
+	t.Helper()
+	testkit.Eventually(t, 30*time.Second, func() bool {
+		ended := logLines(c.r.dev.stderr, `msg="run ended"`)
+		return len(ended) == len(c.runsStarted()) && len(ended) > 0 && strings.Contains(ended[len(ended)-1], "reason=idle")
+	}, "the run to end after idle_exit 3s")
+}
+
+// logLines are the lines of the file at path that contain s.
+func logLines(path, s string) []string {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), s) {
+			out = append(out, sc.Text())
+		}
+	}
+	return out
 }
 
 // killRuns ends whatever is left of the runs seen (a herald dev killed

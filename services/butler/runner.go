@@ -134,7 +134,13 @@ func (r *runner) take(ctx context.Context, v *channelMessage) error {
 	}
 	r.mu.Lock()
 	ru := r.runs[conv]
+	ending := ru != nil && ru.ending != ""
 	r.mu.Unlock()
+	if ending {
+		// Being ended (idle, /stop): the message goes to the next run.
+		<-ru.done
+		ru = nil
+	}
 	if ru == nil {
 		if ru, err = r.start(ctx, conv, id); err != nil {
 			return err
@@ -232,6 +238,7 @@ func (r *runner) follow(ru *run) {
 	ctx := context.Background()
 	defer close(ru.done)
 	told := false
+	kept := "" // the session id last kept
 	for {
 		ev, err := ru.sess.Next(ctx)
 		if err != nil {
@@ -240,7 +247,8 @@ func (r *runner) follow(ru *run) {
 		}
 		switch e := ev.(type) {
 		case *claude.Init:
-			if e.SessionID != "" {
+			if e.SessionID != "" && e.SessionID != kept {
+				kept = e.SessionID
 				r.keepSession(ctx, ru.conv, e.SessionID)
 			}
 		case *claude.Result:
@@ -341,7 +349,7 @@ func (r *runner) ended(ctx context.Context, ru *run, err error) {
 func (r *runner) stop(ctx context.Context, conv, why string) bool {
 	r.mu.Lock()
 	ru := r.runs[conv]
-	if ru != nil {
+	if ru != nil && ru.ending == "" {
 		ru.ending = why
 	}
 	busy := ru != nil && len(ru.pending) > 0
@@ -367,7 +375,8 @@ func (r *runner) tick(ctx context.Context, now time.Time) {
 	var idle []string
 	r.mu.Lock()
 	for conv, ru := range r.runs {
-		if len(ru.pending) == 0 && (s == nil || now.Sub(ru.last) >= time.Duration(s.IdleExit)) {
+		if ru.ending == "" && len(ru.pending) == 0 && (s == nil || now.Sub(ru.last) >= time.Duration(s.IdleExit)) {
+			ru.ending = endIdle // no message joins it from now on (take)
 			idle = append(idle, conv)
 		}
 	}
