@@ -27,8 +27,8 @@ type runEntry struct {
 
 // A run's lease lasts leaseFor, renewed every leaseRenew.
 const (
-	leaseFor   = 30 * time.Second
-	leaseRenew = 10 * time.Second
+	leaseFor   = 15 * time.Second
+	leaseRenew = 5 * time.Second
 )
 
 // errHeldElsewhere: another live process of the butler runs this

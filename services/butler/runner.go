@@ -388,6 +388,13 @@ func (r *runner) tick(ctx context.Context, now time.Time) {
 
 // loop ends idle runs until ctx ends, then every run.
 func (r *runner) loop(ctx context.Context) {
+	// The MCP configurations a killed process left: their tokens died with
+	// it, and Claude Code read them when it started.
+	if old, _ := filepath.Glob(filepath.Join(r.b.dir, ".herald", "runs", r.b.name, "mcp-*.json")); len(old) > 0 {
+		for _, f := range old {
+			_ = os.Remove(f)
+		}
+	}
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
 	var renewed time.Time
