@@ -87,14 +87,7 @@ func (f *fleet) newPrompt(chat int64, seen map[string]bool) (string, telegramtes
 // saidInChat waits for a message in chat containing want.
 func (f *fleet) saidInChat(chat int64, want string) {
 	f.t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		for _, m := range f.tg.Messages(chat) {
-			if strings.Contains(m.Text, want) {
-				return
-			}
-		}
-	}
-	f.t.Fatalf("%q not in chat %d within 20s; it has %q", want, chat, f.texts(chat))
+	f.saidInChatWithin(chat, want, 20*time.Second)
 }
 
 // TestRunnerThroughTelegram: with no session connected, a Telegram message

@@ -271,21 +271,29 @@ func (m *runModel) answer(req apiRequest) (map[string]any, string, bool) {
 	if !ok {
 		return nil, "", false
 	}
+	content, stop, hold := m.next(req, latest)
+	if hold != "" {
+		return m.hold(req, hold)
+	}
+	return content, stop, content != nil
+}
+
+// next is the model's answer to a request whose latest user turn is
+// latest, or the message to hold the answer to.
+func (m *runModel) next(req apiRequest, latest []apiBlock) (content map[string]any, stop, hold string) {
 	m.mu.Lock()
+	defer m.mu.Unlock()
+	// A tool's result and a new message may come in one user turn, and a
+	// result already answered may come again with the next message: a new
+	// result is kept, and a new message answered first.
+	var result *apiBlock
 	for _, b := range latest {
-		what, ok := m.calls[b.ToolUseID]
-		if !ok || b.Type != "tool_result" {
-			continue
+		if what, ok := m.calls[b.ToolUseID]; ok && b.Type == "tool_result" {
+			if _, seen := m.results[what]; !seen {
+				m.results[what] = b
+				result = &b
+			}
 		}
-		m.results[what] = b
-		m.mu.Unlock()
-		switch {
-		case what == "reply":
-			return map[string]any{"type": "text", "text": "Replied."}, "end_turn", true
-		case b.IsError:
-			return map[string]any{"type": "text", "text": "Could not touch " + what + "."}, "end_turn", true
-		}
-		return map[string]any{"type": "text", "text": "Touched " + what + "."}, "end_turn", true
 	}
 	for _, b := range latest {
 		found := channelTag.FindStringSubmatch(b.Text)
@@ -310,22 +318,27 @@ func (m *runModel) answer(req apiRequest) (map[string]any, string, bool) {
 		switch run := runTouch.FindStringSubmatch(turn.content); {
 		case run != nil:
 			m.calls[call] = run[2]
-			m.mu.Unlock()
-			return map[string]any{"type": "tool_use", "id": call, "name": "Bash", "input": map[string]any{"command": run[1], "description": "Create the file " + run[2]}}, "tool_use", true
+			return map[string]any{"type": "tool_use", "id": call, "name": "Bash", "input": map[string]any{"command": run[1], "description": "Create the file " + run[2]}}, "tool_use", ""
 		case strings.Contains(turn.content, "hello"):
 			m.calls[call] = "reply"
-			m.mu.Unlock()
 			return map[string]any{"type": "tool_use", "id": call, "name": "mcp__herald__reply",
-				"input": map[string]any{"request_id": id, "message": "Hello back: " + turn.content}}, "tool_use", true
+				"input": map[string]any{"request_id": id, "message": "Hello back: " + turn.content}}, "tool_use", ""
 		case strings.Contains(turn.content, "take your time"):
-			m.mu.Unlock()
-			return m.hold(req, turn.content)
+			return nil, "", turn.content
 		}
-		m.mu.Unlock()
-		return map[string]any{"type": "text", "text": "Noted: " + turn.content}, "end_turn", true
+		return map[string]any{"type": "text", "text": "Noted: " + turn.content}, "end_turn", ""
 	}
-	m.mu.Unlock()
-	return nil, "", false
+	if result == nil {
+		return nil, "", ""
+	}
+	switch what := m.calls[result.ToolUseID]; {
+	case what == "reply":
+		return map[string]any{"type": "text", "text": "Replied."}, "end_turn", ""
+	case result.IsError:
+		return map[string]any{"type": "text", "text": "Could not touch " + what + "."}, "end_turn", ""
+	default:
+		return map[string]any{"type": "text", "text": "Touched " + what + "."}, "end_turn", ""
+	}
 }
 
 // hold keeps the answer to req back until Claude Code gives the request up,
