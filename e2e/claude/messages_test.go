@@ -13,6 +13,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -282,6 +283,12 @@ func usage(out int) map[string]any {
 	return map[string]any{"input_tokens": 120, "output_tokens": out, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
 }
 
+// messageSeq numbers the stand-in's messages: Claude Code takes the
+// blocks of messages with one id for parts of one message, and merges them
+// into one assistant turn (with their tool results in one user turn), so
+// each answer has an id of its own, as the API gives it.
+var messageSeq atomic.Int64
+
 func message(model string, content map[string]any, stop string, out int) map[string]any {
 	var blocks []any
 	if content != nil {
@@ -294,7 +301,7 @@ func message(model string, content map[string]any, stop string, out int) map[str
 		stopReason = stop
 	}
 	return map[string]any{
-		"id": "msg_01StandIn", "type": "message", "role": "assistant", "model": model,
+		"id": fmt.Sprintf("msg_01StandIn%06d", messageSeq.Add(1)), "type": "message", "role": "assistant", "model": model,
 		"content": blocks, "stop_reason": stopReason, "stop_sequence": nil, "usage": usage(out),
 	}
 }

@@ -86,13 +86,13 @@ func TestRunnerHeadless(t *testing.T) {
 		c.killRuns()
 	})
 
-	// 1. A message starts a run; the model answers with reply.
+	// A message starts a run; the model answers with reply.
 	since := c.say("hello, are you there?")
 	first := m.waitTurn(t, 1, 90*time.Second)
 	if first.attrs["source"] != runServerName || first.attrs["source_channel"] != "telegram" || !requestIDForm.MatchString(first.attrs["request_id"]) {
 		t.Errorf("the run's first user turn is %q: want source %q, source_channel telegram and a request_id", first.tag, runServerName)
 	}
-	t.Logf("the model is offered: %s", strings.Join(first.tools, ", "))
+	t.Logf("the model is offered: %s (the deferred tools are named in the system prompt)", strings.Join(first.tools, ", "))
 	if !slices.Contains(first.tools, "mcp__herald__reply") {
 		t.Errorf("the first turn's request lacks mcp__herald__reply (only %v): the model would have to search for it", first.tools)
 	}
@@ -100,11 +100,11 @@ func TestRunnerHeadless(t *testing.T) {
 	run1 := c.waitNewRun(t, 0)
 	t.Logf("herald dev started: %s", strings.Join(run1.argv, " "))
 	checkRunArgv(t, run1, "")
-	t.Logf("Claude Code's debug log of the butler's MCP connection:\n%s", grepFile(debug, `MCP server "herald"`))
+	t.Logf("Claude Code's debug log of the butler's MCP connection:\n%s", grepFile(debug, `MCP server "herald": Connection established`))
 	sessionA := c.status()
 	t.Logf("/status: session %s", sessionA)
 
-	// 2. Bash asks the approver: Allow runs it, Deny does not, and the model
+	// Bash asks the approver: Allow runs it, Deny does not, and the model
 	// reads the denial.
 	since = c.say("please run: touch allowed.txt")
 	prompt, id := c.waitPrompt(since)
@@ -133,7 +133,7 @@ func TestRunnerHeadless(t *testing.T) {
 	}
 	c.waitSaid(since, "Could not touch denied.txt.", 30*time.Second)
 
-	// 3. /stop interrupts a turn the model is still thinking over.
+	// /stop interrupts a turn the model is still thinking over.
 	since = c.say("take your time over this one")
 	h := m.waitHold(t, 90*time.Second)
 	stopped := c.say("/stop")
@@ -162,7 +162,7 @@ func TestRunnerHeadless(t *testing.T) {
 		t.Errorf("after --resume %s, /status names session %s: the session changed", sessionA, got)
 	}
 
-	// 5. A run ends when idle, and the next message resumes its session.
+	// A run ends when idle, and the next message resumes its session.
 	c.waitIdle(t)
 	runs = len(c.runsStarted())
 	since = c.say("hello after a pause")
@@ -176,7 +176,7 @@ func TestRunnerHeadless(t *testing.T) {
 		t.Errorf("after the idle exit and --resume %s, /status names session %s", sessionA, got)
 	}
 
-	// 4. /new: the next message starts a new session, which knows nothing
+	// /new: the next message starts a new session, which knows nothing
 	// of the old one.
 	since = c.say("/new")
 	c.waitSaid(since, "your next message starts a new session", 30*time.Second)
@@ -193,9 +193,9 @@ func TestRunnerHeadless(t *testing.T) {
 		t.Errorf("the new session's first request carries %q: the old conversation came along", fresh.history)
 	}
 
-	// 6. herald dev killed mid-turn: once it is back, the person is told,
+	// herald dev killed mid-turn: once it is back, the person is told,
 	// and the next message resumes the session.
-	since = c.say("take your time before answering")
+	beforeKill := c.say("take your time before answering")
 	h = m.waitHold(t, 90*time.Second)
 	started := c.runsStarted()
 	run5 := started[len(started)-1] // the one holding the turn
@@ -210,10 +210,16 @@ func TestRunnerHeadless(t *testing.T) {
 	} else {
 		t.Logf("Claude Code (pid %d) ended with herald dev", run5.pid)
 	}
-	close(h.release)
+	close(h.release) // what the model says now reaches nobody
+	if testkit.Poll(10*time.Second, 100*time.Millisecond, func() bool { return syscall.Kill(run5.pid, 0) != nil }) {
+		t.Logf("Claude Code (pid %d) exited once its turn was answered", run5.pid)
+	} else {
+		t.Logf("Claude Code (pid %d) still runs 10s after its turn was answered", run5.pid)
+	}
 	r.dev = startDev(t, r.bin, r.project, r.devConfig, r.devEnv)
-	c.waitSaid(since, "The agent's run ended before it answered", 90*time.Second)
+	c.waitSaid(beforeKill, "The agent's run ended before it answered", 90*time.Second)
 	t.Logf("told %s after the kill", time.Since(killed).Round(time.Second))
+	r.waitAudit(t, audit.RunEnded, "its process stopped mid-turn")
 	since = c.say("hello after the restart")
 	c.waitSaid(since, "Hello back: hello after the restart", 90*time.Second)
 	checkRunArgv(t, c.waitNewRun(t, 0), sessionB) // herald dev's new log: its first run
@@ -221,6 +227,7 @@ func TestRunnerHeadless(t *testing.T) {
 		t.Errorf("after the restart /status names session %s, want %s resumed", got, sessionB)
 	}
 
+	t.Logf("the chat since the kill:\n  %s", strings.Join(c.texts(beforeKill), "\n  "))
 	if got := c.botSaid(0, "Replied."); got != "" {
 		t.Errorf("a turn the model answered with reply had its final text relayed too: %q", got)
 	}
@@ -241,7 +248,7 @@ type runModel struct {
 	turns   []runTurn
 	handled map[string]bool     // channel messages answered, by request_id
 	calls   map[string]string   // call id -> the file Bash touches, or "reply"
-	results map[string]apiBlock // by the file
+	results map[string]apiBlock // by call id
 	holds   chan *heldTurn
 	n       int
 }
@@ -288,9 +295,9 @@ func (m *runModel) next(req apiRequest, latest []apiBlock) (content map[string]a
 	// result is kept, and a new message answered first.
 	var result *apiBlock
 	for _, b := range latest {
-		if what, ok := m.calls[b.ToolUseID]; ok && b.Type == "tool_result" {
-			if _, seen := m.results[what]; !seen {
-				m.results[what] = b
+		if _, ok := m.calls[b.ToolUseID]; ok && b.Type == "tool_result" {
+			if _, seen := m.results[b.ToolUseID]; !seen {
+				m.results[b.ToolUseID] = b
 				result = &b
 			}
 		}
@@ -412,9 +419,13 @@ func (m *runModel) waitResult(t *testing.T, file string, within time.Duration) a
 	testkit.Eventually(t, within, func() bool {
 		m.mu.Lock()
 		defer m.mu.Unlock()
-		var ok bool
-		res, ok = m.results[file]
-		return ok
+		for call, what := range m.calls {
+			if r, ok := m.results[call]; ok && what == file {
+				res = r
+				return true
+			}
+		}
+		return false
 	}, fmt.Sprintf("a request bringing back the result of `touch %s`", file))
 	return res
 }
@@ -463,21 +474,23 @@ func (c *runChat) say(text string) int {
 func (c *runChat) texts(since int) []string {
 	var out []string
 	for _, msg := range c.tg.Messages(loopAlice.ID)[since:] {
-		who := "bot"
-		if msg.From != nil && msg.From.ID == loopAlice.ID {
-			who = "alice"
+		who := "alice"
+		if fromBot(msg) {
+			who = "bot"
 		}
 		out = append(out, who+": "+msg.Text)
 	}
 	return out
 }
 
+func fromBot(msg telegramtest.Message) bool { return msg.From == nil || msg.From.ID != loopAlice.ID }
+
 // botSaid is the bot's first message from since on that contains want, ""
 // if none.
 func (c *runChat) botSaid(since int, want string) string {
 	msgs := c.tg.Messages(loopAlice.ID)
 	for _, msg := range msgs[min(since, len(msgs)):] {
-		if (msg.From == nil || msg.From.ID != loopAlice.ID) && strings.Contains(msg.Text, want) {
+		if fromBot(msg) && strings.Contains(msg.Text, want) {
 			return msg.Text
 		}
 	}
@@ -505,12 +518,19 @@ var statusSession = regexp.MustCompile(`session ([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f
 func (c *runChat) status() string {
 	c.t.Helper()
 	since := c.say("/status")
-	got := c.waitSaid(since, "session", 30*time.Second)
-	m := statusSession.FindStringSubmatch(got)
-	if m == nil {
-		c.t.Fatalf("/status answered %q, naming no session id", got)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		msgs := c.tg.Messages(loopAlice.ID)
+		for _, msg := range msgs[since:] {
+			if m := statusSession.FindStringSubmatch(msg.Text); m != nil && fromBot(msg) {
+				return m[1]
+			}
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("no answer to /status naming a session within 30s; the chat since:\n  %s", strings.Join(c.texts(since), "\n  "))
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	return m[1]
 }
 
 // waitPrompt waits for a permission prompt in the chat after message
@@ -615,12 +635,15 @@ func logLines(path, s string) []string {
 }
 
 // killRuns ends whatever is left of the runs seen (a herald dev killed
-// leaves its Claude Code running, in a process group of its own).
+// leaves its Claude Code running, in a process group of its own): each
+// group whose leader is still the CLI.
 func (c *runChat) killRuns() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for _, pid := range c.pids {
-		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err == nil && strings.HasPrefix(string(b), c.r.claude+"\x00") {
+			_ = syscall.Kill(-pid, syscall.SIGKILL)
+		}
 	}
 }
 
