@@ -122,7 +122,7 @@ soak:
 ## claude-test: the Claude Code CLI at CLAUDE_CODE_VERSION against herald dev, as a
 ## user connects it (the banner's claude mcp add line, the README's .mcp.json, the
 ## plugin), with a stand-in of the Anthropic API on loopback so nothing leaves the
-## machine (about 15 s once built). npm installs the CLI once into CLAUDE_CODE_DIR;
+## machine (about 90 s once built). npm installs the CLI once into CLAUDE_CODE_DIR;
 ## without npm (or tmux, which the interactive session needs) the test says so and skips.
 CLAUDE_CODE_VERSION ?= 2.1.332
 CLAUDE_CODE_DIR     ?= $${XDG_CACHE_HOME:-$$HOME/.cache}/herald/claude-code-$(CLAUDE_CODE_VERSION)

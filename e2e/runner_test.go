@@ -209,6 +209,11 @@ integrations:
 	killStandIns(t, fakeLog) // at the end: the killed runner's stand-in outlives it
 	_ = runner.cmd.Process.Signal(syscall.SIGKILL)
 	_ = runner.cmd.Wait()
+	// Its Claude Code does not go on alone (on Linux: a parent-death signal).
+	testkit.Eventually(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile(fakeLog)
+		return strings.Contains(string(b), `"kind":"signal"`)
+	}, "the killed runner's Claude Code to be stopped")
 
 	startProc(t, heraldBin, "herald run", append(slices.Clone(env), "SCRIPT="+quick), "run", "--butler", "health")
 	f.saidInChatWithin(alice.ID, "ended before it answered", 90*time.Second)
@@ -227,6 +232,7 @@ func startProc(t *testing.T, bin, name string, env []string, args ...string) *se
 	p := &serviceProc{name: name, stderr: &testkit.Buffer{}, http: testkit.FreeAddr(t)}
 	p.cmd = exec.Command(bin, append(args, "--http-listen", p.http)...)
 	p.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}, env...)
+	p.cmd.Dir = t.TempDir() // its .herald/runs
 	p.cmd.Stderr = p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -269,4 +275,21 @@ func (f *fleet) saidInChatWithin(chat int64, want string, within time.Duration) 
 		}
 	}
 	f.t.Fatalf("%q not in chat %d within %s; it has %q", want, chat, within, f.texts(chat))
+}
+
+// TestRunnerStopClosesItsPrompt: /stop while the run waits on a permission
+// prompt ends the run and closes the prompt on the approver's phone: no
+// button is left that would seem to allow what no longer runs.
+func TestRunnerStopClosesItsPrompt(t *testing.T) {
+	f := newFleet(t)
+	f.withRun("health", `{"turns": [{"permission": {"tool_name": "Bash", "input": {"command": "make deploy"}}, "reply": "Deployed."}]}`)
+	f.start("switchboard", "messenger")
+	f.serveRuns("health")
+	chat := telegramtest.Chat{ID: alice.ID, Type: "private"}
+	f.tg.SendUserMessage(f.tg.Token(), telegramtest.Message{Chat: chat, From: &alice, Text: "deploy it"})
+	_, prompt := f.newPrompt(alice.ID, map[string]bool{})
+	f.tg.SendUserMessage(f.tg.Token(), telegramtest.Message{Chat: chat, From: &alice, Text: "/stop"})
+	f.saidInChat(alice.ID, "Stopped.")
+	testkit.Eventually(t, 20*time.Second, func() bool { return f.copyShows(alice.ID, prompt.MessageID, "closed") },
+		"the prompt to be closed, its buttons gone")
 }

@@ -17,10 +17,15 @@
 // which, and what lies beyond it. TestChannelLoop then sets that flag and
 // the permission relay's locally, as Anthropic does for an account with the
 // channels preview, and runs the whole conversation from Telegram.
+// TestRunnerHeadless needs none of those flags: herald dev starts the CLI
+// itself in headless mode for a butler's run block (docs/runner.md), and
+// the conversation, its approvals, chat commands and resumed sessions go
+// through Telegram.
 //
 // Run it with `make claude-test`. CLAUDE_BIN is the CLI; HERALD_BIN the
-// directory of the built binaries (default ../../bin). Without CLAUDE_BIN or
-// tmux it skips, saying why.
+// directory of the built binaries (default ../../bin). Without CLAUDE_BIN it
+// skips, saying why, and without tmux so do the tests of an interactive
+// session.
 package claude
 
 import (

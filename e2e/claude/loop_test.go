@@ -35,7 +35,7 @@ integrations:
 var loopAlice = telegramtest.User{ID: 12345, FirstName: "Alice", Username: "alice"}
 
 // TestChannelLoop runs the whole conversation with the real client, as
-// ../shared/claude-code-gates.md says a test meets Claude Code's gates
+// docs/claude-code.md says a test meets Claude Code's gates
 // offline: a Telegram message reaches the model inside a Messages API
 // request, as the session's first turn, with one source attribute and
 // Herald's reply tool loaded; the model's reply reaches the chat threaded;

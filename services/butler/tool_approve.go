@@ -71,6 +71,13 @@ func (b *Butler) approve(ctx context.Context, req mcp.CallToolRequest) (*mcp.Cal
 				return b.verdictAnswer(ctx, id, r.Verdict, input), nil
 			}
 		case <-ctx.Done():
+			// The run is gone (/stop, its end): its prompt closes on every
+			// approver's phone, as a channel session's does when it ends.
+			ended, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if err := b.channel.approvals.SessionEnded(ended, b.name, id); err != nil {
+				b.log.Warn("the prompt of a call no run waits for stays open until it expires", "request_id", id, "err", err)
+			}
+			cancel()
 			return permissionAnswer(approval.Deny, nil, "the run ended before an approver answered"), nil
 		}
 	}

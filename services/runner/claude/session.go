@@ -84,6 +84,7 @@ func Start(ctx context.Context, o Options) (*Session, error) {
 	cmd.Dir, cmd.Env = o.Dir, env
 	// Its own group, so Close stops the MCP servers and tools it started too.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stopWithParent(cmd.SysProcAttr)
 	s := &Session{
 		name: argv[0], cmd: cmd, stderr: &tail{max: StderrTailBytes}, sessionID: o.Resume,
 		pending: map[string]chan *ControlResponse{}, ready: make(chan struct{}, 1),
