@@ -424,8 +424,16 @@ func (r *runner) loop(ctx context.Context) {
 	}
 }
 
-// repliedTo records that the model replied to request id itself.
-func (r *runner) repliedTo(id string) {
+// runnerWordKey marks the context of a reply that is the runner's own
+// word (tell), not the model's answer.
+type runnerWordKey struct{}
+
+// repliedTo records that the model replied to request id itself, unless
+// ctx is the runner's own word.
+func (r *runner) repliedTo(ctx context.Context, id string) {
+	if ctx.Value(runnerWordKey{}) != nil {
+		return
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, ru := range r.runs {
@@ -509,6 +517,7 @@ func (r *runner) status(ctx context.Context, conv string) string {
 // tell sends text as the reply to request id: what the runner has to say
 // to the person (a wait, a failure), never the model's words.
 func (r *runner) tell(ctx context.Context, id, text string) {
+	ctx = context.WithValue(ctx, runnerWordKey{}, true)
 	if res := r.b.answer(ctx, id, envelope.Delivery{Intent: envelope.IntentReply, Message: text}); res.IsError {
 		r.b.log.WarnContext(ctx, "the runner's word to the person was not sent", "request_id", id, "text", text, "answer", resultText(res))
 	}

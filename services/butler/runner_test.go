@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -120,7 +121,7 @@ func (r *runRig) reply(t *testing.T) string {
 	case s := <-r.replies:
 		return s
 	case <-time.After(20 * time.Second):
-		t.Fatal("no reply")
+		t.Fatalf("no reply; the stand-in's log:\n%s", must(os.ReadFile(r.log)))
 		return ""
 	}
 }
@@ -346,3 +347,21 @@ func TestRunStopInterruptsALongTurn(t *testing.T) {
 	case <-time.After(time.Second):
 	}
 }
+
+// TestRunBudgetAndBadOutput: a session over run.max_budget_usd is told to
+// the person with what to do, and a line Herald cannot read is told once
+// while the run goes on.
+func TestRunBudgetAndBadOutput(t *testing.T) {
+	r := newRunRig(t, `{"turns": [{"reply": "fine", "bad_line": "this is not JSON"}, {"reply": "costly", "cost_usd": 0.5}]}`, "      max_budget_usd: 0.25\n")
+	r.say(t, "hi")
+	got := []string{r.reply(t), r.reply(t)}
+	if !slices.Contains(got, "fine") || !slices.ContainsFunc(got, func(s string) bool { return strings.Contains(s, "could not read") }) {
+		t.Fatalf("replies %q: want the answer and one word on the unreadable line", got)
+	}
+	r.say(t, "spend")
+	if got := r.reply(t); !strings.Contains(got, "spending cap") || !strings.Contains(got, "/new") {
+		t.Fatalf("over budget: %q", got)
+	}
+}
+
+func must(b []byte, _ error) []byte { return b }

@@ -85,7 +85,7 @@ func (b *Butler) answer(ctx context.Context, requestID string, d envelope.Delive
 	if !res.IsError {
 		b.channel.actedOn(ctx, requestID, d.Intent)
 		if d.Intent == envelope.IntentReply {
-			b.runner.repliedTo(requestID)
+			b.runner.repliedTo(ctx, requestID)
 			s := said{From: "you", Text: d.Message, At: time.Now().UTC()}
 			if a, ok := res.StructuredContent.(sentAnswer); ok && a.Delivery != nil {
 				s.DeliveryID, s.MessageIDs = a.Delivery.DeliveryID, a.Delivery.MessageIDs
