@@ -83,13 +83,14 @@ func newRunner(b *Butler) *runner {
 	return &runner{b: b, runs: map[string]*run{}, told: map[string]bool{}}
 }
 
-// settings is the butler's run block, nil if it has none or this machine
-// cannot start it (claude or the project missing: a fleet's butler
-// container, where messages wait for herald run).
+// settings is the butler's run block, nil if it has none, it was
+// removed from the configuration (retired), or this machine cannot start
+// it (claude or the project missing: a fleet's butler container, where
+// messages wait for herald run).
 func (r *runner) settings() *config.Run {
 	cfg := r.b.config()
 	bc := cfg.Butler(r.b.name)
-	if bc == nil || bc.Run == nil {
+	if bc == nil || bc.Run == nil || r.b.Retired() {
 		return nil
 	}
 	r.hostMu.Lock()
