@@ -1,7 +1,10 @@
 // Package butler is the MCP server a model drives (architecture.md §5). Every butler
 // has the core `notify` tool: it builds a notify.v1 from the model's
 // arguments with the butler's own identity as origin, validates it, hands it
-// to the switchboard over JetStream and answers with what happened.
+// to the switchboard over JetStream and answers with what happened. A
+// butler with a run block also starts Claude Code headless for the
+// messages no connected session takes (runner.go, runindex.go, the
+// approve tool in tool_approve.go; docs/runner.md).
 package butler
 
 import (
