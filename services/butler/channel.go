@@ -297,6 +297,8 @@ type channelMessage struct {
 	// notice says it is Herald's word about a notify, not a person's
 	// message: it has no record to reply to.
 	notice bool
+	// in is the message as it came, for the runner's conversation key.
+	in *envelope.Ingress
 }
 
 // take decodes an inbox message, remembers it so reply and react can answer
@@ -371,7 +373,7 @@ func view(in *envelope.Ingress) *channelMessage {
 			content = "(no text; attached: " + files + ")"
 		}
 	}
-	return &channelMessage{Content: content, Meta: meta, claim: in.Meta[envelope.MetaClaimSession]}
+	return &channelMessage{Content: content, Meta: meta, claim: in.Meta[envelope.MetaClaimSession], in: in}
 }
 
 // Meta of a message that came with files: each file's name, type and size

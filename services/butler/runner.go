@@ -124,11 +124,7 @@ func (r *runner) conversation(in *envelope.Ingress) string {
 // leaves the message waiting.
 func (r *runner) take(ctx context.Context, v *channelMessage) error {
 	id := v.Meta["request_id"]
-	in, err := r.b.channel.request(ctx, id)
-	if err != nil {
-		return err
-	}
-	conv := r.conversation(in)
+	conv := r.conversation(v.in)
 	if cmd, ok := chatCommand(v.Content); ok {
 		r.command(ctx, conv, id, cmd)
 		return nil
@@ -143,6 +139,7 @@ func (r *runner) take(ctx context.Context, v *channelMessage) error {
 		ru = nil
 	}
 	if ru == nil {
+		var err error
 		if ru, err = r.start(ctx, conv, id); err != nil {
 			return err
 		}
