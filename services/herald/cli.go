@@ -22,6 +22,8 @@ const usage = `herald — the messaging fabric of a fleet of AI butlers
 
 Usage:
   herald dev [--config FILE]             run NATS, the switchboard, the messenger and every butler in one process
+  herald status [--json] [--watch]       the fleet at a glance: processes, integrations, queues, sessions
+  herald config check [FILE]             check a herald.yaml without starting anything: problems, secrets needed
   herald notify [flags] MESSAGE          send a notification through a butler's notify tool
   herald pair list|approve|revoke ...    let in people who were sent a pairing code
   herald dead ls|replay ...              messages Herald gave up on, and replaying them
@@ -60,6 +62,10 @@ func Main(ctx context.Context, args []string, o IO) int {
 		return process.Main(ctx, butler.RunCommand(), args[1:], o)
 	case "dev":
 		run = runDev
+	case "status":
+		run = runStatus
+	case "config":
+		run = runConfig
 	case "notify":
 		run = runNotify
 	case "pair":
