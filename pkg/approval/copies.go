@@ -301,3 +301,41 @@ func (s *Store) close(ctx context.Context, key, verdict string, now time.Time) (
 	}
 	return &r, nil
 }
+
+// Open counts the prompts and the questions still waiting for an answer,
+// for the switchboard's status.
+func (s *Store) Open(ctx context.Context) (prompts, questions int, err error) {
+	keys, err := s.keys(ctx, "*.*")
+	if err != nil {
+		return 0, 0, err
+	}
+	qkeys, err := s.keys(ctx, "*.q.*")
+	if err != nil {
+		return 0, 0, err
+	}
+	for _, k := range append(keys, qkeys...) {
+		question := strings.Contains(k, ".q.")
+		if _, id, _ := strings.Cut(k, "."); !question && (strings.HasPrefix(k, "_") || !IDPattern.MatchString(id)) {
+			continue
+		}
+		e, err := s.kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue
+		}
+		if err != nil {
+			return prompts, questions, err
+		}
+		if question {
+			var q Question
+			if json.Unmarshal(e.Value(), &q) == nil && q.Answer == "" && q.Closed == "" {
+				questions++
+			}
+			continue
+		}
+		var r Request
+		if json.Unmarshal(e.Value(), &r) == nil && r.Verdict == "" {
+			prompts++
+		}
+	}
+	return prompts, questions, nil
+}

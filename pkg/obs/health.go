@@ -38,6 +38,30 @@ type Health struct {
 	// unableReady, each fails the process's readiness.
 	unable      map[string]string
 	unableReady bool
+
+	// recent is the last round's report and when it ran (Recent).
+	recent   Report
+	recentAt time.Time
+	rounds   sync.Mutex
+}
+
+// recentFor is how old a report Recent answers with may be.
+const recentFor = time.Second
+
+// Recent is Ready's report of at most a second ago, one round at a time:
+// the status answers of a process's many services (herald dev's butlers)
+// share it instead of each running every check.
+func (h *Health) Recent(ctx context.Context) Report {
+	if h == nil {
+		return h.Ready(ctx)
+	}
+	h.rounds.Lock()
+	defer h.rounds.Unlock()
+	if time.Since(h.recentAt) < recentFor {
+		return h.recent
+	}
+	h.recent, h.recentAt = h.Ready(ctx), time.Now()
+	return h.recent
 }
 
 // NewHealth is a Health with no checks: ready.

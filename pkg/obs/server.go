@@ -29,6 +29,8 @@ type Server struct {
 	// mounted: something was mounted once, so a path nothing serves now
 	// is a restart in progress, not a wrong address.
 	mounted atomic.Bool
+	// page is GET / (SetPage).
+	page atomic.Pointer[http.Handler]
 }
 
 // shutdownGrace is how long requests in flight may finish at stop.
@@ -50,8 +52,20 @@ func NewServer(addr string, h *Health, m *Metrics, log *slog.Logger) *Server {
 	if m != nil {
 		s.mux.Handle("GET /metrics", operatorOnly(addr, m.Handler()))
 	}
+	s.mux.Handle("GET /{$}", operatorOnly(addr, http.HandlerFunc(s.servePage)))
 	s.mux.Handle("/", http.HandlerFunc(s.serveChannels))
 	return s
+}
+
+// SetPage makes h the operator's GET / (the fleet at a glance).
+func (s *Server) SetPage(h http.Handler) { s.page.Store(&h) }
+
+func (s *Server) servePage(w http.ResponseWriter, r *http.Request) {
+	if h := s.page.Load(); h != nil {
+		(*h).ServeHTTP(w, r)
+		return
+	}
+	http.NotFound(w, r)
 }
 
 // Mount makes h serve every request the operator's endpoints do not (the

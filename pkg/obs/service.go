@@ -1,13 +1,16 @@
 package obs
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -82,6 +85,7 @@ type Service struct {
 	ident       micro.ServiceIdentity
 	started     time.Time
 	status      func() any
+	health      atomic.Pointer[Health]
 	subs        []*nats.Subscription
 
 	mu       sync.Mutex
@@ -89,6 +93,51 @@ type Service struct {
 	failures int
 	lastErr  string
 	busy     time.Duration
+}
+
+// SetHealth makes the status answers carry h's readiness: the process's,
+// which every service it runs shares.
+func (s *Service) SetHealth(h *Health) { s.health.Store(h) }
+
+// started is when this process started, for the uptime status answers give.
+var started = time.Now().UTC()
+
+// ProcessStatus is what every status answer says of the process giving it,
+// under "process" beside the service's own fields: which instance, its
+// version, since when it runs and whether it is ready, so that `herald
+// status` lists processes without a second request.
+type ProcessStatus struct {
+	Service  string    `json:"service"`
+	Instance string    `json:"instance"`
+	Version  string    `json:"version"`
+	Host     string    `json:"host,omitempty"`
+	PID      int       `json:"pid"`
+	Started  time.Time `json:"started"`
+	// Ready is the process's readiness (/readyz); NotReady names each
+	// failing check with why, Degraded each part that cannot work while
+	// the rest does.
+	Ready    bool              `json:"ready"`
+	NotReady map[string]string `json:"not_ready,omitempty"`
+	Degraded map[string]string `json:"degraded,omitempty"`
+}
+
+var hostname, _ = os.Hostname()
+
+func (s *Service) process() ProcessStatus {
+	p := ProcessStatus{Service: s.name, Instance: s.ident.ID, Version: s.ident.Version, Host: hostname, PID: os.Getpid(), Started: started, Ready: true}
+	if h := s.health.Load(); h != nil {
+		rep := h.Recent(context.Background())
+		p.Ready, p.Degraded = rep.Ready, rep.Degraded
+		for name, why := range rep.Checks {
+			if why != "ok" {
+				if p.NotReady == nil {
+					p.NotReady = map[string]string{}
+				}
+				p.NotReady[name] = why
+			}
+		}
+	}
+	return p
 }
 
 // Stop ends the service: it no longer answers anything.
@@ -117,7 +166,7 @@ func (s *Service) stats() any {
 // answerStatus answers a request on the status endpoint.
 func (s *Service) answerStatus(m *nats.Msg) {
 	begin := time.Now()
-	b, err := json.Marshal(s.status())
+	b, err := statusJSON(s.process(), s.status())
 	if err != nil {
 		_ = m.RespondMsg(&nats.Msg{Header: nats.Header{micro.ErrorHeader: []string{"encoding the status: " + err.Error()}, micro.ErrorCodeHeader: []string{"500"}}})
 	} else {
@@ -131,6 +180,27 @@ func (s *Service) answerStatus(m *nats.Msg) {
 		s.failures++
 		s.lastErr = err.Error()
 	}
+}
+
+// statusJSON is a status answer: the service's status object with the
+// process's beside its fields, as "process".
+func statusJSON(p ProcessStatus, status any) ([]byte, error) {
+	b, err := json.Marshal(status)
+	if err != nil {
+		return nil, err
+	}
+	pb, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) < 2 || b[0] != '{' {
+		return json.Marshal(map[string]any{"process": json.RawMessage(pb), "status": json.RawMessage(b)})
+	}
+	out := append([]byte(`{"process":`), pb...)
+	if len(b) > 2 {
+		out = append(out, ',')
+	}
+	return append(out, b[1:]...), nil
 }
 
 // dispatcher serves every service on one connection.

@@ -261,6 +261,7 @@ func (b *Butler) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	svc.SetHealth(b.health)
 	defer func() { _ = svc.Stop() }()
 	defer b.metrics.WatchConsumers(b.channel.js, b.inboxConsumer())()
 	if b.probes {

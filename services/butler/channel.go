@@ -100,6 +100,13 @@ func newChannelSide(ctx context.Context, b *Butler, js jetstream.JetStream) (*ch
 		sessions: map[string]server.ClientSession{}, listening: map[string]int{}, spoke: map[string]*protocol{}, asked: map[string][]string{}, awaited: map[string]bool{}, verdicts: map[string]chan string{}, takes: map[string]bool{}, pushed: map[pushKey]time.Time{}, notRecorded: map[uint64]bool{}, wake: make(chan struct{}, 1)}, nil
 }
 
+// sessionCount is how many MCP sessions are open.
+func (c *channelSide) sessionCount() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.sessions)
+}
+
 // hooks track which sessions can receive server-pushed notifications: stdio
 // sessions, and streamable HTTP sessions while their GET stream is open.
 func (c *channelSide) hooks() *server.Hooks {

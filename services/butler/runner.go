@@ -107,6 +107,32 @@ func (r *runner) settings() *config.Run {
 	return bc.Run
 }
 
+// state is the runner's part of the butler's status: nil without a run
+// block.
+func (r *runner) state() *RunnerStatus {
+	bc := r.b.config().Butler(r.b.name)
+	if bc == nil || bc.Run == nil || r.b.Retired() {
+		return nil
+	}
+	st := &RunnerStatus{}
+	if r.settings() == nil {
+		r.hostMu.Lock()
+		if r.hostErr != nil {
+			st.Unavailable = r.hostErr.Error()
+		}
+		r.hostMu.Unlock()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, ru := range r.runs {
+		st.Runs++
+		if len(ru.pending) > 0 {
+			st.Working++
+		}
+	}
+	return st
+}
+
 // conversation is the key of the run message in goes to.
 func (r *runner) conversation(in *envelope.Ingress) string {
 	if s := r.settings(); s != nil && s.Sessions == config.SessionsOne {

@@ -18,18 +18,32 @@ type Status struct {
 	Butler  string `json:"butler"`
 	// Channels are the integrations granted to it.
 	Channels []string `json:"channels"`
-	// Listening is how many MCP sessions receive pushed messages now.
-	Listening int               `json:"listening"`
-	Inbox     obs.ConsumerState `json:"inbox"`
+	// Sessions is how many MCP sessions it serves now (HTTP and stdio, a
+	// run's included); Listening how many of them receive pushed messages.
+	Sessions  int `json:"sessions"`
+	Listening int `json:"listening"`
+	// Runner is its run block's state in this process: nil without one.
+	Runner *RunnerStatus     `json:"runner,omitempty"`
+	Inbox  obs.ConsumerState `json:"inbox"`
 	// Unread is how many messages pushed to its sessions the model has not
 	// answered or taken with inbox (unread.go).
 	Unread    int              `json:"unread"`
 	LastError *obs.ErrorRecord `json:"last_error"`
 }
 
+// RunnerStatus is what a butler's runner does (its run block).
+type RunnerStatus struct {
+	// Unavailable says why this process cannot start Claude Code (its
+	// messages wait for herald run where the project is); empty when it can.
+	Unavailable string `json:"unavailable,omitempty"`
+	// Runs are its Claude Code processes now, Working those in a turn.
+	Runs    int `json:"runs"`
+	Working int `json:"working"`
+}
+
 func (b *Butler) status() any {
 	st := Status{Service: obs.ServiceButler(b.name), Butler: b.name, Channels: []string{},
-		Listening: len(b.channel.receivers()), LastError: b.lastErr.Last()}
+		Sessions: b.channel.sessionCount(), Listening: len(b.channel.receivers()), Runner: b.runner.state(), LastError: b.lastErr.Last()}
 	for _, c := range b.channels() {
 		st.Channels = append(st.Channels, c.Channel)
 	}

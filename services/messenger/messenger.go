@@ -84,6 +84,9 @@ type Messenger struct {
 	active   map[string]struct{} // idempotency keys being delivered in this process
 	attempts uint64
 	sinks    map[string]*sink // receiving integrations, by id
+	// lastOut is when each integration (type:id) last delivered, in
+	// this process (its status).
+	lastOut map[string]time.Time
 
 	transcriber *transcriber // nil without transcribe (transcribe.go)
 }
@@ -105,7 +108,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	m := &Messenger{cfg: o.Config, nc: o.NC, js: js, log: log, ledger: led, audit: &audit.Writer{JS: js, Log: log},
 		senders: map[string]deliver.Sender{}, broken: map[string]error{}, deaf: map[string]error{}, instance: instanceName(),
-		leaseTTL: ledger.LeaseTTL, active: map[string]struct{}{}, metrics: o.Metrics, sinks: map[string]*sink{}}
+		leaseTTL: ledger.LeaseTTL, active: map[string]struct{}{}, metrics: o.Metrics, sinks: map[string]*sink{}, lastOut: map[string]time.Time{}}
 	defer m.audit.Flush()
 	state := obs.NewState()
 	o.Health.ReadyWhenUnable(o.Config.ReadyWhenDegraded)
@@ -147,6 +150,7 @@ func Run(ctx context.Context, o Options) error {
 	if err != nil {
 		return err
 	}
+	svc.SetHealth(o.Health)
 	defer func() { _ = svc.Stop() }()
 	defer o.Metrics.WatchConsumers(js, consumers...)()
 	defer o.Metrics.IntegrationsUp(m.integrationsUp)()

@@ -151,5 +151,8 @@ func (m *Messenger) reportDelivered(ctx context.Context, r *envelope.Route, rec 
 		counted = obs.OutcomeUncertain
 	}
 	m.metrics.Delivery(n.OriginButler, n.Delivery.Channel, counted, "", obs.RequestIDTime(r.RequestContext.RequestID))
+	m.mu.Lock()
+	m.lastOut[n.Delivery.Channel] = time.Now().UTC()
+	m.mu.Unlock()
 	m.log.InfoContext(ctx, "delivered", "butler", n.OriginButler, "channel", n.Delivery.Channel, "intent", n.Delivery.Intent, "delivery_id", rec.DeliveryID, "chunks", len(receipt.MessageIDs), "outcome", outcome, "request_id", r.RequestContext.RequestID)
 }

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/heraldhq/herald/pkg/obs"
 	"github.com/heraldhq/herald/services/messenger/deliver"
@@ -22,14 +23,20 @@ type Status struct {
 	Unavailable map[string]string `json:"unavailable"`
 	// Receivers are the receiving integrations' states (polling, listening,
 	// error, ...).
-	Receivers []deliver.Status    `json:"receivers"`
-	Consumers []obs.ConsumerState `json:"consumers"`
-	LastError *obs.ErrorRecord    `json:"last_error"`
+	Receivers []deliver.Status `json:"receivers"`
+	// LastOutbound is when each integration last delivered, since this
+	// process started.
+	LastOutbound map[string]time.Time `json:"last_outbound"`
+	Consumers    []obs.ConsumerState  `json:"consumers"`
+	LastError    *obs.ErrorRecord     `json:"last_error"`
 }
 
 func (m *Messenger) status() any {
 	st := Status{Service: obs.ServiceMessenger, Instance: m.instance, Integrations: []string{}, Unavailable: map[string]string{},
 		Receivers: []deliver.Status{}, Consumers: obs.Lag(context.Background(), m.js, consumers...), LastError: m.lastErr.Last()}
+	m.mu.Lock()
+	st.LastOutbound = maps.Clone(m.lastOut)
+	m.mu.Unlock()
 	for id := range m.senders {
 		if in := m.cfg.Integration(id); in != nil {
 			st.Integrations = append(st.Integrations, in.Channel())

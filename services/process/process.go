@@ -21,11 +21,13 @@ import (
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/obs"
+	"github.com/heraldhq/herald/services/console"
 )
 
 // Process is what one Herald process shows an operator (docs/operations.md): its
 // metrics, its readiness, and the HTTP listener serving them at /healthz,
-// /readyz and /metrics, shared by every service the process runs.
+// /readyz and /metrics, and the fleet at a glance at / (console.Page), shared
+// by every service the process runs.
 type Process struct {
 	Metrics *obs.Metrics
 	Health  *obs.Health
@@ -40,7 +42,9 @@ type Process struct {
 func New(nc *nats.Conn, listen, probe string, log *slog.Logger) *Process {
 	m, h := obs.NewMetrics(), obs.NewHealth()
 	h.Add("nats", obs.NATSCheck(nc))
-	return &Process{Metrics: m, Health: h, Server: obs.NewServer(listen, h, m, log), Store: obs.NewStoreWatch(nc, probe, m, h)}
+	srv := obs.NewServer(listen, h, m, log)
+	srv.SetPage(console.Page(nc))
+	return &Process{Metrics: m, Health: h, Server: srv, Store: obs.NewStoreWatch(nc, probe, m, h)}
 }
 
 // RunProbes runs the store's probes until ctx ends.

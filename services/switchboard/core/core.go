@@ -146,6 +146,7 @@ func run(ctx context.Context, o Options, log *slog.Logger, state *obs.State) err
 	if err != nil {
 		return err
 	}
+	svc.SetHealth(o.Health)
 	defer func() { _ = svc.Stop() }()
 	defer o.Metrics.WatchConsumers(js, consumers...)()
 	o.Health.Add(HealthCheck, obs.All(state.Check, obs.ConsumerCheck(js, consumers...)))
@@ -203,7 +204,14 @@ type Status struct {
 	Butlers      []string            `json:"butlers"`
 	Integrations []string            `json:"integrations"`
 	Consumers    []obs.ConsumerState `json:"consumers"`
-	LastError    *obs.ErrorRecord    `json:"last_error"`
+	// Held are the notes kept for quiet hours; OpenPrompts and
+	// OpenQuestions the permission prompts and ask questions waiting for
+	// an answer. Counting, if it failed, is in CountError.
+	Held          int              `json:"held"`
+	OpenPrompts   int              `json:"open_prompts"`
+	OpenQuestions int              `json:"open_questions"`
+	CountError    string           `json:"count_error,omitempty"`
+	LastError     *obs.ErrorRecord `json:"last_error"`
 }
 
 func (s *Core) status() any {
@@ -214,7 +222,39 @@ func (s *Core) status() any {
 			st.Integrations = append(st.Integrations, it.Channel())
 		}
 	}
+	if err := s.countWaiting(&st); err != nil {
+		st.CountError = err.Error()
+	}
 	return st
+}
+
+// countWaiting fills in what waits for a time or a person: held notes,
+// open prompts and questions.
+func (s *Core) countWaiting(st *Status) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if s.Approvals != nil {
+		var err error
+		if st.OpenPrompts, st.OpenQuestions, err = s.Approvals.Open(ctx); err != nil {
+			return fmt.Errorf("counting open prompts: %w", err)
+		}
+	}
+	kv, err := s.JS.KeyValue(ctx, bus.BucketHeld)
+	if err != nil {
+		return fmt.Errorf("counting held notes: %w", err)
+	}
+	l, err := kv.ListKeys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("counting held notes: %w", err)
+	}
+	defer func() { _ = l.Stop() }()
+	for range l.Keys() {
+		st.Held++
+	}
+	return nil
 }
 
 // butlerLabel is butler as a metric label: a name no configuration knows
