@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"reflect"
 	"runtime"
 	"strings"
@@ -310,8 +311,14 @@ func TestServiceDiscovery(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if string(msg.Data) != `{"butlers":2}` {
-		t.Errorf("status: %s", msg.Data)
+	// The service's own fields, and its process beside them.
+	var st struct {
+		Butlers int               `json:"butlers"`
+		Process obs.ProcessStatus `json:"process"`
+	}
+	if err := json.Unmarshal(msg.Data, &st); err != nil || st.Butlers != 2 || st.Process.Service != obs.ServiceSwitchboard || st.Process.Version != "0.1.0" ||
+		st.Process.PID != os.Getpid() || st.Process.Started.IsZero() || !st.Process.Ready {
+		t.Errorf("status: %s (%v)", msg.Data, err)
 	}
 	if err := svc.Stop(); err != nil {
 		t.Fatal(err)
@@ -359,8 +366,8 @@ func TestManyServicesOnOneConnection(t *testing.T) {
 		}
 	}
 	name := obs.ServiceButler("b07")
-	if msg, err := client.Request(obs.StatusSubject(name), nil, 2*time.Second); err != nil || string(msg.Data) != "7" {
-		t.Fatalf("status of %s: %v", name, err)
+	if msg, err := client.Request(obs.StatusSubject(name), nil, 2*time.Second); err != nil || !strings.HasSuffix(string(msg.Data), `,"status":7}`) {
+		t.Fatalf("status of %s: %v %s", name, err, msg.Data)
 	}
 	msg, err := client.Request("$SRV.STATS."+name, nil, 2*time.Second)
 	if err != nil {
