@@ -28,7 +28,7 @@ func Changes(old, new *config.Config) []string {
 	}
 	out = append(out, named("butler", old.Butlers, new.Butlers, func(b config.Butler) string { return b.Name })...)
 	out = append(out, named("integration", old.Integrations, new.Integrations, func(in config.Integration) string { return in.ID })...)
-	if !reflect.DeepEqual(old.Bindings, new.Bindings) {
+	if !same(reflect.ValueOf(old.Bindings), reflect.ValueOf(new.Bindings)) {
 		out = append(out, "bindings changed")
 	}
 	return out
@@ -117,10 +117,65 @@ func fieldsChanged(a, b reflect.Value, skip ...string) []string {
 		case "-":
 			key = "settings"
 		}
-		if slices.Contains(skip, key) || reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
+		if slices.Contains(skip, key) || same(a.Field(i), b.Field(i)) {
 			continue
 		}
 		out = append(out, key)
 	}
 	return out
+}
+
+// same is reflect.DeepEqual of what a file sets: unexported fields (where
+// in the file a value was, a parsed form kept beside it) are not compared,
+// so a file whose lines only moved changes nothing.
+func same(a, b reflect.Value) bool {
+	if a.Kind() != b.Kind() || a.Type() != b.Type() {
+		return false
+	}
+	switch a.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if a.IsNil() || b.IsNil() {
+			return a.IsNil() == b.IsNil()
+		}
+		return same(a.Elem(), b.Elem())
+	case reflect.Struct:
+		// Another module's type (time.Time) keeps its value unexported.
+		if !strings.HasPrefix(a.Type().PkgPath(), "github.com/heraldhq/herald/") {
+			break
+		}
+		for i := range a.NumField() {
+			if a.Type().Field(i).IsExported() && !same(a.Field(i), b.Field(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Slice, reflect.Array:
+		if a.Kind() == reflect.Slice && (a.IsNil() != b.IsNil()) && (a.Len() > 0 || b.Len() > 0) {
+			return false
+		}
+		if a.Len() != b.Len() {
+			return false
+		}
+		for i := range a.Len() {
+			if !same(a.Index(i), b.Index(i)) {
+				return false
+			}
+		}
+		return true
+	case reflect.Map:
+		if a.Len() != b.Len() {
+			return false
+		}
+		for _, k := range a.MapKeys() {
+			bv := b.MapIndex(k)
+			if !bv.IsValid() || !same(a.MapIndex(k), bv) {
+				return false
+			}
+		}
+		return true
+	}
+	if a.CanInterface() && b.CanInterface() {
+		return reflect.DeepEqual(a.Interface(), b.Interface())
+	}
+	return false
 }

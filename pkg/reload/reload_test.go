@@ -39,6 +39,30 @@ func parse(t *testing.T, yaml string) *config.Config {
 	return c
 }
 
+// TestChangesLinesMoved: a file whose lines only moved (a comment added
+// above a butler's run block) changes nothing; a changed run key does.
+func TestChangesLinesMoved(t *testing.T) {
+	dir := t.TempDir()
+	file := func(top string) string {
+		return top + `butlers:
+  - name: health
+    run:
+      command: /bin/sh
+      dir: ` + dir + `
+integrations:
+  - { id: audit_log, type: log, grants: all }
+`
+	}
+	before, after := parse(t, file("")), parse(t, file("# the health butler, started by a message\n\n"))
+	if got := reload.Changes(before, after); len(got) != 0 {
+		t.Errorf("Changes of a file whose lines moved = %q, want none", got)
+	}
+	changed := parse(t, strings.Replace(file(""), "/bin/sh", "/bin/true", 1))
+	if got := reload.Changes(before, changed); !slices.Equal(got, []string{"butler health: run changed"}) {
+		t.Errorf("Changes of a new run command = %q", got)
+	}
+}
+
 // TestChanges names what a new file changes by key and id, never a value.
 func TestChanges(t *testing.T) {
 	changed := base + `
