@@ -56,6 +56,9 @@ type Process struct {
 	// part that cannot work while the process is ready.
 	NotReady map[string]string `json:"not_ready,omitempty"`
 	Degraded map[string]string `json:"degraded,omitempty"`
+	// Runner: a butler's process that starts Claude Code for its messages
+	// (herald run, or herald dev with a run block).
+	Runner bool `json:"runner,omitempty"`
 }
 
 // Integration is one channel account as the messengers see it.
@@ -315,7 +318,7 @@ func (f *Fleet) assemble(answers []answer) {
 	for _, a := range answers {
 		p := a.Process
 		f.Processes = append(f.Processes, Process{Service: short(p.Service), Instance: p.Instance, Version: p.Version, Host: p.Host, PID: p.PID,
-			Started: p.Started, Ready: p.Ready, NotReady: p.NotReady, Degraded: p.Degraded})
+			Started: p.Started, Ready: p.Ready, NotReady: p.NotReady, Degraded: p.Degraded, Runner: a.Runner != nil && a.Runner.Unavailable == ""})
 		switch {
 		case p.Service == obs.ServiceSwitchboard:
 			f.Queues.Held, f.Queues.OpenPrompts, f.Queues.OpenQuestions = a.Held, a.OpenPrompts, a.OpenQuestions

@@ -18,7 +18,11 @@ func (f *Fleet) Text(w io.Writer) error {
 	t := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(t, "PROCESS\tHOST\tPID\tVERSION\tUP\tREADY")
 	for _, p := range f.Processes {
-		fmt.Fprintf(t, "%s\t%s\t%d\t%s\t%s\t%s\n", processName(p.Service), dash(p.Host), p.PID, p.Version, uptime(f.At, p.Started), readiness(p))
+		name := processName(p.Service)
+		if p.Runner {
+			name += " (runner)"
+		}
+		fmt.Fprintf(t, "%s\t%s\t%d\t%s\t%s\t%s\n", name, dash(p.Host), p.PID, p.Version, uptime(f.At, p.Started), readiness(p))
 	}
 	if err := t.Flush(); err != nil {
 		return err
@@ -100,11 +104,19 @@ func reasons(m map[string]string) string {
 func runner(b Butler) string {
 	switch {
 	case b.Runner:
-		return fmt.Sprintf("%d runs, %d working", b.Runs, b.Working)
+		return fmt.Sprintf("%s, %d working", plural(b.Runs, "run"), b.Working)
 	case b.RunnerDown != "":
 		return "cannot start here: " + b.RunnerDown
 	}
 	return "-"
+}
+
+// plural is "1 run", "2 runs".
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 func hint(show bool, s string) string {
@@ -131,7 +143,11 @@ func uptime(now, started time.Time) string {
 	if d >= time.Hour {
 		return strings.TrimSuffix(d.Round(time.Minute).String(), "0s")
 	}
-	return d.Round(time.Second).String()
+	out := d.Round(time.Second).String()
+	if strings.HasSuffix(out, "m0s") {
+		out = strings.TrimSuffix(out, "0s")
+	}
+	return out
 }
 
 // ago is t as "3m12s ago", "-" when never.
