@@ -74,6 +74,10 @@ func Dev(ctx context.Context, o DevOptions) error {
 		ep: Endpoints{NATS: o.Config.NATS.URL, Butlers: map[string]string{}, Web: map[string]string{}}}
 	defer servePprof(o.Getenv, f.log)() // only with HERALD_PPROF=host:port (make bench PROFILE=1)
 	defer forgetDevState(o.StateFile)
+	fileAddrs := map[string]string{}
+	for what, addr := range listeners(f.cfg) {
+		fileAddrs[what] = *addr
+	}
 	freeDefaults(f.cfg, o.Out)
 	if err := checkRuns(f.cfg); err != nil {
 		return err
@@ -105,6 +109,7 @@ func Dev(ctx context.Context, o DevOptions) error {
 	f.serveButlers(ctx, butlers)
 	if err := process.StartReloads(ctx, process.ReloadOptions{NC: f.nc, Process: "herald dev", Path: o.ConfigFile, Current: f.cfg, Getenv: o.Getenv, Log: f.log, Audit: true, Watch: true, Apply: f.apply,
 		Prepare: func(next *config.Config) {
+			keepListeners(next, fileAddrs, f.cfg)
 			if _, err := devTokens(next); err != nil {
 				f.log.Error("reload: a butler's MCP token", "err", err)
 			}
@@ -410,6 +415,34 @@ func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints, bearers map[s
 		}
 	}
 	fmt.Fprintf(w, "Stop:     Ctrl-C\n\n")
+}
+
+// listeners are cfg's listen addresses that herald dev may choose itself
+// (freeDefaults), by what they are.
+func listeners(cfg *config.Config) map[string]*string {
+	out := map[string]*string{"nats.listen": &cfg.NATS.Listen, "http_listen": &cfg.HTTPListen}
+	for i := range cfg.Butlers {
+		out["butler "+cfg.Butlers[i].Name] = &cfg.Butlers[i].MCPHTTP
+	}
+	for i := range cfg.Integrations {
+		if w, ok := cfg.Integrations[i].Settings.(*web.Config); ok {
+			out["web "+cfg.Integrations[i].ID] = &w.Listen
+		}
+	}
+	return out
+}
+
+// keepListeners gives next, a reloaded file, the addresses herald dev
+// listens on where next says what the file said at start (file): the ports
+// it chose are its own, and a reload that changed none of them reports
+// none changed.
+func keepListeners(next *config.Config, file map[string]string, running *config.Config) {
+	now := listeners(running)
+	for what, addr := range listeners(next) {
+		if was, ok := file[what]; ok && *addr == was && now[what] != nil {
+			*addr = *now[what]
+		}
+	}
 }
 
 // freeDefaults moves each listen address cfg leaves at its default (NATS,

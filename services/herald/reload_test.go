@@ -264,3 +264,25 @@ func TestReloadEscapesWhatItPrints(t *testing.T) {
 		}
 	}
 }
+
+// TestDevReloadReportsOnlyWhatChanged: herald dev chose http_listen itself
+// (the file sets none); a reload of the file with one key changed reports
+// that key alone, not the address it listens on.
+func TestDevReloadReportsOnlyWhatChanged(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "herald.yaml")
+	yaml := strings.Replace(devYAML(dir, "alpha"), "http_listen: \"127.0.0.1:0\"\n", "", 1)
+	writeFile(t, file, yaml)
+	_, _, _, logs := startWatchingDev(t, file)
+	writeFile(t, file, "# one key changed\nnotify_timeout: 10s\n"+yaml)
+	deadline := time.Now().Add(10 * time.Second)
+	for !strings.Contains(logs.String(), "configuration reloaded") {
+		if time.Now().After(deadline) {
+			t.Fatalf("no reload logged:\n%s", logs.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(logs.String(), `changes="[notify_timeout changed]"`) {
+		t.Errorf("the reload reports more than notify_timeout:\n%s", logs.String())
+	}
+}
