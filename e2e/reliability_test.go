@@ -422,7 +422,7 @@ func TestDeadLetterReplay(t *testing.T) {
 
 	f.tg.FailChat(12345, 0, "") // fixed
 	out, err := f.herald("dead", "replay", fmt.Sprint(dead[0].ID))
-	if err != nil || !strings.Contains(out, "Replayed") {
+	if err != nil || !strings.Contains(out, ": delivered on telegram:") {
 		t.Fatalf("replay: %q %v", out, err)
 	}
 	testkit.Eventually(t, 10*time.Second, func() bool { return countText(f.tg, "after the fix") == 1 }, "the replayed delivery")

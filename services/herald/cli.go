@@ -37,12 +37,15 @@ Usage:
   herald run [--butler NAME]             start Claude Code for the messages no session takes (a butler's run block)
   herald healthcheck [URL]               exit 0 if URL (default this host's /readyz) answers 2xx, for images with no shell
   herald version                         the version (also --version; switchboard, messenger and butler take it too)
+  herald completion bash|zsh|fish        a completion script for the shell: commands, subcommands and their flags
 
-Every command takes --help: what it does, its flags, and examples that work as
-printed in the directory of a running herald dev. Configuration: --config FILE,
-or HERALD_CONFIG; else the commands use the one the herald dev started in this
-directory runs with (it records it in .herald/dev.json); none at all is the
-butler "assistant" with the log channel and a web chat.
+Every command takes --help (herald help COMMAND prints the same): what it
+does, its flags, and examples that work as printed in the directory of a
+running herald dev. The commands that list take --json: one JSON object per
+line (docs/operations.md, "Scripting the commands"). Configuration: --config
+FILE, or HERALD_CONFIG; else the commands use the one the herald dev started
+in this directory runs with (it records it in .herald/dev.json); none at all
+is the butler "assistant" with the log channel and a web chat.
 
 Examples:
   herald dev                               # the whole fleet in one process; Ctrl-C stops it
@@ -50,75 +53,105 @@ Examples:
   herald log --limit 5
 `
 
+// command is one of herald's commands: its name, and what runs it on the
+// arguments after the name, returning the exit code.
+type command struct {
+	name string
+	main func(ctx context.Context, args []string, o IO) int
+}
+
+// commands are herald's commands, in the order of its usage. What names
+// them (an unknown command's "did you mean", herald help, herald
+// completion) reads them here; what each takes is in its own --help.
+func commands() []command {
+	return []command{
+		{"dev", runs("dev", runDev)},
+		{"status", runs("status", runStatus)},
+		{"config", runs("config", runConfig)},
+		{"notify", runs("notify", runNotify)},
+		{"pair", runs("pair", runPair)},
+		{"dead", runs("dead", runDead)},
+		{"init", runs("init", runInit)},
+		{"setup", runs("setup", runSetup)},
+		{"nats-auth", runs("nats-auth", runNATSAuth)},
+		{"token", runs("token", runToken)},
+		{"log", runs("log", runLog)},
+		{"reload", runs("reload", runReload)},
+		{"grants", runs("grants", runGrants)},
+		{"run", func(ctx context.Context, args []string, o IO) int {
+			return process.Main(ctx, butler.RunCommand(), args, o)
+		}},
+		{"healthcheck", runs("healthcheck", runHealthcheck)},
+		{"version", mainVersion},
+		{"help", mainHelp},
+		{"completion", runs("completion", runCompletion)},
+	}
+}
+
+// findCommand is the command called name, if there is one.
+func findCommand(name string) (command, bool) {
+	for _, c := range commands() {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
 // Main runs `herald ARGS...` and returns the process exit code.
 func Main(ctx context.Context, args []string, o IO) int {
 	if len(args) == 0 {
 		fmt.Fprint(o.Stderr, usage)
 		return 2
 	}
-	var run func(context.Context, []string, IO) error
-	switch args[0] {
-	case "run":
-		return process.Main(ctx, butler.RunCommand(), args[1:], o)
-	case "dev":
-		run = runDev
-	case "status":
-		run = runStatus
-	case "config":
-		run = runConfig
-	case "notify":
-		run = runNotify
-	case "pair":
-		run = runPair
-	case "dead":
-		run = runDead
-	case "init":
-		run = runInit
-	case "setup":
-		run = runSetup
-	case "nats-auth":
-		run = runNATSAuth
-	case "token":
-		run = runToken
-	case "log":
-		run = runLog
-	case "healthcheck":
-		run = runHealthcheck
-	case "reload":
-		run = runReload
-	case "grants":
-		run = runGrants
-	case "version", "--version", "-version":
-		if process.AsksHelp(args[1:]) {
-			fmt.Fprint(o.Stdout, versionUsage)
-			return 0
-		}
-		fmt.Fprintln(o.Stdout, "herald", butler.Version)
-		return 0
-	case "help", "-h", "-help", "--help":
-		fmt.Fprint(o.Stdout, usage)
-		return 0
-	default:
-		fmt.Fprintf(o.Stderr, "herald: unknown command %q\n\n%s", args[0], usage)
-		return 2
+	name := args[0]
+	switch name {
+	case "--version", "-version":
+		name = "version"
+	case "-h", "-help", "--help":
+		name = "help"
 	}
-	err := process.AnswerHelp(args[1:], o, func(o IO) error { return run(ctx, args[1:], o) })
-	switch {
-	case err == nil:
-		return 0
-	case process.IsUsageError(err):
-		return 2 // the flag package or the command printed the usage
-	case errors.Is(err, ErrNotifyFailed):
+	c, ok := findCommand(name)
+	if !ok {
+		return unknownCommand(o, name)
+	}
+	return c.main(ctx, args[1:], o)
+}
+
+// runs is the main of command name, which run carries out: --help is
+// answered on stdout, a bad command line exits 2, an error is printed as
+// "herald NAME: ..." and exits 1.
+func runs(name string, run func(context.Context, []string, IO) error) func(context.Context, []string, IO) int {
+	return func(ctx context.Context, args []string, o IO) int {
+		err := process.AnswerHelp(args, o, func(o IO) error { return run(ctx, args, o) })
+		switch {
+		case err == nil:
+			return 0
+		case process.IsUsageError(err):
+			return 2 // the flag package or the command printed the usage
+		case errors.Is(err, ErrNotifyFailed):
+			return 1
+		}
+		fmt.Fprintf(o.Stderr, "herald %s: %v\n", name, err)
 		return 1
 	}
-	fmt.Fprintf(o.Stderr, "herald %s: %v\n", args[0], err)
-	return 1
+}
+
+func mainVersion(_ context.Context, args []string, o IO) int {
+	if process.AsksHelp(args) {
+		fmt.Fprint(o.Stdout, versionUsage)
+		return 0
+	}
+	fmt.Fprintln(o.Stdout, "herald", butler.Version)
+	return 0
 }
 
 // LoadConfig is the configuration of a command run next to a fleet: the
 // file --config names (path), else HERALD_CONFIG, else the one the herald dev
-// running in this directory records in DevStateFile (pointed at where that
-// fleet listens), else the defaults; with the environment overrides applied.
+// running in this directory records in DevStateFile, else the defaults; with
+// the environment overrides applied. The file herald dev runs with, however
+// it is named, is pointed at where that fleet listens (a port 0 in it is
+// the port it got).
 func LoadConfig(path string, getenv config.Getenv) (*config.Config, error) {
 	cfg, _, err := loadConfig(path, getenv)
 	return cfg, err

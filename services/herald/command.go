@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -50,17 +52,55 @@ func badUsage(fs *flag.FlagSet) error {
 	return flag.ErrHelp
 }
 
-// withFleet connects to the fleet's NATS as connectCLI does and runs fn on
-// it, both within timeout; url is the server's, for messages (redactURL).
+// checkSub is nil when sub is one of the subcommands of `herald cmd`,
+// subs. Else it is the error that makes the command exit 2, having printed
+// its usage (no subcommand given) or that sub is not one, with the closest.
+func checkSub(fs *flag.FlagSet, cmd, sub string, subs ...string) error {
+	switch {
+	case slices.Contains(subs, sub):
+		return nil
+	case sub == "" || strings.HasPrefix(sub, "-"):
+		return badUsage(fs)
+	}
+	unknownSub(fs.Output(), cmd, sub, subs)
+	return flag.ErrHelp
+}
+
+// timeoutFlag is --timeout of a command that connects to NATS: how long
+// it waits to reach it, and (what) for what comes after.
+func timeoutFlag(fs *flag.FlagSet, what string) *time.Duration {
+	text := "how long to wait to reach NATS"
+	if what != "" {
+		text += ", and " + what
+	}
+	return process.DurationFlag(fs, "timeout", reachWait, text)
+}
+
+// reachWait is how long a command waits for NATS by default: a fleet that
+// runs answers at once, and one that does not is told in seconds.
+const reachWait = 2 * time.Second
+
+// withFleet connects to the fleet's NATS within timeout, as connectCLI
+// does, and runs fn on it, giving it timeout too; url is the server's, for
+// messages (redactURL).
 func withFleet(ctx context.Context, path string, timeout time.Duration, o IO, fn func(ctx context.Context, js jetstream.JetStream, url string) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	js, url, closeBus, err := connectCLI(ctx, path, o)
+	js, url, closeBus, err := connectWithin(ctx, path, timeout, o)
 	if err != nil {
 		return err
 	}
 	defer closeBus()
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	return fn(ctx, js, url)
+}
+
+// connectWithin is connectCLI waiting at most timeout for NATS.
+func connectWithin(ctx context.Context, path string, timeout time.Duration, o IO) (js jetstream.JetStream, url string, closeBus func(), err error) {
+	cfg, err := LoadConfig(path, o.Getenv)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	return dialBus(ctx, cfg, timeout, o)
 }
 
 // newTable starts a table on out with its header row (cells separated by

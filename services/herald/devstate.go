@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/services/process"
@@ -123,13 +124,23 @@ func ReadDevState(path string) (*DevState, error) {
 type configSource string
 
 // loadConfig is LoadConfig that also says where the configuration came from.
+// The file path names (or HERALD_CONFIG) is pointed at where the herald dev
+// running here listens when that dev runs with the same file.
 func loadConfig(path string, getenv config.Getenv) (*config.Config, configSource, error) {
 	if path == "" {
 		path = getenv("HERALD_CONFIG")
 	}
 	if path != "" {
 		cfg, err := process.LoadConfigFile(path, getenv)
-		return cfg, configSource(path), err
+		if err != nil {
+			return nil, configSource(path), err
+		}
+		// The file a herald dev here runs with: where that fleet listens
+		// (a port 0 is the one it got) is in its state, not in the file.
+		if st, err := ReadDevState(DevStateFile); err == nil && st != nil && st.runs(path) {
+			st.apply(cfg)
+		}
+		return cfg, configSource(path), nil
 	}
 	st, err := ReadDevState(DevStateFile)
 	if err != nil {
@@ -149,6 +160,35 @@ func loadConfig(path string, getenv config.Getenv) (*config.Config, configSource
 	}
 	st.apply(cfg)
 	return cfg, src, nil
+}
+
+// runs reports whether the herald dev st records runs with the file path
+// (the same file, by whatever name) and still runs.
+func (st *DevState) runs(path string) bool {
+	if st.Config == "" {
+		return false
+	}
+	a, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	b, err := os.Stat(st.Config)
+	return err == nil && os.SameFile(a, b) && alive(st.PID)
+}
+
+// alive reports whether process pid may still run: a record whose herald
+// dev was killed outright (so could not remove it) names a dead one.
+func alive(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	err = p.Signal(syscall.Signal(0))
+	// EPERM: it runs, as another user.
+	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
 // apply points cfg at where the running fleet actually listens, which is

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -157,5 +158,104 @@ func TestLoadConfigSources(t *testing.T) {
 				t.Fatalf("butler %s at %s, nats.url %q; want %s at %s, %q", b.Name, b.MCPHTTP, cfg.NATS.URL, tt.butler, tt.mcpHTTP, tt.natsURL)
 			}
 		})
+	}
+}
+
+// TestConfigFileOfTheRunningDev: --config (or HERALD_CONFIG) naming the
+// file the herald dev running here runs with, by any name, finds that dev
+// where it listens, as no --config does: a port 0 in the file is the port
+// it got. Another file, or a dev that is gone, is the file as written.
+func TestConfigFileOfTheRunningDev(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	writeFile(t, "a.yaml", "nats: { listen: \"127.0.0.1:0\" }\nbutlers:\n  - { name: health, mcp_http: 127.0.0.1:0 }\n")
+	writeFile(t, "b.yaml", "butlers:\n  - { name: health, mcp_http: 127.0.0.1:7702 }\n")
+	if err := os.Symlink(filepath.Join(dir, "a.yaml"), "link.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dir, ".herald", "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	gone := exec.Command("true")
+	if err := gone.Run(); err != nil {
+		t.Fatal(err)
+	}
+	state := func(pid int) string {
+		b, err := json.Marshal(herald.DevState{Config: filepath.Join(dir, "a.yaml"), PID: pid, NATS: "nats://127.0.0.1:4999",
+			Butlers: map[string]string{"health": "http://127.0.0.1:7123/mcp"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	tests := []struct {
+		name    string
+		pid     int
+		path    string
+		env     map[string]string
+		mcpHTTP string
+		natsURL string
+	}{
+		{name: "--config its file", pid: os.Getpid(), path: "a.yaml", mcpHTTP: "127.0.0.1:7123", natsURL: "nats://127.0.0.1:4999"},
+		{name: "its file by another path", pid: os.Getpid(), path: ".herald/sub/../../a.yaml", mcpHTTP: "127.0.0.1:7123", natsURL: "nats://127.0.0.1:4999"},
+		{name: "its file through a link", pid: os.Getpid(), path: "link.yaml", mcpHTTP: "127.0.0.1:7123", natsURL: "nats://127.0.0.1:4999"},
+		{name: "HERALD_CONFIG its file", pid: os.Getpid(), env: map[string]string{"HERALD_CONFIG": filepath.Join(dir, "a.yaml")}, mcpHTTP: "127.0.0.1:7123", natsURL: "nats://127.0.0.1:4999"},
+		{name: "NATS_URL still wins", pid: os.Getpid(), path: "a.yaml", env: map[string]string{"NATS_URL": "nats://bus:4222"}, mcpHTTP: "127.0.0.1:7123", natsURL: "nats://bus:4222"},
+		{name: "another file", pid: os.Getpid(), path: "b.yaml", mcpHTTP: "127.0.0.1:7702"},
+		{name: "its dev is gone", pid: gone.Process.Pid, path: "a.yaml", mcpHTTP: "127.0.0.1:0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			writeFile(t, herald.DevStateFile, state(tt.pid))
+			cfg, err := herald.LoadConfig(tt.path, func(k string) string { return tt.env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b := cfg.Butlers[0]; b.MCPHTTP != tt.mcpHTTP || cfg.NATS.URL != tt.natsURL {
+				t.Errorf("butler at %s, nats.url %q; want %s, %q", b.MCPHTTP, cfg.NATS.URL, tt.mcpHTTP, tt.natsURL)
+			}
+		})
+	}
+}
+
+// TestCommandsWithTheDevsConfig: beside a herald dev started with
+// --config herald.yaml whose NATS listens on a port chosen at start,
+// herald token and herald log given the same --config reach it.
+func TestCommandsWithTheDevsConfig(t *testing.T) {
+	t.Chdir(t.TempDir())
+	writeFile(t, "herald.yaml", `nats: { listen: "127.0.0.1:0" }
+http_listen: "127.0.0.1:0"
+butlers:
+  - { name: health, default_channel: log, mcp_http: "127.0.0.1:0" }
+`)
+	noEnv := func(string) string { return "" }
+	ctx, cancel := context.WithCancel(t.Context())
+	var banner, logs testkit.Buffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- herald.Main(ctx, []string{"dev", "--config", "herald.yaml"}, herald.IO{Getenv: noEnv, Stdout: &banner, Stderr: &logs})
+	}()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-exited:
+		case <-time.After(30 * time.Second):
+			t.Error("herald dev did not stop")
+		}
+	})
+	if !testkit.Poll(30*time.Second, 20*time.Millisecond, func() bool { return strings.Contains(banner.String(), "Try it:") }) {
+		t.Fatalf("herald dev did not start\nstdout: %s\nstderr: %s", banner.String(), logs.String())
+	}
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"token", "ls", "--config", "herald.yaml"}, "No minted tokens.\n"},
+		{[]string{"log", "--config", "herald.yaml", "--kind", "config_reloaded"}, "No audit records.\n"},
+	} {
+		code, stdout, stderr := run(t, nil, tt.args...)
+		if code != 0 || stdout != tt.want || stderr != "" {
+			t.Errorf("herald %s: exit %d, stdout %q, stderr %q; want %q", strings.Join(tt.args, " "), code, stdout, stderr, tt.want)
+		}
 	}
 }

@@ -22,7 +22,6 @@ import (
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/envelope"
-	"github.com/heraldhq/herald/services/process"
 )
 
 const logUsage = `Usage:
@@ -70,7 +69,7 @@ func runLog(ctx context.Context, args []string, o IO) error {
 	limit := fs.Int("limit", 0, "only the last N matching records (0: all)")
 	asJSON := fs.Bool("json", false, "one JSON record per line, as stored")
 	follow := fs.Bool("follow", false, "keep printing new records until interrupted (Ctrl-C)")
-	timeout := process.DurationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
+	timeout := timeoutFlag(fs, "then for each of its answers: a read with records pending and none coming for that long fails")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
@@ -93,13 +92,13 @@ func runLog(ctx context.Context, args []string, o IO) error {
 		return fmt.Errorf("--limit %d: give a number of records, or 0 for all", *limit)
 	}
 
-	setup, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	js, url, closeBus, err := connectCLI(setup, *path, o)
+	js, url, closeBus, err := connectWithin(ctx, *path, *timeout, o)
 	if err != nil {
 		return err
 	}
 	defer closeBus()
+	setup, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
 	cons, remove, err := auditConsumer(ctx, setup, js, redactURL(url), &q, *follow, *timeout)
 	if err != nil {
 		return err

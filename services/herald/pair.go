@@ -15,21 +15,21 @@ import (
 
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/config"
-	"github.com/heraldhq/herald/services/process"
 	"github.com/heraldhq/herald/services/switchboard/pairing"
 )
 
 const pairUsage = `Usage:
-  herald pair list [--config FILE]
+  herald pair list|ls [--config FILE] [--json]
   herald pair approve [--config FILE] CODE
   herald pair revoke [--config FILE] --integration ID SENDER
 
 A stranger who writes to an integration whose inbound dm_policy is pairing
 is sent a short code and nothing else; only this command, run by whoever can
 reach the fleet's NATS as the operator, lets them in. list shows the pending
-codes (who asked, on which integration and chat, until when) and the paired
-senders; approve lets in the sender who was given CODE, whose next message
-goes through; revoke unpairs SENDER on integration ID.
+codes (who asked, by sender id and by the name their channel gives, on which
+integration and chat, until when) and the paired senders, with --json one
+JSON object per line; approve lets in the sender who was given CODE, whose
+next message goes through; revoke unpairs SENDER on integration ID.
 
 Examples:
   herald pair list
@@ -44,14 +44,20 @@ func runPair(ctx context.Context, args []string, o IO) error {
 	sub, fs, args := subcommandFlags("pair", pairUsage, args, o)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
 	integration := fs.String("integration", "", "the integration the sender is paired on (revoke)")
-	timeout := process.DurationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
+	asJSON := fs.Bool("json", false, "one JSON object per code and per paired sender (list)")
+	timeout := timeoutFlag(fs, "then for each of its answers")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
+	if err := checkSub(fs, "pair", sub, "list", "ls", "approve", "revoke"); err != nil {
+		return err
+	}
+	if sub == "ls" {
+		sub = "list"
+	}
 	want := map[string]int{"list": 0, "approve": 1, "revoke": 1}
-	n, ok := want[sub]
-	if !ok || len(pos) != n || (sub == "revoke" && *integration == "") {
+	if len(pos) != want[sub] || (sub == "revoke" && *integration == "") || (*asJSON && sub != "list") {
 		return badUsage(fs)
 	}
 	return withFleet(ctx, *path, *timeout, o, func(ctx context.Context, js jetstream.JetStream, url string) error {
@@ -61,6 +67,9 @@ func runPair(ctx context.Context, args []string, o IO) error {
 		}
 		if err != nil {
 			return err
+		}
+		if *asJSON {
+			return listPairingJSON(ctx, p, o.Stdout)
 		}
 		return pairCommand(ctx, p, sub, *integration, pos, o)
 	})
@@ -87,17 +96,20 @@ func pairCommand(ctx context.Context, p *pairing.Store, sub, integration string,
 }
 
 // connectCLI connects a command to the fleet's NATS: nats.url (or NATS_URL),
-// else the embedded server of a running `herald dev` at nats.listen.
+// else the embedded server of a running `herald dev` at nats.listen. It
+// waits for NATS until ctx's deadline, the command's --timeout.
 func connectCLI(ctx context.Context, path string, o IO) (js jetstream.JetStream, url string, closeBus func(), err error) {
-	cfg, err := LoadConfig(path, o.Getenv)
-	if err != nil {
-		return nil, "", nil, err
+	wait := reachWait
+	if dl, ok := ctx.Deadline(); ok {
+		wait = time.Until(dl)
 	}
-	return connectBus(ctx, cfg, o)
+	return connectWithin(ctx, path, wait, o)
 }
 
-// connectBus connects a command to the NATS cfg names.
-func connectBus(ctx context.Context, cfg *config.Config, o IO) (js jetstream.JetStream, url string, closeBus func(), err error) {
+// dialBus connects a command to the NATS cfg names, waiting at most wait to
+// reach it: bus.Connect keeps trying in the background, and a command
+// wants an answer.
+func dialBus(ctx context.Context, cfg *config.Config, wait time.Duration, o IO) (js jetstream.JetStream, url string, closeBus func(), err error) {
 	url = cfg.NATS.URL
 	if url == "" {
 		url = "nats://" + cfg.NATS.Listen
@@ -108,12 +120,16 @@ func connectBus(ctx context.Context, cfg *config.Config, o IO) (js jetstream.Jet
 		return nil, "", nil, err
 	}
 	closeBus = func() { nc.Close() }
-	// bus.Connect keeps trying in the background; a CLI wants an answer.
+	reach, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
 	for !nc.IsConnected() {
 		select {
-		case <-ctx.Done():
+		case <-reach.Done():
 			closeBus()
-			return nil, "", nil, fmt.Errorf("cannot reach NATS at %s (is herald dev running? set nats.url or NATS_URL otherwise)", redactURL(url))
+			if ctx.Err() != nil {
+				return nil, "", nil, ctx.Err()
+			}
+			return nil, "", nil, fmt.Errorf("cannot reach NATS at %s within %s (is herald dev running? set nats.url or NATS_URL otherwise; --timeout to wait longer)", redactURL(url), shortDuration(wait))
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
@@ -125,12 +141,27 @@ func connectBus(ctx context.Context, cfg *config.Config, o IO) (js jetstream.Jet
 	return js, url, closeBus, nil
 }
 
-func listPairing(ctx context.Context, p *pairing.Store, out io.Writer) error {
-	codes, err := p.Pending(ctx)
-	if err != nil {
-		return err
+// shortDuration is d as a person types it: 2s, 300ms, 2m, 1h30m, to a
+// tenth of a second.
+func shortDuration(d time.Duration) string {
+	switch {
+	case d >= time.Second:
+		d = d.Round(100 * time.Millisecond)
+	case d >= 10*time.Millisecond:
+		d = d.Round(10 * time.Millisecond)
 	}
-	paired, err := p.Paired(ctx)
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+func listPairing(ctx context.Context, p *pairing.Store, out io.Writer) error {
+	codes, paired, err := pairingLists(ctx, p)
 	if err != nil {
 		return err
 	}
@@ -138,19 +169,58 @@ func listPairing(ctx context.Context, p *pairing.Store, out io.Writer) error {
 	if len(codes) == 0 {
 		fmt.Fprintln(w, "No pending pairing codes.")
 	} else {
-		fmt.Fprintln(w, "CODE\tINTEGRATION\tSENDER\tCHAT\tEXPIRES")
+		fmt.Fprintln(w, "CODE\tINTEGRATION\tSENDER\tNAME\tCHAT\tEXPIRES")
 		for _, c := range codes {
 			left := strings.TrimSuffix(time.Until(c.Expires).Round(time.Minute).String(), "0s")
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s (in %s)\n", c.Code, c.Integration, c.Sender, dash(c.ChatID), c.Expires.Local().Format(time.DateTime), left)
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s (in %s)\n", c.Code, c.Integration, cell(c.Sender), cell(c.Name), cell(c.ChatID), c.Expires.Local().Format(time.DateTime), left)
 		}
 	}
 	if len(paired) > 0 {
-		fmt.Fprintln(w, "\nPAIRED\tINTEGRATION\tSENDER\tCHAT\tSINCE")
+		fmt.Fprintln(w, "\nPAIRED\tINTEGRATION\tSENDER\tNAME\tCHAT\tSINCE")
 		for _, ps := range paired {
-			fmt.Fprintf(w, "\t%s\t%s\t%s\t%s\n", ps.Integration, ps.Sender, dash(ps.ChatID), ps.Paired.Local().Format(time.DateTime))
+			fmt.Fprintf(w, "\t%s\t%s\t%s\t%s\t%s\n", ps.Integration, cell(ps.Sender), cell(ps.Name), cell(ps.ChatID), ps.Paired.Local().Format(time.DateTime))
 		}
 	}
 	return w.Flush()
+}
+
+func pairingLists(ctx context.Context, p *pairing.Store) ([]pairing.Code, []pairing.Sender, error) {
+	codes, err := p.Pending(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	paired, err := p.Paired(ctx)
+	return codes, paired, err
+}
+
+// pairJSON is one line of herald pair list --json: a pending code (state
+// "pending", until expires) or a paired sender (state "paired", since
+// paired, by code).
+type pairJSON struct {
+	State       string    `json:"state"`
+	Code        string    `json:"code"`
+	Integration string    `json:"integration"`
+	Sender      string    `json:"sender"`
+	Name        string    `json:"name,omitempty"`
+	ChatID      string    `json:"chat_id,omitempty"`
+	Created     time.Time `json:"created,omitzero"`
+	Expires     time.Time `json:"expires,omitzero"`
+	Paired      time.Time `json:"paired,omitzero"`
+}
+
+func listPairingJSON(ctx context.Context, p *pairing.Store, out io.Writer) error {
+	codes, paired, err := pairingLists(ctx, p)
+	if err != nil {
+		return err
+	}
+	items := make([]pairJSON, 0, len(codes)+len(paired))
+	for _, c := range codes {
+		items = append(items, pairJSON{State: "pending", Code: c.Code, Integration: c.Integration, Sender: c.Sender, Name: c.Name, ChatID: c.ChatID, Created: utc(c.Created), Expires: utc(c.Expires)})
+	}
+	for _, ps := range paired {
+		items = append(items, pairJSON{State: "paired", Code: ps.Code, Integration: ps.Integration, Sender: ps.Sender, Name: ps.Name, ChatID: ps.ChatID, Paired: utc(ps.Paired)})
+	}
+	return jsonLines(out, items)
 }
 
 func dash(s string) string {

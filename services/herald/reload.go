@@ -16,7 +16,7 @@ import (
 )
 
 const reloadUsage = `Usage:
-  herald reload [--config FILE] [--wait D] [--json]
+  herald reload [--config FILE] [--wait D] [--timeout D] [--json]
 
 Every running Herald process (switchboard, messenger, butlers, herald dev)
 checks the herald.yaml it runs from; if every one can take it, each applies
@@ -46,6 +46,7 @@ func runReload(ctx context.Context, args []string, o IO) error {
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS")
 	wait := process.DurationFlag(fs, "wait", 3*time.Second, "how long the processes have to answer the check")
 	asJSON := fs.Bool("json", false, "print the answers as one JSON object")
+	timeout := timeoutFlag(fs, "")
 	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
 	}
@@ -57,9 +58,7 @@ func runReload(ctx context.Context, args []string, o IO) error {
 		cfg = config.Default()
 		cfg.ApplyEnv(o.Getenv)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	js, _, closeBus, err := connectBus(cctx, cfg, o)
-	cancel()
+	js, _, closeBus, err := dialBus(ctx, cfg, *timeout, o)
 	if err != nil {
 		return err
 	}

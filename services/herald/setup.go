@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/natsauth"
 	"github.com/heraldhq/herald/services/process"
@@ -18,7 +16,7 @@ import (
 // (the user setup of `herald nats-auth`); the services' users may not, so
 // they only check.
 const setupUsage = `Usage:
-  herald setup [--config FILE] [--timeout D]
+  herald setup [--config FILE] [--timeout D] [--wait D]
 
 Creates every stream, bucket and consumer the fleet needs on its NATS, with
 nats.replicas copies each, and repairs any that was changed. A fleet runs it
@@ -33,7 +31,8 @@ Example:
 func runSetup(ctx context.Context, args []string, o IO) error {
 	fs := commandFlags("setup", setupUsage, o)
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), for nats.url and nats.replicas")
-	timeout := process.DurationFlag(fs, "timeout", 2*time.Minute, "how long to wait for NATS and JetStream")
+	timeout := timeoutFlag(fs, "")
+	wait := process.DurationFlag(fs, "wait", setupWait, "how long JetStream has to be ready once NATS answers (a cluster electing its leaders), and to make each stream and bucket")
 	if err := parseFlagsOnly(fs, args); err != nil {
 		return err
 	}
@@ -41,15 +40,24 @@ func runSetup(ctx context.Context, args []string, o IO) error {
 	if err != nil {
 		return err
 	}
-	return withFleet(ctx, *path, *timeout, o, func(ctx context.Context, js jetstream.JetStream, url string) error {
-		log := slog.New(slog.NewTextHandler(o.Stderr, nil))
-		if _, err := bus.Open(ctx, js.Conn(), bus.Topology{Replicas: cfg.NATS.Replicas, FilesMaxBytes: cfg.NATS.FilesMaxBytes, Repair: true, Log: log, Butlers: cfg.ButlerNames()}, *timeout, log); err != nil {
-			return err
-		}
-		fmt.Fprintf(o.Stdout, "Herald's streams and buckets are in place on %s (replicas %d).\n", redactURL(url), cfg.NATS.Replicas)
-		return nil
-	})
+	js, url, closeBus, err := dialBus(ctx, cfg, *timeout, o)
+	if err != nil {
+		return err
+	}
+	defer closeBus()
+	ctx, cancel := context.WithTimeout(ctx, *wait)
+	defer cancel()
+	log := slog.New(slog.NewTextHandler(o.Stderr, nil))
+	if _, err := bus.Open(ctx, js.Conn(), bus.Topology{Replicas: cfg.NATS.Replicas, FilesMaxBytes: cfg.NATS.FilesMaxBytes, Repair: true, Log: log, Butlers: cfg.ButlerNames()}, *wait, log); err != nil {
+		return err
+	}
+	fmt.Fprintf(o.Stdout, "Herald's streams and buckets are in place on %s (replicas %d).\n", redactURL(url), cfg.NATS.Replicas)
+	return nil
 }
+
+// setupWait is how long herald setup waits for JetStream by default: a
+// cluster just started may take a minute to elect its leaders.
+const setupWait = 2 * time.Minute
 
 // runNATSAuth is `herald nats-auth`: prints the NATS server authorization for
 // the fleet of herald.yaml, one least-privilege user per service and butler.

@@ -21,15 +21,16 @@ import (
 
 const tokenUsage = `Usage:
   herald token mint [--config FILE] --butler NAME [--ttl D]
-  herald token ls [--config FILE] [--butler NAME]
+  herald token ls [--config FILE] [--butler NAME] [--json]
   herald token revoke [--config FILE] ID
 
 Bearer tokens for the butlers' MCP endpoints, besides the ones the
 configuration names and herald dev's. mint prints a new token for butler
 NAME on stdout, once (only its hash is kept, in the NATS bucket
 herald_tokens), and its ID on stderr; ls lists the tokens in force by ID,
-never the tokens; revoke stops one working within seconds. A token works for
-the butler it was minted for and no other.
+never the tokens (with --json one JSON object per line); revoke stops one
+working within seconds. A token works for the butler it was minted for and
+no other.
 
 Examples:
   herald token mint --butler assistant --ttl 720h   # prints the token, once; its ID goes to stderr
@@ -45,14 +46,17 @@ func runToken(ctx context.Context, args []string, o IO) error {
 	path := fs.String("config", "", "herald.yaml (default $HERALD_CONFIG), to find NATS and the butlers")
 	name := fs.String("butler", "", "the butler the token is for (mint), or whose tokens to list (ls)")
 	ttl := process.DurationFlag(fs, "ttl", 0, "how long the token works, e.g. 30d or 12h (default: until revoked)")
-	timeout := process.DurationFlag(fs, "timeout", 10*time.Second, "how long to wait for NATS")
+	asJSON := fs.Bool("json", false, "one JSON object per token (ls)")
+	timeout := timeoutFlag(fs, "then for each of its answers")
 	pos, err := parseInterleaved(fs, args)
 	if err != nil {
 		return err
 	}
+	if err := checkSub(fs, "token", sub, "mint", "ls", "revoke"); err != nil {
+		return err
+	}
 	want := map[string]int{"mint": 0, "revoke": 1, "ls": 0}
-	n, ok := want[sub]
-	if !ok || len(pos) != n || (sub == "mint" && *name == "") {
+	if len(pos) != want[sub] || (sub == "mint" && *name == "") || (*asJSON && sub != "ls") {
 		return badUsage(fs)
 	}
 	if *ttl < 0 {
@@ -72,6 +76,13 @@ func runToken(ctx context.Context, args []string, o IO) error {
 		}
 		if err != nil {
 			return err
+		}
+		if *asJSON {
+			recs, err := store.List(ctx, *name)
+			if err != nil {
+				return err
+			}
+			return listTokensJSON(o.Stdout, recs)
 		}
 		return tokenCommand(ctx, store, sub, *name, *ttl, pos, o)
 	})
@@ -131,6 +142,26 @@ func listTokens(out io.Writer, recs []token.Record) error {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\n", r.ID, r.Butler, r.Created.Local().Format(time.DateTime), exp)
 	}
 	return w.Flush()
+}
+
+// tokenJSON is one line of herald token ls --json: a token by its ID,
+// never the token.
+type tokenJSON struct {
+	ID      string    `json:"id"`
+	Butler  string    `json:"butler"`
+	Created time.Time `json:"created"`
+	// Expires is when it stops working; none: when it is revoked.
+	Expires time.Time `json:"expires,omitzero"`
+	Expired bool      `json:"expired"`
+}
+
+func listTokensJSON(out io.Writer, recs []token.Record) error {
+	now := time.Now()
+	items := make([]tokenJSON, 0, len(recs))
+	for _, r := range recs {
+		items = append(items, tokenJSON{ID: r.ID, Butler: r.Butler, Created: utc(r.Created), Expires: utc(r.Expires), Expired: r.Expired(now)})
+	}
+	return jsonLines(out, items)
 }
 
 // DevTokenFile is where `herald dev` keeps the token of a butler that has no

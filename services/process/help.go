@@ -49,6 +49,7 @@ var flagArgs = map[string]string{
 	"delivery-id":     "ID",
 	"emoji":           "EMOJI",
 	"env-file":        "FILE",
+	"every":           "D",
 	"http-listen":     "ADDR",
 	"integration":     "ID",
 	"intent":          "INTENT",

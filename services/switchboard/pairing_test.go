@@ -111,7 +111,7 @@ func TestPairCommandErrors(t *testing.T) {
 		{"no code", []string{"pair", "approve"}, 2, "Usage:"},
 		{"revoke without integration", []string{"pair", "revoke", "999"}, 2, "--integration"},
 		{"revoke a stranger", []string{"pair", "revoke", "--integration", "tg_main", "999"}, 1, "not paired"},
-		{"unknown subcommand", []string{"pair", "grant", "x"}, 2, "Usage:"},
+		{"unknown subcommand", []string{"pair", "grant", "x"}, 2, "herald pair: unknown subcommand \"grant\"\nRun herald pair --help for its usage."},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

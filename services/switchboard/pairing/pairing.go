@@ -4,8 +4,9 @@
 // from a chat.
 //
 //   - Store, Open: the codes and the paired senders, in herald_pairing.
-//   - Store.Request, Approve, Revoke, IsPaired: a code for a stranger, the
-//     operator's answer, and the gate's question; Pending, Paired: the lists.
+//   - Store.Request, RequestNamed, Approve, Revoke, IsPaired: a code for a
+//     stranger (with how their channel names them), the operator's answer,
+//     and the gate's question; Pending, Paired: the lists.
 //   - MaxNewCodes, PairingWindow, PairingTTL: limits that keep a few strangers
 //     from shutting pairing to others for long; ErrPending, ErrFull, ...
 //
@@ -69,12 +70,16 @@ var (
 
 // Code is one pending code.
 type Code struct {
-	Code        string    `json:"code"`
-	Integration string    `json:"integration"`
-	Sender      string    `json:"sender"`
-	ChatID      string    `json:"chat_id,omitempty"`
-	Created     time.Time `json:"created"`
-	Expires     time.Time `json:"expires"`
+	Code        string `json:"code"`
+	Integration string `json:"integration"`
+	Sender      string `json:"sender"`
+	// Name is how the channel names the sender (its meta user: a Telegram
+	// username, else a first name), for the operator who decides; ""
+	// when it does not, as in records written before it was kept.
+	Name    string    `json:"name,omitempty"`
+	ChatID  string    `json:"chat_id,omitempty"`
+	Created time.Time `json:"created"`
+	Expires time.Time `json:"expires"`
 	// NativeID is the message that asked for the code, so a redelivery of
 	// that message sends the same code again instead of being refused.
 	NativeID string `json:"native_id,omitempty"`
@@ -82,11 +87,13 @@ type Code struct {
 
 // Sender is a sender let in by the operator.
 type Sender struct {
-	Integration string    `json:"integration"`
-	Sender      string    `json:"sender"`
-	ChatID      string    `json:"chat_id,omitempty"`
-	Code        string    `json:"code"`
-	Paired      time.Time `json:"paired"`
+	Integration string `json:"integration"`
+	Sender      string `json:"sender"`
+	// Name is the Name of the code they were paired by.
+	Name   string    `json:"name,omitempty"`
+	ChatID string    `json:"chat_id,omitempty"`
+	Code   string    `json:"code"`
+	Paired time.Time `json:"paired"`
 }
 
 // Open binds to the herald_pairing bucket (bus.EnsureTopology creates it).
@@ -130,8 +137,15 @@ func (p *Store) IsPaired(ctx context.Context, integration, sender string) (bool,
 // to send. An integration that handed out MaxNewCodes codes in the last
 // PairingWindow gets ErrFull.
 func (p *Store) Request(ctx context.Context, integration, sender, chatID, nativeID string) (*Code, error) {
+	return p.RequestNamed(ctx, integration, sender, "", chatID, nativeID)
+}
+
+// RequestNamed is Request for a sender the channel names name (the
+// inbound message's meta user), kept with the code and the pairing so that
+// herald pair list shows who asked.
+func (p *Store) RequestNamed(ctx context.Context, integration, sender, name, chatID, nativeID string) (*Code, error) {
 	now := p.now().UTC()
-	c := &Code{Integration: integration, Sender: sender, ChatID: chatID, Created: now, Expires: now.Add(PairingTTL), NativeID: nativeID}
+	c := &Code{Integration: integration, Sender: sender, Name: name, ChatID: chatID, Created: now, Expires: now.Add(PairingTTL), NativeID: nativeID}
 	for {
 		list, rev, err := p.pending(ctx, integration)
 		if err != nil {
@@ -363,7 +377,7 @@ func (p *Store) Approve(ctx context.Context, code string) (*Sender, error) {
 		p.release(code)
 		return nil, fmt.Errorf("%w: %s expired at %s; the sender gets a new code by writing again", ErrCodeExpired, code, c.Expires.Local().Format(time.DateTime))
 	}
-	ps := Sender{Integration: c.Integration, Sender: c.Sender, ChatID: c.ChatID, Code: code, Paired: p.now().UTC()}
+	ps := Sender{Integration: c.Integration, Sender: c.Sender, Name: c.Name, ChatID: c.ChatID, Code: code, Paired: p.now().UTC()}
 	b, err := json.Marshal(ps)
 	if err != nil {
 		return nil, err

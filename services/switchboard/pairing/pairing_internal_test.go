@@ -120,3 +120,42 @@ func TestPairingWindowKeepsCodes(t *testing.T) {
 		t.Errorf("903 asked again after the code expired: %v", err)
 	}
 }
+
+// TestPairingKeepsTheName: the name the channel gave the stranger stays
+// with their code and their pairing, for herald pair list; a pairing kept
+// before names were (no "name" in its record) still loads, nameless.
+func TestPairingKeepsTheName(t *testing.T) {
+	p, _ := openTestPairing(t)
+	c, err := p.RequestNamed(t.Context(), "tg_main", "4242", "ada_l", "4242", "m1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pending, err := p.Pending(t.Context())
+	if err != nil || len(pending) != 1 || pending[0].Name != "ada_l" {
+		t.Fatalf("pending: %+v, %v; want ada_l's code", pending, err)
+	}
+	// A redelivery of the same message gets the same code, name and all.
+	again, err := p.RequestNamed(t.Context(), "tg_main", "4242", "ada_l", "4242", "m1")
+	if err != nil || again.Code != c.Code || again.Name != "ada_l" {
+		t.Fatalf("the same message again: %+v, %v", again, err)
+	}
+	ps, err := p.Approve(t.Context(), c.Code)
+	if err != nil || ps.Name != "ada_l" {
+		t.Fatalf("approved: %+v, %v; want the name kept", ps, err)
+	}
+	old := `{"integration":"tg_main","sender":"77","chat_id":"77","code":"ABCDEF","paired":"2024-06-01T10:00:00Z"}`
+	if _, err := p.kv.Put(t.Context(), pairedKey("tg_main", "77"), []byte(old)); err != nil {
+		t.Fatal(err)
+	}
+	paired, err := p.Paired(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range paired {
+		names = append(names, s.Sender+"="+s.Name)
+	}
+	if got, want := fmt.Sprint(names), "[4242=ada_l 77=]"; got != want {
+		t.Errorf("paired senders %s, want %s", got, want)
+	}
+}
