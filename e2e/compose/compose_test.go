@@ -46,10 +46,14 @@ func TestFleet(t *testing.T) {
 	}
 }
 
-// stepUp: herald init, then up: every service healthy.
+// stepUp: herald init from the image, as docs/fleet.md "Start" runs it
+// with docker alone, then up: every service healthy.
 func stepUp(t *testing.T, f *fleet) {
-	out := f.herald("init", "--config", "herald.yaml")
+	out := f.shell(docCommand(t, "Start", "herald init"))
 	t.Logf("herald init:\n%s", out)
+	if !strings.Contains(out, "deploy/.env: added HEALTH_MCP_TOKEN") || !strings.Contains(out, "deploy/compose.butlers.yaml: 2 butler services (health, finance).") {
+		t.Errorf("herald init from the image does not print what docs/fleet.md shows:\n%s", out)
+	}
 	if st, err := os.Stat(filepath.Join(f.dir, ".env")); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf(".env after herald init: %v, %v; want mode 0600", st, err)
 	}
@@ -66,9 +70,25 @@ func stepUp(t *testing.T, f *fleet) {
 	}
 }
 
-// stepFirstNotify: a notify through butler-health's published MCP port,
-// with its token from .env, reaches the log channel and Telegram.
+// stepFirstNotify: docs/fleet.md's notify from the image through the
+// herald service reaches the log channel, and herald log through the
+// service shows it delivered; a notify through butler-health's published
+// MCP port, with its token from .env, reaches the log channel and Telegram.
 func stepFirstNotify(t *testing.T, f *fleet) {
+	out := f.shell(docCommand(t, "Start", "herald notify --url http://butler-health:7701/mcp"))
+	m := regexp.MustCompile(`Notification sent via log:log \(delivery_id (dlv_[0-9a-f]+), request_id ([0-9a-f-]+)\)`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("docs/fleet.md's notify through the herald service answered:\n%s", out)
+	}
+	testkit.EventuallyEvery(t, 30*time.Second, time.Second, func() bool {
+		log := f.shell(docCommand(t, "Start", "herald log --since 10m"))
+		for line := range strings.Lines(log) {
+			if strings.Contains(line, m[2]) && strings.Contains(line, "delivered") && strings.Contains(line, "log:log") {
+				return true
+			}
+		}
+		return false
+	}, "herald log through the herald service showing the notify delivered")
 	token := f.env("HEALTH_MCP_TOKEN")
 	if s, err := openSession(t.Context(), "http://127.0.0.1:7701/mcp", "wrong-"+token); err == nil {
 		s.close()
@@ -105,6 +125,17 @@ func stepMissingSecret(t *testing.T, f *fleet) {
 	ready := f.compose("exec", "-T", "messenger", "herald", "healthcheck", "http://127.0.0.1:8790/readyz")
 	if !strings.Contains(ready, "integration.mail cannot work") || !strings.Contains(ready, "SMTP_URL") {
 		t.Errorf("the messenger's health check does not name integration mail and SMTP_URL:\n%s", ready)
+	}
+	// docs/fleet.md's herald status through the herald service: every
+	// process, and the integration that cannot work, with why.
+	status := f.shell(docCommand(t, "Start", "run --rm herald status"))
+	for _, want := range []string{"switchboard", "messenger", "butler health", "butler finance"} {
+		if !strings.Contains(status, want) {
+			t.Errorf("herald status does not list %s:\n%s", want, status)
+		}
+	}
+	if !regexp.MustCompile(`email:mail .*CANNOT WORK: .*SMTP_URL`).MatchString(status) {
+		t.Errorf("herald status does not show email:mail as CANNOT WORK naming SMTP_URL:\n%s", status)
 	}
 	r := notifyOnce(t, "7702", f.env("FINANCE_MCP_TOKEN"), map[string]any{"channel": "email", "message": "compose no smtp"})
 	if !r.isError || !strings.Contains(r.text, "not_found") || !strings.Contains(r.text, "SMTP_URL") {
@@ -337,10 +368,11 @@ func stepNewButler(t *testing.T, f *fleet) {
 	if err := os.WriteFile(cfgPath, []byte(edited), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("herald init:\n%s", f.herald("init", "--config", "herald.yaml"))
-	conf := f.herald("nats-auth", "--config", "herald.yaml")
-	if err := os.WriteFile(filepath.Join(f.dir, "nats-secure.conf"), []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
+	// docs/fleet.md "Add a butler", from the image.
+	t.Logf("herald init:\n%s", f.shell(docCommand(t, "Add a butler", "herald init")))
+	f.shell(docCommand(t, "Add a butler", "herald nats-auth"))
+	if conf, err := os.ReadFile(filepath.Join(f.dir, "nats-secure.conf")); err != nil || !strings.Contains(string(conf), `user: "butler-garden"`) {
+		t.Fatalf("nats-secure.conf after herald nats-auth from the image has no user butler-garden (%v):\n%s", err, conf)
 	}
 	f.compose("up", "-d", "--wait", "--no-build", "--wait-timeout", "240")
 	token := f.env("GARDEN_MCP_TOKEN")
@@ -409,7 +441,7 @@ func stepNewButler(t *testing.T, f *fleet) {
 }
 
 // stepReload: docs/fleet.md "Change the configuration": herald.yaml edited
-// in place, `herald reload` through the pair service; every service (each
+// in place, `herald reload` through the herald service; every service (each
 // as its own NATS user) applies it, and a revoked grant refuses at once.
 func stepReload(t *testing.T, f *fleet) {
 	cfgPath := filepath.Join(f.dir, "herald.yaml")
@@ -427,7 +459,7 @@ func stepReload(t *testing.T, f *fleet) {
 		if err := os.WriteFile(cfgPath, []byte(file), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		return f.compose("run", "--rm", "--entrypoint", "herald", "pair", "reload")
+		return f.compose("run", "--rm", "herald", "reload")
 	}
 	out := reload(strings.Replace(string(b), granted, "grants: [finance]", 1))
 	t.Logf("herald reload:\n%s", out)

@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -134,17 +136,70 @@ func (f *fleet) compose(args ...string) string {
 	return out
 }
 
-// herald runs the host's herald binary in the fleet's directory.
-func (f *fleet) herald(args ...string) string {
+// shell runs a command line of docs/fleet.md as a user types it, with sh,
+// in the directory that holds the fleet's deploy/ (as the repository
+// does), and fails the test if it fails. COMPOSE_FILE and
+// COMPOSE_PROJECT_NAME point its docker compose at the test's files and
+// project; compose reads .env from deploy/, beside compose.yaml.
+func (f *fleet) shell(line string) string {
 	f.t.Helper()
-	c := exec.CommandContext(f.t.Context(), heraldBin, args...)
-	c.Dir = f.dir
-	c.Env = append(os.Environ(), "HERALD_CONFIG=")
+	ctx, cancel := context.WithTimeout(f.t.Context(), 5*time.Minute)
+	defer cancel()
+	files := make([]string, len(f.files))
+	for i, file := range f.files {
+		files[i] = filepath.Join(f.dir, file)
+	}
+	c := exec.CommandContext(ctx, "sh", "-ec", line)
+	c.Dir = filepath.Dir(f.dir)
+	c.Env = append(slices.Clone(dockerEnv), "COMPOSE_FILE="+strings.Join(files, string(os.PathListSeparator)),
+		"COMPOSE_PROJECT_NAME="+project)
 	out, err := c.CombinedOutput()
 	if err != nil {
-		f.t.Fatalf("herald %s: %v\n%s", strings.Join(args, " "), err, out)
+		f.t.Fatalf("docs/fleet.md's\n  %s\nfailed: %v\n%s", line, err, out)
 	}
 	return string(out)
+}
+
+// docCommand is the command line of docs/fleet.md's section "## section"
+// that contains marker, in its sh blocks: continued lines (\, &&) joined,
+// its comment dropped. The section may show it more than once, but always
+// the same.
+func docCommand(t *testing.T, section, marker string) string {
+	t.Helper()
+	md := fleetDocSection(t, section)
+	comment := regexp.MustCompile(`\s+#\s.*$`)
+	var found []string
+	parts := strings.Split(md, "```")
+	for i := 1; i+1 < len(parts); i += 2 {
+		info, code, _ := strings.Cut(parts[i], "\n")
+		if strings.TrimSpace(info) != "sh" {
+			continue
+		}
+		var line string
+		for l := range strings.Lines(code) {
+			l = strings.TrimSpace(l)
+			if line == "" && strings.HasPrefix(l, "#") {
+				continue
+			}
+			if c, ok := strings.CutSuffix(l, "\\"); ok {
+				line += strings.TrimSpace(c) + " "
+				continue
+			}
+			if strings.HasSuffix(l, "&&") {
+				line += l + " "
+				continue
+			}
+			line = comment.ReplaceAllString(line+l, "")
+			if strings.Contains(line, marker) && !slices.Contains(found, line) {
+				found = append(found, line)
+			}
+			line = ""
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("docs/fleet.md %q: %d different command lines with %q, want one: %q", section, len(found), marker, found)
+	}
+	return found[0]
 }
 
 // env reads a variable of the fleet's .env.
@@ -301,11 +356,11 @@ func sent(t *testing.T) []string {
 }
 
 // uncertain are the request ids the audit log records as uncertain
-// deliveries, read as the operator would: herald log through the pair
-// service's image and NATS user.
+// deliveries, read as the operator would: herald log through the herald
+// service (the image's herald, as the NATS user operator).
 func (f *fleet) uncertain() map[string]bool {
 	f.t.Helper()
-	out := f.compose("run", "--rm", "--no-deps", "--entrypoint", "herald", "pair", "log", "--kind", "uncertain", "--json")
+	out := f.compose("run", "--rm", "herald", "log", "--kind", "uncertain", "--json")
 	ids := map[string]bool{}
 	for line := range strings.Lines(out) {
 		var rec struct {

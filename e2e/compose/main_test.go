@@ -2,7 +2,9 @@
 
 // Package compose drives the compose fleet of deploy/ in real containers
 // (`make compose-test`): a Docker daemon of its own, the images of
-// `make images`, `herald init`, `docker compose up`, and then what a user
+// `make images`, `herald init` from the image, `docker compose up`, the
+// operator's commands through the compose service herald (notify, log,
+// status, reload) as docs/fleet.md gives them, and then what a user
 // relies on, from the outside: notifies through a butler's published MCP
 // port reach the log channel and a Telegram stand-in container, nothing is
 // lost or doubled across a messenger restart, a killed switchboard and a
@@ -45,8 +47,9 @@ const bridge = "hrldct0"
 // env is what every docker and compose command of the test gets.
 var (
 	dockerEnv []string
-	// heraldBin is the herald binary built on the host for herald init,
-	// herald nats-auth and herald notify.
+	// heraldBin is the herald binary built on the host, beside bin/butler
+	// for docs/fleet.md's stdio recipe; the fleet's own herald commands run
+	// from the image, as docs/fleet.md has them.
 	heraldBin string
 	repoRoot  string
 )
