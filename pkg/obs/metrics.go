@@ -10,6 +10,7 @@
 package obs
 
 import (
+	"context"
 	"net/http"
 	"strconv"
 	"sync"
@@ -59,6 +60,8 @@ type Metrics struct {
 	lag               *lagCollector
 
 	up          *upCollector
+	receivers   *receiverCollector
+	readyOnce   sync.Once
 	handlerOnce sync.Once
 	handler     http.Handler
 }
@@ -96,11 +99,29 @@ func NewMetrics() *Metrics {
 	m.reg.MustRegister(m.storeFailures, m.storeOK)
 	m.lag = newLagCollector()
 	m.up = newUpCollector()
-	m.reg.MustRegister(m.lag, m.up,
+	m.receivers = newReceiverCollector()
+	m.reg.MustRegister(m.lag, m.up, m.receivers,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
+}
+
+// Ready serves herald_ready from h: 1 while the process is ready (its
+// /readyz would answer 200), 0 while it is not. A process calls it once.
+func (m *Metrics) Ready(h *Health) {
+	if m == nil {
+		return
+	}
+	m.readyOnce.Do(func() {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "herald_ready",
+			Help: "1 while this process is ready (every /readyz check passes), 0 while it is not."}, func() float64 {
+			if h.Recent(context.Background()).Ready {
+				return 1
+			}
+			return 0
+		}))
+	})
 }
 
 // Known are the label values a fleet's configuration names, as far as a

@@ -112,7 +112,20 @@ func TestStatus(t *testing.T) {
 		t.Errorf("--json integrations: %+v", f.Integrations)
 	}
 
-	resp, err := http.Get(ep.HTTP + "/")
+	// What the alerts read: the process not ready, each receiver's state.
+	resp, err := http.Get(ep.HTTP + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{"herald_ready 0", `herald_receiver_state{integration="web:web",state="running"} 1`, `herald_receiver_state{integration="web:web",state="conflict"} 0`} {
+		if !strings.Contains(string(metrics), "\n"+want+"\n") {
+			t.Errorf("/metrics has no line %q", want)
+		}
+	}
+
+	resp, err = http.Get(ep.HTTP + "/")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -154,6 +154,7 @@ func Run(ctx context.Context, o Options) error {
 	defer func() { _ = svc.Stop() }()
 	defer o.Metrics.WatchConsumers(js, consumers...)()
 	defer o.Metrics.IntegrationsUp(m.integrationsUp)()
+	defer o.Metrics.Receivers(m.receiverStates)()
 	return m.serve(ctx, o, receivers, status, seen, srv, state)
 }
 

@@ -87,6 +87,18 @@ func (m *Messenger) integrationsUp() map[string]bool {
 	return up
 }
 
+// receiverStates is herald_receiver_state's source: each receiving
+// integration's state.
+func (m *Messenger) receiverStates() map[string]string {
+	out := map[string]string{}
+	for _, s := range m.receivingSinks() {
+		if st := s.state(); st.State != "" {
+			out[s.in.Channel()] = st.State
+		}
+	}
+	return out
+}
+
 // receiversCheck fails while a receiver is in error (it is restarted with
 // a backoff, and says why in its status).
 func (m *Messenger) receiversCheck(context.Context) error {

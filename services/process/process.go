@@ -42,6 +42,7 @@ type Process struct {
 func New(nc *nats.Conn, listen, probe string, log *slog.Logger) *Process {
 	m, h := obs.NewMetrics(), obs.NewHealth()
 	h.Add("nats", obs.NATSCheck(nc))
+	m.Ready(h)
 	srv := obs.NewServer(listen, h, m, log)
 	srv.SetPage(console.Page(nc))
 	return &Process{Metrics: m, Health: h, Server: srv, Store: obs.NewStoreWatch(nc, probe, m, h)}
