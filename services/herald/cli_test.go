@@ -177,7 +177,7 @@ func TestNATSUnreachable(t *testing.T) {
 	env := map[string]string{"NATS_URL": url}
 	tests := [][]string{
 		{"dead", "ls"}, {"dead", "replay", "1"}, {"pair", "list"}, {"token", "ls"}, {"grants", "ls"},
-		{"log"}, {"reload"}, {"setup"}, {"log", "--timeout", "300ms"},
+		{"log"}, {"reload"}, {"setup"}, {"status"}, {"log", "--timeout", "300ms"},
 	}
 	for _, args := range tests {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {

@@ -49,9 +49,7 @@ func runStatus(ctx context.Context, args []string, o IO) error {
 	if *every <= 0 {
 		return fmt.Errorf("--every %s: give a positive duration", *every)
 	}
-	setup, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	js, url, closeBus, err := connectCLI(setup, *path, o)
+	js, url, closeBus, err := connectWithin(ctx, *path, *timeout, o)
 	if err != nil {
 		return err
 	}
