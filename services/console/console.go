@@ -42,20 +42,11 @@ type Fleet struct {
 	Problems []string `json:"problems"`
 }
 
-// Process is one running service instance.
+// Process is one running service instance: what its status answer says
+// of its process, its Service without the herald- prefix (switchboard,
+// messenger, butler-<name>).
 type Process struct {
-	// Service is switchboard, messenger or butler-<name>.
-	Service  string    `json:"service"`
-	Instance string    `json:"instance"`
-	Version  string    `json:"version"`
-	Host     string    `json:"host"`
-	PID      int       `json:"pid"`
-	Started  time.Time `json:"started"`
-	Ready    bool      `json:"ready"`
-	// NotReady names each failing readiness check with why; Degraded each
-	// part that cannot work while the process is ready.
-	NotReady map[string]string `json:"not_ready,omitempty"`
-	Degraded map[string]string `json:"degraded,omitempty"`
+	obs.ProcessStatus
 	// Runner: a butler's process that starts Claude Code for its messages
 	// (herald run, or herald dev with a run block).
 	Runner bool `json:"runner,omitempty"`
@@ -317,8 +308,9 @@ func (f *Fleet) assemble(answers []answer) {
 	butlers := map[string]*Butler{}
 	for _, a := range answers {
 		p := a.Process
-		f.Processes = append(f.Processes, Process{Service: short(p.Service), Instance: p.Instance, Version: p.Version, Host: p.Host, PID: p.PID,
-			Started: p.Started, Ready: p.Ready, NotReady: p.NotReady, Degraded: p.Degraded, Runner: a.Runner != nil && a.Runner.Unavailable == ""})
+		row := Process{ProcessStatus: p, Runner: a.Runner != nil && a.Runner.Unavailable == ""}
+		row.Service = short(p.Service)
+		f.Processes = append(f.Processes, row)
 		switch {
 		case p.Service == obs.ServiceSwitchboard:
 			f.Queues.Held, f.Queues.OpenPrompts, f.Queues.OpenQuestions = a.Held, a.OpenPrompts, a.OpenQuestions
