@@ -3,6 +3,8 @@
 package e2e
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,18 +19,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/heraldhq/herald/pkg/approval"
 	"github.com/heraldhq/herald/pkg/bus"
 	"github.com/heraldhq/herald/pkg/bus/embedded"
 	"github.com/heraldhq/herald/pkg/config"
 	"github.com/heraldhq/herald/pkg/testkit"
+	"github.com/heraldhq/herald/services/herald"
 	"github.com/heraldhq/herald/services/messenger/web"
 	"github.com/heraldhq/herald/services/switchboard/pairing"
 )
 
 // TestCommands runs every command line Herald prints or documents for an
 // operator to type, as printed, and fails naming the line and what it
-// printed when one does not work: exits non-zero (2 is a usage error),
+// printed when one does not work: exits non-zero (2 is a usage error;
+// commandExits names the lines that must fail here, and what they say),
 // prints "flag provided but not defined" or a "Usage:", or, for a command
 // that runs until Ctrl-C, does not come up or does not stop cleanly on it.
 //
@@ -37,6 +47,8 @@ import (
 //   - the Example:/Examples: block at the end of every --help: herald's,
 //     each command's and subcommand's that `herald --help` lists, and the
 //     switchboard's, messenger's and butler's;
+//   - the herald lines the test fleet's herald dev prints in its banner
+//     (Try it:), as an operator copies them from it;
 //   - in README.md and docs/*.md, every line of a ```sh, ```console,
 //     ```shell or ```bash block, and every line after a "$ " prompt in a
 //     block of any kind, that runs herald or bin/herald (after VAR=value
@@ -67,6 +79,10 @@ import (
 //     (a notify to a web visitor that does not exist);
 //   - the lines that name deploy/herald.yaml find the repository's, copied.
 //
+// The banner's Stdio line, README.md's .mcp.json recipe with the test
+// fleet's NATS in it (which is not on 4222), is started as a client starts
+// it, and must answer initialize and a notify.
+//
 // A line whose comment says "Ctrl-C" runs until interrupted: it must come
 // up (herald dev prints its banner; a service with --http-listen answers
 // /readyz; anything else is still running after commandSettle), then stop
@@ -76,7 +92,7 @@ func TestCommands(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts herald dev and runs every command line of the help and the docs; not with -short")
 	}
-	herald, err := heraldBin()
+	heraldExe, err := heraldBin()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,13 +111,13 @@ integrations:
   - { id: web, type: web, listen: %q, grants: all, inbound: { allow_from: ["*"] } }
 `, httpAddr, webAddr)
 	defaultsOnOwnPorts(t, yaml)
-	dev := startDev(t, nil, "commands", yaml, 0)
+	dev := startBannerDev(t, heraldExe, yaml)
 	dir := dev.dir
 	bin := filepath.Join(dir, "bin")
 	if err := os.MkdirAll(bin, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	services["herald"] = herald
+	services["herald"] = heraldExe
 	for name, path := range services {
 		if err := os.Symlink(path, filepath.Join(bin, name)); err != nil {
 			t.Fatal(err)
@@ -142,7 +158,7 @@ integrations:
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, err := pairs.Request(t.Context(), "tg_main", "12345", "12345", "")
+	code, err := pairs.Request(t.Context(), "tg_main", "12345", "", "12345", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +184,8 @@ integrations:
 	vals.bareNATS = hostPort(t, bare.ClientURL())
 	runShell(t, t.TempDir(), append(slices.Clone(env), "NATS_URL="+bare.ClientURL()), "herald setup", 0)
 
-	lines := helpExamples(t, dir, env)
+	lines := bannerCommands(t, dev.banner)
+	lines = append(lines, helpExamples(t, dir, env)...)
 	lines = append(lines, docCommands(t, root)...)
 	skips := map[int]bool{}
 	ran := map[string]string{} // command (no comment) -> where it was first printed
@@ -199,7 +216,11 @@ integrations:
 			if strings.Contains(comment, "Ctrl-C") {
 				out = runUntilInterrupted(t, dir, env, run)
 			} else {
-				out = runShell(t, dir, env, run, 0)
+				want := commandExit(cmd)
+				out = runShell(t, dir, env, run, want.code)
+				if !strings.Contains(out, want.says) {
+					t.Errorf("%s (%s) exited %d as expected (%s) but did not say %q:\n%s", l.line, l.from, want.code, want.why, want.says, out)
+				}
 			}
 			for _, bad := range []string{"flag provided but not defined", "Usage:"} {
 				if strings.Contains(out, bad) {
@@ -219,7 +240,159 @@ integrations:
 	if len(ran) < 30 {
 		t.Errorf("only %d command lines found in the help and the docs; is the parsing broken?", len(ran))
 	}
+	t.Run("the banner's Stdio line", func(t *testing.T) { stdioRecipeWorks(t, dir, dev) })
 	t.Logf("%d command lines run in %s", len(ran), time.Since(started).Round(time.Millisecond))
+}
+
+// bannerDev is TestCommands' herald dev: started as an operator starts one,
+// `herald dev --config herald.yaml` in a directory of its own, with what
+// it printed kept.
+type bannerDev struct {
+	dir    string
+	banner string // its stdout up to the banner's Stop: line
+	state  *herald.DevState
+	js     jetstream.JetStream
+}
+
+// startBannerDev starts herald dev (the binary bin) on yaml until the test
+// ends, when it is stopped as Ctrl-C stops it.
+func startBannerDev(t *testing.T, bin, yaml string) *bannerDev {
+	t.Helper()
+	dev := &bannerDev{dir: t.TempDir()}
+	if err := os.WriteFile(filepath.Join(dev.dir, "herald.yaml"), []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startShell(t, dev.dir, cleanEnv(), "exec "+bin+" dev --config herald.yaml")
+	t.Cleanup(func() {
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGINT)
+		select {
+		case <-p.done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("herald dev did not stop on Ctrl-C:\n%s", p.stderr.String())
+		}
+	})
+	out := p.waitStdout(t, "Stop:", 2*time.Minute)
+	dev.banner, _, _ = strings.Cut(out, "\nStop:")
+	var err error
+	if dev.state, err = herald.ReadDevState(filepath.Join(dev.dir, herald.DevStateFile)); err != nil || dev.state == nil {
+		t.Fatalf("herald dev recorded no state (%v):\n%s%s", err, out, p.stderr.String())
+	}
+	nc, err := nats.Connect(dev.state.NATS, nats.Name("herald-commands-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	if dev.js, err = jetstream.New(nc); err != nil {
+		t.Fatal(err)
+	}
+	return dev
+}
+
+// bannerLine is what follows label ("Try it:", "Stdio:") on its line of
+// banner, without the note in parentheses after three spaces; "" if the
+// banner has no such line.
+func bannerLine(banner, label string) string {
+	for _, l := range strings.Split(banner, "\n") {
+		if rest, ok := strings.CutPrefix(l, label); ok {
+			rest, _, _ = strings.Cut(strings.TrimSpace(rest), "   (")
+			return rest
+		}
+	}
+	return ""
+}
+
+// bannerCommands are the herald lines of herald dev's banner: what follows
+// a label of its own ("Try it:"). The others (claude, a URL) are other
+// tests' business.
+func bannerCommands(t *testing.T, banner string) []commandLine {
+	t.Helper()
+	var out []commandLine
+	for _, l := range strings.Split(banner, "\n") {
+		label, rest, ok := strings.Cut(l, ":")
+		if !ok || strings.HasPrefix(l, " ") || strings.ContainsAny(label, "./") {
+			continue
+		}
+		if cmd := strings.TrimSpace(rest); program(cmd) == "herald" || program(cmd) == "bin/herald" {
+			out = append(out, commandLine{"herald dev's banner", cmd})
+		}
+	}
+	if len(out) == 0 {
+		t.Errorf("herald dev's banner has no herald line to try:\n%s", banner)
+	}
+	return out
+}
+
+// stdioRecipeWorks starts the butler as the banner's Stdio line says, as a
+// client does in the project directory dir, and has it answer initialize
+// and a notify through the test fleet.
+func stdioRecipeWorks(t *testing.T, dir string, dev *bannerDev) {
+	recipe := bannerLine(dev.banner, "Stdio:")
+	var mcpJSON struct {
+		Servers map[string]struct {
+			Command string            `json:"command"`
+			Args    []string          `json:"args"`
+			Env     map[string]string `json:"env"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(recipe), &mcpJSON); err != nil || len(mcpJSON.Servers) != 1 {
+		t.Fatalf("the banner's Stdio line (%v) is not one .mcp.json server, with NATS at %s:\n%s", err, dev.state.NATS, dev.banner)
+	}
+	srv := mcpJSON.Servers["herald"]
+	if srv.Env["NATS_URL"] != dev.state.NATS || srv.Env["HERALD_CONFIG"] != "herald.yaml" {
+		t.Errorf("the Stdio line's env is %v; want NATS_URL %s, herald dev's own, and HERALD_CONFIG herald.yaml", srv.Env, dev.state.NATS)
+	}
+	env := cleanEnv()
+	for k, v := range srv.Env {
+		env = append(env, k+"="+v)
+	}
+	inProject := transport.WithCommandFunc(func(ctx context.Context, command string, env, args []string) (*exec.Cmd, error) {
+		c := exec.CommandContext(ctx, command, args...)
+		c.Dir, c.Env = dir, env
+		return c, nil
+	})
+	c, err := client.NewStdioMCPClientWithOptions(filepath.Join(dir, srv.Command), env, srv.Args, inProject)
+	if err != nil {
+		t.Fatalf("starting %s: %v", recipe, err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "commands-test", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatalf("initialize over stdio, as %s: %v", recipe, err)
+	}
+	call := mcp.CallToolRequest{}
+	call.Params.Name = "notify"
+	call.Params.Arguments = map[string]any{"channel": "log", "message": "the banner's stdio recipe"}
+	res, err := c.CallTool(ctx, call)
+	if err != nil || res.IsError {
+		t.Fatalf("notify over stdio, as %s: %v %+v", recipe, err, res)
+	}
+}
+
+// commandExits are the command lines that must exit non-zero here, by a
+// prefix of the line, with what they must say and why.
+var commandExits = []struct {
+	prefix, says, why string
+	code              int
+}{
+	{"herald dead replay", ": refused again: ", "the test's dead letter, a notify to a web visitor that does not exist, is refused again at once", 1},
+}
+
+// commandExit is how cmd must end: exit 0 unless commandExits says
+// otherwise.
+func commandExit(cmd string) (want struct {
+	code      int
+	says, why string
+}) {
+	for _, e := range commandExits {
+		if strings.HasPrefix(cmd, e.prefix) {
+			want.code, want.says, want.why = e.code, e.says, e.why
+		}
+	}
+	return want
 }
 
 // commandSkips are the command lines in scope that cannot run here, by a

@@ -86,7 +86,7 @@ func CheckedSettings[T ChannelSettings](in *Integration) (T, error) {
 		return t, err
 	}
 	if errs := t.Check(in.Facts()); len(errs) > 0 {
-		return t, fmt.Errorf("%w: %s integration %q: %s", ErrInvalid, in.Type, in.ID, strings.Join(errs, "; "))
+		return t, fmt.Errorf("%w: %s integration %q: %s", ErrInvalid, in.Type, in.ID, scrub(strings.Join(errs, "; "), []string{in.ID}))
 	}
 	return t, nil
 }

@@ -280,16 +280,23 @@ type Integration struct {
 
 // UnmarshalYAML decodes the common keys and then, into the channel's own
 // settings, the rest; which keys exist at all was checked before (checkKeys).
-// A value of the wrong kind leaves its key unset and the others decoded.
+// A value of the wrong kind leaves its key unset and the others decoded,
+// and the integration is kept: checkKeys has named that value at its line,
+// and the integration's other problems are found too (the YAML decoder
+// drops a list item whose UnmarshalYAML fails, which would leave a butler
+// whose default channel it is with a misleading one).
 func (in *Integration) UnmarshalYAML(n *yaml.Node) error {
 	type plain Integration
 	err := n.Decode((*plain)(in))
-	s := newSettings(in.Type)
-	if s == nil {
-		return joinTypeErrors(err) // an unknown or unbuilt type: Validate says which
+	if s := newSettings(in.Type); s != nil { // nil: an unknown or unbuilt type, which Validate names
+		in.Settings = s
+		err = joinTypeErrors(err, n.Decode(s))
 	}
-	in.Settings = s
-	return joinTypeErrors(err, n.Decode(s))
+	var te *yaml.TypeError
+	if errors.As(err, &te) && in.Type == mappingValue(n, "type") {
+		return nil
+	}
+	return err // not decoded at all (a key written twice): dropped
 }
 
 // Inbound is how an integration takes messages from people. An integration
@@ -477,7 +484,8 @@ func (f DurationFlag) Set(s string) error {
 	return nil
 }
 
-// Load reads the file at path; an empty path gives Default().
+// Load reads the file at path; an empty path gives Default(). A file that
+// cannot be used as written is an *InvalidError naming it.
 func Load(path string) (*Config, error) {
 	if path == "" {
 		return Default(), nil
@@ -486,9 +494,11 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
-	c, err := Parse(b)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	c, probs := parse(b, nil)
+	if len(probs) > 0 {
+		e := invalid(probs, c.names())
+		e.File = path
+		return nil, e
 	}
 	return c, nil
 }
@@ -496,16 +506,25 @@ func Load(path string) (*Config, error) {
 // Parse decodes YAML, applies defaults and validates. Unknown keys are errors,
 // so a typo cannot silently switch a setting off. Every problem is reported
 // at once, unknown keys, values of the wrong kind and what Validate finds
-// alike, each as "line N: " and the path of its key.
+// alike, each as "line N: " and the path of its key, in an *InvalidError.
 func Parse(b []byte) (*Config, error) {
-	var c Config
+	c, probs := parse(b, nil)
+	if len(probs) > 0 {
+		return nil, invalid(probs, c.names())
+	}
+	return c, nil
+}
+
+// parse is Parse's work, and CheckFile's: the configuration as far as it
+// could be decoded (a value of the wrong kind left unset, the rest decoded;
+// nil if the YAML could not be read at all), its defaults applied and, with
+// getenv, the environment's overrides, and every problem found in it.
+func parse(b []byte, getenv Getenv) (*Config, []problem) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(b, &doc); err != nil {
-		if hint := indentHint(string(b)); hint != "" {
-			return nil, fmt.Errorf("%w: %s (the YAML parser says: %w)", ErrInvalid, hint, err)
-		}
-		return nil, fmt.Errorf("%w: %w", ErrInvalid, err)
+		return nil, []problem{syntaxProblem(b, err)}
 	}
+	c := &Config{}
 	var root *yaml.Node
 	var probs []problem
 	if doc.Kind != 0 {
@@ -516,15 +535,15 @@ func Parse(b []byte) (*Config, error) {
 		probs = checkKeys(root)
 		// A value of the wrong kind is left unset, the rest decoded, so
 		// that what is wrong elsewhere is found too.
-		probs = append(probs, undecoded(root.Decode(&c), probs)...)
+		probs = append(probs, undecoded(root.Decode(c), probs)...)
 	}
 	c.applyDefaults()
-	probs = append(probs, placed(root, c.problems(), probs)...)
-	if len(probs) > 0 {
-		return nil, invalid(probs)
+	if getenv != nil {
+		c.ApplyEnv(getenv)
 	}
+	probs = append(probs, placed(root, c.problems(), probs)...)
 	c.placeRuns(root)
-	return &c, nil
+	return c, probs
 }
 
 // Default is the configuration of `herald dev` with no file: one butler,
@@ -660,10 +679,15 @@ func (c *Config) applyDefaults() {
 
 // Validate reports every problem at once, each naming the key at fault.
 func (c *Config) Validate() error {
-	if errs := c.problems(); len(errs) > 0 {
-		return fmt.Errorf("%w:\n  %s", ErrInvalid, strings.Join(errs, "\n  "))
+	msgs := c.problems()
+	if len(msgs) == 0 {
+		return nil
 	}
-	return nil
+	probs := make([]problem, len(msgs))
+	for i, m := range msgs {
+		probs[i] = problem{text: m}
+	}
+	return invalid(probs, c.names())
 }
 
 // problems are Validate's: each starts with the path of the key at fault
@@ -967,7 +991,7 @@ type Getenv func(string) string
 // Secret resolves a secret named by an environment variable or a file; the
 // value is never part of an error message.
 func Secret(getenv Getenv, envName, file string) (string, error) {
-	if why := checkEnvName("its _env key", envName); why != "" {
+	if why := checkEnvName("its _env key", envName, ""); why != "" {
 		// Load refuses such a file; a configuration built in code is
 		// refused here, so the message cannot carry a pasted secret.
 		return "", fmt.Errorf("%w: %s", ErrInvalid, why)

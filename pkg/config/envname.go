@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"strings"
 	"unicode"
+
+	"github.com/heraldhq/herald/pkg/channel/spec"
 )
 
 // Keys that end in _env (token_env, secret_env, smtp_url_env,
@@ -28,73 +30,135 @@ var telegramTokenShape = regexp.MustCompile(`^[0-9]{6,}:[A-Za-z0-9_-]{30,}$`)
 var secretPrefixes = []string{"xoxb-", "xoxp-", "xapp-", "whsec_", "sk-"}
 
 // checkEnvName reports what is wrong with value given for key, a key that
-// names an environment variable; "" if nothing is (an empty value is unset).
-// The report names key only.
-func checkEnvName(key, value string) string {
+// names an environment variable; "" if nothing is (an empty value is
+// unset). The report names key only; name is a variable's name to show in
+// the fix, as the key would name it.
+func checkEnvName(key, value, name string) string {
 	switch {
 	case value == "":
 		return ""
 	case looksLikeSecret(value):
-		return key + " must name an environment variable; the value looks like a token: put it in the environment, and its variable's name here"
+		return key + " must name an environment variable; the value looks like a token (not shown here): " + secretFix(key, name)
 	case !envNamePattern.MatchString(value):
 		return key + " must name an environment variable (letters, digits and _, not starting with a digit); the value is not one and is not shown here"
 	}
 	return ""
 }
 
+// secretFix is what a message about a secret written into the file says
+// to do instead: name a variable holding it in key (name: an example of
+// one, "" for none).
+func secretFix(key, name string) string {
+	if name == "" {
+		return "put it in an environment variable and name it in " + key
+	}
+	return fmt.Sprintf("put it in an environment variable and name it in %s (%s: %s)", key, key, name)
+}
+
+// envNameFor is a name for the variable that key (an _env key) of owner
+// (a channel type, a butler's name, "transcribe") reads: what owner's
+// channel reads by default (token_env of telegram: TELEGRAM_BOT_TOKEN),
+// else owner and key in capitals (health's mcp_token_env:
+// HEALTH_MCP_TOKEN).
+func envNameFor(owner, key string) string {
+	if s := newSettings(owner); s != nil {
+		if d, ok := s.(spec.Defaulter); ok {
+			d.Defaults()
+		}
+		def := ""
+		EnvKeys(s, func(path, value string) {
+			if path == key {
+				def = value
+			}
+		})
+		if def != "" {
+			return def
+		}
+	}
+	key = key[strings.LastIndex(key, ".")+1:]
+	name := strings.ToUpper(owner + "_" + strings.TrimSuffix(key, "_env"))
+	return strings.Map(func(r rune) rune {
+		if r == '_' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' {
+			return r
+		}
+		return '_'
+	}, name)
+}
+
 // looksLikeSecret reports whether s has the shape of a secret rather than
-// of a variable's name: a Telegram token, a provider's prefix, or a long
-// run of letters and digits mixed that is no words joined by underscores
-// (TELEGRAM_BOT_TOKEN, HERALD_E2E_MCP_TOKEN are names).
+// of a name, a word or an address: a Telegram token, a provider's prefix,
+// or, in 20 characters or more with no space, / or @ (a sentence, a path,
+// an address), a run of 16 letters and digits between its _ - and . that
+// goes from letters to digits and back again and again, as random text
+// does (TELEGRAM_BOT_TOKEN, claude-sonnet-4-5-20250929,
+// TestCheckRunHost169591406, herald-01.example.com are none; a hex or
+// base64 key, a Discord token are). Every check of the file for a pasted
+// secret and every message that might show one (scrub) asks this.
 func looksLikeSecret(s string) bool {
 	if telegramTokenShape.MatchString(s) {
 		return true
 	}
 	lower := strings.ToLower(s)
 	for _, p := range secretPrefixes {
-		if strings.HasPrefix(lower, p) {
+		if strings.HasPrefix(lower, p) && len(s) > len(p)+8 {
 			return true
 		}
 	}
-	if len(s) < 20 {
+	if len(s) < 20 || strings.ContainsAny(s, " \t/@") {
 		return false
 	}
-	if !strings.Contains(s, "_") {
-		return mixesLettersAndDigits(s)
-	}
-	// A random string may hold an underscore (base64url); no word of a
-	// name is 16 letters and digits mixed.
-	for _, part := range strings.Split(s, "_") {
-		if len(part) >= 16 && mixesLettersAndDigits(part) {
+	for _, part := range strings.FieldsFunc(s, func(r rune) bool { return r == '_' || r == '-' || r == '.' }) {
+		if len(part) >= 16 && letterDigitTurns(part) >= 3 {
 			return true
 		}
 	}
 	return false
 }
 
-func mixesLettersAndDigits(s string) bool {
-	return strings.IndexFunc(s, unicode.IsLetter) >= 0 && strings.IndexFunc(s, unicode.IsDigit) >= 0
+// letterDigitTurns counts where s goes from a letter to a digit or back.
+func letterDigitTurns(s string) int {
+	turns, last := 0, 0 // last: 1 a letter, 2 a digit
+	for _, r := range s {
+		kind := 0
+		switch {
+		case unicode.IsLetter(r):
+			kind = 1
+		case unicode.IsDigit(r):
+			kind = 2
+		}
+		if kind != 0 && last != 0 && kind != last {
+			turns++
+		}
+		if kind != 0 {
+			last = kind
+		}
+	}
+	return turns
 }
 
 // checkEnvNames is Validate's step for every key that names an
 // environment variable: the top level's, each butler's, each
 // integration's and its channel settings'.
 func (c *Config) checkEnvNames(add func(format string, a ...any)) {
-	report := func(prefix string) func(key, value string) {
+	report := func(prefix, owner string) func(key, value string) {
 		return func(key, value string) {
-			if why := checkEnvName(key, value); why != "" {
+			owner := owner
+			if owner == "" { // a top-level block's: transcribe.api_key_env
+				owner, _, _ = strings.Cut(key, ".")
+			}
+			if why := checkEnvName(key, value, envNameFor(owner, key)); why != "" {
 				add("%s%s", prefix, why)
 			}
 		}
 	}
-	EnvKeys(*c, report(""))
+	EnvKeys(*c, report("", ""))
 	for i, b := range c.Butlers {
-		EnvKeys(b, report(fmt.Sprintf("butlers[%d].", i)))
+		EnvKeys(b, report(fmt.Sprintf("butlers[%d].", i), b.Name))
 	}
 	for i, in := range c.Integrations {
-		EnvKeys(in, report(fmt.Sprintf("integrations[%d].", i)))
+		EnvKeys(in, report(fmt.Sprintf("integrations[%d].", i), in.Type))
 		if in.Settings != nil {
-			EnvKeys(in.Settings, report(fmt.Sprintf("integrations[%d] (%s %s): ", i, in.Type, in.ID)))
+			EnvKeys(in.Settings, report(fmt.Sprintf("integrations[%d] (%s %s): ", i, in.Type, in.ID), in.Type))
 		}
 	}
 }

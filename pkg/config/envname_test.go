@@ -39,14 +39,14 @@ integrations:
 // envKeyAt are the keys of envKeysYAML: where each is, and the path its
 // problem names.
 var envKeyAt = []struct {
-	line int
-	path string
+	line      int
+	path, fix string
 }{
-	{3, "butlers[0].mcp_token_env"},
-	{7, "integrations[0] (telegram tg): token_env"},
-	{11, "integrations[1] (webhook hook): secret_env"},
-	{16, "integrations[2] (email mail): smtp_url_env"},
-	{22, "integrations[3] (slack sl): signing_secret_env"},
+	{3, "butlers[0].mcp_token_env", "mcp_token_env (mcp_token_env: HEALTH_MCP_TOKEN)"},
+	{7, "integrations[0] (telegram tg): token_env", "token_env (token_env: TELEGRAM_BOT_TOKEN)"},
+	{11, "integrations[1] (webhook hook): secret_env", "secret_env (secret_env: WEBHOOK_SECRET)"},
+	{16, "integrations[2] (email mail): smtp_url_env", "smtp_url_env (smtp_url_env: SMTP_URL)"},
+	{22, "integrations[3] (slack sl): signing_secret_env", "signing_secret_env (signing_secret_env: SLACK_SIGNING_SECRET)"},
 }
 
 // envKeysFile is envKeysYAML with value in the key at place i, and
@@ -59,8 +59,9 @@ func envKeysFile(i int, value string) string {
 
 // TestSecretInEnvKey: a secret pasted where a variable's name belongs, in
 // any key that names one, is refused at its line, saying it looks like a
-// token, and the error holds no part of it; a value that is no name at all
-// is refused without being shown too; names pass.
+// token and which variable to name instead, and the error holds no part of
+// it; a value that is no name at all is refused without being shown too;
+// names pass.
 func TestSecretInEnvKey(t *testing.T) {
 	if _, err := config.Parse([]byte(envKeysFile(0, "HEALTH_MCP_TOKEN"))); err != nil {
 		t.Fatalf("ordinary names: %v", err)
@@ -79,8 +80,8 @@ func TestSecretInEnvKey(t *testing.T) {
 	for i, at := range envKeyAt {
 		for shape, secret := range secrets {
 			_, err := config.Parse([]byte(envKeysFile(i, secret)))
-			want := fmt.Sprintf("line %d: %s must name an environment variable; the value looks like a token: put it in the environment", at.line, at.path)
-			if !errors.Is(err, config.ErrInvalid) || !strings.Contains(err.Error(), want) {
+			want := fmt.Sprintf("invalid configuration:\n  line %d: %s must name an environment variable; the value looks like a token (not shown here): put it in an environment variable and name it in %s", at.line, at.path, at.fix)
+			if !errors.Is(err, config.ErrInvalid) || err.Error() != want {
 				t.Errorf("%s in %s: %v\nwant %q", shape, at.path, err, want)
 				continue
 			}

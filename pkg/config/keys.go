@@ -19,14 +19,121 @@ import (
 // a typo cannot silently switch a setting off, and every such mistake is
 // found in one run. An integration's keys are its common ones and those of
 // its channel type's settings. root is the document's top node.
+//
+// A secret written into the file is refused where it is, and never shown:
+// a key that is not a setting but has an _env key of its name (token:
+// beside token_env) or the name of a secret (password:), and a value of a
+// setting that holds no secret which looks like one (looksLikeSecret), are
+// each told which _env key to name a variable in instead.
 func checkKeys(root *yaml.Node) []problem {
-	var k keyChecker
+	k := keyChecker{keep: namesIn(root)}
 	k.check(root, []reflect.Type{reflect.TypeFor[Config]()}, "")
 	return k.problems
 }
 
 type keyChecker struct {
 	problems []problem
+	// keep are the document's integration ids and butler names, which
+	// may look like secrets and are none.
+	keep []string
+	// home is where a secret of the block being checked belongs.
+	home secretHome
+}
+
+// secretHome is the _env key that names the variable a block's secret
+// belongs in (a telegram integration's token_env), and what owns it, for
+// envNameFor; key is "" where the block has none.
+type secretHome struct{ owner, key string }
+
+func (h secretHome) fix() string {
+	if h.key == "" {
+		return "put it in an environment variable and name it in the _env key that reads it (configuration.md lists them)"
+	}
+	return secretFix(h.key, envNameFor(h.owner, h.key))
+}
+
+var (
+	butlerType     = reflect.TypeFor[Butler]()
+	transcribeType = reflect.TypeFor[Transcribe]()
+)
+
+// homeOf is where a secret of block n, which holds the keys of structs,
+// belongs: an integration's first _env key of its channel's, a butler's
+// mcp_token_env, transcribe's api_key_env.
+func homeOf(n *yaml.Node, structs []reflect.Type) (secretHome, bool) {
+	switch {
+	case slices.Contains(structs, integrationType):
+		typ := mappingValue(n, "type")
+		h := secretHome{owner: typ}
+		if s := newSettings(typ); s != nil {
+			EnvKeys(s, func(path, _ string) {
+				if h.key == "" && !strings.Contains(path, ".") {
+					h.key = path
+				}
+			})
+		}
+		return h, true
+	case slices.Contains(structs, butlerType):
+		return secretHome{owner: mappingValue(n, "name"), key: "mcp_token_env"}, true
+	case slices.Contains(structs, transcribeType):
+		return secretHome{owner: "transcribe", key: "api_key_env"}, true
+	}
+	return secretHome{}, false
+}
+
+// secretKeyWords are the words of a key that holds a secret.
+var secretKeyWords = []string{"token", "secret", "password", "passwd", "api_key", "apikey", "credential"}
+
+// unknownHint is what follows "KEY is not a setting" for key in a block
+// of fields: the known key it is a typo of, or, for a key that would hold
+// a secret, the _env key that names its variable instead.
+func (k *keyChecker) unknownHint(key string, fields map[string][]reflect.Type) string {
+	const never = "; a secret never goes in this file: "
+	if _, ok := fields[key+"_env"]; ok {
+		return never + secretFix(key+"_env", envNameFor(k.home.owner, key+"_env"))
+	}
+	if s := suggest(key, fields); s != "" {
+		return s
+	}
+	lower := strings.ToLower(key)
+	if slices.ContainsFunc(secretKeyWords, func(w string) bool { return strings.Contains(lower, w) }) {
+		return never + k.home.fix()
+	}
+	return ""
+}
+
+// pasted reports whether n, the value of the setting at path, is a secret
+// written where none goes: it looks like one, and it is no id or name
+// (an integration's id may look random) and no variable's name or
+// run.env value, which their own checks take (checkEnvNames, checkRun).
+func (k *keyChecker) pasted(path string, n *yaml.Node) bool {
+	if n.Kind != yaml.ScalarNode {
+		return false
+	}
+	last := path[strings.LastIndex(path, ".")+1:]
+	parent := strings.TrimSuffix(path, "."+last)
+	if last == "id" || last == "name" || strings.HasSuffix(last, "_env") || strings.HasSuffix(parent, ".env") {
+		return false
+	}
+	return secretWord(n.Value, k.keep)
+}
+
+// namesIn are the integration ids and butler names the document root
+// writes.
+func namesIn(root *yaml.Node) []string {
+	var out []string
+	for list, key := range map[string]string{"integrations": "id", "butlers": "name"} {
+		seq := mappingNode(root, list)
+		if seq == nil || deref(seq).Kind != yaml.SequenceNode {
+			continue
+		}
+		for _, item := range deref(seq).Content {
+			if v := mappingValue(item, key); v != "" {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
 }
 
 // add records a problem at line whose key is path; the text leads with the
@@ -74,6 +181,10 @@ func (k *keyChecker) check(n *yaml.Node, types []reflect.Type, path string) {
 			k.wrongType(n, t, path, err)
 			return
 		}
+		if t.Kind() == reflect.String && k.pasted(path, n) {
+			k.add(n.Line, path, "%s looks like a secret (not shown here), which never goes in this file: %s", path, k.home.fix())
+			return
+		}
 	}
 	if len(structs) > 0 {
 		k.mapping(n, structs, path)
@@ -111,6 +222,11 @@ func (k *keyChecker) mapping(n *yaml.Node, structs []reflect.Type, path string) 
 			structs = append(structs, reflect.TypeOf(s))
 		}
 	}
+	if h, ok := homeOf(n, structs); ok {
+		outer := k.home
+		k.home = h
+		defer func() { k.home = outer }()
+	}
 	fields := map[string][]reflect.Type{}
 	for _, t := range structs {
 		yamlFields(t, fields)
@@ -122,7 +238,7 @@ func (k *keyChecker) mapping(n *yaml.Node, structs []reflect.Type, path string) 
 		ft, ok := fields[key.Value]
 		if !ok {
 			if reportUnknown {
-				k.add(key.Line, at, "%s is not a setting%s", at, suggest(key.Value, fields))
+				k.add(key.Line, at, "%s is not a setting%s", at, k.unknownHint(key.Value, fields))
 			}
 			continue
 		}
@@ -204,6 +320,9 @@ func shown(n *yaml.Node) string {
 		return "a list"
 	case yaml.MappingNode:
 		return "a block of keys"
+	}
+	if secretWord(n.Value, nil) {
+		return "a value that looks like a secret (not shown here)"
 	}
 	return strconv.Quote(n.Value)
 }

@@ -4,9 +4,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -20,26 +23,145 @@ type problem struct {
 	text string
 }
 
-func (p problem) String() string {
-	if p.line > 0 {
-		return fmt.Sprintf("line %d: %s", p.line, p.text)
-	}
-	return p.text
+// Problem is one thing wrong with a configuration: the line of the file it
+// is on (0: on none, such as a default, or a configuration built in code)
+// and what is wrong, which starts with the path of the key at fault and
+// says what to write instead. It never holds a secret (scrub).
+type Problem struct {
+	Line int
+	Text string
 }
 
-// invalid is the error of problems: every one, a line each, in the order
-// of the file (those on no line last).
-func invalid(probs []problem) error {
+func (p Problem) String() string {
+	if p.Line > 0 {
+		return fmt.Sprintf("line %d: %s", p.Line, p.Text)
+	}
+	return p.Text
+}
+
+// InvalidError is the error of a configuration that cannot be used as
+// written (it wraps ErrInvalid): every problem, in the order of the file,
+// those on no line last. `herald config check` prints them as
+// FILE:LINE: TEXT, an editor's way.
+type InvalidError struct {
+	// File is the file as Load was given it; "" from Parse and Validate.
+	File     string
+	Problems []Problem
+}
+
+func (e *InvalidError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	msg := fmt.Sprintf("%v:\n  %s", ErrInvalid, strings.Join(lines, "\n  "))
+	if e.File != "" {
+		return e.File + ": " + msg
+	}
+	return msg
+}
+
+func (e *InvalidError) Unwrap() error { return ErrInvalid }
+
+// invalid is the error of probs: every one, a line each, in the order of
+// the file (those on no line last), each said once and with no secret in
+// it, but for the names in keep (scrub).
+func invalid(probs []problem, keep []string) *InvalidError {
 	slices.SortStableFunc(probs, func(a, b problem) int {
 		return cmp.Compare(lineOrLast(a.line), lineOrLast(b.line))
 	})
-	lines := make([]string, 0, len(probs))
+	e := &InvalidError{}
 	for _, p := range probs {
-		if s := p.String(); !slices.Contains(lines, s) {
-			lines = append(lines, s)
+		q := Problem{Line: p.line, Text: scrub(p.text, keep)}
+		if !slices.Contains(e.Problems, q) {
+			e.Problems = append(e.Problems, q)
 		}
 	}
-	return fmt.Errorf("%w:\n  %s", ErrInvalid, strings.Join(lines, "\n  "))
+	return e
+}
+
+// notShown is what a message shows in place of a secret.
+const notShown = "<secret, not shown>"
+
+// scrub is msg with every word that looks like a secret (looksLikeSecret)
+// replaced by notShown: a message about a file must not repeat a secret
+// pasted into it, wherever it was pasted and whoever wrote the message (the
+// YAML decoder quotes values; a channel's Check may name its api_url).
+// The names in keep are left: an integration id or a butler name may have
+// a secret's shape (int_gXuDla4UZipcm2tg3McPX), and is no secret.
+func scrub(msg string, keep []string) string {
+	apart := func(r rune) bool { return unicode.IsSpace(r) || strings.ContainsRune("\"'`,;()[]{}<>|=&?#/@", r) }
+	var b strings.Builder
+	for i := 0; i < len(msg); {
+		end := strings.IndexFunc(msg[i:], apart)
+		if end == 0 {
+			_, size := utf8.DecodeRuneInString(msg[i:])
+			b.WriteString(msg[i : i+size])
+			i += size
+			continue
+		}
+		if end < 0 {
+			end = len(msg) - i
+		}
+		word := msg[i : i+end]
+		core := strings.TrimRight(word, ".:")
+		if secretWord(core, keep) {
+			b.WriteString(notShown + word[len(core):])
+		} else {
+			b.WriteString(word)
+		}
+		i += end
+	}
+	return b.String()
+}
+
+// secretWord reports whether w, a word of a message, is a secret: it looks
+// like one, and is not one of keep or made of them ("telegram:<id>",
+// "<id>:12345").
+func secretWord(w string, keep []string) bool {
+	if slices.Contains(keep, w) {
+		return false
+	}
+	if telegramTokenShape.MatchString(w) {
+		return true
+	}
+	for _, piece := range strings.Split(w, ":") {
+		if looksLikeSecret(piece) && !slices.Contains(keep, piece) {
+			return true
+		}
+	}
+	return false
+}
+
+// names are the integration ids and butler names of c, which scrub keeps.
+func (c *Config) names() []string {
+	if c == nil {
+		return nil
+	}
+	var out []string
+	for _, in := range c.Integrations {
+		out = append(out, in.ID)
+	}
+	return append(out, c.ButlerNames()...)
+}
+
+// yamlLine is the "yaml: line N: " the YAML parser's errors start with.
+var yamlLine = regexp.MustCompile(`^yaml: line ([0-9]+): `)
+
+// syntaxProblem is the problem of a document the YAML parser could not
+// read (err): at the line of the mistake the indentation shows, where
+// indentHint finds it (the parser often names a line above it), else at
+// the parser's.
+func syntaxProblem(doc []byte, err error) problem {
+	if line, hint := indentHint(string(doc)); hint != "" {
+		return problem{line: line, text: fmt.Sprintf("%s (the YAML parser says: %v)", hint, err)}
+	}
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return problem{line: line, text: "the YAML parser says: " + msg[len(m[0]):]}
+	}
+	return problem{text: msg}
 }
 
 func lineOrLast(line int) int {
@@ -52,15 +174,23 @@ func lineOrLast(line int) int {
 // placed are Validate's messages as problems of the file whose top node is
 // root (nil: no file): each at the line of the key its message starts with.
 // A message about a key already found unknown or of the wrong type, or
-// about the block holding one, is left out: it would say the same again.
+// about the block holding one, is left out: it would say the same again
+// (a misspelt secret_env is not also a missing one). A message about a key
+// the file has, inside such a block, is not (a token pasted in token_env
+// beside a misspelt key).
 func placed(root *yaml.Node, msgs []string, found []problem) []problem {
 	var out []problem
 	for _, msg := range msgs {
 		branch, path := subjectOf(msg)
-		if slices.ContainsFunc(found, func(p problem) bool { return onBranch(p.path, branch) }) {
+		line, whole := locate(root, path)
+		subject := branch
+		if whole {
+			subject = path
+		}
+		if slices.ContainsFunc(found, func(p problem) bool { return onBranch(p.path, subject) }) {
 			continue
 		}
-		out = append(out, problem{line: lineOf(root, path), path: branch, text: msg})
+		out = append(out, problem{line: line, path: branch, text: msg})
 	}
 	return out
 }
@@ -116,8 +246,14 @@ func onBranch(a, b string) bool {
 // block or list, the item's line for a list item. 0 if not even the first
 // key of path is in the document.
 func lineOf(root *yaml.Node, path string) int {
+	line, _ := locate(root, path)
+	return line
+}
+
+// locate is lineOf, and whether the document has the whole of path.
+func locate(root *yaml.Node, path string) (line int, whole bool) {
 	if root == nil || path == "" {
-		return 0
+		return 0, false
 	}
 	parts := strings.Split(path, ".")
 	n, line := root, 0
@@ -132,18 +268,18 @@ func lineOf(root *yaml.Node, path string) int {
 			}
 		}
 		if val == nil {
-			return line
+			return line, false
 		}
 		n, line = val, at
 		for _, x := range idx {
 			n = deref(n)
 			if n.Kind != yaml.SequenceNode || x >= len(n.Content) {
-				return line
+				return line, false
 			}
 			n, line = n.Content[x], n.Content[x].Line
 		}
 	}
-	return line
+	return line, true
 }
 
 // splitIndexes splits "approvers[0]" into approvers and [0]; a part that is

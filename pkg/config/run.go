@@ -124,8 +124,8 @@ func checkRun(at string, r *Run, add func(format string, a ...any)) {
 	for k, v := range r.Env {
 		if !envNamePattern.MatchString(k) {
 			add("%s.env %q is not an environment variable's name", at, k)
-		} else if secretValue(v) {
-			add("%s.env %s looks like a secret, which does not belong in this file: put it in the butler's environment and write %s: $%s here (the value is not shown)", at, k, k, k)
+		} else if looksLikeSecret(v) {
+			add("%s.env %s looks like a secret (not shown here), which never goes in this file: put it in the butler's environment and write %s: $%s here", at, k, k, k)
 		}
 	}
 }
@@ -151,13 +151,7 @@ func (c *Config) CheckRunHost(name, base string) error {
 	if len(probs) == 0 {
 		return nil
 	}
-	return invalid(probs)
-}
-
-// secretValue reports whether a run.env value looks like a secret: a
-// secret's shape, and no path or sentence (a path may look random).
-func secretValue(v string) bool {
-	return !strings.ContainsAny(v, "/ ") && looksLikeSecret(v)
+	return invalid(probs, c.names())
 }
 
 // Environ is env as NAME=value lines, each "$NAME" read with getenv.

@@ -205,15 +205,15 @@ func TestPairListShowsWho(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ada, err := pairs.RequestNamed(t.Context(), "tg_main", "4242", "ada_l", "4242", "m1")
+	ada, err := pairs.Request(t.Context(), "tg_main", "4242", "ada_l", "4242", "m1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	nameless, err := pairs.Request(t.Context(), "tg_main", "6161", "6161", "m2")
+	nameless, err := pairs.Request(t.Context(), "tg_main", "6161", "", "6161", "m2")
 	if err != nil {
 		t.Fatal(err)
 	}
-	bo, err := pairs.RequestNamed(t.Context(), "tg_main", "5151", "bo", "5151", "m3")
+	bo, err := pairs.Request(t.Context(), "tg_main", "5151", "bo", "5151", "m3")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -80,7 +80,7 @@ func timeoutFlag(fs *flag.FlagSet, what string) *time.Duration {
 // runs answers at once, and one that does not is told in seconds.
 const reachWait = 2 * time.Second
 
-// withFleet connects to the fleet's NATS within timeout, as connectCLI
+// withFleet connects to the fleet's NATS within timeout, as connectWithin
 // does, and runs fn on it, giving it timeout too; url is the server's, for
 // messages (redactURL).
 func withFleet(ctx context.Context, path string, timeout time.Duration, o IO, fn func(ctx context.Context, js jetstream.JetStream, url string) error) error {
@@ -94,7 +94,9 @@ func withFleet(ctx context.Context, path string, timeout time.Duration, o IO, fn
 	return fn(ctx, js, url)
 }
 
-// connectWithin is connectCLI waiting at most timeout for NATS.
+// connectWithin connects a command to the fleet's NATS: nats.url (or
+// NATS_URL), else the embedded server of a running `herald dev` at
+// nats.listen, waiting at most timeout (the command's --timeout) to reach it.
 func connectWithin(ctx context.Context, path string, timeout time.Duration, o IO) (js jetstream.JetStream, url string, closeBus func(), err error) {
 	cfg, err := LoadConfig(path, o.Getenv)
 	if err != nil {

@@ -57,8 +57,9 @@ type Endpoints struct {
 	Store   string
 	Butlers map[string]string // name -> MCP URL
 	Web     map[string]string // web integration id -> chat page URL
-	// Unavailable are the integrations that cannot work, and why (the
-	// messenger's status).
+	// Unavailable are the integrations that cannot work, and why: what
+	// the configuration tells (a secret the environment lacks), and what
+	// the messenger's status adds.
 	Unavailable map[string]string
 	// HTTP is the listener of /healthz, /readyz, /metrics and the pushed
 	// channels' endpoints (http_listen).
@@ -248,9 +249,9 @@ func (f *devFleet) announce(ctx context.Context) {
 	ep := f.ep
 	f.mu.Unlock()
 	webPages(ctx, f.nc, f.cfg, f.started, ep.Web)
-	ep.Unavailable = unavailable(f.nc)
+	ep.Unavailable = cannotWork(f.cfg, f.o.Getenv, unavailable(f.nc))
 	recordDevState(f.o, ep, f.log)
-	printEndpoints(f.o.Out, f.cfg, ep, f.bearers)
+	printEndpoints(f.o.Out, f.cfg, ep, f.bearers, f.o.ConfigFile)
 	if f.o.Ready != nil {
 		f.o.Ready(ep)
 	}
@@ -372,8 +373,10 @@ func splitListen(listen string) (string, int, error) {
 
 // printEndpoints prints the banner. It is the one place a token created for
 // herald dev is shown (stdout, never the log): the Claude lines are meant to
-// be copied whole.
-func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints, bearers map[string]string) {
+// be copied whole, and so is the Stdio line, README.md's .mcp.json recipe
+// for reaching the fleet's NATS, printed when that is not where the README
+// says (configFile: the file herald dev runs with, "" for none).
+func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints, bearers map[string]string, configFile string) {
 	if w == nil {
 		return
 	}
@@ -407,6 +410,9 @@ func printEndpoints(w io.Writer, cfg *config.Config, ep Endpoints, bearers map[s
 	fmt.Fprintf(w, "\nTry it:   bin/herald notify --butler %s \"Hello from Herald\"\n", first.Name)
 	for _, b := range cfg.Butlers {
 		fmt.Fprintf(w, "Claude:   claude mcp add --transport http %s %s --header \"Authorization: Bearer %s\"\n", b.Name, ep.Butlers[b.Name], bearers[b.Name])
+	}
+	if nats := redactURL(ep.NATS); nats != readmeNATS {
+		fmt.Fprintf(w, "Stdio:    %s   (in .mcp.json)\n", stdioRecipe(first.Name, nats, ep.Store != "", configFile))
 	}
 	for _, in := range cfg.Integrations {
 		if page := ep.Web[in.ID]; page != "" {
@@ -443,6 +449,51 @@ func keepListeners(next *config.Config, file map[string]string, running *config.
 			*addr = *now[what]
 		}
 	}
+}
+
+// readmeNATS is the NATS URL of README.md's .mcp.json recipe: herald
+// dev's embedded server on its default port.
+const readmeNATS = "nats://" + config.DefaultNATSListen
+
+// stdioRecipe is README.md's .mcp.json for running butler over stdio,
+// reaching the fleet's NATS at nats (embedded: herald dev's own server)
+// and reading configFile, if herald dev runs with one. A NATS of the
+// file's own is the file's to name: its URL may hold a password.
+func stdioRecipe(butler, nats string, embedded bool, configFile string) string {
+	type server struct {
+		Command string            `json:"command"`
+		Args    []string          `json:"args"`
+		Env     map[string]string `json:"env"`
+	}
+	env := map[string]string{}
+	if embedded || configFile == "" {
+		env["NATS_URL"] = nats
+	}
+	if configFile != "" {
+		env["HERALD_CONFIG"] = configFile
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(map[string]map[string]server{"mcpServers": {"herald": {Command: "bin/butler", Args: []string{"--name", butler, "--stdio"}, Env: env}}})
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// cannotWork are the integrations of cfg that cannot work, and why: what
+// the configuration tells with the environment getenv (a secret it lacks:
+// config.Unworkable), which is known before the messenger has tried and so
+// is the same every start, and what the messenger reported besides.
+func cannotWork(cfg *config.Config, getenv config.Getenv, reported map[string]string) map[string]string {
+	if getenv == nil {
+		getenv = os.Getenv
+	}
+	out := cfg.Unworkable(getenv)
+	for id, why := range reported {
+		if out[id] == "" {
+			out[id] = why
+		}
+	}
+	return out
 }
 
 // freeDefaults moves each listen address cfg leaves at its default (NATS,

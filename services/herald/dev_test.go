@@ -272,8 +272,9 @@ func TestDevExternalNATSPasswordNotPrinted(t *testing.T) {
 }
 
 // TestDevBannerNamesABrokenIntegration: an integration that cannot work (its
-// token variable unset) says so on its banner line, with the reason, and
-// serves herald_integration_up 0.
+// token variable unset) says so on its banner line, with the reason the
+// configuration tells, at every start (not only once the messenger has
+// answered), and serves herald_integration_up 0.
 func TestDevBannerNamesABrokenIntegration(t *testing.T) {
 	cfg, _ := devConfig(t, t.TempDir())
 	c, err := config.Parse([]byte("integrations:\n  - { id: tg, type: telegram, token_env: HERALD_TEST_UNSET_TOKEN, default_chat: \"1\", grants: all }\n"))
@@ -285,14 +286,9 @@ func TestDevBannerNamesABrokenIntegration(t *testing.T) {
 		t.Fatal(err)
 	}
 	ep, banner, _ := startDev(t, cfg)
-	var line string
-	for l := range strings.SplitSeq(banner, "\n") {
-		if strings.Contains(l, "telegram:tg") {
-			line = l
-		}
-	}
-	if !strings.Contains(line, "CANNOT WORK: ") || !strings.Contains(line, "HERALD_TEST_UNSET_TOKEN") {
-		t.Errorf("the banner's line of the broken integration: %q, want CANNOT WORK naming HERALD_TEST_UNSET_TOKEN\n%s", line, banner)
+	const want = "  channel         telegram:tg   CANNOT WORK: token_env HERALD_TEST_UNSET_TOKEN is not set\n"
+	if !strings.Contains(banner, want) {
+		t.Errorf("the banner lacks\n%s\n%s", want, banner)
 	}
 	resp, err := http.Get(ep.HTTP + "/metrics")
 	if err != nil {
@@ -302,5 +298,39 @@ func TestDevBannerNamesABrokenIntegration(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	if !strings.Contains(string(body), `herald_integration_up{integration="telegram:tg"} 0`) || !strings.Contains(string(body), `herald_integration_up{integration="log:log"} 1`) {
 		t.Errorf("/metrics: want telegram:tg down and log:log up:\n%s", body)
+	}
+}
+
+// TestDevBannerStdio: with NATS elsewhere than README.md's .mcp.json
+// recipe says (127.0.0.1:4222: moved off a taken port, or configured so),
+// the banner prints the recipe with the URL it is at, and the file herald
+// dev runs with.
+func TestDevBannerStdio(t *testing.T) {
+	dir := t.TempDir()
+	cfg, file := devConfig(t, dir)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ready := make(chan herald.Endpoints, 1)
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		done <- herald.Dev(ctx, herald.DevOptions{Config: cfg, ConfigFile: file, Getenv: func(string) string { return "" }, Out: &out,
+			Ready: func(ep herald.Endpoints) { ready <- ep }})
+	}()
+	var ep herald.Endpoints
+	select {
+	case ep = <-ready:
+	case err := <-done:
+		t.Fatalf("herald dev stopped: %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("herald dev did not become ready")
+	}
+	want := `Stdio:    {"mcpServers":{"herald":{"command":"bin/butler","args":["--name","assistant","--stdio"],"env":{"HERALD_CONFIG":"` + file + `","NATS_URL":"` + ep.NATS + `"}}}}   (in .mcp.json)` + "\n"
+	if strings.HasSuffix(ep.NATS, ":4222") || !strings.Contains(out.String(), want) {
+		t.Errorf("NATS at %s; the banner lacks\n%s\n%s", ep.NATS, want, out.String())
+	}
+	cancel()
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Errorf("herald dev did not stop cleanly: %v", err)
 	}
 }

@@ -36,11 +36,11 @@ func TestListsAsJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	asked, err := pairs.RequestNamed(t.Context(), "tg_main", "4242", "ada_l", "4242", "m1")
+	asked, err := pairs.Request(t.Context(), "tg_main", "4242", "ada_l", "4242", "m1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	let, err := pairs.Request(t.Context(), "tg_main", "5151", "5151", "m2")
+	let, err := pairs.Request(t.Context(), "tg_main", "5151", "", "5151", "m2")
 	if err != nil {
 		t.Fatal(err)
 	}

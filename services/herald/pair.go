@@ -95,17 +95,6 @@ func pairCommand(ctx context.Context, p *pairing.Store, sub, integration string,
 	return nil
 }
 
-// connectCLI connects a command to the fleet's NATS: nats.url (or NATS_URL),
-// else the embedded server of a running `herald dev` at nats.listen. It
-// waits for NATS until ctx's deadline, the command's --timeout.
-func connectCLI(ctx context.Context, path string, o IO) (js jetstream.JetStream, url string, closeBus func(), err error) {
-	wait := reachWait
-	if dl, ok := ctx.Deadline(); ok {
-		wait = time.Until(dl)
-	}
-	return connectWithin(ctx, path, wait, o)
-}
-
 // dialBus connects a command to the NATS cfg names, waiting at most wait to
 // reach it: bus.Connect keeps trying in the background, and a command
 // wants an answer.

@@ -7,11 +7,13 @@
 //     as Telegram HTML cut into messages, and how much one holds.
 //   - Settings: an integration's keys (token_env, token_file, api_url,
 //     default_chat), their defaults (TELEGRAM_BOT_TOKEN,
-//     TELEGRAM_API_URL) and Check.
+//     TELEGRAM_API_URL) and Check; ValidChat, what a chat id is.
 package telegram
 
 import (
 	"net/url"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/heraldhq/herald/pkg/channel/spec"
@@ -58,7 +60,25 @@ func (c *Settings) Check(spec.Integration) []string {
 	if u, err := url.Parse(c.API()); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, "api_url "+strings.TrimSpace(c.APIURL)+" is not an http(s) URL like "+DefaultAPIURL)
 	}
+	if d := strings.TrimSpace(c.DefaultChat); d != "" && !ValidChat(d) {
+		errs = append(errs, "default_chat "+d+" is not a Telegram chat id: use a number like 12345 or -1001234567890, or a public channel's @channelname")
+	}
 	return errs
+}
+
+// usernamePattern is a public channel's or group's @username, which the
+// Bot API takes where a chat id goes.
+var usernamePattern = regexp.MustCompile(`^@[A-Za-z][A-Za-z0-9_]{3,31}$`)
+
+// ValidChat reports whether chat is what the Bot API takes as a chat_id: a
+// chat's id (a whole number other than 0; a group's or channel's is
+// negative) or a public channel's @username. The sender refuses any other
+// recipient, and the configuration any other default_chat.
+func ValidChat(chat string) bool {
+	if _, err := strconv.ParseInt(chat, 10, 64); err == nil {
+		return chat != "0"
+	}
+	return usernamePattern.MatchString(chat)
 }
 
 // ApplyEnv points the integration at TELEGRAM_API_URL when that is set.

@@ -42,3 +42,23 @@ func TestSettings(t *testing.T) {
 		t.Errorf("recipients: %q %q", s.DefaultRecipient(), s.NamedRecipients())
 	}
 }
+
+// TestDefaultChat: a default_chat the Bot API would refuse at every send is
+// refused by the configuration instead: a chat id, negative for a group or
+// channel, or a public channel's @username, and nothing else.
+func TestDefaultChat(t *testing.T) {
+	s := telegram.Settings{TokenEnv: "T"}
+	for _, ok := range []string{"12345", "-1001234567890", "@herald_news"} {
+		s.DefaultChat = ok
+		if got := s.Check(spec.Integration{}); got != nil {
+			t.Errorf("default_chat %s: %q", ok, got)
+		}
+	}
+	for _, bad := range []string{"0", "me", "@ab", "12345x", "https://t.me/herald_news"} {
+		s.DefaultChat = bad
+		want := []string{"default_chat " + bad + " is not a Telegram chat id: use a number like 12345 or -1001234567890, or a public channel's @channelname"}
+		if got := s.Check(spec.Integration{}); !slices.Equal(got, want) {
+			t.Errorf("default_chat %s: %q, want %q", bad, got, want)
+		}
+	}
+}

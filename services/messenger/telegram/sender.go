@@ -182,20 +182,11 @@ func (s *sender) recipient(d deliver.Delivery, th *thread) (string, error) {
 		return "", fmt.Errorf("%w: no Telegram chat to send to: set the notify's recipient (a chat id) or default_chat of integration %q",
 			envelope.ErrValidation, s.id)
 	}
-	if !validChat(chat) {
+	if !telegramspec.ValidChat(chat) {
 		return "", fmt.Errorf("%w: recipient %q is not a Telegram chat id: use a number like 12345 or -1001234567890, or @channelname",
 			envelope.ErrValidation, chat)
 	}
 	return chat, nil
-}
-
-var usernamePattern = regexp.MustCompile(`^@[A-Za-z][A-Za-z0-9_]{3,31}$`)
-
-func validChat(chat string) bool {
-	if _, err := strconv.ParseInt(chat, 10, 64); err == nil {
-		return chat != "0"
-	}
-	return usernamePattern.MatchString(chat)
 }
 
 // send delivers the message as chunks, skipping those an earlier attempt
@@ -399,7 +390,7 @@ type thread struct {
 func parseThread(s string) (thread, error) {
 	chat, msg, ok := strings.Cut(strings.TrimSpace(s), ":")
 	id, err := strconv.Atoi(msg)
-	if !ok || err != nil || id <= 0 || !validChat(chat) {
+	if !ok || err != nil || id <= 0 || !telegramspec.ValidChat(chat) {
 		return thread{}, fmt.Errorf("%w: request_context.source_thread_identity %q is not a Telegram message: pass it as received with the inbound message, \"<chat_id>:<message_id>\" like \"12345:678\"",
 			envelope.ErrValidation, s)
 	}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	telegramspec "github.com/heraldhq/herald/pkg/channel/telegram"
 	"github.com/heraldhq/herald/pkg/envelope"
 )
 
@@ -20,7 +21,7 @@ func FuzzParseThread(f *testing.F) {
 			}
 			return
 		}
-		if th.messageID <= 0 || !validChat(th.chat) {
+		if th.messageID <= 0 || !telegramspec.ValidChat(th.chat) {
 			t.Fatalf("parseThread(%q) = %+v", s, th)
 		}
 		if !strings.HasPrefix(strings.TrimSpace(s), th.chat+":") {

@@ -46,7 +46,7 @@ func (g *intake) admit(ctx context.Context, it *config.Integration, in *envelope
 	case it.Inbound.DMPolicy != PolicyPairing:
 		return ReasonSenderNotAllowed, nil
 	}
-	code, err := g.pairing.RequestNamed(ctx, it.ID, sender, in.Meta["user"], in.Meta["chat_id"], in.NativeID)
+	code, err := g.pairing.Request(ctx, it.ID, sender, in.Meta["user"], in.Meta["chat_id"], in.NativeID)
 	switch {
 	case errors.Is(err, pairing.ErrPending):
 		return ReasonPairingPending, nil

@@ -4,7 +4,7 @@
 // from a chat.
 //
 //   - Store, Open: the codes and the paired senders, in herald_pairing.
-//   - Store.Request, RequestNamed, Approve, Revoke, IsPaired: a code for a
+//   - Store.Request, Approve, Revoke, IsPaired: a code for a
 //     stranger (with how their channel names them), the operator's answer,
 //     and the gate's question; Pending, Paired: the lists.
 //   - MaxNewCodes, PairingWindow, PairingTTL: limits that keep a few strangers
@@ -131,19 +131,14 @@ func (p *Store) IsPaired(ctx context.Context, integration, sender string) (bool,
 	return true, nil
 }
 
-// Request gives sender a new pairing code on integration. A sender with a
-// pending code gets ErrPending and that code, unless the same message
-// (nativeID) asks again, a redelivery after a crash, which gets the code back
-// to send. An integration that handed out MaxNewCodes codes in the last
-// PairingWindow gets ErrFull.
-func (p *Store) Request(ctx context.Context, integration, sender, chatID, nativeID string) (*Code, error) {
-	return p.RequestNamed(ctx, integration, sender, "", chatID, nativeID)
-}
-
-// RequestNamed is Request for a sender the channel names name (the
-// inbound message's meta user), kept with the code and the pairing so that
-// herald pair list shows who asked.
-func (p *Store) RequestNamed(ctx context.Context, integration, sender, name, chatID, nativeID string) (*Code, error) {
+// Request gives sender a new pairing code on integration; name is what the
+// channel calls them (the inbound message's meta user, "" if none), kept
+// with the code and the pairing so that herald pair list shows who asked.
+// A sender with a pending code gets ErrPending and that code, unless the
+// same message (nativeID) asks again, a redelivery after a crash, which
+// gets the code back to send. An integration that handed out MaxNewCodes
+// codes in the last PairingWindow gets ErrFull.
+func (p *Store) Request(ctx context.Context, integration, sender, name, chatID, nativeID string) (*Code, error) {
 	now := p.now().UTC()
 	c := &Code{Integration: integration, Sender: sender, Name: name, ChatID: chatID, Created: now, Expires: now.Add(PairingTTL), NativeID: nativeID}
 	for {

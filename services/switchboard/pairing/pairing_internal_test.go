@@ -39,13 +39,13 @@ func TestStrangersCannotLockPairing(t *testing.T) {
 				*clock = start.Add(time.Duration(minute) * time.Minute)
 				for i := range k {
 					sender := "9" + strconv.Itoa(i)
-					_, err := p.Request(t.Context(), "tg_main", sender, sender, fmt.Sprintf("%s:%d", sender, minute))
+					_, err := p.Request(t.Context(), "tg_main", sender, "", sender, fmt.Sprintf("%s:%d", sender, minute))
 					if err != nil && !errors.Is(err, ErrFull) && !errors.Is(err, ErrPending) {
 						t.Fatal(err)
 					}
 				}
 				if !got {
-					_, err := p.Request(t.Context(), "tg_main", "newcomer", "newcomer", strconv.Itoa(minute))
+					_, err := p.Request(t.Context(), "tg_main", "newcomer", "", "newcomer", strconv.Itoa(minute))
 					switch {
 					case err == nil:
 						got, waited = true, clock.Sub(start)
@@ -82,24 +82,24 @@ func TestPairingWindowKeepsCodes(t *testing.T) {
 	start := *clock
 	var codes []*Code
 	for _, s := range []string{"901", "902", "903"} {
-		c, err := p.Request(t.Context(), "tg_main", s, s, "m"+s)
+		c, err := p.Request(t.Context(), "tg_main", s, "", s, "m"+s)
 		if err != nil {
 			t.Fatal(err)
 		}
 		codes = append(codes, c)
 	}
-	if _, err := p.Request(t.Context(), "tg_main", "904", "904", "m904"); !errors.Is(err, ErrFull) {
+	if _, err := p.Request(t.Context(), "tg_main", "904", "", "904", "m904"); !errors.Is(err, ErrFull) {
 		t.Fatalf("a fourth code at once: %v, want ErrFull", err)
 	}
-	if _, err := p.Request(t.Context(), "tg_other", "904", "904", "o904"); err != nil {
+	if _, err := p.Request(t.Context(), "tg_other", "904", "", "904", "o904"); err != nil {
 		t.Fatalf("another integration's places were taken: %v", err)
 	}
 
 	*clock = start.Add(10 * time.Minute)
-	if _, err := p.Request(t.Context(), "tg_main", "904", "904", "n904"); err != nil {
+	if _, err := p.Request(t.Context(), "tg_main", "904", "", "904", "n904"); err != nil {
 		t.Fatalf("ten minutes later: %v", err)
 	}
-	if _, err := p.Request(t.Context(), "tg_main", "901", "901", "n901"); !errors.Is(err, ErrPending) {
+	if _, err := p.Request(t.Context(), "tg_main", "901", "", "901", "n901"); !errors.Is(err, ErrPending) {
 		t.Fatalf("901 asked again while holding a code: %v, want ErrPending", err)
 	}
 
@@ -116,7 +116,7 @@ func TestPairingWindowKeepsCodes(t *testing.T) {
 	if _, err := p.Approve(t.Context(), codes[1].Code); !errors.Is(err, ErrCodeExpired) {
 		t.Errorf("approving a code after its hour: %v, want ErrCodeExpired", err)
 	}
-	if _, err := p.Request(t.Context(), "tg_main", "903", "903", "n903"); err != nil {
+	if _, err := p.Request(t.Context(), "tg_main", "903", "", "903", "n903"); err != nil {
 		t.Errorf("903 asked again after the code expired: %v", err)
 	}
 }
@@ -126,7 +126,7 @@ func TestPairingWindowKeepsCodes(t *testing.T) {
 // before names were (no "name" in its record) still loads, nameless.
 func TestPairingKeepsTheName(t *testing.T) {
 	p, _ := openTestPairing(t)
-	c, err := p.RequestNamed(t.Context(), "tg_main", "4242", "ada_l", "4242", "m1")
+	c, err := p.Request(t.Context(), "tg_main", "4242", "ada_l", "4242", "m1")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +135,7 @@ func TestPairingKeepsTheName(t *testing.T) {
 		t.Fatalf("pending: %+v, %v; want ada_l's code", pending, err)
 	}
 	// A redelivery of the same message gets the same code, name and all.
-	again, err := p.RequestNamed(t.Context(), "tg_main", "4242", "ada_l", "4242", "m1")
+	again, err := p.Request(t.Context(), "tg_main", "4242", "ada_l", "4242", "m1")
 	if err != nil || again.Code != c.Code || again.Name != "ada_l" {
 		t.Fatalf("the same message again: %+v, %v", again, err)
 	}
