@@ -631,6 +631,8 @@ var heraldMetrics = map[string][]string{
 	"herald_notify_calls_total":       {"butler", "result"},
 	"herald_integration_up":           {"integration"},
 	"herald_bus_store_ok":             {},
+	"herald_ready":                    {},
+	"herald_receiver_state":           {"integration", "state"},
 }
 
 // histograms are the metrics with _bucket, _sum and _count series.
