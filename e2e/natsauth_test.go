@@ -111,17 +111,19 @@ func (s *secureNATS) runFleetEnv(cfg *config.Config, getenv func(string) string)
 			}
 		})
 	}
-	running := make(chan struct{})
+	sbRunning, mRunning := make(chan struct{}), make(chan struct{})
 	run("switchboard", func(ctx context.Context) error {
-		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: sbNC, Log: quiet(), Running: func() { close(running) }})
+		return switchboard.Run(ctx, switchboard.Options{Config: cfg, NC: sbNC, Log: quiet(), Running: func() { close(sbRunning) }})
 	})
 	run("messenger", func(ctx context.Context) error {
-		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: mNC, Log: quiet(), Getenv: getenv})
+		return messenger.Run(ctx, messenger.Options{Config: cfg, NC: mNC, Log: quiet(), Getenv: getenv, Running: func() { close(mRunning) }})
 	})
-	select {
-	case <-running:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the switchboard did not start under its permissions within 30s")
+	for name, running := range map[string]chan struct{}{"switchboard": sbRunning, "messenger": mRunning} {
+		select {
+		case <-running:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the %s did not start under its permissions within 30s", name)
+		}
 	}
 }
 
