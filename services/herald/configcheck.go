@@ -26,10 +26,13 @@ HERALD_CONFIG, else the file the herald dev started in this directory runs
 with, else the built-in configuration; the first line says which. Exit 1 on
 any problem, and on any secret not set, since what needs it cannot work:
 check a fleet's file where its secrets are (deploy/herald.yaml with
-deploy/.env loaded).
+deploy/.env loaded). With --json, one JSON object per problem, then per
+secret, as every --json list (docs/operations.md, "Scripting the
+commands"); the exit is the same.
 
-Example:
+Examples:
   herald config check
+  herald config check --json deploy/herald.yaml | jq -r 'select(.set == false) | .env'
 `
 
 // runConfig is `herald config check [FILE]`: every problem of a
@@ -38,6 +41,7 @@ Example:
 func runConfig(ctx context.Context, args []string, o IO) error {
 	sub, fs, args := subcommandFlags("config", configUsage, args, o)
 	flagPath := fs.String("config", "", "the herald.yaml to check, as FILE (default $HERALD_CONFIG, else the running herald dev's)")
+	asJSON := fs.Bool("json", false, "print one JSON object per problem and per secret (JSON Lines)")
 	if err := checkSub(fs, "config", sub, "check"); err != nil {
 		return err
 	}
@@ -64,8 +68,47 @@ func runConfig(ctx context.Context, args []string, o IO) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	if *asJSON {
+		if err := jsonLines(o.Stdout, reportItems(r, path)); err != nil {
+			return err
+		}
+		return reportError(r)
+	}
 	fmt.Fprintf(o.Stdout, "Checked %s.\n", what)
 	return printReport(o.Stdout, r, path)
+}
+
+// checkItem is one line of herald config check --json: a problem (file,
+// line, text) or a secret (where it is read from and whether this
+// environment has it, never its value).
+type checkItem struct {
+	Kind        string `json:"kind"`
+	File        string `json:"file,omitempty"`
+	Line        int    `json:"line,omitempty"`
+	Text        string `json:"text,omitempty"`
+	Of          string `json:"of,omitempty"`
+	Integration string `json:"integration,omitempty"`
+	Key         string `json:"key,omitempty"`
+	Env         string `json:"env,omitempty"`
+	FileKey     string `json:"file_key,omitempty"`
+	SecretFile  string `json:"secret_file,omitempty"`
+	Set         *bool  `json:"set,omitempty"`
+	Missing     string `json:"missing,omitempty"`
+	Without     string `json:"without,omitempty"`
+}
+
+// reportItems are r's problems, then its secrets, as checkItems; file is
+// the file checked ("" for the built-in configuration).
+func reportItems(r *config.Report, file string) []checkItem {
+	var items []checkItem
+	for _, p := range r.Problems {
+		items = append(items, checkItem{Kind: "problem", File: file, Line: p.Line, Text: p.Text})
+	}
+	for _, s := range r.Secrets {
+		items = append(items, checkItem{Kind: "secret", Of: s.Of, Integration: s.Integration, Key: s.Key, Env: s.Env,
+			FileKey: s.FileKey, SecretFile: s.File, Set: &s.Set, Missing: s.Missing, Without: s.Without})
+	}
+	return items
 }
 
 // fileToCheck is the file herald config check checks, as the other
@@ -127,6 +170,20 @@ func printReport(w io.Writer, r *config.Report, file string) error {
 			fmt.Fprintf(w, "  %s: %s  %s\n", s.Of, s.Source(), state)
 		}
 	}
+	if err := reportError(r); err != nil {
+		return err
+	}
+	if len(r.Secrets) == 0 {
+		fmt.Fprintf(w, "No problems; it names no secrets.\n")
+	} else {
+		fmt.Fprintf(w, "No problems, and every secret it names is set.\n")
+	}
+	return nil
+}
+
+// reportError is what is wrong with r in one line, nil if nothing is:
+// herald config check's error, which exits 1.
+func reportError(r *config.Report) error {
 	var wrong []string
 	switch n := len(r.Problems); {
 	case r.Config == nil:
@@ -142,11 +199,6 @@ func printReport(w io.Writer, r *config.Report, file string) error {
 	}
 	if len(wrong) > 0 {
 		return errors.New(strings.Join(wrong, "; "))
-	}
-	if len(r.Secrets) == 0 {
-		fmt.Fprintf(w, "No problems; it names no secrets.\n")
-	} else {
-		fmt.Fprintf(w, "No problems, and every secret it names is set.\n")
 	}
 	return nil
 }

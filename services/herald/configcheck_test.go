@@ -62,6 +62,21 @@ integrations:
 		t.Errorf("a secret is shown:\n%s%s", out, errOut)
 	}
 
+	// --json: the same, a JSON object per problem and per secret, and the
+	// same exit and stderr.
+	code, out, errOut = configCheck(t, map[string]string{"SMTP_URL": "smtp://u:p@mail.example.com:587"}, "--json", file)
+	want = `{"kind":"problem","file":"` + file + `","line":3,"text":"butlers[0].default_chanel is not a setting; did you mean default_channel?"}` + "\n" +
+		`{"kind":"problem","file":"` + file + `","line":8,"text":"integrations[0].token is not a setting; a secret never goes in this file: put it in an environment variable and name it in token_env (token_env: TELEGRAM_BOT_TOKEN)"}` + "\n" +
+		`{"kind":"secret","of":"integration tg_main (telegram)","integration":"tg_main","key":"token_env","env":"TELEGRAM_BOT_TOKEN","file_key":"token_file","set":false,"missing":"token_env TELEGRAM_BOT_TOKEN is not set","without":"the integration cannot work"}` + "\n" +
+		`{"kind":"secret","of":"integration mail (email)","integration":"mail","key":"smtp_url_env","env":"SMTP_URL","file_key":"smtp_url_file","set":true,"without":"the integration cannot work"}` + "\n" +
+		`{"kind":"secret","of":"butler health","key":"mcp_token_env","env":"HEALTH_MCP_TOKEN","file_key":"mcp_token_file","set":false,"missing":"mcp_token_env HEALTH_MCP_TOKEN is not set","without":"its MCP endpoint cannot start"}` + "\n"
+	if diff := cmp.Diff(want, out); diff != "" {
+		t.Errorf("--json stdout (-want +got):\n%s", diff)
+	}
+	if wantErr := "herald config: 2 problems: every Herald process refuses the file as it is; 2 secrets not set: what needs each cannot work until it is set in the environment of the process that runs it\n"; code != 1 || errOut != wantErr {
+		t.Errorf("--json: exit %d, stderr %q; want 1, %q", code, errOut, wantErr)
+	}
+
 	// Fixed, and its secrets set: exit 0, saying so.
 	writeFile(t, file, "integrations:\n  - { id: tg_main, type: telegram, grants: all }\n")
 	code, out, errOut = configCheck(t, map[string]string{"TELEGRAM_BOT_TOKEN": "123:x"}, file)
@@ -125,7 +140,7 @@ func TestConfigUsage(t *testing.T) {
 	for _, args := range [][]string{{"config", "--help"}, {"config", "check", "--help"}} {
 		var out bytes.Buffer
 		code := herald.Main(t.Context(), args, herald.IO{Getenv: func(string) string { return "" }, Stdout: &out, Stderr: &out})
-		if code != 0 || !strings.HasPrefix(out.String(), "Usage:\n  herald config check [FILE]\n") || !strings.HasSuffix(out.String(), "\nExample:\n  herald config check\n") {
+		if code != 0 || !strings.HasPrefix(out.String(), "Usage:\n  herald config check [FILE]\n") || !strings.Contains(out.String(), "\nExamples:\n  herald config check\n") {
 			t.Errorf("%v: exit %d:\n%s", args, code, out.String())
 		}
 	}
