@@ -6,6 +6,7 @@
 package messenger
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -64,18 +65,23 @@ var consumers = []obs.Consumer{{Stream: bus.StreamDeliver, Durable: bus.Consumer
 
 // Messenger delivers.
 type Messenger struct {
-	cfg      *config.Config
-	nc       *nats.Conn
-	js       jetstream.JetStream
-	log      *slog.Logger
-	ledger   *ledger.Ledger
-	audit    *audit.Writer
-	senders  map[string]deliver.Sender // by integration id
-	broken   map[string]error          // integrations that could not be set up
-	deaf     map[string]error          // integrations whose receiver could not be set up
-	instance string
-	leaseTTL time.Duration
-	leases   jetstream.KeyValue // bus.BucketLeases: presence (presence.go)
+	cfg     *config.Config
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	log     *slog.Logger
+	ledger  *ledger.Ledger
+	audit   *audit.Writer
+	senders map[string]deliver.Sender // by integration id
+	broken  map[string]error          // integrations that could not be set up
+	// unworkable are the integrations whose configuration alone says why
+	// they cannot work (a secret not set: config.Unworkable), in the words
+	// herald dev's banner and herald config check use; status and Health
+	// say that rather than the channel's error.
+	unworkable map[string]string
+	deaf       map[string]error // integrations whose receiver could not be set up
+	instance   string
+	leaseTTL   time.Duration
+	leases     jetstream.KeyValue // bus.BucketLeases: presence (presence.go)
 
 	metrics *obs.Metrics
 	lastErr obs.LastError
@@ -158,6 +164,12 @@ func Run(ctx context.Context, o Options) error {
 	return m.serve(ctx, o, receivers, status, seen, srv, state)
 }
 
+// reason is why integration id cannot work, err its channel's error: what
+// the configuration says (m.unworkable) where it says, else err.
+func (m *Messenger) reason(id string, err error) string {
+	return cmp.Or(m.unworkable[id], err.Error())
+}
+
 // setUp makes each enabled integration's sender and receiver. One that
 // cannot be set up is noted (its sends fail, Health names it) and the
 // others go on; forget takes the notes back at stop, for a reload may
@@ -174,6 +186,7 @@ func (m *Messenger) setUp(ctx context.Context, o Options, env deliver.Env) (rece
 		noted = append(noted, name)
 	}
 	receivers = map[string]deliver.Receiver{}
+	m.unworkable = o.Config.Unworkable(env.Getenv)
 	for _, in := range o.Config.Integrations {
 		if in.Disabled {
 			continue
@@ -196,7 +209,7 @@ func (m *Messenger) setUp(ctx context.Context, o Options, env deliver.Env) (rece
 			// One misconfigured account must not silence the others.
 			m.log.ErrorContext(ctx, "integration unavailable", "integration", in.ID, "channel", in.Type, "err", err)
 			m.broken[in.ID] = err
-			unable("integration."+in.ID, err)
+			unable("integration."+in.ID, errors.New(m.reason(in.ID, err)))
 			continue
 		}
 		m.senders[in.ID] = s
@@ -220,7 +233,7 @@ func (m *Messenger) setUp(ctx context.Context, o Options, env deliver.Env) (rece
 		if err != nil {
 			m.log.ErrorContext(ctx, "receiver unavailable", "integration", in.ID, "channel", in.Type, "err", err)
 			m.deaf[in.ID] = err
-			unable("integration."+in.ID+".inbound", err)
+			unable("integration."+in.ID+".inbound", errors.New(m.reason(in.ID, err)))
 			continue
 		}
 		if r != nil {

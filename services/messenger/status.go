@@ -44,11 +44,11 @@ func (m *Messenger) status() any {
 	}
 	slices.Sort(st.Integrations)
 	for id, err := range m.broken {
-		st.Unavailable[id] = err.Error()
+		st.Unavailable[id] = m.reason(id, err)
 	}
 	for id, err := range m.deaf {
 		if st.Unavailable[id] == "" {
-			st.Unavailable[id] = "receiving: " + err.Error()
+			st.Unavailable[id] = "receiving: " + m.reason(id, err)
 		}
 	}
 	for _, s := range m.receivingSinks() {
