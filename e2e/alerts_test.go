@@ -189,10 +189,13 @@ func promqlNames(expr string) (names map[string][]string, grouping []string) {
 var targetLabels = []string{"job", "instance"}
 
 // onlyAfterEvent are metrics the dashboard shows whose family a process
-// serves only from its first event, which this test does not cause, with
-// why; TestComposeDashboard holds their names and labels to heraldMetrics.
-var onlyAfterEvent = map[string]string{
-	"herald_approvals_answered_total": "counts an approver's answer to a permission prompt, and no prompt is answered here",
+// serves only from its first event, which this test does not cause: why,
+// and the labels the dashboard may select them by.
+var onlyAfterEvent = map[string]struct {
+	why    string
+	labels []string
+}{
+	"herald_approvals_answered_total": {"counts an approver's answer to a permission prompt, and no prompt is answered here", []string{"butler", "verdict"}},
 }
 
 // TestAlertsNameServedMetrics: every metric deploy/alerts.yml and the
@@ -259,26 +262,65 @@ func TestAlertsNameServedMetrics(t *testing.T) {
 		after = scrape(t, metricsURL)
 		return after["herald_delivery_seconds"] != nil && after["herald_notifies_refused_total"] != nil
 	}, "herald dev's /metrics counting the delivered and the refused notify")
+	shown := map[string]bool{}
 	for where, expr := range dashboardExprs(t) {
 		checkNames(t, where, expr, after, jobs, onlyAfterEvent)
+		names, _ := promqlNames(expr)
+		for name := range names {
+			shown[familyOf(name, after)] = true
+		}
 	}
 	for name := range onlyAfterEvent {
 		if after[name] != nil {
 			t.Errorf("%s is served now: remove it from onlyAfterEvent", name)
 		}
 	}
+	// What the fleet serves, an operator sees: on a panel, or in an alert.
+	for _, r := range rules {
+		names, _ := promqlNames(r.Expr)
+		for name := range names {
+			shown[familyOf(name, after)] = true
+		}
+	}
+	// And docs/fleet.md's table of metrics names it.
+	fleet := mustRead(t, filepath.Join("..", "docs", "fleet.md"))
+	for name := range after {
+		if !strings.HasPrefix(name, "herald_") {
+			continue
+		}
+		if !shown[name] {
+			t.Errorf("herald dev serves %s, which no dashboard panel shows and no alert of deploy/alerts.yml watches", name)
+		}
+		if !strings.Contains(fleet, "| `"+name+"`") && !strings.Contains(fleet, ", `"+name+"`") {
+			t.Errorf("herald dev serves %s, which docs/fleet.md's table of metrics does not name", name)
+		}
+	}
+}
+
+// familyOf is the family of fams a selected name is a series of: a
+// histogram's for its _bucket, _sum and _count, else name itself.
+func familyOf(name string, fams map[string]*family) string {
+	for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+		if b, ok := strings.CutSuffix(name, suffix); ok && fams[b] != nil && fams[b].typ == "histogram" {
+			return b
+		}
+	}
+	return name
 }
 
 // checkNames fails for every metric expr selects that fams does not have
 // with HELP and TYPE (up: for a job prometheus.yml does not scrape), and
 // every label it selects or groups by that no metric of it has.
-func checkNames(t *testing.T, where, expr string, fams map[string]*family, jobs []string, excused map[string]string) {
+func checkNames(t *testing.T, where, expr string, fams map[string]*family, jobs []string, excused map[string]struct {
+	why    string
+	labels []string
+}) {
 	t.Helper()
 	names, grouping := promqlNames(expr)
 	if len(names) == 0 {
 		t.Errorf("%s: %q selects no metric", where, expr)
 	}
-	have, unknown := slices.Clone(targetLabels), false
+	have := slices.Clone(targetLabels)
 	for name, labels := range names {
 		if name == "up" {
 			// Prometheus's own per target: 1 scraped, 0 not.
@@ -289,16 +331,16 @@ func checkNames(t *testing.T, where, expr string, fams map[string]*family, jobs 
 			}
 			continue
 		}
-		if _, ok := excused[name]; ok {
-			unknown = true // its labels are TestComposeDashboard's
+		if e, ok := excused[name]; ok {
+			have = append(have, e.labels...)
+			for _, l := range labels {
+				if !slices.Contains(e.labels, l) && !slices.Contains(targetLabels, l) {
+					t.Errorf("%s: %s has no label %s (it has %v)", where, name, l, e.labels)
+				}
+			}
 			continue
 		}
-		base := name
-		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
-			if b, ok := strings.CutSuffix(name, suffix); ok && fams[b] != nil && fams[b].typ == "histogram" {
-				base = b
-			}
-		}
+		base := familyOf(name, fams)
 		f := fams[base]
 		if f == nil || f.help == "" || f.typ == "" {
 			t.Errorf("%s: %s is not a metric herald dev serves on /metrics (with # HELP and # TYPE): %q", where, name, expr)
@@ -314,7 +356,7 @@ func checkNames(t *testing.T, where, expr string, fams map[string]*family, jobs 
 		}
 	}
 	for _, l := range grouping {
-		if !slices.Contains(have, l) && l != "le" && !unknown {
+		if !slices.Contains(have, l) && l != "le" {
 			t.Errorf("%s: groups by %s, which none of %v has", where, l, slices.Sorted(maps.Keys(names)))
 		}
 	}
