@@ -14,6 +14,7 @@ import (
 	"github.com/heraldhq/herald/pkg/envelope"
 	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
+	"github.com/heraldhq/herald/services/messenger/deliver/delivertest"
 	"github.com/heraldhq/herald/services/messenger/webhook"
 	"github.com/heraldhq/herald/services/messenger/webhook/webhooktest"
 )
@@ -362,8 +363,11 @@ func TestUnreachable(t *testing.T) {
 
 func TestDeadline(t *testing.T) {
 	secret := webhooktest.NewSecret()
+	// The deadline passes once the receiver has the webhook.
+	ctx := delivertest.NewDeadline(t)
 	release := make(chan struct{})
 	slow := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx.Pass()
 		select {
 		case <-release:
 		case <-r.Context().Done():
@@ -372,8 +376,6 @@ func TestDeadline(t *testing.T) {
 	t.Cleanup(slow.Close)
 	t.Cleanup(func() { close(release) })
 	s := newSender(t, secret, map[string]string{"ops": slow.URL})
-	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-	defer cancel()
 	called := 0
 	_, err := s.Deliver(ctx, deliver.Delivery{Key: key, Intent: "send", Message: "x", Begin: func() error { called++; return nil }})
 	if envelope.ClassOf(err) != "timeout" || !errors.Is(err, context.DeadlineExceeded) {

@@ -453,22 +453,21 @@ func runNoAnswer(t *testing.T, h Harness) {
 		release := make(chan struct{})
 		t.Cleanup(func() { close(release) })
 		h.Stall(t, release)
-		// The context ends once the provider holds the message, not at a
-		// set time: ended before the message went out, the delivery is
+		// The deadline passes once the provider holds the message, not at a
+		// set time: passed before the message went out, the delivery is
 		// rightly target_unavailable, as a loaded machine showed.
-		ctx, cancel := context.WithCancel(t.Context())
-		defer cancel()
+		ctx := NewDeadline(t)
 		done := make(chan error, 1)
 		go func() {
 			_, err := s.Deliver(ctx, send(15, "x", nil))
 			done <- err
 		}()
-		for deadline := time.Now().Add(10 * time.Second); len(h.Delivered(t)) == 0; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(deadline) {
+		for wait := time.Now().Add(10 * time.Second); len(h.Delivered(t)) == 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(wait) {
 				t.Fatal("the provider did not take the message within 10s")
 			}
 		}
-		cancel()
+		ctx.Pass()
 		if err := <-done; envelope.ClassOf(err) != "timeout" {
 			t.Errorf("deliver: %v, want timeout (the provider may have the message)", err)
 		}
