@@ -231,11 +231,13 @@ func deadLetters(ctx context.Context, js jetstream.JetStream) (uint64, error) {
 
 // gather publishes a request on each subject with one reply inbox and
 // returns the answers: want of them (or until ctx ends), or, with want < 0,
-// until quiet passes without one (or a second without any).
+// until quiet passes without one (or a second without any). The answers
+// wait in the subscription's own buffer (nats.go's pending limits, 512K
+// messages): a fleet of 1,000 butlers answers at once, faster than a loop
+// takes them.
 func gather(ctx context.Context, nc *nats.Conn, subjects []string, want int, quiet time.Duration) ([][]byte, error) {
 	inbox := nc.NewInbox()
-	ch := make(chan *nats.Msg, 256)
-	sub, err := nc.ChanSubscribe(inbox, ch)
+	sub, err := nc.SubscribeSync(inbox)
 	if err != nil {
 		return nil, err
 	}
@@ -249,23 +251,21 @@ func gather(ctx context.Context, nc *nats.Conn, subjects []string, want int, qui
 		return nil, fmt.Errorf("asking the fleet: %w", err)
 	}
 	var out [][]byte
-	wait := time.NewTimer(time.Second)
-	defer wait.Stop()
-	if want >= 0 {
-		wait.Stop()
-	}
 	for want < 0 || len(out) < want {
-		select {
-		case m := <-ch:
-			out = append(out, m.Data)
-			if want < 0 {
-				wait.Reset(quiet)
+		next, cancel := ctx, context.CancelFunc(func() {})
+		if want < 0 {
+			wait := time.Second // for the first answer
+			if len(out) > 0 {
+				wait = quiet
 			}
-		case <-wait.C:
-			return out, nil
-		case <-ctx.Done():
-			return out, nil
+			next, cancel = context.WithTimeout(ctx, wait)
 		}
+		m, err := sub.NextMsgWithContext(next)
+		cancel()
+		if err != nil {
+			break // quiet, or ctx ended
+		}
+		out = append(out, m.Data)
 	}
 	return out, nil
 }
