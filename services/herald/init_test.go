@@ -3,6 +3,7 @@ package herald_test
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -216,5 +217,49 @@ func TestButlersComposeIsGenerated(t *testing.T) {
 	}
 	if !bytes.Equal(have, want) {
 		t.Fatal("deploy/compose.butlers.yaml differs from what `herald init --config deploy/herald.yaml` writes; run it")
+	}
+}
+
+// TestInitSecretsStayOutOfGit: in a folder with deploy/.gitignore, what
+// herald init writes is as git sees it: .env (every secret) and the
+// temporary file it is written through ignored, the compose file and
+// herald.yaml to commit.
+func TestInitSecretsStayOutOfGit(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git is not installed: " + err.Error())
+	}
+	dir := t.TempDir()
+	gitignore, err := os.ReadFile(filepath.Join("..", "..", "deploy", ".gitignore"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, ".gitignore"), string(gitignore))
+	cfg := filepath.Join(dir, "herald.yaml")
+	writeFile(t, cfg, initConfig)
+	git := func(args ...string) (string, error) {
+		cmd := exec.Command("git", append([]string{"-C", dir}, args...)...)
+		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL="+os.DevNull)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := git("init", "-q"); err != nil {
+		t.Fatalf("git init: %v\n%s", err, out)
+	}
+	if out, errs, code := runInit(t, cfg); code != 0 {
+		t.Fatalf("herald init: exit %d\n%s%s", code, out, errs)
+	}
+	out, err := git("status", "--porcelain", "--ignored", "--untracked-files=all")
+	if err != nil {
+		t.Fatalf("git status: %v\n%s", err, out)
+	}
+	if want := "?? .gitignore\n?? compose.butlers.yaml\n?? herald.yaml\n!! .env\n"; out != want {
+		t.Errorf("git status after herald init:\n%swant:\n%s", out, want)
+	}
+	// The name os.CreateTemp gives herald init's temporary .env, and a
+	// NATS credentials file.
+	for _, name := range []string{".env.herald-init-1234567890", "butler-health.creds"} {
+		if out, err := git("check-ignore", name); err != nil {
+			t.Errorf("%s is not ignored: %v %s", name, err, out)
+		}
 	}
 }
