@@ -193,6 +193,42 @@ func TestAChangedFileIsApplied(t *testing.T) {
 	}
 }
 
+// TestAFileChangedWhileStartingIsApplied: a change written after the
+// process loaded its file and before the watcher ran is applied at its
+// first look; before, the watcher took the changed file as its baseline
+// and the change waited for the next edit.
+func TestAFileChangedWhileStartingIsApplied(t *testing.T) {
+	w, path, a := newWatcher(t)
+	more := strings.Replace(base, "default_channel: log }", "default_channel: log, max_sessions: 7 }", 1)
+	if err := os.WriteFile(path, []byte(more), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx, true) }()
+	defer func() { cancel(); <-done }()
+	if !testkit.Poll(5*time.Second, testkit.Interval, func() bool { return a.count() > 0 }) {
+		t.Fatal("the file changed while the process started was not applied within 5 s")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.changes) != 1 || !slices.Equal(a.changes[0], []string{"butler health: max_sessions changed"}) {
+		t.Errorf("applied %q, want the one change", a.changes)
+	}
+}
+
+// TestAnUnchangedFileIsNotApplied: watching a file nobody edits applies
+// nothing and audits nothing.
+func TestAnUnchangedFileIsNotApplied(t *testing.T) {
+	w, _, a := newWatcher(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 2*reload.PollEvery+500*time.Millisecond)
+	defer cancel()
+	w.Run(ctx, true)
+	if a.count() != 0 {
+		t.Errorf("an unchanged file applied %q", a.changes)
+	}
+}
+
 // TestSIGHUPReloads: SIGHUP applies the file without watching it.
 func TestSIGHUPReloads(t *testing.T) {
 	w, path, a := newWatcher(t)

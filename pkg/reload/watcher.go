@@ -149,7 +149,11 @@ func (w *Watcher) Run(ctx context.Context, watch bool) {
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
 	var tick <-chan time.Time
-	last := w.fileHash()
+	// The first look compares the file with the configuration running, not
+	// with the file as Run finds it: a change written while the process
+	// started (after it loaded the file, before this goroutine ran) is
+	// applied too. An unchanged file changes nothing and says nothing.
+	last := ""
 	if watch && w.o.Path != "" {
 		t := time.NewTicker(PollEvery)
 		defer t.Stop()
