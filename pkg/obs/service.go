@@ -233,7 +233,7 @@ func dispatcherOf(nc *nats.Conn) (*dispatcher, error) {
 	// nats.go drops what a full channel cannot take, and a status request
 	// reaches every service on the connection at once: herald dev's 1,000
 	// butlers, twice over with two herald status asking. The channel holds
-	// as many as a sync subscription's of nats.go does.
+	// as many as nats.go's sync subscriptions do (65,536).
 	d := &dispatcher{nc: nc, ch: make(chan *nats.Msg, nats.DefaultMaxChanLen), done: make(chan struct{}), handlers: map[*nats.Subscription]func(*nats.Msg){}}
 	for _, verb := range verbs {
 		sub, err := nc.ChanSubscribe(micro.APIPrefix+"."+verb, d.ch)

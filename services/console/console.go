@@ -232,9 +232,9 @@ func deadLetters(ctx context.Context, js jetstream.JetStream) (uint64, error) {
 // gather publishes a request on each subject with one reply inbox and
 // returns the answers: want of them (or until ctx ends), or, with want < 0,
 // until quiet passes without one (or a second without any). The answers
-// wait in the subscription's own buffer (nats.go's pending limits, 512K
-// messages): a fleet of 1,000 butlers answers at once, faster than a loop
-// takes them.
+// wait in a sync subscription's buffer (65,536 messages, where nats.go
+// drops the rest): a fleet of 1,000 butlers answers at once, faster than
+// a loop takes them.
 func gather(ctx context.Context, nc *nats.Conn, subjects []string, want int, quiet time.Duration) ([][]byte, error) {
 	inbox := nc.NewInbox()
 	sub, err := nc.SubscribeSync(inbox)
