@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/heraldhq/herald/pkg/envelope"
+	"github.com/heraldhq/herald/pkg/testkit"
 	"github.com/heraldhq/herald/services/messenger/deliver"
 )
 
@@ -462,11 +463,7 @@ func runNoAnswer(t *testing.T, h Harness) {
 			_, err := s.Deliver(ctx, send(15, "x", nil))
 			done <- err
 		}()
-		for wait := time.Now().Add(10 * time.Second); len(h.Delivered(t)) == 0; time.Sleep(5 * time.Millisecond) {
-			if time.Now().After(wait) {
-				t.Fatal("the provider did not take the message within 10s")
-			}
-		}
+		testkit.Eventually(t, 10*time.Second, func() bool { return len(h.Delivered(t)) > 0 }, "the provider taking the message")
 		ctx.Pass()
 		if err := <-done; envelope.ClassOf(err) != "timeout" {
 			t.Errorf("deliver: %v, want timeout (the provider may have the message)", err)
